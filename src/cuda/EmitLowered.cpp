@@ -513,7 +513,13 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     line("tsr::cp_async_commit();");
   };
   line("int " + stage + " = 0;");
-  for (int64_t p = 0; p + 1 < S; ++p) issue("(int64_t(" + lb + ") + " + num(p) + " * int64_t(" + step + "))", num(p));
+  // The first S - 1 stages' copies: a loop, not unrolled (each issue is a whole tile's copies, its
+  // edge path included: unrolled, the prologue was most of a ring kernel's code and NVRTC time).
+  const std::string p = fresh("pro");
+  line("#pragma unroll 1");
+  open("for (int " + p + " = 0; " + p + " < " + num(S - 1) + "; ++" + p + ") {");
+  issue("(int64_t(" + lb + ") + int64_t(" + p + ") * int64_t(" + step + "))", p);
+  close();
   // One barrier an iteration: after it, this iteration's stage is in for every thread, and every
   // thread is done reading the stage of the iteration before, which the copies of iteration
   // + S - 1 then refill (the copies issued before the wait, as the ring did first, needed a

@@ -151,64 +151,67 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
   }
   float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
   int rs41 = 0;
-  if ((int64_t(v0) + 0 * int64_t(v1)) < int64_t(v2)) {
-    const int32_t nx43 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
-    // %14 = mul %chunk, %3 : i32
-    const int32_t v44 = int32_t(uint32_t(nx43) * uint32_t(v3));
-    {
-      const int64_t o45 = int64_t(nx43) * 64;
-      const int64_t o46 = int64_t(v5_c0) * 64;
-      if (o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o45 * tsr_p2_s0 + o46 * tsr_p2_s1)) {
-        #pragma unroll
-        for (int i47 = 0; i47 < 8; ++i47) {
-          const int q48 = i47 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh42 + (0) * 4352) + (((q48 * 4) / 64)) * 68 + (((q48 * 4) % 64)) * 1), tsr_p2 + (o45 + ((q48 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q48 * 4) % 64)) * tsr_p2_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i49 = 0; i49 < 8; ++i49) {
-          const int q50 = i49 * 128 + tsr_tid;
-          const int64_t n51 = !(true && (o45 + ((q50 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o46 + ((q50 * 4) % 64))) : 4;
-          const float* src52 = tsr_p2 + (n51 > 0 ? (o45 + ((q50 * 4) / 64)) * tsr_p2_s0 + (o46 + ((q50 * 4) % 64)) * tsr_p2_s1 : 0);
-          float* const dst53 = (sh42 + (0) * 4352) + (((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src52)) {
-            tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : float(0);
+  #pragma unroll 1
+  for (int pro43 = 0; pro43 < 1; ++pro43) {
+    if ((int64_t(v0) + int64_t(pro43) * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx44 = int32_t((int64_t(v0) + int64_t(pro43) * int64_t(v1)));
+      // %14 = mul %chunk, %3 : i32
+      const int32_t v45 = int32_t(uint32_t(nx44) * uint32_t(v3));
+      {
+        const int64_t o46 = int64_t(nx44) * 64;
+        const int64_t o47 = int64_t(v5_c0) * 64;
+        if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o46 * tsr_p2_s0 + o47 * tsr_p2_s1)) {
+          #pragma unroll
+          for (int i48 = 0; i48 < 8; ++i48) {
+            const int q49 = i48 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh42 + (pro43) * 4352) + (((q49 * 4) / 64)) * 68 + (((q49 * 4) % 64)) * 1), tsr_p2 + (o46 + ((q49 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q49 * 4) % 64)) * tsr_p2_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i50 = 0; i50 < 8; ++i50) {
+            const int q51 = i50 * 128 + tsr_tid;
+            const int64_t n52 = !(true && (o46 + ((q51 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) : 4;
+            const float* src53 = tsr_p2 + (n52 > 0 ? (o46 + ((q51 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q51 * 4) % 64)) * tsr_p2_s1 : 0);
+            float* const dst54 = (sh42 + (pro43) * 4352) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src53)) {
+              tsr::cp_async_16(tsr::smem_u32(dst54), src53, int(n52) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : float(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv54_ = v0; v1 > 0 && iv54_ < v2; iv54_ += v1) {
-    const int32_t iv54 = int32_t(iv54_);
+  for (int64_t iv55_ = v0; v1 > 0 && iv55_ < v2; iv55_ += v1) {
+    const int32_t iv55 = int32_t(iv55_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv54_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx55 = int32_t((iv54_ + 1 * int64_t(v1)));
+    if ((iv55_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx56 = int32_t((iv55_ + 1 * int64_t(v1)));
       // %14 = mul %chunk, %3 : i32
-      const int32_t v56 = int32_t(uint32_t(nx55) * uint32_t(v3));
+      const int32_t v57 = int32_t(uint32_t(nx56) * uint32_t(v3));
       {
-        const int64_t o57 = int64_t(nx55) * 64;
-        const int64_t o58 = int64_t(v5_c0) * 64;
-        if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o57 * tsr_p2_s0 + o58 * tsr_p2_s1)) {
+        const int64_t o58 = int64_t(nx56) * 64;
+        const int64_t o59 = int64_t(v5_c0) * 64;
+        if (o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o58 * tsr_p2_s0 + o59 * tsr_p2_s1)) {
           #pragma unroll
-          for (int i59 = 0; i59 < 8; ++i59) {
-            const int q60 = i59 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh42 + ((rs41 + 1) % 2) * 4352) + (((q60 * 4) / 64)) * 68 + (((q60 * 4) % 64)) * 1), tsr_p2 + (o57 + ((q60 * 4) / 64)) * tsr_p2_s0 + (o58 + ((q60 * 4) % 64)) * tsr_p2_s1);
+          for (int i60 = 0; i60 < 8; ++i60) {
+            const int q61 = i60 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh42 + ((rs41 + 1) % 2) * 4352) + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1), tsr_p2 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s0 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s1);
           }
         } else {
           #pragma unroll
-          for (int i61 = 0; i61 < 8; ++i61) {
-            const int q62 = i61 * 128 + tsr_tid;
-            const int64_t n63 = !(true && (o57 + ((q62 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o58 + ((q62 * 4) % 64))) : 4;
-            const float* src64 = tsr_p2 + (n63 > 0 ? (o57 + ((q62 * 4) / 64)) * tsr_p2_s0 + (o58 + ((q62 * 4) % 64)) * tsr_p2_s1 : 0);
-            float* const dst65 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q62 * 4) / 64)) * 68 + (((q62 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src64)) {
-              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 4);
+          for (int i62 = 0; i62 < 8; ++i62) {
+            const int q63 = i62 * 128 + tsr_tid;
+            const int64_t n64 = !(true && (o58 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) : 4;
+            const float* src65 = tsr_p2 + (n64 > 0 ? (o58 + ((q63 * 4) / 64)) * tsr_p2_s0 + (o59 + ((q63 * 4) % 64)) * tsr_p2_s1 : 0);
+            float* const dst66 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src65)) {
+              tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
             }
           }
         }
@@ -216,95 +219,95 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     }
     tsr::cp_async_commit();
     // %kt = load_tile %k, %chunk, %c0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v66_kt[32];
+    float v67_kt[32];
     {
-      const int64_t o67 = int64_t(iv54) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o68 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole69 = int64_t(iv54) * 64 >= 0 && int64_t(iv54) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv54) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
-      if (whole69) {
+      const int64_t o68 = int64_t(iv55) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o69 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole70 = int64_t(iv55) * 64 >= 0 && int64_t(iv55) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv55) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
+      if (whole70) {
         #pragma unroll
-        for (int c70 = 0; c70 < 8; ++c70) {
-          float vb71[4];
-          tsr::copy_vec<float, 4>(vb71, tsr_p1 + (o67 + ((((c70 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c70 * 4) % 4))) * tsr_p1_s1);
-          v66_kt[c70 * 4 + 0] = vb71[0];
-          v66_kt[c70 * 4 + 1] = vb71[1];
-          v66_kt[c70 * 4 + 2] = vb71[2];
-          v66_kt[c70 * 4 + 3] = vb71[3];
+        for (int c71 = 0; c71 < 8; ++c71) {
+          float vb72[4];
+          tsr::copy_vec<float, 4>(vb72, tsr_p1 + (o68 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c71 * 4) % 4))) * tsr_p1_s1);
+          v67_kt[c71 * 4 + 0] = vb72[0];
+          v67_kt[c71 * 4 + 1] = vb72[1];
+          v67_kt[c71 * 4 + 2] = vb72[2];
+          v67_kt[c71 * 4 + 3] = vb72[3];
         }
       } else {
         #pragma unroll
-        for (int c72 = 0; c72 < 8; ++c72) {
-          float vb73[4];
-          if ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb73, tsr_p1 + (o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1);
-            v66_kt[c72 * 4 + 0] = vb73[0];
-            v66_kt[c72 * 4 + 1] = vb73[1];
-            v66_kt[c72 * 4 + 2] = vb73[2];
-            v66_kt[c72 * 4 + 3] = vb73[3];
+        for (int c73 = 0; c73 < 8; ++c73) {
+          float vb74[4];
+          if ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb74, tsr_p1 + (o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1);
+            v67_kt[c73 * 4 + 0] = vb74[0];
+            v67_kt[c73 * 4 + 1] = vb74[1];
+            v67_kt[c73 * 4 + 2] = vb74[2];
+            v67_kt[c73 * 4 + 3] = vb74[3];
           } else {
-            v66_kt[c72 * 4] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v66_kt[c72 * 4 + 1] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v66_kt[c72 * 4 + 2] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v66_kt[c72 * 4 + 3] = ((o67 + ((((c72 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o68 + (((c72 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o67 + ((((c72 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o68 + (((c72 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v67_kt[c73 * 4] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v67_kt[c73 * 4 + 1] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v67_kt[c73 * 4 + 2] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v67_kt[c73 * 4 + 3] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v74_ktt[32];
-    v74_ktt[0] = v66_kt[0];
-    v74_ktt[1] = v66_kt[1];
-    v74_ktt[2] = v66_kt[2];
-    v74_ktt[3] = v66_kt[3];
-    v74_ktt[4] = v66_kt[4];
-    v74_ktt[5] = v66_kt[5];
-    v74_ktt[6] = v66_kt[6];
-    v74_ktt[7] = v66_kt[7];
-    v74_ktt[8] = v66_kt[8];
-    v74_ktt[9] = v66_kt[9];
-    v74_ktt[10] = v66_kt[10];
-    v74_ktt[11] = v66_kt[11];
-    v74_ktt[12] = v66_kt[12];
-    v74_ktt[13] = v66_kt[13];
-    v74_ktt[14] = v66_kt[14];
-    v74_ktt[15] = v66_kt[15];
-    v74_ktt[16] = v66_kt[16];
-    v74_ktt[17] = v66_kt[17];
-    v74_ktt[18] = v66_kt[18];
-    v74_ktt[19] = v66_kt[19];
-    v74_ktt[20] = v66_kt[20];
-    v74_ktt[21] = v66_kt[21];
-    v74_ktt[22] = v66_kt[22];
-    v74_ktt[23] = v66_kt[23];
-    v74_ktt[24] = v66_kt[24];
-    v74_ktt[25] = v66_kt[25];
-    v74_ktt[26] = v66_kt[26];
-    v74_ktt[27] = v66_kt[27];
-    v74_ktt[28] = v66_kt[28];
-    v74_ktt[29] = v66_kt[29];
-    v74_ktt[30] = v66_kt[30];
-    v74_ktt[31] = v66_kt[31];
+    float v75_ktt[32];
+    v75_ktt[0] = v67_kt[0];
+    v75_ktt[1] = v67_kt[1];
+    v75_ktt[2] = v67_kt[2];
+    v75_ktt[3] = v67_kt[3];
+    v75_ktt[4] = v67_kt[4];
+    v75_ktt[5] = v67_kt[5];
+    v75_ktt[6] = v67_kt[6];
+    v75_ktt[7] = v67_kt[7];
+    v75_ktt[8] = v67_kt[8];
+    v75_ktt[9] = v67_kt[9];
+    v75_ktt[10] = v67_kt[10];
+    v75_ktt[11] = v67_kt[11];
+    v75_ktt[12] = v67_kt[12];
+    v75_ktt[13] = v67_kt[13];
+    v75_ktt[14] = v67_kt[14];
+    v75_ktt[15] = v67_kt[15];
+    v75_ktt[16] = v67_kt[16];
+    v75_ktt[17] = v67_kt[17];
+    v75_ktt[18] = v67_kt[18];
+    v75_ktt[19] = v67_kt[19];
+    v75_ktt[20] = v67_kt[20];
+    v75_ktt[21] = v67_kt[21];
+    v75_ktt[22] = v67_kt[22];
+    v75_ktt[23] = v67_kt[23];
+    v75_ktt[24] = v67_kt[24];
+    v75_ktt[25] = v67_kt[25];
+    v75_ktt[26] = v67_kt[26];
+    v75_ktt[27] = v67_kt[27];
+    v75_ktt[28] = v67_kt[28];
+    v75_ktt[29] = v67_kt[29];
+    v75_ktt[30] = v67_kt[30];
+    v75_ktt[31] = v67_kt[31];
     // %12 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v75[16];
+    float v76[16];
     #pragma unroll
-    for (int s76 = 0; s76 < 16; ++s76) {
-      v75[s76] = v22_f0;
+    for (int s77 = 0; s77 < 16; ++s77) {
+      v76[s77] = v22_f0;
     }
     // %13 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh77 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c78 = 0; c78 < 32; ++c78) {
-      float w79[1];
-      w79[0] = v74_ktt[c78 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh77 + ((((c78 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c78 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w79);
+    for (int c79 = 0; c79 < 32; ++c79) {
+      float w80[1];
+      w80[0] = v75_ktt[c79 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
     }
     __syncthreads();
     // %s = dot %6, %13, %12 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v80_s[16];
+    float v81_s[16];
     #pragma unroll
-    for (int s81 = 0; s81 < 16; ++s81) {
-      v80_s[s81] = v75[s81];
+    for (int s82 = 0; s82 < 16; ++s82) {
+      v81_s[s82] = v76[s82];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -314,442 +317,442 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh77[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh77[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh77[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh77[(k_) * 68 + (tn_ + 3) * 1];
-        v80_s[0] = fmaf(float(a0_), float(b0_), v80_s[0]);
-        v80_s[1] = fmaf(float(a0_), float(b1_), v80_s[1]);
-        v80_s[2] = fmaf(float(a0_), float(b2_), v80_s[2]);
-        v80_s[3] = fmaf(float(a0_), float(b3_), v80_s[3]);
-        v80_s[4] = fmaf(float(a1_), float(b0_), v80_s[4]);
-        v80_s[5] = fmaf(float(a1_), float(b1_), v80_s[5]);
-        v80_s[6] = fmaf(float(a1_), float(b2_), v80_s[6]);
-        v80_s[7] = fmaf(float(a1_), float(b3_), v80_s[7]);
-        v80_s[8] = fmaf(float(a2_), float(b0_), v80_s[8]);
-        v80_s[9] = fmaf(float(a2_), float(b1_), v80_s[9]);
-        v80_s[10] = fmaf(float(a2_), float(b2_), v80_s[10]);
-        v80_s[11] = fmaf(float(a2_), float(b3_), v80_s[11]);
-        v80_s[12] = fmaf(float(a3_), float(b0_), v80_s[12]);
-        v80_s[13] = fmaf(float(a3_), float(b1_), v80_s[13]);
-        v80_s[14] = fmaf(float(a3_), float(b2_), v80_s[14]);
-        v80_s[15] = fmaf(float(a3_), float(b3_), v80_s[15]);
+        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
+        v81_s[0] = fmaf(float(a0_), float(b0_), v81_s[0]);
+        v81_s[1] = fmaf(float(a0_), float(b1_), v81_s[1]);
+        v81_s[2] = fmaf(float(a0_), float(b2_), v81_s[2]);
+        v81_s[3] = fmaf(float(a0_), float(b3_), v81_s[3]);
+        v81_s[4] = fmaf(float(a1_), float(b0_), v81_s[4]);
+        v81_s[5] = fmaf(float(a1_), float(b1_), v81_s[5]);
+        v81_s[6] = fmaf(float(a1_), float(b2_), v81_s[6]);
+        v81_s[7] = fmaf(float(a1_), float(b3_), v81_s[7]);
+        v81_s[8] = fmaf(float(a2_), float(b0_), v81_s[8]);
+        v81_s[9] = fmaf(float(a2_), float(b1_), v81_s[9]);
+        v81_s[10] = fmaf(float(a2_), float(b2_), v81_s[10]);
+        v81_s[11] = fmaf(float(a2_), float(b3_), v81_s[11]);
+        v81_s[12] = fmaf(float(a3_), float(b0_), v81_s[12]);
+        v81_s[13] = fmaf(float(a3_), float(b1_), v81_s[13]);
+        v81_s[14] = fmaf(float(a3_), float(b2_), v81_s[14]);
+        v81_s[15] = fmaf(float(a3_), float(b3_), v81_s[15]);
       }
     }
     // %14 = mul %chunk, %3 : i32
-    const int32_t v82 = int32_t(uint32_t(iv54) * uint32_t(v3));
+    const int32_t v83 = int32_t(uint32_t(iv55) * uint32_t(v3));
     // %15 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v83[4];
+    int32_t v84[4];
     #pragma unroll
-    for (int s84 = 0; s84 < 4; ++s84) {
-      v83[s84] = int32_t(0 + (((s84) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s85 = 0; s85 < 4; ++s85) {
+      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v85[4];
+    int32_t v86[4];
     #pragma unroll
-    for (int s86 = 0; s86 < 4; ++s86) {
-      v85[s86] = v82;
+    for (int s87 = 0; s87 < 4; ++s87) {
+      v86[s87] = v83;
     }
     // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v87[4];
+    int32_t v88[4];
     #pragma unroll
-    for (int s88 = 0; s88 < 4; ++s88) {
-      v87[s88] = int32_t(uint32_t(v83[s88]) + uint32_t(v85[s88]));
+    for (int s89 = 0; s89 < 4; ++s89) {
+      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
     }
     // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v89[4];
+    int32_t v90[4];
     #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89[s90] = v6_t;
+    for (int s91 = 0; s91 < 4; ++s91) {
+      v90[s91] = v6_t;
     }
     // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v91[4];
+    uint8_t v92[4];
     #pragma unroll
-    for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = uint8_t(v87[s92] < v89[s92]);
+    for (int s93 = 0; s93 < 4; ++s93) {
+      v92[s93] = uint8_t(v88[s93] < v90[s93]);
     }
     // %valid2 = expand_dims %19 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v93_valid2[4];
-    v93_valid2[0] = v91[0];
-    v93_valid2[1] = v91[1];
-    v93_valid2[2] = v91[2];
-    v93_valid2[3] = v91[3];
+    uint8_t v94_valid2[4];
+    v94_valid2[0] = v92[0];
+    v94_valid2[1] = v92[1];
+    v94_valid2[2] = v92[2];
+    v94_valid2[3] = v92[3];
     // %validb = broadcast %valid2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v94_validb[16];
-    v94_validb[0] = v93_valid2[0];
-    v94_validb[1] = v93_valid2[1];
-    v94_validb[2] = v93_valid2[2];
-    v94_validb[3] = v93_valid2[3];
-    v94_validb[4] = v93_valid2[0];
-    v94_validb[5] = v93_valid2[1];
-    v94_validb[6] = v93_valid2[2];
-    v94_validb[7] = v93_valid2[3];
-    v94_validb[8] = v93_valid2[0];
-    v94_validb[9] = v93_valid2[1];
-    v94_validb[10] = v93_valid2[2];
-    v94_validb[11] = v93_valid2[3];
-    v94_validb[12] = v93_valid2[0];
-    v94_validb[13] = v93_valid2[1];
-    v94_validb[14] = v93_valid2[2];
-    v94_validb[15] = v93_valid2[3];
+    uint8_t v95_validb[16];
+    v95_validb[0] = v94_valid2[0];
+    v95_validb[1] = v94_valid2[1];
+    v95_validb[2] = v94_valid2[2];
+    v95_validb[3] = v94_valid2[3];
+    v95_validb[4] = v94_valid2[0];
+    v95_validb[5] = v94_valid2[1];
+    v95_validb[6] = v94_valid2[2];
+    v95_validb[7] = v94_valid2[3];
+    v95_validb[8] = v94_valid2[0];
+    v95_validb[9] = v94_valid2[1];
+    v95_validb[10] = v94_valid2[2];
+    v95_validb[11] = v94_valid2[3];
+    v95_validb[12] = v94_valid2[0];
+    v95_validb[13] = v94_valid2[1];
+    v95_validb[14] = v94_valid2[2];
+    v95_validb[15] = v94_valid2[3];
     // %20 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v95[16];
+    float v96[16];
     #pragma unroll
-    for (int s96 = 0; s96 < 16; ++s96) {
-      v95[s96] = v23_ninf;
+    for (int s97 = 0; s97 < 16; ++s97) {
+      v96[s97] = v23_ninf;
     }
     // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v97_sm[16];
+    float v98_sm[16];
     #pragma unroll
-    for (int s98 = 0; s98 < 16; ++s98) {
-      v97_sm[s98] = (v94_validb[s98] ? v80_s[s98] : v95[s98]);
+    for (int s99 = 0; s99 < 16; ++s99) {
+      v98_sm[s99] = (v95_validb[s99] ? v81_s[s99] : v96[s99]);
     }
     // %21 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v99[4];
-    v99[0] = v97_sm[0];
-    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[1]);
-    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[2]);
-    v99[0] = tsr::max_nan_f32(v99[0], v97_sm[3]);
-    v99[1] = v97_sm[4];
-    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[5]);
-    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[6]);
-    v99[1] = tsr::max_nan_f32(v99[1], v97_sm[7]);
-    v99[2] = v97_sm[8];
-    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[9]);
-    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[10]);
-    v99[2] = tsr::max_nan_f32(v99[2], v97_sm[11]);
-    v99[3] = v97_sm[12];
-    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[13]);
-    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[14]);
-    v99[3] = tsr::max_nan_f32(v99[3], v97_sm[15]);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v99[0], 1);
-    v99[0] = tsr::max_nan_f32(v99[0], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v99[1], 1);
-    v99[1] = tsr::max_nan_f32(v99[1], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v99[2], 1);
-    v99[2] = tsr::max_nan_f32(v99[2], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v99[3], 1);
-    v99[3] = tsr::max_nan_f32(v99[3], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v99[0], 2);
-    v99[0] = tsr::max_nan_f32(v99[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v99[1], 2);
-    v99[1] = tsr::max_nan_f32(v99[1], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v99[2], 2);
-    v99[2] = tsr::max_nan_f32(v99[2], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v99[3], 2);
-    v99[3] = tsr::max_nan_f32(v99[3], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v99[0], 4);
-    v99[0] = tsr::max_nan_f32(v99[0], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v99[1], 4);
-    v99[1] = tsr::max_nan_f32(v99[1], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v99[2], 4);
-    v99[2] = tsr::max_nan_f32(v99[2], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v99[3], 4);
-    v99[3] = tsr::max_nan_f32(v99[3], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v99[0], 8);
-    v99[0] = tsr::max_nan_f32(v99[0], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v99[1], 8);
-    v99[1] = tsr::max_nan_f32(v99[1], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v99[2], 8);
-    v99[2] = tsr::max_nan_f32(v99[2], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v99[3], 8);
-    v99[3] = tsr::max_nan_f32(v99[3], sh115);
+    float v100[4];
+    v100[0] = v98_sm[0];
+    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[1]);
+    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[2]);
+    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[3]);
+    v100[1] = v98_sm[4];
+    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[5]);
+    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[6]);
+    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[7]);
+    v100[2] = v98_sm[8];
+    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[9]);
+    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[10]);
+    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[11]);
+    v100[3] = v98_sm[12];
+    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[13]);
+    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[14]);
+    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[15]);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v100[0], 1);
+    v100[0] = tsr::max_nan_f32(v100[0], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v100[1], 1);
+    v100[1] = tsr::max_nan_f32(v100[1], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v100[2], 1);
+    v100[2] = tsr::max_nan_f32(v100[2], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v100[3], 1);
+    v100[3] = tsr::max_nan_f32(v100[3], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v100[0], 2);
+    v100[0] = tsr::max_nan_f32(v100[0], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v100[1], 2);
+    v100[1] = tsr::max_nan_f32(v100[1], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v100[2], 2);
+    v100[2] = tsr::max_nan_f32(v100[2], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v100[3], 2);
+    v100[3] = tsr::max_nan_f32(v100[3], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v100[0], 4);
+    v100[0] = tsr::max_nan_f32(v100[0], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v100[1], 4);
+    v100[1] = tsr::max_nan_f32(v100[1], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v100[2], 4);
+    v100[2] = tsr::max_nan_f32(v100[2], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v100[3], 4);
+    v100[3] = tsr::max_nan_f32(v100[3], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v100[0], 8);
+    v100[0] = tsr::max_nan_f32(v100[0], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v100[1], 8);
+    v100[1] = tsr::max_nan_f32(v100[1], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v100[2], 8);
+    v100[2] = tsr::max_nan_f32(v100[2], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v100[3], 8);
+    v100[3] = tsr::max_nan_f32(v100[3], sh116);
     // %22 = max %m_run, %21 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v116_mx[4];
+    float v117_mx[4];
     #pragma unroll
-    for (int s117 = 0; s117 < 4; ++s117) {
-      v116_mx[s117] = tsr::fmax_nan_z<float>(c35_mx[s117], v99[s117]);
+    for (int s118 = 0; s118 < 4; ++s118) {
+      v117_mx[s118] = tsr::fmax_nan_z<float>(c35_mx[s118], v100[s118]);
     }
     // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v118[4];
+    float v119[4];
     #pragma unroll
-    for (int s119 = 0; s119 < 4; ++s119) {
-      v118[s119] = v23_ninf;
+    for (int s120 = 0; s120 < 4; ++s120) {
+      v119[s120] = v23_ninf;
     }
     // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v120_m_none[4];
+    uint8_t v121_m_none[4];
     #pragma unroll
-    for (int s121 = 0; s121 < 4; ++s121) {
-      v120_m_none[s121] = uint8_t(v116_mx[s121] == v118[s121]);
+    for (int s122 = 0; s122 < 4; ++s122) {
+      v121_m_none[s122] = uint8_t(v117_mx[s122] == v119[s122]);
     }
     // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v122[4];
+    float v123[4];
     #pragma unroll
-    for (int s123 = 0; s123 < 4; ++s123) {
-      v122[s123] = v22_f0;
+    for (int s124 = 0; s124 < 4; ++s124) {
+      v123[s124] = v22_f0;
     }
     // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v124_m_shift[4];
+    float v125_m_shift[4];
     #pragma unroll
-    for (int s125 = 0; s125 < 4; ++s125) {
-      v124_m_shift[s125] = (v120_m_none[s125] ? v122[s125] : v116_mx[s125]);
+    for (int s126 = 0; s126 < 4; ++s126) {
+      v125_m_shift[s126] = (v121_m_none[s126] ? v123[s126] : v117_mx[s126]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v126_m_delta[4];
+    float v127_m_delta[4];
     #pragma unroll
-    for (int s127 = 0; s127 < 4; ++s127) {
-      v126_m_delta[s127] = float(c35_mx[s127] - v124_m_shift[s127]);
+    for (int s128 = 0; s128 < 4; ++s128) {
+      v127_m_delta[s128] = float(c35_mx[s128] - v125_m_shift[s128]);
     }
     // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v128_alpha[4];
+    float v129_alpha[4];
     #pragma unroll
-    for (int s129 = 0; s129 < 4; ++s129) {
-      v128_alpha[s129] = float(tsr::fexp(v126_m_delta[s129]));
+    for (int s130 = 0; s130 < 4; ++s130) {
+      v129_alpha[s130] = float(tsr::fexp(v127_m_delta[s130]));
     }
     // %25 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v130[4];
-    v130[0] = v124_m_shift[0];
-    v130[1] = v124_m_shift[1];
-    v130[2] = v124_m_shift[2];
-    v130[3] = v124_m_shift[3];
+    float v131[4];
+    v131[0] = v125_m_shift[0];
+    v131[1] = v125_m_shift[1];
+    v131[2] = v125_m_shift[2];
+    v131[3] = v125_m_shift[3];
     // %mxb = broadcast %25 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v131_mxb[16];
-    v131_mxb[0] = v130[0];
-    v131_mxb[1] = v130[0];
-    v131_mxb[2] = v130[0];
-    v131_mxb[3] = v130[0];
-    v131_mxb[4] = v130[1];
-    v131_mxb[5] = v130[1];
-    v131_mxb[6] = v130[1];
-    v131_mxb[7] = v130[1];
-    v131_mxb[8] = v130[2];
-    v131_mxb[9] = v130[2];
-    v131_mxb[10] = v130[2];
-    v131_mxb[11] = v130[2];
-    v131_mxb[12] = v130[3];
-    v131_mxb[13] = v130[3];
-    v131_mxb[14] = v130[3];
-    v131_mxb[15] = v130[3];
+    float v132_mxb[16];
+    v132_mxb[0] = v131[0];
+    v132_mxb[1] = v131[0];
+    v132_mxb[2] = v131[0];
+    v132_mxb[3] = v131[0];
+    v132_mxb[4] = v131[1];
+    v132_mxb[5] = v131[1];
+    v132_mxb[6] = v131[1];
+    v132_mxb[7] = v131[1];
+    v132_mxb[8] = v131[2];
+    v132_mxb[9] = v131[2];
+    v132_mxb[10] = v131[2];
+    v132_mxb[11] = v131[2];
+    v132_mxb[12] = v131[3];
+    v132_mxb[13] = v131[3];
+    v132_mxb[14] = v131[3];
+    v132_mxb[15] = v131[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v132_sd[16];
+    float v133_sd[16];
     #pragma unroll
-    for (int s133 = 0; s133 < 16; ++s133) {
-      v132_sd[s133] = float(v97_sm[s133] - v131_mxb[s133]);
+    for (int s134 = 0; s134 < 16; ++s134) {
+      v133_sd[s134] = float(v98_sm[s134] - v132_mxb[s134]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v134_e[16];
+    float v135_e[16];
     #pragma unroll
-    for (int s135 = 0; s135 < 16; ++s135) {
-      v134_e[s135] = float(tsr::fexp(v132_sd[s135]));
+    for (int s136 = 0; s136 < 16; ++s136) {
+      v135_e[s136] = float(tsr::fexp(v133_sd[s136]));
     }
     // %26 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v136[4];
-    v136[0] = v134_e[0];
-    v136[0] = float(v136[0] + v134_e[1]);
-    v136[0] = float(v136[0] + v134_e[2]);
-    v136[0] = float(v136[0] + v134_e[3]);
-    v136[1] = v134_e[4];
-    v136[1] = float(v136[1] + v134_e[5]);
-    v136[1] = float(v136[1] + v134_e[6]);
-    v136[1] = float(v136[1] + v134_e[7]);
-    v136[2] = v134_e[8];
-    v136[2] = float(v136[2] + v134_e[9]);
-    v136[2] = float(v136[2] + v134_e[10]);
-    v136[2] = float(v136[2] + v134_e[11]);
-    v136[3] = v134_e[12];
-    v136[3] = float(v136[3] + v134_e[13]);
-    v136[3] = float(v136[3] + v134_e[14]);
-    v136[3] = float(v136[3] + v134_e[15]);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v136[0], 1);
-    v136[0] = float(v136[0] + sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v136[1], 1);
-    v136[1] = float(v136[1] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v136[2], 1);
-    v136[2] = float(v136[2] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v136[3], 1);
-    v136[3] = float(v136[3] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v136[0], 2);
-    v136[0] = float(v136[0] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v136[1], 2);
-    v136[1] = float(v136[1] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v136[2], 2);
-    v136[2] = float(v136[2] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v136[3], 2);
-    v136[3] = float(v136[3] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v136[0], 4);
-    v136[0] = float(v136[0] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v136[1], 4);
-    v136[1] = float(v136[1] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v136[2], 4);
-    v136[2] = float(v136[2] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v136[3], 4);
-    v136[3] = float(v136[3] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v136[0], 8);
-    v136[0] = float(v136[0] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v136[1], 8);
-    v136[1] = float(v136[1] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v136[2], 8);
-    v136[2] = float(v136[2] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v136[3], 8);
-    v136[3] = float(v136[3] + sh152);
+    float v137[4];
+    v137[0] = v135_e[0];
+    v137[0] = float(v137[0] + v135_e[1]);
+    v137[0] = float(v137[0] + v135_e[2]);
+    v137[0] = float(v137[0] + v135_e[3]);
+    v137[1] = v135_e[4];
+    v137[1] = float(v137[1] + v135_e[5]);
+    v137[1] = float(v137[1] + v135_e[6]);
+    v137[1] = float(v137[1] + v135_e[7]);
+    v137[2] = v135_e[8];
+    v137[2] = float(v137[2] + v135_e[9]);
+    v137[2] = float(v137[2] + v135_e[10]);
+    v137[2] = float(v137[2] + v135_e[11]);
+    v137[3] = v135_e[12];
+    v137[3] = float(v137[3] + v135_e[13]);
+    v137[3] = float(v137[3] + v135_e[14]);
+    v137[3] = float(v137[3] + v135_e[15]);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v137[0], 1);
+    v137[0] = float(v137[0] + sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v137[1], 1);
+    v137[1] = float(v137[1] + sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v137[2], 1);
+    v137[2] = float(v137[2] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v137[3], 1);
+    v137[3] = float(v137[3] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v137[0], 2);
+    v137[0] = float(v137[0] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v137[1], 2);
+    v137[1] = float(v137[1] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v137[2], 2);
+    v137[2] = float(v137[2] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v137[3], 2);
+    v137[3] = float(v137[3] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v137[0], 4);
+    v137[0] = float(v137[0] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v137[1], 4);
+    v137[1] = float(v137[1] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v137[2], 4);
+    v137[2] = float(v137[2] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v137[3], 4);
+    v137[3] = float(v137[3] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v137[0], 8);
+    v137[0] = float(v137[0] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v137[1], 8);
+    v137[1] = float(v137[1] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v137[2], 8);
+    v137[2] = float(v137[2] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v137[3], 8);
+    v137[3] = float(v137[3] + sh153);
     // %27 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v153[4];
+    float v154[4];
     #pragma unroll
-    for (int s154 = 0; s154 < 4; ++s154) {
-      v153[s154] = float(c37_sum[s154] * v128_alpha[s154]);
+    for (int s155 = 0; s155 < 4; ++s155) {
+      v154[s155] = float(c37_sum[s155] * v129_alpha[s155]);
     }
     // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155_sum[4];
+    float v156_sum[4];
     #pragma unroll
-    for (int s156 = 0; s156 < 4; ++s156) {
-      v155_sum[s156] = float(v153[s156] + v136[s156]);
+    for (int s157 = 0; s157 < 4; ++s157) {
+      v156_sum[s157] = float(v154[s157] + v137[s157]);
     }
     // %vt = load_tile %v, %chunk, %c0 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %29 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v157[4];
-    v157[0] = v128_alpha[0];
-    v157[1] = v128_alpha[1];
-    v157[2] = v128_alpha[2];
-    v157[3] = v128_alpha[3];
+    float v158[4];
+    v158[0] = v129_alpha[0];
+    v158[1] = v129_alpha[1];
+    v158[2] = v129_alpha[2];
+    v158[3] = v129_alpha[3];
     // %30 = broadcast %29 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v158[16];
-    v158[0] = v157[0];
-    v158[1] = v157[0];
-    v158[2] = v157[0];
-    v158[3] = v157[0];
-    v158[4] = v157[1];
-    v158[5] = v157[1];
-    v158[6] = v157[1];
-    v158[7] = v157[1];
-    v158[8] = v157[2];
-    v158[9] = v157[2];
-    v158[10] = v157[2];
-    v158[11] = v157[2];
-    v158[12] = v157[3];
-    v158[13] = v157[3];
-    v158[14] = v157[3];
-    v158[15] = v157[3];
-    // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
     float v159[16];
+    v159[0] = v158[0];
+    v159[1] = v158[0];
+    v159[2] = v158[0];
+    v159[3] = v158[0];
+    v159[4] = v158[1];
+    v159[5] = v158[1];
+    v159[6] = v158[1];
+    v159[7] = v158[1];
+    v159[8] = v158[2];
+    v159[9] = v158[2];
+    v159[10] = v158[2];
+    v159[11] = v158[2];
+    v159[12] = v158[3];
+    v159[13] = v158[3];
+    v159[14] = v158[3];
+    v159[15] = v158[3];
+    // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v160[16];
     #pragma unroll
-    for (int s160 = 0; s160 < 16; ++s160) {
-      v159[s160] = float(c39_out[s160] * v158[s160]);
+    for (int s161 = 0; s161 < 16; ++s161) {
+      v160[s161] = float(c39_out[s161] * v159[s161]);
     }
     // %32 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh161 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh162 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c162 = 0; c162 < 4; ++c162) {
-      float w163[4];
-      w163[0] = v134_e[c162 * 4 + 0];
-      w163[1] = v134_e[c162 * 4 + 1];
-      w163[2] = v134_e[c162 * 4 + 2];
-      w163[3] = v134_e[c162 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh161 + (((((c162 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c162 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w163);
+    for (int c163 = 0; c163 < 4; ++c163) {
+      float w164[4];
+      w164[0] = v135_e[c163 * 4 + 0];
+      w164[1] = v135_e[c163 * 4 + 1];
+      w164[2] = v135_e[c163 * 4 + 2];
+      w164[3] = v135_e[c163 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh162 + (((((c163 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c163 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w164);
     }
     __syncthreads();
     // %33 = dot %32, %vt, %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v164_out[16];
+    float v165_out[16];
     #pragma unroll
-    for (int s165 = 0; s165 < 16; ++s165) {
-      v164_out[s165] = v159[s165];
+    for (int s166 = 0; s166 < 16; ++s166) {
+      v165_out[s166] = v160[s166];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh161[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh161[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh161[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh161[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh162[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh162[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh162[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh162[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v164_out[0] = fmaf(float(a0_), float(b0_), v164_out[0]);
-        v164_out[1] = fmaf(float(a0_), float(b1_), v164_out[1]);
-        v164_out[2] = fmaf(float(a0_), float(b2_), v164_out[2]);
-        v164_out[3] = fmaf(float(a0_), float(b3_), v164_out[3]);
-        v164_out[4] = fmaf(float(a1_), float(b0_), v164_out[4]);
-        v164_out[5] = fmaf(float(a1_), float(b1_), v164_out[5]);
-        v164_out[6] = fmaf(float(a1_), float(b2_), v164_out[6]);
-        v164_out[7] = fmaf(float(a1_), float(b3_), v164_out[7]);
-        v164_out[8] = fmaf(float(a2_), float(b0_), v164_out[8]);
-        v164_out[9] = fmaf(float(a2_), float(b1_), v164_out[9]);
-        v164_out[10] = fmaf(float(a2_), float(b2_), v164_out[10]);
-        v164_out[11] = fmaf(float(a2_), float(b3_), v164_out[11]);
-        v164_out[12] = fmaf(float(a3_), float(b0_), v164_out[12]);
-        v164_out[13] = fmaf(float(a3_), float(b1_), v164_out[13]);
-        v164_out[14] = fmaf(float(a3_), float(b2_), v164_out[14]);
-        v164_out[15] = fmaf(float(a3_), float(b3_), v164_out[15]);
+        v165_out[0] = fmaf(float(a0_), float(b0_), v165_out[0]);
+        v165_out[1] = fmaf(float(a0_), float(b1_), v165_out[1]);
+        v165_out[2] = fmaf(float(a0_), float(b2_), v165_out[2]);
+        v165_out[3] = fmaf(float(a0_), float(b3_), v165_out[3]);
+        v165_out[4] = fmaf(float(a1_), float(b0_), v165_out[4]);
+        v165_out[5] = fmaf(float(a1_), float(b1_), v165_out[5]);
+        v165_out[6] = fmaf(float(a1_), float(b2_), v165_out[6]);
+        v165_out[7] = fmaf(float(a1_), float(b3_), v165_out[7]);
+        v165_out[8] = fmaf(float(a2_), float(b0_), v165_out[8]);
+        v165_out[9] = fmaf(float(a2_), float(b1_), v165_out[9]);
+        v165_out[10] = fmaf(float(a2_), float(b2_), v165_out[10]);
+        v165_out[11] = fmaf(float(a2_), float(b3_), v165_out[11]);
+        v165_out[12] = fmaf(float(a3_), float(b0_), v165_out[12]);
+        v165_out[13] = fmaf(float(a3_), float(b1_), v165_out[13]);
+        v165_out[14] = fmaf(float(a3_), float(b2_), v165_out[14]);
+        v165_out[15] = fmaf(float(a3_), float(b3_), v165_out[15]);
       }
     }
     // yield %22, %28, %33
     #pragma unroll
-    for (int s166 = 0; s166 < 4; ++s166) {
-      c35_mx[s166] = v116_mx[s166];
-    }
-    #pragma unroll
     for (int s167 = 0; s167 < 4; ++s167) {
-      c37_sum[s167] = v155_sum[s167];
+      c35_mx[s167] = v117_mx[s167];
     }
     #pragma unroll
-    for (int s168 = 0; s168 < 16; ++s168) {
-      c39_out[s168] = v164_out[s168];
+    for (int s168 = 0; s168 < 4; ++s168) {
+      c37_sum[s168] = v156_sum[s168];
+    }
+    #pragma unroll
+    for (int s169 = 0; s169 < 16; ++s169) {
+      c39_out[s169] = v165_out[s169];
     }
     rs41 = (rs41 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %34 = expand_dims %10 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v169[4];
-  v169[0] = c37_sum[0];
-  v169[1] = c37_sum[1];
-  v169[2] = c37_sum[2];
-  v169[3] = c37_sum[3];
+  float v170[4];
+  v170[0] = c37_sum[0];
+  v170[1] = c37_sum[1];
+  v170[2] = c37_sum[2];
+  v170[3] = c37_sum[3];
   // %35 = broadcast %34 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v170[16];
-  v170[0] = v169[0];
-  v170[1] = v169[0];
-  v170[2] = v169[0];
-  v170[3] = v169[0];
-  v170[4] = v169[1];
-  v170[5] = v169[1];
-  v170[6] = v169[1];
-  v170[7] = v169[1];
-  v170[8] = v169[2];
-  v170[9] = v169[2];
-  v170[10] = v169[2];
-  v170[11] = v169[2];
-  v170[12] = v169[3];
-  v170[13] = v169[3];
-  v170[14] = v169[3];
-  v170[15] = v169[3];
-  // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
   float v171[16];
+  v171[0] = v170[0];
+  v171[1] = v170[0];
+  v171[2] = v170[0];
+  v171[3] = v170[0];
+  v171[4] = v170[1];
+  v171[5] = v170[1];
+  v171[6] = v170[1];
+  v171[7] = v170[1];
+  v171[8] = v170[2];
+  v171[9] = v170[2];
+  v171[10] = v170[2];
+  v171[11] = v170[2];
+  v171[12] = v170[3];
+  v171[13] = v170[3];
+  v171[14] = v170[3];
+  v171[15] = v170[3];
+  // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+  float v172[16];
   #pragma unroll
-  for (int s172 = 0; s172 < 16; ++s172) {
-    v171[s172] = float(c39_out[s172] / v170[s172]);
+  for (int s173 = 0; s173 < 16; ++s173) {
+    v172[s173] = float(c39_out[s173] / v171[s173]);
   }
   // store_tile %o, %36, %pm, %c0
   {
-    const int64_t o173 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o174 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole175 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
-    if (whole175) {
+    const int64_t o174 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o175 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole176 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
+    if (whole176) {
       #pragma unroll
-      for (int c176 = 0; c176 < 4; ++c176) {
-        float vb177[4];
-        vb177[0] = v171[c176 * 4 + 0];
-        vb177[1] = v171[c176 * 4 + 1];
-        vb177[2] = v171[c176 * 4 + 2];
-        vb177[3] = v171[c176 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o173 + ((((c176 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c176 * 4) % 4))) * tsr_p3_s1, vb177);
+      for (int c177 = 0; c177 < 4; ++c177) {
+        float vb178[4];
+        vb178[0] = v172[c177 * 4 + 0];
+        vb178[1] = v172[c177 * 4 + 1];
+        vb178[2] = v172[c177 * 4 + 2];
+        vb178[3] = v172[c177 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o174 + ((((c177 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c177 * 4) % 4))) * tsr_p3_s1, vb178);
       }
     } else {
       #pragma unroll
-      for (int c178 = 0; c178 < 4; ++c178) {
-        float vb179[4];
-        if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1)) {
-          vb179[0] = v171[c178 * 4 + 0];
-          vb179[1] = v171[c178 * 4 + 1];
-          vb179[2] = v171[c178 * 4 + 2];
-          vb179[3] = v171[c178 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1, vb179);
+      for (int c179 = 0; c179 < 4; ++c179) {
+        float vb180[4];
+        if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1)) {
+          vb180[0] = v172[c179 * 4 + 0];
+          vb180[1] = v172[c179 * 4 + 1];
+          vb180[2] = v172[c179 * 4 + 2];
+          vb180[3] = v172[c179 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1, vb180);
         } else {
-          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4))) * tsr_p3_s1] = v171[c178 * 4];
-          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 1) * tsr_p3_s1] = v171[c178 * 4 + 1];
-          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 2) * tsr_p3_s1] = v171[c178 * 4 + 2];
-          if ((o173 + ((((c178 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o174 + (((c178 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o173 + ((((c178 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o174 + (((c178 * 4) % 4)) + 3) * tsr_p3_s1] = v171[c178 * 4 + 3];
+          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1] = v172[c179 * 4];
+          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 1) * tsr_p3_s1] = v172[c179 * 4 + 1];
+          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 2) * tsr_p3_s1] = v172[c179 * 4 + 2];
+          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 3) * tsr_p3_s1] = v172[c179 * 4 + 3];
         }
       }
     }

@@ -208,66 +208,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
   }
   float* const sh54 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
   int rs53 = 0;
-  if ((int64_t(v0) + 0 * int64_t(v1)) < int64_t(v2)) {
-    const int32_t nx55 = int32_t((int64_t(v0) + 0 * int64_t(v1)));
-    // %17 = mul %chunk, %3 : i32
-    const int32_t v56 = int32_t(uint32_t(nx55) * uint32_t(v3));
-    {
-      const int64_t o57 = int64_t(v5_ph) * 1;
-      const int64_t o58 = int64_t(nx55) * 64;
-      const int64_t o59 = int64_t(v6_c0) * 64;
-      if (o57 >= 0 && o57 + 1 <= int64_t(tsr_dim_H) && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o57 * tsr_p2_s0 + o58 * tsr_p2_s1 + o59 * tsr_p2_s2)) {
-        #pragma unroll
-        for (int i60 = 0; i60 < 8; ++i60) {
-          const int q61 = i60 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh54 + (0) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1), tsr_p2 + (o57 + 0) * tsr_p2_s0 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s2);
-        }
-      } else {
-        #pragma unroll
-        for (int i62 = 0; i62 < 8; ++i62) {
-          const int q63 = i62 * 128 + tsr_tid;
-          const int64_t n64 = !(true && (o57 + 0) < int64_t(tsr_dim_H) && (o58 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) : 4;
-          const float* src65 = tsr_p2 + (n64 > 0 ? (o57 + 0) * tsr_p2_s0 + (o58 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o59 + ((q63 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst66 = (sh54 + (0) * 4352) + (0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src65)) {
-            tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+  #pragma unroll 1
+  for (int pro55 = 0; pro55 < 1; ++pro55) {
+    if ((int64_t(v0) + int64_t(pro55) * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx56 = int32_t((int64_t(v0) + int64_t(pro55) * int64_t(v1)));
+      // %17 = mul %chunk, %3 : i32
+      const int32_t v57 = int32_t(uint32_t(nx56) * uint32_t(v3));
+      {
+        const int64_t o58 = int64_t(v5_ph) * 1;
+        const int64_t o59 = int64_t(nx56) * 64;
+        const int64_t o60 = int64_t(v6_c0) * 64;
+        if (o58 >= 0 && o58 + 1 <= int64_t(tsr_dim_H) && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o58 * tsr_p2_s0 + o59 * tsr_p2_s1 + o60 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i61 = 0; i61 < 8; ++i61) {
+            const int q62 = i61 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh54 + (pro55) * 4352) + (0) * 4352 + (((q62 * 4) / 64)) * 68 + (((q62 * 4) % 64)) * 1), tsr_p2 + (o58 + 0) * tsr_p2_s0 + (o59 + ((q62 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q62 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i63 = 0; i63 < 8; ++i63) {
+            const int q64 = i63 * 128 + tsr_tid;
+            const int64_t n65 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q64 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) : 4;
+            const float* src66 = tsr_p2 + (n65 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q64 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q64 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst67 = (sh54 + (pro55) * 4352) + (0) * 4352 + (((q64 * 4) / 64)) * 68 + (((q64 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src66)) {
+              tsr::cp_async_16(tsr::smem_u32(dst67), src66, int(n65) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst67[v_] = v_ < n65 ? src66[v_] : float(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv67_ = v0; v1 > 0 && iv67_ < v2; iv67_ += v1) {
-    const int32_t iv67 = int32_t(iv67_);
+  for (int64_t iv68_ = v0; v1 > 0 && iv68_ < v2; iv68_ += v1) {
+    const int32_t iv68 = int32_t(iv68_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv67_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx68 = int32_t((iv67_ + 1 * int64_t(v1)));
+    if ((iv68_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx69 = int32_t((iv68_ + 1 * int64_t(v1)));
       // %17 = mul %chunk, %3 : i32
-      const int32_t v69 = int32_t(uint32_t(nx68) * uint32_t(v3));
+      const int32_t v70 = int32_t(uint32_t(nx69) * uint32_t(v3));
       {
-        const int64_t o70 = int64_t(v5_ph) * 1;
-        const int64_t o71 = int64_t(nx68) * 64;
-        const int64_t o72 = int64_t(v6_c0) * 64;
-        if (o70 >= 0 && o70 + 1 <= int64_t(tsr_dim_H) && o71 >= 0 && o71 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o70 * tsr_p2_s0 + o71 * tsr_p2_s1 + o72 * tsr_p2_s2)) {
+        const int64_t o71 = int64_t(v5_ph) * 1;
+        const int64_t o72 = int64_t(nx69) * 64;
+        const int64_t o73 = int64_t(v6_c0) * 64;
+        if (o71 >= 0 && o71 + 1 <= int64_t(tsr_dim_H) && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o71 * tsr_p2_s0 + o72 * tsr_p2_s1 + o73 * tsr_p2_s2)) {
           #pragma unroll
-          for (int i73 = 0; i73 < 8; ++i73) {
-            const int q74 = i73 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q74 * 4) / 64)) * 68 + (((q74 * 4) % 64)) * 1), tsr_p2 + (o70 + 0) * tsr_p2_s0 + (o71 + ((q74 * 4) / 64)) * tsr_p2_s1 + (o72 + ((q74 * 4) % 64)) * tsr_p2_s2);
+          for (int i74 = 0; i74 < 8; ++i74) {
+            const int q75 = i74 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1), tsr_p2 + (o71 + 0) * tsr_p2_s0 + (o72 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o73 + ((q75 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i75 = 0; i75 < 8; ++i75) {
-            const int q76 = i75 * 128 + tsr_tid;
-            const int64_t n77 = !(true && (o70 + 0) < int64_t(tsr_dim_H) && (o71 + ((q76 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o72 + ((q76 * 4) % 64))) : 4;
-            const float* src78 = tsr_p2 + (n77 > 0 ? (o70 + 0) * tsr_p2_s0 + (o71 + ((q76 * 4) / 64)) * tsr_p2_s1 + (o72 + ((q76 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst79 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q76 * 4) / 64)) * 68 + (((q76 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src78)) {
-              tsr::cp_async_16(tsr::smem_u32(dst79), src78, int(n77) * 4);
+          for (int i76 = 0; i76 < 8; ++i76) {
+            const int q77 = i76 * 128 + tsr_tid;
+            const int64_t n78 = !(true && (o71 + 0) < int64_t(tsr_dim_H) && (o72 + ((q77 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) : 4;
+            const float* src79 = tsr_p2 + (n78 > 0 ? (o71 + 0) * tsr_p2_s0 + (o72 + ((q77 * 4) / 64)) * tsr_p2_s1 + (o73 + ((q77 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst80 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q77 * 4) / 64)) * 68 + (((q77 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src79)) {
+              tsr::cp_async_16(tsr::smem_u32(dst80), src79, int(n78) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst79[v_] = v_ < n77 ? src78[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : float(0);
             }
           }
         }
@@ -275,130 +278,130 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v80_k3[32];
+    float v81_k3[32];
     {
-      const int64_t o81 = int64_t(v5_ph) * 1 + 0;
-      const int64_t o82 = int64_t(iv67) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o83 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole84 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv67) * 64 >= 0 && int64_t(iv67) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv67) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
-      if (whole84) {
+      const int64_t o82 = int64_t(v5_ph) * 1 + 0;
+      const int64_t o83 = int64_t(iv68) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o84 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole85 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv68) * 64 >= 0 && int64_t(iv68) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv68) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
+      if (whole85) {
         #pragma unroll
-        for (int c85 = 0; c85 < 8; ++c85) {
-          float vb86[4];
-          tsr::copy_vec<float, 4>(vb86, tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c85 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c85 * 4) % 4))) * tsr_p1_s2);
-          v80_k3[c85 * 4 + 0] = vb86[0];
-          v80_k3[c85 * 4 + 1] = vb86[1];
-          v80_k3[c85 * 4 + 2] = vb86[2];
-          v80_k3[c85 * 4 + 3] = vb86[3];
+        for (int c86 = 0; c86 < 8; ++c86) {
+          float vb87[4];
+          tsr::copy_vec<float, 4>(vb87, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c86 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c86 * 4) % 4))) * tsr_p1_s2);
+          v81_k3[c86 * 4 + 0] = vb87[0];
+          v81_k3[c86 * 4 + 1] = vb87[1];
+          v81_k3[c86 * 4 + 2] = vb87[2];
+          v81_k3[c86 * 4 + 3] = vb87[3];
         }
       } else {
         #pragma unroll
-        for (int c87 = 0; c87 < 8; ++c87) {
-          float vb88[4];
-          if ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb88, tsr_p1 + (o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2);
-            v80_k3[c87 * 4 + 0] = vb88[0];
-            v80_k3[c87 * 4 + 1] = vb88[1];
-            v80_k3[c87 * 4 + 2] = vb88[2];
-            v80_k3[c87 * 4 + 3] = vb88[3];
+        for (int c88 = 0; c88 < 8; ++c88) {
+          float vb89[4];
+          if ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb89, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2);
+            v81_k3[c88 * 4 + 0] = vb89[0];
+            v81_k3[c88 * 4 + 1] = vb89[1];
+            v81_k3[c88 * 4 + 2] = vb89[2];
+            v81_k3[c88 * 4 + 3] = vb89[3];
           } else {
-            v80_k3[c87 * 4] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v80_k3[c87 * 4 + 1] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v80_k3[c87 * 4 + 2] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v80_k3[c87 * 4 + 3] = ((o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((((c87 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o81 + 0) * tsr_p1_s0 + (o82 + ((((c87 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o83 + (((c87 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 1] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 2] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v81_k3[c88 * 4 + 3] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v89_kt[32];
-    v89_kt[0] = v80_k3[0];
-    v89_kt[1] = v80_k3[1];
-    v89_kt[2] = v80_k3[2];
-    v89_kt[3] = v80_k3[3];
-    v89_kt[4] = v80_k3[4];
-    v89_kt[5] = v80_k3[5];
-    v89_kt[6] = v80_k3[6];
-    v89_kt[7] = v80_k3[7];
-    v89_kt[8] = v80_k3[8];
-    v89_kt[9] = v80_k3[9];
-    v89_kt[10] = v80_k3[10];
-    v89_kt[11] = v80_k3[11];
-    v89_kt[12] = v80_k3[12];
-    v89_kt[13] = v80_k3[13];
-    v89_kt[14] = v80_k3[14];
-    v89_kt[15] = v80_k3[15];
-    v89_kt[16] = v80_k3[16];
-    v89_kt[17] = v80_k3[17];
-    v89_kt[18] = v80_k3[18];
-    v89_kt[19] = v80_k3[19];
-    v89_kt[20] = v80_k3[20];
-    v89_kt[21] = v80_k3[21];
-    v89_kt[22] = v80_k3[22];
-    v89_kt[23] = v80_k3[23];
-    v89_kt[24] = v80_k3[24];
-    v89_kt[25] = v80_k3[25];
-    v89_kt[26] = v80_k3[26];
-    v89_kt[27] = v80_k3[27];
-    v89_kt[28] = v80_k3[28];
-    v89_kt[29] = v80_k3[29];
-    v89_kt[30] = v80_k3[30];
-    v89_kt[31] = v80_k3[31];
+    float v90_kt[32];
+    v90_kt[0] = v81_k3[0];
+    v90_kt[1] = v81_k3[1];
+    v90_kt[2] = v81_k3[2];
+    v90_kt[3] = v81_k3[3];
+    v90_kt[4] = v81_k3[4];
+    v90_kt[5] = v81_k3[5];
+    v90_kt[6] = v81_k3[6];
+    v90_kt[7] = v81_k3[7];
+    v90_kt[8] = v81_k3[8];
+    v90_kt[9] = v81_k3[9];
+    v90_kt[10] = v81_k3[10];
+    v90_kt[11] = v81_k3[11];
+    v90_kt[12] = v81_k3[12];
+    v90_kt[13] = v81_k3[13];
+    v90_kt[14] = v81_k3[14];
+    v90_kt[15] = v81_k3[15];
+    v90_kt[16] = v81_k3[16];
+    v90_kt[17] = v81_k3[17];
+    v90_kt[18] = v81_k3[18];
+    v90_kt[19] = v81_k3[19];
+    v90_kt[20] = v81_k3[20];
+    v90_kt[21] = v81_k3[21];
+    v90_kt[22] = v81_k3[22];
+    v90_kt[23] = v81_k3[23];
+    v90_kt[24] = v81_k3[24];
+    v90_kt[25] = v81_k3[25];
+    v90_kt[26] = v81_k3[26];
+    v90_kt[27] = v81_k3[27];
+    v90_kt[28] = v81_k3[28];
+    v90_kt[29] = v81_k3[29];
+    v90_kt[30] = v81_k3[30];
+    v90_kt[31] = v81_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v90_ktt[32];
-    v90_ktt[0] = v89_kt[0];
-    v90_ktt[1] = v89_kt[1];
-    v90_ktt[2] = v89_kt[2];
-    v90_ktt[3] = v89_kt[3];
-    v90_ktt[4] = v89_kt[4];
-    v90_ktt[5] = v89_kt[5];
-    v90_ktt[6] = v89_kt[6];
-    v90_ktt[7] = v89_kt[7];
-    v90_ktt[8] = v89_kt[8];
-    v90_ktt[9] = v89_kt[9];
-    v90_ktt[10] = v89_kt[10];
-    v90_ktt[11] = v89_kt[11];
-    v90_ktt[12] = v89_kt[12];
-    v90_ktt[13] = v89_kt[13];
-    v90_ktt[14] = v89_kt[14];
-    v90_ktt[15] = v89_kt[15];
-    v90_ktt[16] = v89_kt[16];
-    v90_ktt[17] = v89_kt[17];
-    v90_ktt[18] = v89_kt[18];
-    v90_ktt[19] = v89_kt[19];
-    v90_ktt[20] = v89_kt[20];
-    v90_ktt[21] = v89_kt[21];
-    v90_ktt[22] = v89_kt[22];
-    v90_ktt[23] = v89_kt[23];
-    v90_ktt[24] = v89_kt[24];
-    v90_ktt[25] = v89_kt[25];
-    v90_ktt[26] = v89_kt[26];
-    v90_ktt[27] = v89_kt[27];
-    v90_ktt[28] = v89_kt[28];
-    v90_ktt[29] = v89_kt[29];
-    v90_ktt[30] = v89_kt[30];
-    v90_ktt[31] = v89_kt[31];
+    float v91_ktt[32];
+    v91_ktt[0] = v90_kt[0];
+    v91_ktt[1] = v90_kt[1];
+    v91_ktt[2] = v90_kt[2];
+    v91_ktt[3] = v90_kt[3];
+    v91_ktt[4] = v90_kt[4];
+    v91_ktt[5] = v90_kt[5];
+    v91_ktt[6] = v90_kt[6];
+    v91_ktt[7] = v90_kt[7];
+    v91_ktt[8] = v90_kt[8];
+    v91_ktt[9] = v90_kt[9];
+    v91_ktt[10] = v90_kt[10];
+    v91_ktt[11] = v90_kt[11];
+    v91_ktt[12] = v90_kt[12];
+    v91_ktt[13] = v90_kt[13];
+    v91_ktt[14] = v90_kt[14];
+    v91_ktt[15] = v90_kt[15];
+    v91_ktt[16] = v90_kt[16];
+    v91_ktt[17] = v90_kt[17];
+    v91_ktt[18] = v90_kt[18];
+    v91_ktt[19] = v90_kt[19];
+    v91_ktt[20] = v90_kt[20];
+    v91_ktt[21] = v90_kt[21];
+    v91_ktt[22] = v90_kt[22];
+    v91_ktt[23] = v90_kt[23];
+    v91_ktt[24] = v90_kt[24];
+    v91_ktt[25] = v90_kt[25];
+    v91_ktt[26] = v90_kt[26];
+    v91_ktt[27] = v90_kt[27];
+    v91_ktt[28] = v90_kt[28];
+    v91_ktt[29] = v90_kt[29];
+    v91_ktt[30] = v90_kt[30];
+    v91_ktt[31] = v90_kt[31];
     // %15 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v91[16];
+    float v92[16];
     #pragma unroll
-    for (int s92 = 0; s92 < 16; ++s92) {
-      v91[s92] = v25_f0;
+    for (int s93 = 0; s93 < 16; ++s93) {
+      v92[s93] = v25_f0;
     }
     // %16 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh93 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh94 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c94 = 0; c94 < 32; ++c94) {
-      float w95[1];
-      w95[0] = v90_ktt[c94 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh93 + ((((c94 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c94 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w95);
+    for (int c95 = 0; c95 < 32; ++c95) {
+      float w96[1];
+      w96[0] = v91_ktt[c95 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh94 + ((((c95 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c95 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w96);
     }
     __syncthreads();
     // %s = dot %9, %16, %15 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v96_s[16];
+    float v97_s[16];
     #pragma unroll
-    for (int s97 = 0; s97 < 16; ++s97) {
-      v96_s[s97] = v91[s97];
+    for (int s98 = 0; s98 < 16; ++s98) {
+      v97_s[s98] = v92[s98];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -408,534 +411,534 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const auto a1_ = sh40[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh40[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh40[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh93[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh93[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh93[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh93[(k_) * 68 + (tn_ + 3) * 1];
-        v96_s[0] = fmaf(float(a0_), float(b0_), v96_s[0]);
-        v96_s[1] = fmaf(float(a0_), float(b1_), v96_s[1]);
-        v96_s[2] = fmaf(float(a0_), float(b2_), v96_s[2]);
-        v96_s[3] = fmaf(float(a0_), float(b3_), v96_s[3]);
-        v96_s[4] = fmaf(float(a1_), float(b0_), v96_s[4]);
-        v96_s[5] = fmaf(float(a1_), float(b1_), v96_s[5]);
-        v96_s[6] = fmaf(float(a1_), float(b2_), v96_s[6]);
-        v96_s[7] = fmaf(float(a1_), float(b3_), v96_s[7]);
-        v96_s[8] = fmaf(float(a2_), float(b0_), v96_s[8]);
-        v96_s[9] = fmaf(float(a2_), float(b1_), v96_s[9]);
-        v96_s[10] = fmaf(float(a2_), float(b2_), v96_s[10]);
-        v96_s[11] = fmaf(float(a2_), float(b3_), v96_s[11]);
-        v96_s[12] = fmaf(float(a3_), float(b0_), v96_s[12]);
-        v96_s[13] = fmaf(float(a3_), float(b1_), v96_s[13]);
-        v96_s[14] = fmaf(float(a3_), float(b2_), v96_s[14]);
-        v96_s[15] = fmaf(float(a3_), float(b3_), v96_s[15]);
+        const auto b0_ = sh94[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh94[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh94[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh94[(k_) * 68 + (tn_ + 3) * 1];
+        v97_s[0] = fmaf(float(a0_), float(b0_), v97_s[0]);
+        v97_s[1] = fmaf(float(a0_), float(b1_), v97_s[1]);
+        v97_s[2] = fmaf(float(a0_), float(b2_), v97_s[2]);
+        v97_s[3] = fmaf(float(a0_), float(b3_), v97_s[3]);
+        v97_s[4] = fmaf(float(a1_), float(b0_), v97_s[4]);
+        v97_s[5] = fmaf(float(a1_), float(b1_), v97_s[5]);
+        v97_s[6] = fmaf(float(a1_), float(b2_), v97_s[6]);
+        v97_s[7] = fmaf(float(a1_), float(b3_), v97_s[7]);
+        v97_s[8] = fmaf(float(a2_), float(b0_), v97_s[8]);
+        v97_s[9] = fmaf(float(a2_), float(b1_), v97_s[9]);
+        v97_s[10] = fmaf(float(a2_), float(b2_), v97_s[10]);
+        v97_s[11] = fmaf(float(a2_), float(b3_), v97_s[11]);
+        v97_s[12] = fmaf(float(a3_), float(b0_), v97_s[12]);
+        v97_s[13] = fmaf(float(a3_), float(b1_), v97_s[13]);
+        v97_s[14] = fmaf(float(a3_), float(b2_), v97_s[14]);
+        v97_s[15] = fmaf(float(a3_), float(b3_), v97_s[15]);
       }
     }
     // %17 = mul %chunk, %3 : i32
-    const int32_t v98 = int32_t(uint32_t(iv67) * uint32_t(v3));
+    const int32_t v99 = int32_t(uint32_t(iv68) * uint32_t(v3));
     // %18 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v99[4];
+    int32_t v100[4];
     #pragma unroll
-    for (int s100 = 0; s100 < 4; ++s100) {
-      v99[s100] = int32_t(0 + (((s100) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s101 = 0; s101 < 4; ++s101) {
+      v100[s101] = int32_t(0 + (((s101) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v101[4];
+    int32_t v102[4];
     #pragma unroll
-    for (int s102 = 0; s102 < 4; ++s102) {
-      v101[s102] = v98;
+    for (int s103 = 0; s103 < 4; ++s103) {
+      v102[s103] = v99;
     }
     // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v103[4];
+    int32_t v104[4];
     #pragma unroll
-    for (int s104 = 0; s104 < 4; ++s104) {
-      v103[s104] = int32_t(uint32_t(v99[s104]) + uint32_t(v101[s104]));
+    for (int s105 = 0; s105 < 4; ++s105) {
+      v104[s105] = int32_t(uint32_t(v100[s105]) + uint32_t(v102[s105]));
     }
     // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v105[4];
+    int32_t v106[4];
     #pragma unroll
-    for (int s106 = 0; s106 < 4; ++s106) {
-      v105[s106] = v7_t;
+    for (int s107 = 0; s107 < 4; ++s107) {
+      v106[s107] = v7_t;
     }
     // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v107[4];
+    uint8_t v108[4];
     #pragma unroll
-    for (int s108 = 0; s108 < 4; ++s108) {
-      v107[s108] = uint8_t(v103[s108] < v105[s108]);
+    for (int s109 = 0; s109 < 4; ++s109) {
+      v108[s109] = uint8_t(v104[s109] < v106[s109]);
     }
     // %inside2 = expand_dims %22 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v109_inside2[4];
-    v109_inside2[0] = v107[0];
-    v109_inside2[1] = v107[1];
-    v109_inside2[2] = v107[2];
-    v109_inside2[3] = v107[3];
+    uint8_t v110_inside2[4];
+    v110_inside2[0] = v108[0];
+    v110_inside2[1] = v108[1];
+    v110_inside2[2] = v108[2];
+    v110_inside2[3] = v108[3];
     // %insideb = broadcast %inside2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v110_insideb[16];
-    v110_insideb[0] = v109_inside2[0];
-    v110_insideb[1] = v109_inside2[1];
-    v110_insideb[2] = v109_inside2[2];
-    v110_insideb[3] = v109_inside2[3];
-    v110_insideb[4] = v109_inside2[0];
-    v110_insideb[5] = v109_inside2[1];
-    v110_insideb[6] = v109_inside2[2];
-    v110_insideb[7] = v109_inside2[3];
-    v110_insideb[8] = v109_inside2[0];
-    v110_insideb[9] = v109_inside2[1];
-    v110_insideb[10] = v109_inside2[2];
-    v110_insideb[11] = v109_inside2[3];
-    v110_insideb[12] = v109_inside2[0];
-    v110_insideb[13] = v109_inside2[1];
-    v110_insideb[14] = v109_inside2[2];
-    v110_insideb[15] = v109_inside2[3];
+    uint8_t v111_insideb[16];
+    v111_insideb[0] = v110_inside2[0];
+    v111_insideb[1] = v110_inside2[1];
+    v111_insideb[2] = v110_inside2[2];
+    v111_insideb[3] = v110_inside2[3];
+    v111_insideb[4] = v110_inside2[0];
+    v111_insideb[5] = v110_inside2[1];
+    v111_insideb[6] = v110_inside2[2];
+    v111_insideb[7] = v110_inside2[3];
+    v111_insideb[8] = v110_inside2[0];
+    v111_insideb[9] = v110_inside2[1];
+    v111_insideb[10] = v110_inside2[2];
+    v111_insideb[11] = v110_inside2[3];
+    v111_insideb[12] = v110_inside2[0];
+    v111_insideb[13] = v110_inside2[1];
+    v111_insideb[14] = v110_inside2[2];
+    v111_insideb[15] = v110_inside2[3];
     // %rowsb = broadcast %rows2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v111_rowsb[16];
-    v111_rowsb[0] = v34_rows2[0];
-    v111_rowsb[1] = v34_rows2[0];
-    v111_rowsb[2] = v34_rows2[0];
-    v111_rowsb[3] = v34_rows2[0];
-    v111_rowsb[4] = v34_rows2[1];
-    v111_rowsb[5] = v34_rows2[1];
-    v111_rowsb[6] = v34_rows2[1];
-    v111_rowsb[7] = v34_rows2[1];
-    v111_rowsb[8] = v34_rows2[2];
-    v111_rowsb[9] = v34_rows2[2];
-    v111_rowsb[10] = v34_rows2[2];
-    v111_rowsb[11] = v34_rows2[2];
-    v111_rowsb[12] = v34_rows2[3];
-    v111_rowsb[13] = v34_rows2[3];
-    v111_rowsb[14] = v34_rows2[3];
-    v111_rowsb[15] = v34_rows2[3];
+    int32_t v112_rowsb[16];
+    v112_rowsb[0] = v34_rows2[0];
+    v112_rowsb[1] = v34_rows2[0];
+    v112_rowsb[2] = v34_rows2[0];
+    v112_rowsb[3] = v34_rows2[0];
+    v112_rowsb[4] = v34_rows2[1];
+    v112_rowsb[5] = v34_rows2[1];
+    v112_rowsb[6] = v34_rows2[1];
+    v112_rowsb[7] = v34_rows2[1];
+    v112_rowsb[8] = v34_rows2[2];
+    v112_rowsb[9] = v34_rows2[2];
+    v112_rowsb[10] = v34_rows2[2];
+    v112_rowsb[11] = v34_rows2[2];
+    v112_rowsb[12] = v34_rows2[3];
+    v112_rowsb[13] = v34_rows2[3];
+    v112_rowsb[14] = v34_rows2[3];
+    v112_rowsb[15] = v34_rows2[3];
     // %23 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v112[4];
+    int32_t v113[4];
     #pragma unroll
-    for (int s113 = 0; s113 < 4; ++s113) {
-      v112[s113] = int32_t(0 + (((s113) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s114 = 0; s114 < 4; ++s114) {
+      v113[s114] = int32_t(0 + (((s114) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v114[4];
+    int32_t v115[4];
     #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      v114[s115] = v98;
+    for (int s116 = 0; s116 < 4; ++s116) {
+      v115[s116] = v99;
     }
     // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v116[4];
+    int32_t v117[4];
     #pragma unroll
-    for (int s117 = 0; s117 < 4; ++s117) {
-      v116[s117] = int32_t(uint32_t(v112[s117]) + uint32_t(v114[s117]));
+    for (int s118 = 0; s118 < 4; ++s118) {
+      v117[s118] = int32_t(uint32_t(v113[s118]) + uint32_t(v115[s118]));
     }
     // %cols2 = expand_dims %25 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v118_cols2[4];
-    v118_cols2[0] = v116[0];
-    v118_cols2[1] = v116[1];
-    v118_cols2[2] = v116[2];
-    v118_cols2[3] = v116[3];
+    int32_t v119_cols2[4];
+    v119_cols2[0] = v117[0];
+    v119_cols2[1] = v117[1];
+    v119_cols2[2] = v117[2];
+    v119_cols2[3] = v117[3];
     // %colsb = broadcast %cols2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v119_colsb[16];
-    v119_colsb[0] = v118_cols2[0];
-    v119_colsb[1] = v118_cols2[1];
-    v119_colsb[2] = v118_cols2[2];
-    v119_colsb[3] = v118_cols2[3];
-    v119_colsb[4] = v118_cols2[0];
-    v119_colsb[5] = v118_cols2[1];
-    v119_colsb[6] = v118_cols2[2];
-    v119_colsb[7] = v118_cols2[3];
-    v119_colsb[8] = v118_cols2[0];
-    v119_colsb[9] = v118_cols2[1];
-    v119_colsb[10] = v118_cols2[2];
-    v119_colsb[11] = v118_cols2[3];
-    v119_colsb[12] = v118_cols2[0];
-    v119_colsb[13] = v118_cols2[1];
-    v119_colsb[14] = v118_cols2[2];
-    v119_colsb[15] = v118_cols2[3];
+    int32_t v120_colsb[16];
+    v120_colsb[0] = v119_cols2[0];
+    v120_colsb[1] = v119_cols2[1];
+    v120_colsb[2] = v119_cols2[2];
+    v120_colsb[3] = v119_cols2[3];
+    v120_colsb[4] = v119_cols2[0];
+    v120_colsb[5] = v119_cols2[1];
+    v120_colsb[6] = v119_cols2[2];
+    v120_colsb[7] = v119_cols2[3];
+    v120_colsb[8] = v119_cols2[0];
+    v120_colsb[9] = v119_cols2[1];
+    v120_colsb[10] = v119_cols2[2];
+    v120_colsb[11] = v119_cols2[3];
+    v120_colsb[12] = v119_cols2[0];
+    v120_colsb[13] = v119_cols2[1];
+    v120_colsb[14] = v119_cols2[2];
+    v120_colsb[15] = v119_cols2[3];
     // %before = cmp %colsb, %rowsb {pred = "le"} : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v120_before[16];
+    uint8_t v121_before[16];
     #pragma unroll
-    for (int s121 = 0; s121 < 16; ++s121) {
-      v120_before[s121] = uint8_t(v119_colsb[s121] <= v111_rowsb[s121]);
+    for (int s122 = 0; s122 < 16; ++s122) {
+      v121_before[s122] = uint8_t(v120_colsb[s122] <= v112_rowsb[s122]);
     }
     // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v122_valid[16];
+    uint8_t v123_valid[16];
     #pragma unroll
-    for (int s123 = 0; s123 < 16; ++s123) {
-      v122_valid[s123] = uint8_t(v110_insideb[s123] & v120_before[s123]);
+    for (int s124 = 0; s124 < 16; ++s124) {
+      v123_valid[s124] = uint8_t(v111_insideb[s124] & v121_before[s124]);
     }
     // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v124[16];
+    float v125[16];
     #pragma unroll
-    for (int s125 = 0; s125 < 16; ++s125) {
-      v124[s125] = v35_ninf;
+    for (int s126 = 0; s126 < 16; ++s126) {
+      v125[s126] = v35_ninf;
     }
     // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v126_sm[16];
+    float v127_sm[16];
     #pragma unroll
-    for (int s127 = 0; s127 < 16; ++s127) {
-      v126_sm[s127] = (v122_valid[s127] ? v96_s[s127] : v124[s127]);
+    for (int s128 = 0; s128 < 16; ++s128) {
+      v127_sm[s128] = (v123_valid[s128] ? v97_s[s128] : v125[s128]);
     }
     // %27 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v128[4];
-    v128[0] = v126_sm[0];
-    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[1]);
-    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[2]);
-    v128[0] = tsr::max_nan_f32(v128[0], v126_sm[3]);
-    v128[1] = v126_sm[4];
-    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[5]);
-    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[6]);
-    v128[1] = tsr::max_nan_f32(v128[1], v126_sm[7]);
-    v128[2] = v126_sm[8];
-    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[9]);
-    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[10]);
-    v128[2] = tsr::max_nan_f32(v128[2], v126_sm[11]);
-    v128[3] = v126_sm[12];
-    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[13]);
-    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[14]);
-    v128[3] = tsr::max_nan_f32(v128[3], v126_sm[15]);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v128[0], 1);
-    v128[0] = tsr::max_nan_f32(v128[0], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v128[1], 1);
-    v128[1] = tsr::max_nan_f32(v128[1], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v128[2], 1);
-    v128[2] = tsr::max_nan_f32(v128[2], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v128[3], 1);
-    v128[3] = tsr::max_nan_f32(v128[3], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v128[0], 2);
-    v128[0] = tsr::max_nan_f32(v128[0], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v128[1], 2);
-    v128[1] = tsr::max_nan_f32(v128[1], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v128[2], 2);
-    v128[2] = tsr::max_nan_f32(v128[2], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v128[3], 2);
-    v128[3] = tsr::max_nan_f32(v128[3], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v128[0], 4);
-    v128[0] = tsr::max_nan_f32(v128[0], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v128[1], 4);
-    v128[1] = tsr::max_nan_f32(v128[1], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v128[2], 4);
-    v128[2] = tsr::max_nan_f32(v128[2], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v128[3], 4);
-    v128[3] = tsr::max_nan_f32(v128[3], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v128[0], 8);
-    v128[0] = tsr::max_nan_f32(v128[0], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v128[1], 8);
-    v128[1] = tsr::max_nan_f32(v128[1], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v128[2], 8);
-    v128[2] = tsr::max_nan_f32(v128[2], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v128[3], 8);
-    v128[3] = tsr::max_nan_f32(v128[3], sh144);
+    float v129[4];
+    v129[0] = v127_sm[0];
+    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[1]);
+    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[2]);
+    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[3]);
+    v129[1] = v127_sm[4];
+    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[5]);
+    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[6]);
+    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[7]);
+    v129[2] = v127_sm[8];
+    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[9]);
+    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[10]);
+    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[11]);
+    v129[3] = v127_sm[12];
+    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[13]);
+    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[14]);
+    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[15]);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v129[0], 1);
+    v129[0] = tsr::max_nan_f32(v129[0], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v129[1], 1);
+    v129[1] = tsr::max_nan_f32(v129[1], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v129[2], 1);
+    v129[2] = tsr::max_nan_f32(v129[2], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v129[3], 1);
+    v129[3] = tsr::max_nan_f32(v129[3], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v129[0], 2);
+    v129[0] = tsr::max_nan_f32(v129[0], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v129[1], 2);
+    v129[1] = tsr::max_nan_f32(v129[1], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v129[2], 2);
+    v129[2] = tsr::max_nan_f32(v129[2], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v129[3], 2);
+    v129[3] = tsr::max_nan_f32(v129[3], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v129[0], 4);
+    v129[0] = tsr::max_nan_f32(v129[0], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v129[1], 4);
+    v129[1] = tsr::max_nan_f32(v129[1], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v129[2], 4);
+    v129[2] = tsr::max_nan_f32(v129[2], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v129[3], 4);
+    v129[3] = tsr::max_nan_f32(v129[3], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v129[0], 8);
+    v129[0] = tsr::max_nan_f32(v129[0], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v129[1], 8);
+    v129[1] = tsr::max_nan_f32(v129[1], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v129[2], 8);
+    v129[2] = tsr::max_nan_f32(v129[2], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v129[3], 8);
+    v129[3] = tsr::max_nan_f32(v129[3], sh145);
     // %28 = max %m_run, %27 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_mx[4];
+    float v146_mx[4];
     #pragma unroll
-    for (int s146 = 0; s146 < 4; ++s146) {
-      v145_mx[s146] = tsr::fmax_nan_z<float>(c47_mx[s146], v128[s146]);
+    for (int s147 = 0; s147 < 4; ++s147) {
+      v146_mx[s147] = tsr::fmax_nan_z<float>(c47_mx[s147], v129[s147]);
     }
     // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v147[4];
+    float v148[4];
     #pragma unroll
-    for (int s148 = 0; s148 < 4; ++s148) {
-      v147[s148] = v35_ninf;
+    for (int s149 = 0; s149 < 4; ++s149) {
+      v148[s149] = v35_ninf;
     }
     // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v149_m_none[4];
+    uint8_t v150_m_none[4];
     #pragma unroll
-    for (int s150 = 0; s150 < 4; ++s150) {
-      v149_m_none[s150] = uint8_t(v145_mx[s150] == v147[s150]);
+    for (int s151 = 0; s151 < 4; ++s151) {
+      v150_m_none[s151] = uint8_t(v146_mx[s151] == v148[s151]);
     }
     // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151[4];
+    float v152[4];
     #pragma unroll
-    for (int s152 = 0; s152 < 4; ++s152) {
-      v151[s152] = v25_f0;
+    for (int s153 = 0; s153 < 4; ++s153) {
+      v152[s153] = v25_f0;
     }
     // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v153_m_shift[4];
+    float v154_m_shift[4];
     #pragma unroll
-    for (int s154 = 0; s154 < 4; ++s154) {
-      v153_m_shift[s154] = (v149_m_none[s154] ? v151[s154] : v145_mx[s154]);
+    for (int s155 = 0; s155 < 4; ++s155) {
+      v154_m_shift[s155] = (v150_m_none[s155] ? v152[s155] : v146_mx[s155]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155_m_delta[4];
+    float v156_m_delta[4];
     #pragma unroll
-    for (int s156 = 0; s156 < 4; ++s156) {
-      v155_m_delta[s156] = float(c47_mx[s156] - v153_m_shift[s156]);
+    for (int s157 = 0; s157 < 4; ++s157) {
+      v156_m_delta[s157] = float(c47_mx[s157] - v154_m_shift[s157]);
     }
     // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v157_alpha[4];
+    float v158_alpha[4];
     #pragma unroll
-    for (int s158 = 0; s158 < 4; ++s158) {
-      v157_alpha[s158] = float(tsr::fexp(v155_m_delta[s158]));
+    for (int s159 = 0; s159 < 4; ++s159) {
+      v158_alpha[s159] = float(tsr::fexp(v156_m_delta[s159]));
     }
     // %31 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v159[4];
-    v159[0] = v153_m_shift[0];
-    v159[1] = v153_m_shift[1];
-    v159[2] = v153_m_shift[2];
-    v159[3] = v153_m_shift[3];
+    float v160[4];
+    v160[0] = v154_m_shift[0];
+    v160[1] = v154_m_shift[1];
+    v160[2] = v154_m_shift[2];
+    v160[3] = v154_m_shift[3];
     // %mxb = broadcast %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v160_mxb[16];
-    v160_mxb[0] = v159[0];
-    v160_mxb[1] = v159[0];
-    v160_mxb[2] = v159[0];
-    v160_mxb[3] = v159[0];
-    v160_mxb[4] = v159[1];
-    v160_mxb[5] = v159[1];
-    v160_mxb[6] = v159[1];
-    v160_mxb[7] = v159[1];
-    v160_mxb[8] = v159[2];
-    v160_mxb[9] = v159[2];
-    v160_mxb[10] = v159[2];
-    v160_mxb[11] = v159[2];
-    v160_mxb[12] = v159[3];
-    v160_mxb[13] = v159[3];
-    v160_mxb[14] = v159[3];
-    v160_mxb[15] = v159[3];
+    float v161_mxb[16];
+    v161_mxb[0] = v160[0];
+    v161_mxb[1] = v160[0];
+    v161_mxb[2] = v160[0];
+    v161_mxb[3] = v160[0];
+    v161_mxb[4] = v160[1];
+    v161_mxb[5] = v160[1];
+    v161_mxb[6] = v160[1];
+    v161_mxb[7] = v160[1];
+    v161_mxb[8] = v160[2];
+    v161_mxb[9] = v160[2];
+    v161_mxb[10] = v160[2];
+    v161_mxb[11] = v160[2];
+    v161_mxb[12] = v160[3];
+    v161_mxb[13] = v160[3];
+    v161_mxb[14] = v160[3];
+    v161_mxb[15] = v160[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v161_sd[16];
+    float v162_sd[16];
     #pragma unroll
-    for (int s162 = 0; s162 < 16; ++s162) {
-      v161_sd[s162] = float(v126_sm[s162] - v160_mxb[s162]);
+    for (int s163 = 0; s163 < 16; ++s163) {
+      v162_sd[s163] = float(v127_sm[s163] - v161_mxb[s163]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v163_e[16];
+    float v164_e[16];
     #pragma unroll
-    for (int s164 = 0; s164 < 16; ++s164) {
-      v163_e[s164] = float(tsr::fexp(v161_sd[s164]));
+    for (int s165 = 0; s165 < 16; ++s165) {
+      v164_e[s165] = float(tsr::fexp(v162_sd[s165]));
     }
     // %32 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v165[4];
-    v165[0] = v163_e[0];
-    v165[0] = float(v165[0] + v163_e[1]);
-    v165[0] = float(v165[0] + v163_e[2]);
-    v165[0] = float(v165[0] + v163_e[3]);
-    v165[1] = v163_e[4];
-    v165[1] = float(v165[1] + v163_e[5]);
-    v165[1] = float(v165[1] + v163_e[6]);
-    v165[1] = float(v165[1] + v163_e[7]);
-    v165[2] = v163_e[8];
-    v165[2] = float(v165[2] + v163_e[9]);
-    v165[2] = float(v165[2] + v163_e[10]);
-    v165[2] = float(v165[2] + v163_e[11]);
-    v165[3] = v163_e[12];
-    v165[3] = float(v165[3] + v163_e[13]);
-    v165[3] = float(v165[3] + v163_e[14]);
-    v165[3] = float(v165[3] + v163_e[15]);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v165[0], 1);
-    v165[0] = float(v165[0] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v165[1], 1);
-    v165[1] = float(v165[1] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v165[2], 1);
-    v165[2] = float(v165[2] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v165[3], 1);
-    v165[3] = float(v165[3] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v165[0], 2);
-    v165[0] = float(v165[0] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v165[1], 2);
-    v165[1] = float(v165[1] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v165[2], 2);
-    v165[2] = float(v165[2] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v165[3], 2);
-    v165[3] = float(v165[3] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v165[0], 4);
-    v165[0] = float(v165[0] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v165[1], 4);
-    v165[1] = float(v165[1] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v165[2], 4);
-    v165[2] = float(v165[2] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v165[3], 4);
-    v165[3] = float(v165[3] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v165[0], 8);
-    v165[0] = float(v165[0] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v165[1], 8);
-    v165[1] = float(v165[1] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v165[2], 8);
-    v165[2] = float(v165[2] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v165[3], 8);
-    v165[3] = float(v165[3] + sh181);
+    float v166[4];
+    v166[0] = v164_e[0];
+    v166[0] = float(v166[0] + v164_e[1]);
+    v166[0] = float(v166[0] + v164_e[2]);
+    v166[0] = float(v166[0] + v164_e[3]);
+    v166[1] = v164_e[4];
+    v166[1] = float(v166[1] + v164_e[5]);
+    v166[1] = float(v166[1] + v164_e[6]);
+    v166[1] = float(v166[1] + v164_e[7]);
+    v166[2] = v164_e[8];
+    v166[2] = float(v166[2] + v164_e[9]);
+    v166[2] = float(v166[2] + v164_e[10]);
+    v166[2] = float(v166[2] + v164_e[11]);
+    v166[3] = v164_e[12];
+    v166[3] = float(v166[3] + v164_e[13]);
+    v166[3] = float(v166[3] + v164_e[14]);
+    v166[3] = float(v166[3] + v164_e[15]);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v166[0], 1);
+    v166[0] = float(v166[0] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v166[1], 1);
+    v166[1] = float(v166[1] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v166[2], 1);
+    v166[2] = float(v166[2] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v166[3], 1);
+    v166[3] = float(v166[3] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v166[0], 2);
+    v166[0] = float(v166[0] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v166[1], 2);
+    v166[1] = float(v166[1] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v166[2], 2);
+    v166[2] = float(v166[2] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v166[3], 2);
+    v166[3] = float(v166[3] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v166[0], 4);
+    v166[0] = float(v166[0] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v166[1], 4);
+    v166[1] = float(v166[1] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v166[2], 4);
+    v166[2] = float(v166[2] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v166[3], 4);
+    v166[3] = float(v166[3] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v166[0], 8);
+    v166[0] = float(v166[0] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v166[1], 8);
+    v166[1] = float(v166[1] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v166[2], 8);
+    v166[2] = float(v166[2] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v166[3], 8);
+    v166[3] = float(v166[3] + sh182);
     // %33 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v182[4];
+    float v183[4];
     #pragma unroll
-    for (int s183 = 0; s183 < 4; ++s183) {
-      v182[s183] = float(c49_sum[s183] * v157_alpha[s183]);
+    for (int s184 = 0; s184 < 4; ++s184) {
+      v183[s184] = float(c49_sum[s184] * v158_alpha[s184]);
     }
     // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v184_sum[4];
+    float v185_sum[4];
     #pragma unroll
-    for (int s185 = 0; s185 < 4; ++s185) {
-      v184_sum[s185] = float(v182[s185] + v165[s185]);
+    for (int s186 = 0; s186 < 4; ++s186) {
+      v185_sum[s186] = float(v183[s186] + v166[s186]);
     }
     // %v3 = load_tile %v, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %35 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v186[4];
-    v186[0] = v157_alpha[0];
-    v186[1] = v157_alpha[1];
-    v186[2] = v157_alpha[2];
-    v186[3] = v157_alpha[3];
+    float v187[4];
+    v187[0] = v158_alpha[0];
+    v187[1] = v158_alpha[1];
+    v187[2] = v158_alpha[2];
+    v187[3] = v158_alpha[3];
     // %36 = broadcast %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v187[16];
-    v187[0] = v186[0];
-    v187[1] = v186[0];
-    v187[2] = v186[0];
-    v187[3] = v186[0];
-    v187[4] = v186[1];
-    v187[5] = v186[1];
-    v187[6] = v186[1];
-    v187[7] = v186[1];
-    v187[8] = v186[2];
-    v187[9] = v186[2];
-    v187[10] = v186[2];
-    v187[11] = v186[2];
-    v187[12] = v186[3];
-    v187[13] = v186[3];
-    v187[14] = v186[3];
-    v187[15] = v186[3];
-    // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
     float v188[16];
+    v188[0] = v187[0];
+    v188[1] = v187[0];
+    v188[2] = v187[0];
+    v188[3] = v187[0];
+    v188[4] = v187[1];
+    v188[5] = v187[1];
+    v188[6] = v187[1];
+    v188[7] = v187[1];
+    v188[8] = v187[2];
+    v188[9] = v187[2];
+    v188[10] = v187[2];
+    v188[11] = v187[2];
+    v188[12] = v187[3];
+    v188[13] = v187[3];
+    v188[14] = v187[3];
+    v188[15] = v187[3];
+    // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v189[16];
     #pragma unroll
-    for (int s189 = 0; s189 < 16; ++s189) {
-      v188[s189] = float(c51_out[s189] * v187[s189]);
+    for (int s190 = 0; s190 < 16; ++s190) {
+      v189[s190] = float(c51_out[s190] * v188[s190]);
     }
     // %38 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh190 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh191 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c191 = 0; c191 < 4; ++c191) {
-      float w192[4];
-      w192[0] = v163_e[c191 * 4 + 0];
-      w192[1] = v163_e[c191 * 4 + 1];
-      w192[2] = v163_e[c191 * 4 + 2];
-      w192[3] = v163_e[c191 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh190 + (((((c191 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c191 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w192);
+    for (int c192 = 0; c192 < 4; ++c192) {
+      float w193[4];
+      w193[0] = v164_e[c192 * 4 + 0];
+      w193[1] = v164_e[c192 * 4 + 1];
+      w193[2] = v164_e[c192 * 4 + 2];
+      w193[3] = v164_e[c192 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh191 + (((((c192 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c192 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w193);
     }
     __syncthreads();
     // %39 = dot %38, %vt, %37 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v193_out[16];
+    float v194_out[16];
     #pragma unroll
-    for (int s194 = 0; s194 < 16; ++s194) {
-      v193_out[s194] = v188[s194];
+    for (int s195 = 0; s195 < 16; ++s195) {
+      v194_out[s195] = v189[s195];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh190[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh190[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh190[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh190[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh191[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh191[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh191[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh191[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v193_out[0] = fmaf(float(a0_), float(b0_), v193_out[0]);
-        v193_out[1] = fmaf(float(a0_), float(b1_), v193_out[1]);
-        v193_out[2] = fmaf(float(a0_), float(b2_), v193_out[2]);
-        v193_out[3] = fmaf(float(a0_), float(b3_), v193_out[3]);
-        v193_out[4] = fmaf(float(a1_), float(b0_), v193_out[4]);
-        v193_out[5] = fmaf(float(a1_), float(b1_), v193_out[5]);
-        v193_out[6] = fmaf(float(a1_), float(b2_), v193_out[6]);
-        v193_out[7] = fmaf(float(a1_), float(b3_), v193_out[7]);
-        v193_out[8] = fmaf(float(a2_), float(b0_), v193_out[8]);
-        v193_out[9] = fmaf(float(a2_), float(b1_), v193_out[9]);
-        v193_out[10] = fmaf(float(a2_), float(b2_), v193_out[10]);
-        v193_out[11] = fmaf(float(a2_), float(b3_), v193_out[11]);
-        v193_out[12] = fmaf(float(a3_), float(b0_), v193_out[12]);
-        v193_out[13] = fmaf(float(a3_), float(b1_), v193_out[13]);
-        v193_out[14] = fmaf(float(a3_), float(b2_), v193_out[14]);
-        v193_out[15] = fmaf(float(a3_), float(b3_), v193_out[15]);
+        v194_out[0] = fmaf(float(a0_), float(b0_), v194_out[0]);
+        v194_out[1] = fmaf(float(a0_), float(b1_), v194_out[1]);
+        v194_out[2] = fmaf(float(a0_), float(b2_), v194_out[2]);
+        v194_out[3] = fmaf(float(a0_), float(b3_), v194_out[3]);
+        v194_out[4] = fmaf(float(a1_), float(b0_), v194_out[4]);
+        v194_out[5] = fmaf(float(a1_), float(b1_), v194_out[5]);
+        v194_out[6] = fmaf(float(a1_), float(b2_), v194_out[6]);
+        v194_out[7] = fmaf(float(a1_), float(b3_), v194_out[7]);
+        v194_out[8] = fmaf(float(a2_), float(b0_), v194_out[8]);
+        v194_out[9] = fmaf(float(a2_), float(b1_), v194_out[9]);
+        v194_out[10] = fmaf(float(a2_), float(b2_), v194_out[10]);
+        v194_out[11] = fmaf(float(a2_), float(b3_), v194_out[11]);
+        v194_out[12] = fmaf(float(a3_), float(b0_), v194_out[12]);
+        v194_out[13] = fmaf(float(a3_), float(b1_), v194_out[13]);
+        v194_out[14] = fmaf(float(a3_), float(b2_), v194_out[14]);
+        v194_out[15] = fmaf(float(a3_), float(b3_), v194_out[15]);
       }
     }
     // yield %28, %34, %39
     #pragma unroll
-    for (int s195 = 0; s195 < 4; ++s195) {
-      c47_mx[s195] = v145_mx[s195];
-    }
-    #pragma unroll
     for (int s196 = 0; s196 < 4; ++s196) {
-      c49_sum[s196] = v184_sum[s196];
+      c47_mx[s196] = v146_mx[s196];
     }
     #pragma unroll
-    for (int s197 = 0; s197 < 16; ++s197) {
-      c51_out[s197] = v193_out[s197];
+    for (int s197 = 0; s197 < 4; ++s197) {
+      c49_sum[s197] = v185_sum[s197];
+    }
+    #pragma unroll
+    for (int s198 = 0; s198 < 16; ++s198) {
+      c51_out[s198] = v194_out[s198];
     }
     rs53 = (rs53 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %40 = expand_dims %13 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v198[4];
-  v198[0] = c49_sum[0];
-  v198[1] = c49_sum[1];
-  v198[2] = c49_sum[2];
-  v198[3] = c49_sum[3];
+  float v199[4];
+  v199[0] = c49_sum[0];
+  v199[1] = c49_sum[1];
+  v199[2] = c49_sum[2];
+  v199[3] = c49_sum[3];
   // %41 = broadcast %40 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v199[16];
-  v199[0] = v198[0];
-  v199[1] = v198[0];
-  v199[2] = v198[0];
-  v199[3] = v198[0];
-  v199[4] = v198[1];
-  v199[5] = v198[1];
-  v199[6] = v198[1];
-  v199[7] = v198[1];
-  v199[8] = v198[2];
-  v199[9] = v198[2];
-  v199[10] = v198[2];
-  v199[11] = v198[2];
-  v199[12] = v198[3];
-  v199[13] = v198[3];
-  v199[14] = v198[3];
-  v199[15] = v198[3];
-  // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
   float v200[16];
+  v200[0] = v199[0];
+  v200[1] = v199[0];
+  v200[2] = v199[0];
+  v200[3] = v199[0];
+  v200[4] = v199[1];
+  v200[5] = v199[1];
+  v200[6] = v199[1];
+  v200[7] = v199[1];
+  v200[8] = v199[2];
+  v200[9] = v199[2];
+  v200[10] = v199[2];
+  v200[11] = v199[2];
+  v200[12] = v199[3];
+  v200[13] = v199[3];
+  v200[14] = v199[3];
+  v200[15] = v199[3];
+  // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+  float v201[16];
   #pragma unroll
-  for (int s201 = 0; s201 < 16; ++s201) {
-    v200[s201] = float(c51_out[s201] / v199[s201]);
+  for (int s202 = 0; s202 < 16; ++s202) {
+    v201[s202] = float(c51_out[s202] / v200[s202]);
   }
   // %o3 = reshape %42 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v202_o3[16];
-  v202_o3[0] = v200[0];
-  v202_o3[1] = v200[1];
-  v202_o3[2] = v200[2];
-  v202_o3[3] = v200[3];
-  v202_o3[4] = v200[4];
-  v202_o3[5] = v200[5];
-  v202_o3[6] = v200[6];
-  v202_o3[7] = v200[7];
-  v202_o3[8] = v200[8];
-  v202_o3[9] = v200[9];
-  v202_o3[10] = v200[10];
-  v202_o3[11] = v200[11];
-  v202_o3[12] = v200[12];
-  v202_o3[13] = v200[13];
-  v202_o3[14] = v200[14];
-  v202_o3[15] = v200[15];
+  float v203_o3[16];
+  v203_o3[0] = v201[0];
+  v203_o3[1] = v201[1];
+  v203_o3[2] = v201[2];
+  v203_o3[3] = v201[3];
+  v203_o3[4] = v201[4];
+  v203_o3[5] = v201[5];
+  v203_o3[6] = v201[6];
+  v203_o3[7] = v201[7];
+  v203_o3[8] = v201[8];
+  v203_o3[9] = v201[9];
+  v203_o3[10] = v201[10];
+  v203_o3[11] = v201[11];
+  v203_o3[12] = v201[12];
+  v203_o3[13] = v201[13];
+  v203_o3[14] = v201[14];
+  v203_o3[15] = v201[15];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o203 = int64_t(v5_ph) * 1 + 0;
-    const int64_t o204 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o205 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole206 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
-    if (whole206) {
+    const int64_t o204 = int64_t(v5_ph) * 1 + 0;
+    const int64_t o205 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o206 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole207 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
+    if (whole207) {
       #pragma unroll
-      for (int c207 = 0; c207 < 4; ++c207) {
-        float vb208[4];
-        vb208[0] = v202_o3[c207 * 4 + 0];
-        vb208[1] = v202_o3[c207 * 4 + 1];
-        vb208[2] = v202_o3[c207 * 4 + 2];
-        vb208[3] = v202_o3[c207 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c207 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c207 * 4) % 4))) * tsr_p3_s2, vb208);
+      for (int c208 = 0; c208 < 4; ++c208) {
+        float vb209[4];
+        vb209[0] = v203_o3[c208 * 4 + 0];
+        vb209[1] = v203_o3[c208 * 4 + 1];
+        vb209[2] = v203_o3[c208 * 4 + 2];
+        vb209[3] = v203_o3[c208 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c208 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c208 * 4) % 4))) * tsr_p3_s2, vb209);
       }
     } else {
       #pragma unroll
-      for (int c209 = 0; c209 < 4; ++c209) {
-        float vb210[4];
-        if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2)) {
-          vb210[0] = v202_o3[c209 * 4 + 0];
-          vb210[1] = v202_o3[c209 * 4 + 1];
-          vb210[2] = v202_o3[c209 * 4 + 2];
-          vb210[3] = v202_o3[c209 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2, vb210);
+      for (int c210 = 0; c210 < 4; ++c210) {
+        float vb211[4];
+        if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2)) {
+          vb211[0] = v203_o3[c210 * 4 + 0];
+          vb211[1] = v203_o3[c210 * 4 + 1];
+          vb211[2] = v203_o3[c210 * 4 + 2];
+          vb211[3] = v203_o3[c210 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
         } else {
-          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4))) * tsr_p3_s2] = v202_o3[c209 * 4];
-          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 1) * tsr_p3_s2] = v202_o3[c209 * 4 + 1];
-          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 2) * tsr_p3_s2] = v202_o3[c209 * 4 + 2];
-          if ((o203 + 0) < int64_t(tsr_dim_H) && (o204 + ((((c209 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o205 + (((c209 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o203 + 0) * tsr_p3_s0 + (o204 + ((((c209 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o205 + (((c209 * 4) % 4)) + 3) * tsr_p3_s2] = v202_o3[c209 * 4 + 3];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2] = v203_o3[c210 * 4];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 1) * tsr_p3_s2] = v203_o3[c210 * 4 + 1];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 2) * tsr_p3_s2] = v203_o3[c210 * 4 + 2];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 3) * tsr_p3_s2] = v203_o3[c210 * 4 + 3];
         }
       }
     }

@@ -198,66 +198,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
   }
   float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
   int rs44 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx46 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    // %off1 = mul %j1, %bn : i32
-    const int32_t v47_off1 = int32_t(uint32_t(nx46) * uint32_t(v5_bn));
-    {
-      const int64_t o48 = int64_t(v1_ph) * 1;
-      const int64_t o49 = int64_t(nx46) * 64;
-      const int64_t o50 = int64_t(v2_c0) * 64;
-      if (o48 >= 0 && o48 + 1 <= int64_t(tsr_dim_H) && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o48 * tsr_p2_s0 + o49 * tsr_p2_s1 + o50 * tsr_p2_s2)) {
-        #pragma unroll
-        for (int i51 = 0; i51 < 8; ++i51) {
-          const int q52 = i51 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh45 + (0) * 4352) + (0) * 4352 + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1), tsr_p2 + (o48 + 0) * tsr_p2_s0 + (o49 + ((q52 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q52 * 4) % 64)) * tsr_p2_s2);
-        }
-      } else {
-        #pragma unroll
-        for (int i53 = 0; i53 < 8; ++i53) {
-          const int q54 = i53 * 128 + tsr_tid;
-          const int64_t n55 = !(true && (o48 + 0) < int64_t(tsr_dim_H) && (o49 + ((q54 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o50 + ((q54 * 4) % 64))) : 4;
-          const float* src56 = tsr_p2 + (n55 > 0 ? (o48 + 0) * tsr_p2_s0 + (o49 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o50 + ((q54 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst57 = (sh45 + (0) * 4352) + (0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src56)) {
-            tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : float(0);
+  #pragma unroll 1
+  for (int pro46 = 0; pro46 < 1; ++pro46) {
+    if ((int64_t(v2_c0) + int64_t(pro46) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx47 = int32_t((int64_t(v2_c0) + int64_t(pro46) * int64_t(v3_c1)));
+      // %off1 = mul %j1, %bn : i32
+      const int32_t v48_off1 = int32_t(uint32_t(nx47) * uint32_t(v5_bn));
+      {
+        const int64_t o49 = int64_t(v1_ph) * 1;
+        const int64_t o50 = int64_t(nx47) * 64;
+        const int64_t o51 = int64_t(v2_c0) * 64;
+        if (o49 >= 0 && o49 + 1 <= int64_t(tsr_dim_H) && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o49 * tsr_p2_s0 + o50 * tsr_p2_s1 + o51 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i52 = 0; i52 < 8; ++i52) {
+            const int q53 = i52 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352) + (0) * 4352 + (((q53 * 4) / 64)) * 68 + (((q53 * 4) % 64)) * 1), tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q53 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q53 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i54 = 0; i54 < 8; ++i54) {
+            const int q55 = i54 * 128 + tsr_tid;
+            const int64_t n56 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) : 4;
+            const float* src57 = tsr_p2 + (n56 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q55 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q55 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst58 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src57)) {
+              tsr::cp_async_16(tsr::smem_u32(dst58), src57, int(n56) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst58[v_] = v_ < n56 ? src57[v_] : float(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv58_ = v2_c0; v3_c1 > 0 && iv58_ < v8_ntiles; iv58_ += v3_c1) {
-    const int32_t iv58 = int32_t(iv58_);
+  for (int64_t iv59_ = v2_c0; v3_c1 > 0 && iv59_ < v8_ntiles; iv59_ += v3_c1) {
+    const int32_t iv59 = int32_t(iv59_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv58_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx59 = int32_t((iv58_ + 1 * int64_t(v3_c1)));
+    if ((iv59_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx60 = int32_t((iv59_ + 1 * int64_t(v3_c1)));
       // %off1 = mul %j1, %bn : i32
-      const int32_t v60_off1 = int32_t(uint32_t(nx59) * uint32_t(v5_bn));
+      const int32_t v61_off1 = int32_t(uint32_t(nx60) * uint32_t(v5_bn));
       {
-        const int64_t o61 = int64_t(v1_ph) * 1;
-        const int64_t o62 = int64_t(nx59) * 64;
-        const int64_t o63 = int64_t(v2_c0) * 64;
-        if (o61 >= 0 && o61 + 1 <= int64_t(tsr_dim_H) && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o61 * tsr_p2_s0 + o62 * tsr_p2_s1 + o63 * tsr_p2_s2)) {
+        const int64_t o62 = int64_t(v1_ph) * 1;
+        const int64_t o63 = int64_t(nx60) * 64;
+        const int64_t o64 = int64_t(v2_c0) * 64;
+        if (o62 >= 0 && o62 + 1 <= int64_t(tsr_dim_H) && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o62 * tsr_p2_s0 + o63 * tsr_p2_s1 + o64 * tsr_p2_s2)) {
           #pragma unroll
-          for (int i64 = 0; i64 < 8; ++i64) {
-            const int q65 = i64 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1), tsr_p2 + (o61 + 0) * tsr_p2_s0 + (o62 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q65 * 4) % 64)) * tsr_p2_s2);
+          for (int i65 = 0; i65 < 8; ++i65) {
+            const int q66 = i65 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q66 * 4) / 64)) * 68 + (((q66 * 4) % 64)) * 1), tsr_p2 + (o62 + 0) * tsr_p2_s0 + (o63 + ((q66 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q66 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i66 = 0; i66 < 8; ++i66) {
-            const int q67 = i66 * 128 + tsr_tid;
-            const int64_t n68 = !(true && (o61 + 0) < int64_t(tsr_dim_H) && (o62 + ((q67 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o63 + ((q67 * 4) % 64))) : 4;
-            const float* src69 = tsr_p2 + (n68 > 0 ? (o61 + 0) * tsr_p2_s0 + (o62 + ((q67 * 4) / 64)) * tsr_p2_s1 + (o63 + ((q67 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst70 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q67 * 4) / 64)) * 68 + (((q67 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src69)) {
-              tsr::cp_async_16(tsr::smem_u32(dst70), src69, int(n68) * 4);
+          for (int i67 = 0; i67 < 8; ++i67) {
+            const int q68 = i67 * 128 + tsr_tid;
+            const int64_t n69 = !(true && (o62 + 0) < int64_t(tsr_dim_H) && (o63 + ((q68 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) : 4;
+            const float* src70 = tsr_p2 + (n69 > 0 ? (o62 + 0) * tsr_p2_s0 + (o63 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q68 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst71 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src70)) {
+              tsr::cp_async_16(tsr::smem_u32(dst71), src70, int(n69) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst70[v_] = v_ < n68 ? src69[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst71[v_] = v_ < n69 ? src70[v_] : float(0);
             }
           }
         }
@@ -265,124 +268,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     }
     tsr::cp_async_commit();
     // %kblk1 = load_tile %k, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v71_kblk1[32];
+    float v72_kblk1[32];
     {
-      const int64_t o72 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o73 = int64_t(iv58) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o74 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole75 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv58) * 64 >= 0 && int64_t(iv58) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv58) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole75) {
+      const int64_t o73 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o74 = int64_t(iv59) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o75 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole76 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv59) * 64 >= 0 && int64_t(iv59) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv59) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole76) {
         #pragma unroll
-        for (int c76 = 0; c76 < 8; ++c76) {
-          float vb77[4];
-          tsr::copy_vec<float, 4>(vb77, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c76 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c76 * 4) % 4))) * tsr_p1_s2);
-          v71_kblk1[c76 * 4 + 0] = vb77[0];
-          v71_kblk1[c76 * 4 + 1] = vb77[1];
-          v71_kblk1[c76 * 4 + 2] = vb77[2];
-          v71_kblk1[c76 * 4 + 3] = vb77[3];
+        for (int c77 = 0; c77 < 8; ++c77) {
+          float vb78[4];
+          tsr::copy_vec<float, 4>(vb78, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c77 * 4) % 4))) * tsr_p1_s2);
+          v72_kblk1[c77 * 4 + 0] = vb78[0];
+          v72_kblk1[c77 * 4 + 1] = vb78[1];
+          v72_kblk1[c77 * 4 + 2] = vb78[2];
+          v72_kblk1[c77 * 4 + 3] = vb78[3];
         }
       } else {
         #pragma unroll
-        for (int c78 = 0; c78 < 8; ++c78) {
-          float vb79[4];
-          if ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb79, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2);
-            v71_kblk1[c78 * 4 + 0] = vb79[0];
-            v71_kblk1[c78 * 4 + 1] = vb79[1];
-            v71_kblk1[c78 * 4 + 2] = vb79[2];
-            v71_kblk1[c78 * 4 + 3] = vb79[3];
+        for (int c79 = 0; c79 < 8; ++c79) {
+          float vb80[4];
+          if ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2);
+            v72_kblk1[c79 * 4 + 0] = vb80[0];
+            v72_kblk1[c79 * 4 + 1] = vb80[1];
+            v72_kblk1[c79 * 4 + 2] = vb80[2];
+            v72_kblk1[c79 * 4 + 3] = vb80[3];
           } else {
-            v71_kblk1[c78 * 4] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v71_kblk1[c78 * 4 + 1] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v71_kblk1[c78 * 4 + 2] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v71_kblk1[c78 * 4 + 3] = ((o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((((c78 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o74 + (((c78 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o72 + 0) * tsr_p1_s0 + (o73 + ((((c78 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o74 + (((c78 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v72_kblk1[c79 * 4] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v72_kblk1[c79 * 4 + 1] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v72_kblk1[c79 * 4 + 2] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v72_kblk1[c79 * 4 + 3] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt1 = reshape %kblk1 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v80_kt1[32];
-    v80_kt1[0] = v71_kblk1[0];
-    v80_kt1[1] = v71_kblk1[1];
-    v80_kt1[2] = v71_kblk1[2];
-    v80_kt1[3] = v71_kblk1[3];
-    v80_kt1[4] = v71_kblk1[4];
-    v80_kt1[5] = v71_kblk1[5];
-    v80_kt1[6] = v71_kblk1[6];
-    v80_kt1[7] = v71_kblk1[7];
-    v80_kt1[8] = v71_kblk1[8];
-    v80_kt1[9] = v71_kblk1[9];
-    v80_kt1[10] = v71_kblk1[10];
-    v80_kt1[11] = v71_kblk1[11];
-    v80_kt1[12] = v71_kblk1[12];
-    v80_kt1[13] = v71_kblk1[13];
-    v80_kt1[14] = v71_kblk1[14];
-    v80_kt1[15] = v71_kblk1[15];
-    v80_kt1[16] = v71_kblk1[16];
-    v80_kt1[17] = v71_kblk1[17];
-    v80_kt1[18] = v71_kblk1[18];
-    v80_kt1[19] = v71_kblk1[19];
-    v80_kt1[20] = v71_kblk1[20];
-    v80_kt1[21] = v71_kblk1[21];
-    v80_kt1[22] = v71_kblk1[22];
-    v80_kt1[23] = v71_kblk1[23];
-    v80_kt1[24] = v71_kblk1[24];
-    v80_kt1[25] = v71_kblk1[25];
-    v80_kt1[26] = v71_kblk1[26];
-    v80_kt1[27] = v71_kblk1[27];
-    v80_kt1[28] = v71_kblk1[28];
-    v80_kt1[29] = v71_kblk1[29];
-    v80_kt1[30] = v71_kblk1[30];
-    v80_kt1[31] = v71_kblk1[31];
+    float v81_kt1[32];
+    v81_kt1[0] = v72_kblk1[0];
+    v81_kt1[1] = v72_kblk1[1];
+    v81_kt1[2] = v72_kblk1[2];
+    v81_kt1[3] = v72_kblk1[3];
+    v81_kt1[4] = v72_kblk1[4];
+    v81_kt1[5] = v72_kblk1[5];
+    v81_kt1[6] = v72_kblk1[6];
+    v81_kt1[7] = v72_kblk1[7];
+    v81_kt1[8] = v72_kblk1[8];
+    v81_kt1[9] = v72_kblk1[9];
+    v81_kt1[10] = v72_kblk1[10];
+    v81_kt1[11] = v72_kblk1[11];
+    v81_kt1[12] = v72_kblk1[12];
+    v81_kt1[13] = v72_kblk1[13];
+    v81_kt1[14] = v72_kblk1[14];
+    v81_kt1[15] = v72_kblk1[15];
+    v81_kt1[16] = v72_kblk1[16];
+    v81_kt1[17] = v72_kblk1[17];
+    v81_kt1[18] = v72_kblk1[18];
+    v81_kt1[19] = v72_kblk1[19];
+    v81_kt1[20] = v72_kblk1[20];
+    v81_kt1[21] = v72_kblk1[21];
+    v81_kt1[22] = v72_kblk1[22];
+    v81_kt1[23] = v72_kblk1[23];
+    v81_kt1[24] = v72_kblk1[24];
+    v81_kt1[25] = v72_kblk1[25];
+    v81_kt1[26] = v72_kblk1[26];
+    v81_kt1[27] = v72_kblk1[27];
+    v81_kt1[28] = v72_kblk1[28];
+    v81_kt1[29] = v72_kblk1[29];
+    v81_kt1[30] = v72_kblk1[30];
+    v81_kt1[31] = v72_kblk1[31];
     // %ktt1 = permute %kt1 {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v81_ktt1[32];
-    v81_ktt1[0] = v80_kt1[0];
-    v81_ktt1[1] = v80_kt1[1];
-    v81_ktt1[2] = v80_kt1[2];
-    v81_ktt1[3] = v80_kt1[3];
-    v81_ktt1[4] = v80_kt1[4];
-    v81_ktt1[5] = v80_kt1[5];
-    v81_ktt1[6] = v80_kt1[6];
-    v81_ktt1[7] = v80_kt1[7];
-    v81_ktt1[8] = v80_kt1[8];
-    v81_ktt1[9] = v80_kt1[9];
-    v81_ktt1[10] = v80_kt1[10];
-    v81_ktt1[11] = v80_kt1[11];
-    v81_ktt1[12] = v80_kt1[12];
-    v81_ktt1[13] = v80_kt1[13];
-    v81_ktt1[14] = v80_kt1[14];
-    v81_ktt1[15] = v80_kt1[15];
-    v81_ktt1[16] = v80_kt1[16];
-    v81_ktt1[17] = v80_kt1[17];
-    v81_ktt1[18] = v80_kt1[18];
-    v81_ktt1[19] = v80_kt1[19];
-    v81_ktt1[20] = v80_kt1[20];
-    v81_ktt1[21] = v80_kt1[21];
-    v81_ktt1[22] = v80_kt1[22];
-    v81_ktt1[23] = v80_kt1[23];
-    v81_ktt1[24] = v80_kt1[24];
-    v81_ktt1[25] = v80_kt1[25];
-    v81_ktt1[26] = v80_kt1[26];
-    v81_ktt1[27] = v80_kt1[27];
-    v81_ktt1[28] = v80_kt1[28];
-    v81_ktt1[29] = v80_kt1[29];
-    v81_ktt1[30] = v80_kt1[30];
-    v81_ktt1[31] = v80_kt1[31];
+    float v82_ktt1[32];
+    v82_ktt1[0] = v81_kt1[0];
+    v82_ktt1[1] = v81_kt1[1];
+    v82_ktt1[2] = v81_kt1[2];
+    v82_ktt1[3] = v81_kt1[3];
+    v82_ktt1[4] = v81_kt1[4];
+    v82_ktt1[5] = v81_kt1[5];
+    v82_ktt1[6] = v81_kt1[6];
+    v82_ktt1[7] = v81_kt1[7];
+    v82_ktt1[8] = v81_kt1[8];
+    v82_ktt1[9] = v81_kt1[9];
+    v82_ktt1[10] = v81_kt1[10];
+    v82_ktt1[11] = v81_kt1[11];
+    v82_ktt1[12] = v81_kt1[12];
+    v82_ktt1[13] = v81_kt1[13];
+    v82_ktt1[14] = v81_kt1[14];
+    v82_ktt1[15] = v81_kt1[15];
+    v82_ktt1[16] = v81_kt1[16];
+    v82_ktt1[17] = v81_kt1[17];
+    v82_ktt1[18] = v81_kt1[18];
+    v82_ktt1[19] = v81_kt1[19];
+    v82_ktt1[20] = v81_kt1[20];
+    v82_ktt1[21] = v81_kt1[21];
+    v82_ktt1[22] = v81_kt1[22];
+    v82_ktt1[23] = v81_kt1[23];
+    v82_ktt1[24] = v81_kt1[24];
+    v82_ktt1[25] = v81_kt1[25];
+    v82_ktt1[26] = v81_kt1[26];
+    v82_ktt1[27] = v81_kt1[27];
+    v82_ktt1[28] = v81_kt1[28];
+    v82_ktt1[29] = v81_kt1[29];
+    v82_ktt1[30] = v81_kt1[30];
+    v82_ktt1[31] = v81_kt1[31];
     // %3 = convert_layout %ktt1 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh82 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh83 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c83 = 0; c83 < 32; ++c83) {
-      float w84[1];
-      w84[0] = v81_ktt1[c83 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh82 + ((((c83 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c83 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w84);
+    for (int c84 = 0; c84 < 32; ++c84) {
+      float w85[1];
+      w85[0] = v82_ktt1[c84 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh83 + ((((c84 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c84 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w85);
     }
     __syncthreads();
     // %s1 = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v85_s1[32];
+    float v86_s1[32];
     #pragma unroll
-    for (int s86 = 0; s86 < 32; ++s86) {
-      v85_s1[s86] = v27_acc0[s86];
+    for (int s87 = 0; s87 < 32; ++s87) {
+      v86_s1[s87] = v27_acc0[s87];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -396,680 +399,680 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh82[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh82[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh82[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh82[(k_) * 68 + (tn_ + 3) * 1];
-        v85_s1[0] = fmaf(float(a0_), float(b0_), v85_s1[0]);
-        v85_s1[1] = fmaf(float(a0_), float(b1_), v85_s1[1]);
-        v85_s1[2] = fmaf(float(a0_), float(b2_), v85_s1[2]);
-        v85_s1[3] = fmaf(float(a0_), float(b3_), v85_s1[3]);
-        v85_s1[4] = fmaf(float(a1_), float(b0_), v85_s1[4]);
-        v85_s1[5] = fmaf(float(a1_), float(b1_), v85_s1[5]);
-        v85_s1[6] = fmaf(float(a1_), float(b2_), v85_s1[6]);
-        v85_s1[7] = fmaf(float(a1_), float(b3_), v85_s1[7]);
-        v85_s1[8] = fmaf(float(a2_), float(b0_), v85_s1[8]);
-        v85_s1[9] = fmaf(float(a2_), float(b1_), v85_s1[9]);
-        v85_s1[10] = fmaf(float(a2_), float(b2_), v85_s1[10]);
-        v85_s1[11] = fmaf(float(a2_), float(b3_), v85_s1[11]);
-        v85_s1[12] = fmaf(float(a3_), float(b0_), v85_s1[12]);
-        v85_s1[13] = fmaf(float(a3_), float(b1_), v85_s1[13]);
-        v85_s1[14] = fmaf(float(a3_), float(b2_), v85_s1[14]);
-        v85_s1[15] = fmaf(float(a3_), float(b3_), v85_s1[15]);
-        v85_s1[16] = fmaf(float(a4_), float(b0_), v85_s1[16]);
-        v85_s1[17] = fmaf(float(a4_), float(b1_), v85_s1[17]);
-        v85_s1[18] = fmaf(float(a4_), float(b2_), v85_s1[18]);
-        v85_s1[19] = fmaf(float(a4_), float(b3_), v85_s1[19]);
-        v85_s1[20] = fmaf(float(a5_), float(b0_), v85_s1[20]);
-        v85_s1[21] = fmaf(float(a5_), float(b1_), v85_s1[21]);
-        v85_s1[22] = fmaf(float(a5_), float(b2_), v85_s1[22]);
-        v85_s1[23] = fmaf(float(a5_), float(b3_), v85_s1[23]);
-        v85_s1[24] = fmaf(float(a6_), float(b0_), v85_s1[24]);
-        v85_s1[25] = fmaf(float(a6_), float(b1_), v85_s1[25]);
-        v85_s1[26] = fmaf(float(a6_), float(b2_), v85_s1[26]);
-        v85_s1[27] = fmaf(float(a6_), float(b3_), v85_s1[27]);
-        v85_s1[28] = fmaf(float(a7_), float(b0_), v85_s1[28]);
-        v85_s1[29] = fmaf(float(a7_), float(b1_), v85_s1[29]);
-        v85_s1[30] = fmaf(float(a7_), float(b2_), v85_s1[30]);
-        v85_s1[31] = fmaf(float(a7_), float(b3_), v85_s1[31]);
+        const auto b0_ = sh83[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh83[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh83[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh83[(k_) * 68 + (tn_ + 3) * 1];
+        v86_s1[0] = fmaf(float(a0_), float(b0_), v86_s1[0]);
+        v86_s1[1] = fmaf(float(a0_), float(b1_), v86_s1[1]);
+        v86_s1[2] = fmaf(float(a0_), float(b2_), v86_s1[2]);
+        v86_s1[3] = fmaf(float(a0_), float(b3_), v86_s1[3]);
+        v86_s1[4] = fmaf(float(a1_), float(b0_), v86_s1[4]);
+        v86_s1[5] = fmaf(float(a1_), float(b1_), v86_s1[5]);
+        v86_s1[6] = fmaf(float(a1_), float(b2_), v86_s1[6]);
+        v86_s1[7] = fmaf(float(a1_), float(b3_), v86_s1[7]);
+        v86_s1[8] = fmaf(float(a2_), float(b0_), v86_s1[8]);
+        v86_s1[9] = fmaf(float(a2_), float(b1_), v86_s1[9]);
+        v86_s1[10] = fmaf(float(a2_), float(b2_), v86_s1[10]);
+        v86_s1[11] = fmaf(float(a2_), float(b3_), v86_s1[11]);
+        v86_s1[12] = fmaf(float(a3_), float(b0_), v86_s1[12]);
+        v86_s1[13] = fmaf(float(a3_), float(b1_), v86_s1[13]);
+        v86_s1[14] = fmaf(float(a3_), float(b2_), v86_s1[14]);
+        v86_s1[15] = fmaf(float(a3_), float(b3_), v86_s1[15]);
+        v86_s1[16] = fmaf(float(a4_), float(b0_), v86_s1[16]);
+        v86_s1[17] = fmaf(float(a4_), float(b1_), v86_s1[17]);
+        v86_s1[18] = fmaf(float(a4_), float(b2_), v86_s1[18]);
+        v86_s1[19] = fmaf(float(a4_), float(b3_), v86_s1[19]);
+        v86_s1[20] = fmaf(float(a5_), float(b0_), v86_s1[20]);
+        v86_s1[21] = fmaf(float(a5_), float(b1_), v86_s1[21]);
+        v86_s1[22] = fmaf(float(a5_), float(b2_), v86_s1[22]);
+        v86_s1[23] = fmaf(float(a5_), float(b3_), v86_s1[23]);
+        v86_s1[24] = fmaf(float(a6_), float(b0_), v86_s1[24]);
+        v86_s1[25] = fmaf(float(a6_), float(b1_), v86_s1[25]);
+        v86_s1[26] = fmaf(float(a6_), float(b2_), v86_s1[26]);
+        v86_s1[27] = fmaf(float(a6_), float(b3_), v86_s1[27]);
+        v86_s1[28] = fmaf(float(a7_), float(b0_), v86_s1[28]);
+        v86_s1[29] = fmaf(float(a7_), float(b1_), v86_s1[29]);
+        v86_s1[30] = fmaf(float(a7_), float(b2_), v86_s1[30]);
+        v86_s1[31] = fmaf(float(a7_), float(b3_), v86_s1[31]);
       }
     }
     // %off1 = mul %j1, %bn : i32
-    const int32_t v87_off1 = int32_t(uint32_t(iv58) * uint32_t(v5_bn));
+    const int32_t v88_off1 = int32_t(uint32_t(iv59) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v88[4];
+    int32_t v89[4];
     #pragma unroll
-    for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = int32_t(0 + (((s89) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s90 = 0; s90 < 4; ++s90) {
+      v89[s90] = int32_t(0 + (((s90) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v90[4];
+    int32_t v91[4];
     #pragma unroll
-    for (int s91 = 0; s91 < 4; ++s91) {
-      v90[s91] = v87_off1;
+    for (int s92 = 0; s92 < 4; ++s92) {
+      v91[s92] = v88_off1;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v92[4];
+    int32_t v93[4];
     #pragma unroll
-    for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = int32_t(uint32_t(v88[s93]) + uint32_t(v90[s93]));
+    for (int s94 = 0; s94 < 4; ++s94) {
+      v93[s94] = int32_t(uint32_t(v89[s94]) + uint32_t(v91[s94]));
     }
     // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v94[4];
+    int32_t v95[4];
     #pragma unroll
-    for (int s95 = 0; s95 < 4; ++s95) {
-      v94[s95] = v4_t;
+    for (int s96 = 0; s96 < 4; ++s96) {
+      v95[s96] = v4_t;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v96[4];
+    uint8_t v97[4];
     #pragma unroll
-    for (int s97 = 0; s97 < 4; ++s97) {
-      v96[s97] = uint8_t(v92[s97] < v94[s97]);
+    for (int s98 = 0; s98 < 4; ++s98) {
+      v97[s98] = uint8_t(v93[s98] < v95[s98]);
     }
     // %validr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v98_validr1[4];
-    v98_validr1[0] = v96[0];
-    v98_validr1[1] = v96[1];
-    v98_validr1[2] = v96[2];
-    v98_validr1[3] = v96[3];
+    uint8_t v99_validr1[4];
+    v99_validr1[0] = v97[0];
+    v99_validr1[1] = v97[1];
+    v99_validr1[2] = v97[2];
+    v99_validr1[3] = v97[3];
     // %validb1 = broadcast %validr1 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v99_validb1[32];
-    v99_validb1[0] = v98_validr1[0];
-    v99_validb1[1] = v98_validr1[1];
-    v99_validb1[2] = v98_validr1[2];
-    v99_validb1[3] = v98_validr1[3];
-    v99_validb1[4] = v98_validr1[0];
-    v99_validb1[5] = v98_validr1[1];
-    v99_validb1[6] = v98_validr1[2];
-    v99_validb1[7] = v98_validr1[3];
-    v99_validb1[8] = v98_validr1[0];
-    v99_validb1[9] = v98_validr1[1];
-    v99_validb1[10] = v98_validr1[2];
-    v99_validb1[11] = v98_validr1[3];
-    v99_validb1[12] = v98_validr1[0];
-    v99_validb1[13] = v98_validr1[1];
-    v99_validb1[14] = v98_validr1[2];
-    v99_validb1[15] = v98_validr1[3];
-    v99_validb1[16] = v98_validr1[0];
-    v99_validb1[17] = v98_validr1[1];
-    v99_validb1[18] = v98_validr1[2];
-    v99_validb1[19] = v98_validr1[3];
-    v99_validb1[20] = v98_validr1[0];
-    v99_validb1[21] = v98_validr1[1];
-    v99_validb1[22] = v98_validr1[2];
-    v99_validb1[23] = v98_validr1[3];
-    v99_validb1[24] = v98_validr1[0];
-    v99_validb1[25] = v98_validr1[1];
-    v99_validb1[26] = v98_validr1[2];
-    v99_validb1[27] = v98_validr1[3];
-    v99_validb1[28] = v98_validr1[0];
-    v99_validb1[29] = v98_validr1[1];
-    v99_validb1[30] = v98_validr1[2];
-    v99_validb1[31] = v98_validr1[3];
+    uint8_t v100_validb1[32];
+    v100_validb1[0] = v99_validr1[0];
+    v100_validb1[1] = v99_validr1[1];
+    v100_validb1[2] = v99_validr1[2];
+    v100_validb1[3] = v99_validr1[3];
+    v100_validb1[4] = v99_validr1[0];
+    v100_validb1[5] = v99_validr1[1];
+    v100_validb1[6] = v99_validr1[2];
+    v100_validb1[7] = v99_validr1[3];
+    v100_validb1[8] = v99_validr1[0];
+    v100_validb1[9] = v99_validr1[1];
+    v100_validb1[10] = v99_validr1[2];
+    v100_validb1[11] = v99_validr1[3];
+    v100_validb1[12] = v99_validr1[0];
+    v100_validb1[13] = v99_validr1[1];
+    v100_validb1[14] = v99_validr1[2];
+    v100_validb1[15] = v99_validr1[3];
+    v100_validb1[16] = v99_validr1[0];
+    v100_validb1[17] = v99_validr1[1];
+    v100_validb1[18] = v99_validr1[2];
+    v100_validb1[19] = v99_validr1[3];
+    v100_validb1[20] = v99_validr1[0];
+    v100_validb1[21] = v99_validr1[1];
+    v100_validb1[22] = v99_validr1[2];
+    v100_validb1[23] = v99_validr1[3];
+    v100_validb1[24] = v99_validr1[0];
+    v100_validb1[25] = v99_validr1[1];
+    v100_validb1[26] = v99_validr1[2];
+    v100_validb1[27] = v99_validr1[3];
+    v100_validb1[28] = v99_validr1[0];
+    v100_validb1[29] = v99_validr1[1];
+    v100_validb1[30] = v99_validr1[2];
+    v100_validb1[31] = v99_validr1[3];
     // %sm1 = where %validb1, %s1, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v100_sm1[32];
+    float v101_sm1[32];
     #pragma unroll
-    for (int s101 = 0; s101 < 32; ++s101) {
-      v100_sm1[s101] = (v99_validb1[s101] ? v85_s1[s101] : v29_ninfs[s101]);
+    for (int s102 = 0; s102 < 32; ++s102) {
+      v101_sm1[s102] = (v100_validb1[s102] ? v86_s1[s102] : v29_ninfs[s102]);
     }
     // %rmax = reduce %sm1 {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v102_rmax[8];
-    v102_rmax[0] = v100_sm1[0];
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[1]);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[2]);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], v100_sm1[3]);
-    v102_rmax[1] = v100_sm1[4];
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[5]);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[6]);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], v100_sm1[7]);
-    v102_rmax[2] = v100_sm1[8];
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[9]);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[10]);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], v100_sm1[11]);
-    v102_rmax[3] = v100_sm1[12];
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[13]);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[14]);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], v100_sm1[15]);
-    v102_rmax[4] = v100_sm1[16];
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[17]);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[18]);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], v100_sm1[19]);
-    v102_rmax[5] = v100_sm1[20];
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[21]);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[22]);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], v100_sm1[23]);
-    v102_rmax[6] = v100_sm1[24];
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[25]);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[26]);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], v100_sm1[27]);
-    v102_rmax[7] = v100_sm1[28];
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[29]);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[30]);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], v100_sm1[31]);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 1);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 1);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 1);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 1);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 1);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 1);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 1);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 1);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 2);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 2);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 2);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 2);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 2);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 2);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 2);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 2);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 4);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 4);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 4);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 4);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 4);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 4);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 4);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 4);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v102_rmax[0], 8);
-    v102_rmax[0] = tsr::max_nan_f32(v102_rmax[0], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v102_rmax[1], 8);
-    v102_rmax[1] = tsr::max_nan_f32(v102_rmax[1], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v102_rmax[2], 8);
-    v102_rmax[2] = tsr::max_nan_f32(v102_rmax[2], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v102_rmax[3], 8);
-    v102_rmax[3] = tsr::max_nan_f32(v102_rmax[3], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v102_rmax[4], 8);
-    v102_rmax[4] = tsr::max_nan_f32(v102_rmax[4], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v102_rmax[5], 8);
-    v102_rmax[5] = tsr::max_nan_f32(v102_rmax[5], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v102_rmax[6], 8);
-    v102_rmax[6] = tsr::max_nan_f32(v102_rmax[6], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v102_rmax[7], 8);
-    v102_rmax[7] = tsr::max_nan_f32(v102_rmax[7], sh134);
+    float v103_rmax[8];
+    v103_rmax[0] = v101_sm1[0];
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[1]);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[2]);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[3]);
+    v103_rmax[1] = v101_sm1[4];
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[5]);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[6]);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[7]);
+    v103_rmax[2] = v101_sm1[8];
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[9]);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[10]);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[11]);
+    v103_rmax[3] = v101_sm1[12];
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[13]);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[14]);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[15]);
+    v103_rmax[4] = v101_sm1[16];
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[17]);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[18]);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[19]);
+    v103_rmax[5] = v101_sm1[20];
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[21]);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[22]);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[23]);
+    v103_rmax[6] = v101_sm1[24];
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[25]);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[26]);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[27]);
+    v103_rmax[7] = v101_sm1[28];
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[29]);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[30]);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[31]);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 1);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 1);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 1);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 1);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 1);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 1);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 1);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 1);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 2);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 2);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 2);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 2);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 2);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 2);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 2);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 2);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 4);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 4);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 4);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 4);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 4);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 4);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 4);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 4);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 8);
+    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 8);
+    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 8);
+    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 8);
+    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 8);
+    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 8);
+    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 8);
+    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 8);
+    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh135);
     // %mn = max %m_run, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v135_mn[8];
+    float v136_mn[8];
     #pragma unroll
-    for (int s136 = 0; s136 < 8; ++s136) {
-      v135_mn[s136] = tsr::fmax_nan_z<float>(c38_m[s136], v102_rmax[s136]);
+    for (int s137 = 0; s137 < 8; ++s137) {
+      v136_mn[s137] = tsr::fmax_nan_z<float>(c38_m[s137], v103_rmax[s137]);
     }
     // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v137[8];
+    float v138[8];
     #pragma unroll
-    for (int s138 = 0; s138 < 8; ++s138) {
-      v137[s138] = v25_ninf;
+    for (int s139 = 0; s139 < 8; ++s139) {
+      v138[s139] = v25_ninf;
     }
     // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v139_m_none[8];
+    uint8_t v140_m_none[8];
     #pragma unroll
-    for (int s140 = 0; s140 < 8; ++s140) {
-      v139_m_none[s140] = uint8_t(v135_mn[s140] == v137[s140]);
+    for (int s141 = 0; s141 < 8; ++s141) {
+      v140_m_none[s141] = uint8_t(v136_mn[s141] == v138[s141]);
     }
     // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v141[8];
+    float v142[8];
     #pragma unroll
-    for (int s142 = 0; s142 < 8; ++s142) {
-      v141[s142] = v26_f0;
+    for (int s143 = 0; s143 < 8; ++s143) {
+      v142[s143] = v26_f0;
     }
     // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143_m_shift[8];
+    float v144_m_shift[8];
     #pragma unroll
-    for (int s144 = 0; s144 < 8; ++s144) {
-      v143_m_shift[s144] = (v139_m_none[s144] ? v141[s144] : v135_mn[s144]);
+    for (int s145 = 0; s145 < 8; ++s145) {
+      v144_m_shift[s145] = (v140_m_none[s145] ? v142[s145] : v136_mn[s145]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_m_delta[8];
+    float v146_m_delta[8];
     #pragma unroll
-    for (int s146 = 0; s146 < 8; ++s146) {
-      v145_m_delta[s146] = float(c38_m[s146] - v143_m_shift[s146]);
+    for (int s147 = 0; s147 < 8; ++s147) {
+      v146_m_delta[s147] = float(c38_m[s147] - v144_m_shift[s147]);
     }
     // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v147_alpha[8];
+    float v148_alpha[8];
     #pragma unroll
-    for (int s148 = 0; s148 < 8; ++s148) {
-      v147_alpha[s148] = float(tsr::fexp(v145_m_delta[s148]));
+    for (int s149 = 0; s149 < 8; ++s149) {
+      v148_alpha[s149] = float(tsr::fexp(v146_m_delta[s149]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v149[8];
-    v149[0] = v143_m_shift[0];
-    v149[1] = v143_m_shift[1];
-    v149[2] = v143_m_shift[2];
-    v149[3] = v143_m_shift[3];
-    v149[4] = v143_m_shift[4];
-    v149[5] = v143_m_shift[5];
-    v149[6] = v143_m_shift[6];
-    v149[7] = v143_m_shift[7];
+    float v150[8];
+    v150[0] = v144_m_shift[0];
+    v150[1] = v144_m_shift[1];
+    v150[2] = v144_m_shift[2];
+    v150[3] = v144_m_shift[3];
+    v150[4] = v144_m_shift[4];
+    v150[5] = v144_m_shift[5];
+    v150[6] = v144_m_shift[6];
+    v150[7] = v144_m_shift[7];
     // %12 = broadcast %11 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v150[32];
-    v150[0] = v149[0];
-    v150[1] = v149[0];
-    v150[2] = v149[0];
-    v150[3] = v149[0];
-    v150[4] = v149[1];
-    v150[5] = v149[1];
-    v150[6] = v149[1];
-    v150[7] = v149[1];
-    v150[8] = v149[2];
-    v150[9] = v149[2];
-    v150[10] = v149[2];
-    v150[11] = v149[2];
-    v150[12] = v149[3];
-    v150[13] = v149[3];
-    v150[14] = v149[3];
-    v150[15] = v149[3];
-    v150[16] = v149[4];
-    v150[17] = v149[4];
-    v150[18] = v149[4];
-    v150[19] = v149[4];
-    v150[20] = v149[5];
-    v150[21] = v149[5];
-    v150[22] = v149[5];
-    v150[23] = v149[5];
-    v150[24] = v149[6];
-    v150[25] = v149[6];
-    v150[26] = v149[6];
-    v150[27] = v149[6];
-    v150[28] = v149[7];
-    v150[29] = v149[7];
-    v150[30] = v149[7];
-    v150[31] = v149[7];
+    float v151[32];
+    v151[0] = v150[0];
+    v151[1] = v150[0];
+    v151[2] = v150[0];
+    v151[3] = v150[0];
+    v151[4] = v150[1];
+    v151[5] = v150[1];
+    v151[6] = v150[1];
+    v151[7] = v150[1];
+    v151[8] = v150[2];
+    v151[9] = v150[2];
+    v151[10] = v150[2];
+    v151[11] = v150[2];
+    v151[12] = v150[3];
+    v151[13] = v150[3];
+    v151[14] = v150[3];
+    v151[15] = v150[3];
+    v151[16] = v150[4];
+    v151[17] = v150[4];
+    v151[18] = v150[4];
+    v151[19] = v150[4];
+    v151[20] = v150[5];
+    v151[21] = v150[5];
+    v151[22] = v150[5];
+    v151[23] = v150[5];
+    v151[24] = v150[6];
+    v151[25] = v150[6];
+    v151[26] = v150[6];
+    v151[27] = v150[6];
+    v151[28] = v150[7];
+    v151[29] = v150[7];
+    v151[30] = v150[7];
+    v151[31] = v150[7];
     // %sd2 = sub %sm1, %12 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v151_sd2[32];
+    float v152_sd2[32];
     #pragma unroll
-    for (int s152 = 0; s152 < 32; ++s152) {
-      v151_sd2[s152] = float(v100_sm1[s152] - v150[s152]);
+    for (int s153 = 0; s153 < 32; ++s153) {
+      v152_sd2[s153] = float(v101_sm1[s153] - v151[s153]);
     }
     // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v153_p2[32];
+    float v154_p2[32];
     #pragma unroll
-    for (int s154 = 0; s154 < 32; ++s154) {
-      v153_p2[s154] = float(tsr::fexp(v151_sd2[s154]));
+    for (int s155 = 0; s155 < 32; ++s155) {
+      v154_p2[s155] = float(tsr::fexp(v152_sd2[s155]));
     }
     // %psum = reduce %p2 {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155_psum[8];
-    v155_psum[0] = v153_p2[0];
-    v155_psum[0] = float(v155_psum[0] + v153_p2[1]);
-    v155_psum[0] = float(v155_psum[0] + v153_p2[2]);
-    v155_psum[0] = float(v155_psum[0] + v153_p2[3]);
-    v155_psum[1] = v153_p2[4];
-    v155_psum[1] = float(v155_psum[1] + v153_p2[5]);
-    v155_psum[1] = float(v155_psum[1] + v153_p2[6]);
-    v155_psum[1] = float(v155_psum[1] + v153_p2[7]);
-    v155_psum[2] = v153_p2[8];
-    v155_psum[2] = float(v155_psum[2] + v153_p2[9]);
-    v155_psum[2] = float(v155_psum[2] + v153_p2[10]);
-    v155_psum[2] = float(v155_psum[2] + v153_p2[11]);
-    v155_psum[3] = v153_p2[12];
-    v155_psum[3] = float(v155_psum[3] + v153_p2[13]);
-    v155_psum[3] = float(v155_psum[3] + v153_p2[14]);
-    v155_psum[3] = float(v155_psum[3] + v153_p2[15]);
-    v155_psum[4] = v153_p2[16];
-    v155_psum[4] = float(v155_psum[4] + v153_p2[17]);
-    v155_psum[4] = float(v155_psum[4] + v153_p2[18]);
-    v155_psum[4] = float(v155_psum[4] + v153_p2[19]);
-    v155_psum[5] = v153_p2[20];
-    v155_psum[5] = float(v155_psum[5] + v153_p2[21]);
-    v155_psum[5] = float(v155_psum[5] + v153_p2[22]);
-    v155_psum[5] = float(v155_psum[5] + v153_p2[23]);
-    v155_psum[6] = v153_p2[24];
-    v155_psum[6] = float(v155_psum[6] + v153_p2[25]);
-    v155_psum[6] = float(v155_psum[6] + v153_p2[26]);
-    v155_psum[6] = float(v155_psum[6] + v153_p2[27]);
-    v155_psum[7] = v153_p2[28];
-    v155_psum[7] = float(v155_psum[7] + v153_p2[29]);
-    v155_psum[7] = float(v155_psum[7] + v153_p2[30]);
-    v155_psum[7] = float(v155_psum[7] + v153_p2[31]);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 1);
-    v155_psum[0] = float(v155_psum[0] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 1);
-    v155_psum[1] = float(v155_psum[1] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 1);
-    v155_psum[2] = float(v155_psum[2] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 1);
-    v155_psum[3] = float(v155_psum[3] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 1);
-    v155_psum[4] = float(v155_psum[4] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 1);
-    v155_psum[5] = float(v155_psum[5] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 1);
-    v155_psum[6] = float(v155_psum[6] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 1);
-    v155_psum[7] = float(v155_psum[7] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 2);
-    v155_psum[0] = float(v155_psum[0] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 2);
-    v155_psum[1] = float(v155_psum[1] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 2);
-    v155_psum[2] = float(v155_psum[2] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 2);
-    v155_psum[3] = float(v155_psum[3] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 2);
-    v155_psum[4] = float(v155_psum[4] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 2);
-    v155_psum[5] = float(v155_psum[5] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 2);
-    v155_psum[6] = float(v155_psum[6] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 2);
-    v155_psum[7] = float(v155_psum[7] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 4);
-    v155_psum[0] = float(v155_psum[0] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 4);
-    v155_psum[1] = float(v155_psum[1] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 4);
-    v155_psum[2] = float(v155_psum[2] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 4);
-    v155_psum[3] = float(v155_psum[3] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 4);
-    v155_psum[4] = float(v155_psum[4] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 4);
-    v155_psum[5] = float(v155_psum[5] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 4);
-    v155_psum[6] = float(v155_psum[6] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 4);
-    v155_psum[7] = float(v155_psum[7] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v155_psum[0], 8);
-    v155_psum[0] = float(v155_psum[0] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v155_psum[1], 8);
-    v155_psum[1] = float(v155_psum[1] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v155_psum[2], 8);
-    v155_psum[2] = float(v155_psum[2] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v155_psum[3], 8);
-    v155_psum[3] = float(v155_psum[3] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v155_psum[4], 8);
-    v155_psum[4] = float(v155_psum[4] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v155_psum[5], 8);
-    v155_psum[5] = float(v155_psum[5] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v155_psum[6], 8);
-    v155_psum[6] = float(v155_psum[6] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v155_psum[7], 8);
-    v155_psum[7] = float(v155_psum[7] + sh187);
+    float v156_psum[8];
+    v156_psum[0] = v154_p2[0];
+    v156_psum[0] = float(v156_psum[0] + v154_p2[1]);
+    v156_psum[0] = float(v156_psum[0] + v154_p2[2]);
+    v156_psum[0] = float(v156_psum[0] + v154_p2[3]);
+    v156_psum[1] = v154_p2[4];
+    v156_psum[1] = float(v156_psum[1] + v154_p2[5]);
+    v156_psum[1] = float(v156_psum[1] + v154_p2[6]);
+    v156_psum[1] = float(v156_psum[1] + v154_p2[7]);
+    v156_psum[2] = v154_p2[8];
+    v156_psum[2] = float(v156_psum[2] + v154_p2[9]);
+    v156_psum[2] = float(v156_psum[2] + v154_p2[10]);
+    v156_psum[2] = float(v156_psum[2] + v154_p2[11]);
+    v156_psum[3] = v154_p2[12];
+    v156_psum[3] = float(v156_psum[3] + v154_p2[13]);
+    v156_psum[3] = float(v156_psum[3] + v154_p2[14]);
+    v156_psum[3] = float(v156_psum[3] + v154_p2[15]);
+    v156_psum[4] = v154_p2[16];
+    v156_psum[4] = float(v156_psum[4] + v154_p2[17]);
+    v156_psum[4] = float(v156_psum[4] + v154_p2[18]);
+    v156_psum[4] = float(v156_psum[4] + v154_p2[19]);
+    v156_psum[5] = v154_p2[20];
+    v156_psum[5] = float(v156_psum[5] + v154_p2[21]);
+    v156_psum[5] = float(v156_psum[5] + v154_p2[22]);
+    v156_psum[5] = float(v156_psum[5] + v154_p2[23]);
+    v156_psum[6] = v154_p2[24];
+    v156_psum[6] = float(v156_psum[6] + v154_p2[25]);
+    v156_psum[6] = float(v156_psum[6] + v154_p2[26]);
+    v156_psum[6] = float(v156_psum[6] + v154_p2[27]);
+    v156_psum[7] = v154_p2[28];
+    v156_psum[7] = float(v156_psum[7] + v154_p2[29]);
+    v156_psum[7] = float(v156_psum[7] + v154_p2[30]);
+    v156_psum[7] = float(v156_psum[7] + v154_p2[31]);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 1);
+    v156_psum[0] = float(v156_psum[0] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 1);
+    v156_psum[1] = float(v156_psum[1] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 1);
+    v156_psum[2] = float(v156_psum[2] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 1);
+    v156_psum[3] = float(v156_psum[3] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 1);
+    v156_psum[4] = float(v156_psum[4] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 1);
+    v156_psum[5] = float(v156_psum[5] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 1);
+    v156_psum[6] = float(v156_psum[6] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 1);
+    v156_psum[7] = float(v156_psum[7] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 2);
+    v156_psum[0] = float(v156_psum[0] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 2);
+    v156_psum[1] = float(v156_psum[1] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 2);
+    v156_psum[2] = float(v156_psum[2] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 2);
+    v156_psum[3] = float(v156_psum[3] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 2);
+    v156_psum[4] = float(v156_psum[4] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 2);
+    v156_psum[5] = float(v156_psum[5] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 2);
+    v156_psum[6] = float(v156_psum[6] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 2);
+    v156_psum[7] = float(v156_psum[7] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 4);
+    v156_psum[0] = float(v156_psum[0] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 4);
+    v156_psum[1] = float(v156_psum[1] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 4);
+    v156_psum[2] = float(v156_psum[2] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 4);
+    v156_psum[3] = float(v156_psum[3] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 4);
+    v156_psum[4] = float(v156_psum[4] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 4);
+    v156_psum[5] = float(v156_psum[5] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 4);
+    v156_psum[6] = float(v156_psum[6] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 4);
+    v156_psum[7] = float(v156_psum[7] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 8);
+    v156_psum[0] = float(v156_psum[0] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 8);
+    v156_psum[1] = float(v156_psum[1] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 8);
+    v156_psum[2] = float(v156_psum[2] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 8);
+    v156_psum[3] = float(v156_psum[3] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 8);
+    v156_psum[4] = float(v156_psum[4] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 8);
+    v156_psum[5] = float(v156_psum[5] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 8);
+    v156_psum[6] = float(v156_psum[6] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 8);
+    v156_psum[7] = float(v156_psum[7] + sh188);
     // %13 = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v188[8];
+    float v189[8];
     #pragma unroll
-    for (int s189 = 0; s189 < 8; ++s189) {
-      v188[s189] = float(c40_l[s189] * v147_alpha[s189]);
+    for (int s190 = 0; s190 < 8; ++s190) {
+      v189[s190] = float(c40_l[s190] * v148_alpha[s190]);
     }
     // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v190_ln[8];
+    float v191_ln[8];
     #pragma unroll
-    for (int s191 = 0; s191 < 8; ++s191) {
-      v190_ln[s191] = float(v188[s191] + v155_psum[s191]);
+    for (int s192 = 0; s192 < 8; ++s192) {
+      v191_ln[s192] = float(v189[s192] + v156_psum[s192]);
     }
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %14 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v192[8];
-    v192[0] = v147_alpha[0];
-    v192[1] = v147_alpha[1];
-    v192[2] = v147_alpha[2];
-    v192[3] = v147_alpha[3];
-    v192[4] = v147_alpha[4];
-    v192[5] = v147_alpha[5];
-    v192[6] = v147_alpha[6];
-    v192[7] = v147_alpha[7];
+    float v193[8];
+    v193[0] = v148_alpha[0];
+    v193[1] = v148_alpha[1];
+    v193[2] = v148_alpha[2];
+    v193[3] = v148_alpha[3];
+    v193[4] = v148_alpha[4];
+    v193[5] = v148_alpha[5];
+    v193[6] = v148_alpha[6];
+    v193[7] = v148_alpha[7];
     // %15 = broadcast %14 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v193[32];
-    v193[0] = v192[0];
-    v193[1] = v192[0];
-    v193[2] = v192[0];
-    v193[3] = v192[0];
-    v193[4] = v192[1];
-    v193[5] = v192[1];
-    v193[6] = v192[1];
-    v193[7] = v192[1];
-    v193[8] = v192[2];
-    v193[9] = v192[2];
-    v193[10] = v192[2];
-    v193[11] = v192[2];
-    v193[12] = v192[3];
-    v193[13] = v192[3];
-    v193[14] = v192[3];
-    v193[15] = v192[3];
-    v193[16] = v192[4];
-    v193[17] = v192[4];
-    v193[18] = v192[4];
-    v193[19] = v192[4];
-    v193[20] = v192[5];
-    v193[21] = v192[5];
-    v193[22] = v192[5];
-    v193[23] = v192[5];
-    v193[24] = v192[6];
-    v193[25] = v192[6];
-    v193[26] = v192[6];
-    v193[27] = v192[6];
-    v193[28] = v192[7];
-    v193[29] = v192[7];
-    v193[30] = v192[7];
-    v193[31] = v192[7];
-    // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
     float v194[32];
+    v194[0] = v193[0];
+    v194[1] = v193[0];
+    v194[2] = v193[0];
+    v194[3] = v193[0];
+    v194[4] = v193[1];
+    v194[5] = v193[1];
+    v194[6] = v193[1];
+    v194[7] = v193[1];
+    v194[8] = v193[2];
+    v194[9] = v193[2];
+    v194[10] = v193[2];
+    v194[11] = v193[2];
+    v194[12] = v193[3];
+    v194[13] = v193[3];
+    v194[14] = v193[3];
+    v194[15] = v193[3];
+    v194[16] = v193[4];
+    v194[17] = v193[4];
+    v194[18] = v193[4];
+    v194[19] = v193[4];
+    v194[20] = v193[5];
+    v194[21] = v193[5];
+    v194[22] = v193[5];
+    v194[23] = v193[5];
+    v194[24] = v193[6];
+    v194[25] = v193[6];
+    v194[26] = v193[6];
+    v194[27] = v193[6];
+    v194[28] = v193[7];
+    v194[29] = v193[7];
+    v194[30] = v193[7];
+    v194[31] = v193[7];
+    // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v195[32];
     #pragma unroll
-    for (int s195 = 0; s195 < 32; ++s195) {
-      v194[s195] = float(c42_acc[s195] * v193[s195]);
+    for (int s196 = 0; s196 < 32; ++s196) {
+      v195[s196] = float(c42_acc[s196] * v194[s196]);
     }
     // %17 = convert_layout %p2 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh196 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh197 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c197 = 0; c197 < 8; ++c197) {
-      float w198[4];
-      w198[0] = v153_p2[c197 * 4 + 0];
-      w198[1] = v153_p2[c197 * 4 + 1];
-      w198[2] = v153_p2[c197 * 4 + 2];
-      w198[3] = v153_p2[c197 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh196 + (((((c197 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c197 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w198);
+    for (int c198 = 0; c198 < 8; ++c198) {
+      float w199[4];
+      w199[0] = v154_p2[c198 * 4 + 0];
+      w199[1] = v154_p2[c198 * 4 + 1];
+      w199[2] = v154_p2[c198 * 4 + 2];
+      w199[3] = v154_p2[c198 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh197 + (((((c198 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c198 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w199);
     }
     __syncthreads();
     // %accn = dot %17, %vt, %16 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v199_accn[32];
+    float v200_accn[32];
     #pragma unroll
-    for (int s200 = 0; s200 < 32; ++s200) {
-      v199_accn[s200] = v194[s200];
+    for (int s201 = 0; s201 < 32; ++s201) {
+      v200_accn[s201] = v195[s201];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh196[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh196[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh196[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh196[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh196[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh196[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh196[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh196[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh197[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh197[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh197[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh197[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh197[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh197[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh197[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh197[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v199_accn[0] = fmaf(float(a0_), float(b0_), v199_accn[0]);
-        v199_accn[1] = fmaf(float(a0_), float(b1_), v199_accn[1]);
-        v199_accn[2] = fmaf(float(a0_), float(b2_), v199_accn[2]);
-        v199_accn[3] = fmaf(float(a0_), float(b3_), v199_accn[3]);
-        v199_accn[4] = fmaf(float(a1_), float(b0_), v199_accn[4]);
-        v199_accn[5] = fmaf(float(a1_), float(b1_), v199_accn[5]);
-        v199_accn[6] = fmaf(float(a1_), float(b2_), v199_accn[6]);
-        v199_accn[7] = fmaf(float(a1_), float(b3_), v199_accn[7]);
-        v199_accn[8] = fmaf(float(a2_), float(b0_), v199_accn[8]);
-        v199_accn[9] = fmaf(float(a2_), float(b1_), v199_accn[9]);
-        v199_accn[10] = fmaf(float(a2_), float(b2_), v199_accn[10]);
-        v199_accn[11] = fmaf(float(a2_), float(b3_), v199_accn[11]);
-        v199_accn[12] = fmaf(float(a3_), float(b0_), v199_accn[12]);
-        v199_accn[13] = fmaf(float(a3_), float(b1_), v199_accn[13]);
-        v199_accn[14] = fmaf(float(a3_), float(b2_), v199_accn[14]);
-        v199_accn[15] = fmaf(float(a3_), float(b3_), v199_accn[15]);
-        v199_accn[16] = fmaf(float(a4_), float(b0_), v199_accn[16]);
-        v199_accn[17] = fmaf(float(a4_), float(b1_), v199_accn[17]);
-        v199_accn[18] = fmaf(float(a4_), float(b2_), v199_accn[18]);
-        v199_accn[19] = fmaf(float(a4_), float(b3_), v199_accn[19]);
-        v199_accn[20] = fmaf(float(a5_), float(b0_), v199_accn[20]);
-        v199_accn[21] = fmaf(float(a5_), float(b1_), v199_accn[21]);
-        v199_accn[22] = fmaf(float(a5_), float(b2_), v199_accn[22]);
-        v199_accn[23] = fmaf(float(a5_), float(b3_), v199_accn[23]);
-        v199_accn[24] = fmaf(float(a6_), float(b0_), v199_accn[24]);
-        v199_accn[25] = fmaf(float(a6_), float(b1_), v199_accn[25]);
-        v199_accn[26] = fmaf(float(a6_), float(b2_), v199_accn[26]);
-        v199_accn[27] = fmaf(float(a6_), float(b3_), v199_accn[27]);
-        v199_accn[28] = fmaf(float(a7_), float(b0_), v199_accn[28]);
-        v199_accn[29] = fmaf(float(a7_), float(b1_), v199_accn[29]);
-        v199_accn[30] = fmaf(float(a7_), float(b2_), v199_accn[30]);
-        v199_accn[31] = fmaf(float(a7_), float(b3_), v199_accn[31]);
+        v200_accn[0] = fmaf(float(a0_), float(b0_), v200_accn[0]);
+        v200_accn[1] = fmaf(float(a0_), float(b1_), v200_accn[1]);
+        v200_accn[2] = fmaf(float(a0_), float(b2_), v200_accn[2]);
+        v200_accn[3] = fmaf(float(a0_), float(b3_), v200_accn[3]);
+        v200_accn[4] = fmaf(float(a1_), float(b0_), v200_accn[4]);
+        v200_accn[5] = fmaf(float(a1_), float(b1_), v200_accn[5]);
+        v200_accn[6] = fmaf(float(a1_), float(b2_), v200_accn[6]);
+        v200_accn[7] = fmaf(float(a1_), float(b3_), v200_accn[7]);
+        v200_accn[8] = fmaf(float(a2_), float(b0_), v200_accn[8]);
+        v200_accn[9] = fmaf(float(a2_), float(b1_), v200_accn[9]);
+        v200_accn[10] = fmaf(float(a2_), float(b2_), v200_accn[10]);
+        v200_accn[11] = fmaf(float(a2_), float(b3_), v200_accn[11]);
+        v200_accn[12] = fmaf(float(a3_), float(b0_), v200_accn[12]);
+        v200_accn[13] = fmaf(float(a3_), float(b1_), v200_accn[13]);
+        v200_accn[14] = fmaf(float(a3_), float(b2_), v200_accn[14]);
+        v200_accn[15] = fmaf(float(a3_), float(b3_), v200_accn[15]);
+        v200_accn[16] = fmaf(float(a4_), float(b0_), v200_accn[16]);
+        v200_accn[17] = fmaf(float(a4_), float(b1_), v200_accn[17]);
+        v200_accn[18] = fmaf(float(a4_), float(b2_), v200_accn[18]);
+        v200_accn[19] = fmaf(float(a4_), float(b3_), v200_accn[19]);
+        v200_accn[20] = fmaf(float(a5_), float(b0_), v200_accn[20]);
+        v200_accn[21] = fmaf(float(a5_), float(b1_), v200_accn[21]);
+        v200_accn[22] = fmaf(float(a5_), float(b2_), v200_accn[22]);
+        v200_accn[23] = fmaf(float(a5_), float(b3_), v200_accn[23]);
+        v200_accn[24] = fmaf(float(a6_), float(b0_), v200_accn[24]);
+        v200_accn[25] = fmaf(float(a6_), float(b1_), v200_accn[25]);
+        v200_accn[26] = fmaf(float(a6_), float(b2_), v200_accn[26]);
+        v200_accn[27] = fmaf(float(a6_), float(b3_), v200_accn[27]);
+        v200_accn[28] = fmaf(float(a7_), float(b0_), v200_accn[28]);
+        v200_accn[29] = fmaf(float(a7_), float(b1_), v200_accn[29]);
+        v200_accn[30] = fmaf(float(a7_), float(b2_), v200_accn[30]);
+        v200_accn[31] = fmaf(float(a7_), float(b3_), v200_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s201 = 0; s201 < 8; ++s201) {
-      c38_m[s201] = v135_mn[s201];
-    }
-    #pragma unroll
     for (int s202 = 0; s202 < 8; ++s202) {
-      c40_l[s202] = v190_ln[s202];
+      c38_m[s202] = v136_mn[s202];
     }
     #pragma unroll
-    for (int s203 = 0; s203 < 32; ++s203) {
-      c42_acc[s203] = v199_accn[s203];
+    for (int s203 = 0; s203 < 8; ++s203) {
+      c40_l[s203] = v191_ln[s203];
+    }
+    #pragma unroll
+    for (int s204 = 0; s204 < 32; ++s204) {
+      c42_acc[s204] = v200_accn[s204];
     }
     rs44 = (rs44 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %18 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v204[8];
-  v204[0] = c40_l[0];
-  v204[1] = c40_l[1];
-  v204[2] = c40_l[2];
-  v204[3] = c40_l[3];
-  v204[4] = c40_l[4];
-  v204[5] = c40_l[5];
-  v204[6] = c40_l[6];
-  v204[7] = c40_l[7];
+  float v205[8];
+  v205[0] = c40_l[0];
+  v205[1] = c40_l[1];
+  v205[2] = c40_l[2];
+  v205[3] = c40_l[3];
+  v205[4] = c40_l[4];
+  v205[5] = c40_l[5];
+  v205[6] = c40_l[6];
+  v205[7] = c40_l[7];
   // %19 = broadcast %18 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v205[32];
-  v205[0] = v204[0];
-  v205[1] = v204[0];
-  v205[2] = v204[0];
-  v205[3] = v204[0];
-  v205[4] = v204[1];
-  v205[5] = v204[1];
-  v205[6] = v204[1];
-  v205[7] = v204[1];
-  v205[8] = v204[2];
-  v205[9] = v204[2];
-  v205[10] = v204[2];
-  v205[11] = v204[2];
-  v205[12] = v204[3];
-  v205[13] = v204[3];
-  v205[14] = v204[3];
-  v205[15] = v204[3];
-  v205[16] = v204[4];
-  v205[17] = v204[4];
-  v205[18] = v204[4];
-  v205[19] = v204[4];
-  v205[20] = v204[5];
-  v205[21] = v204[5];
-  v205[22] = v204[5];
-  v205[23] = v204[5];
-  v205[24] = v204[6];
-  v205[25] = v204[6];
-  v205[26] = v204[6];
-  v205[27] = v204[6];
-  v205[28] = v204[7];
-  v205[29] = v204[7];
-  v205[30] = v204[7];
-  v205[31] = v204[7];
-  // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
   float v206[32];
+  v206[0] = v205[0];
+  v206[1] = v205[0];
+  v206[2] = v205[0];
+  v206[3] = v205[0];
+  v206[4] = v205[1];
+  v206[5] = v205[1];
+  v206[6] = v205[1];
+  v206[7] = v205[1];
+  v206[8] = v205[2];
+  v206[9] = v205[2];
+  v206[10] = v205[2];
+  v206[11] = v205[2];
+  v206[12] = v205[3];
+  v206[13] = v205[3];
+  v206[14] = v205[3];
+  v206[15] = v205[3];
+  v206[16] = v205[4];
+  v206[17] = v205[4];
+  v206[18] = v205[4];
+  v206[19] = v205[4];
+  v206[20] = v205[5];
+  v206[21] = v205[5];
+  v206[22] = v205[5];
+  v206[23] = v205[5];
+  v206[24] = v205[6];
+  v206[25] = v205[6];
+  v206[26] = v205[6];
+  v206[27] = v205[6];
+  v206[28] = v205[7];
+  v206[29] = v205[7];
+  v206[30] = v205[7];
+  v206[31] = v205[7];
+  // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+  float v207[32];
   #pragma unroll
-  for (int s207 = 0; s207 < 32; ++s207) {
-    v206[s207] = float(c42_acc[s207] / v205[s207]);
+  for (int s208 = 0; s208 < 32; ++s208) {
+    v207[s208] = float(c42_acc[s208] / v206[s208]);
   }
   // %o3 = reshape %20 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v208_o3[32];
-  v208_o3[0] = v206[0];
-  v208_o3[1] = v206[1];
-  v208_o3[2] = v206[2];
-  v208_o3[3] = v206[3];
-  v208_o3[4] = v206[4];
-  v208_o3[5] = v206[5];
-  v208_o3[6] = v206[6];
-  v208_o3[7] = v206[7];
-  v208_o3[8] = v206[8];
-  v208_o3[9] = v206[9];
-  v208_o3[10] = v206[10];
-  v208_o3[11] = v206[11];
-  v208_o3[12] = v206[12];
-  v208_o3[13] = v206[13];
-  v208_o3[14] = v206[14];
-  v208_o3[15] = v206[15];
-  v208_o3[16] = v206[16];
-  v208_o3[17] = v206[17];
-  v208_o3[18] = v206[18];
-  v208_o3[19] = v206[19];
-  v208_o3[20] = v206[20];
-  v208_o3[21] = v206[21];
-  v208_o3[22] = v206[22];
-  v208_o3[23] = v206[23];
-  v208_o3[24] = v206[24];
-  v208_o3[25] = v206[25];
-  v208_o3[26] = v206[26];
-  v208_o3[27] = v206[27];
-  v208_o3[28] = v206[28];
-  v208_o3[29] = v206[29];
-  v208_o3[30] = v206[30];
-  v208_o3[31] = v206[31];
+  float v209_o3[32];
+  v209_o3[0] = v207[0];
+  v209_o3[1] = v207[1];
+  v209_o3[2] = v207[2];
+  v209_o3[3] = v207[3];
+  v209_o3[4] = v207[4];
+  v209_o3[5] = v207[5];
+  v209_o3[6] = v207[6];
+  v209_o3[7] = v207[7];
+  v209_o3[8] = v207[8];
+  v209_o3[9] = v207[9];
+  v209_o3[10] = v207[10];
+  v209_o3[11] = v207[11];
+  v209_o3[12] = v207[12];
+  v209_o3[13] = v207[13];
+  v209_o3[14] = v207[14];
+  v209_o3[15] = v207[15];
+  v209_o3[16] = v207[16];
+  v209_o3[17] = v207[17];
+  v209_o3[18] = v207[18];
+  v209_o3[19] = v207[19];
+  v209_o3[20] = v207[20];
+  v209_o3[21] = v207[21];
+  v209_o3[22] = v207[22];
+  v209_o3[23] = v207[23];
+  v209_o3[24] = v207[24];
+  v209_o3[25] = v207[25];
+  v209_o3[26] = v207[26];
+  v209_o3[27] = v207[27];
+  v209_o3[28] = v207[28];
+  v209_o3[29] = v207[29];
+  v209_o3[30] = v207[30];
+  v209_o3[31] = v207[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o209 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o210 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o211 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole212 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole212) {
+    const int64_t o210 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o211 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o212 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole213 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole213) {
       #pragma unroll
-      for (int c213 = 0; c213 < 8; ++c213) {
-        float vb214[4];
-        vb214[0] = v208_o3[c213 * 4 + 0];
-        vb214[1] = v208_o3[c213 * 4 + 1];
-        vb214[2] = v208_o3[c213 * 4 + 2];
-        vb214[3] = v208_o3[c213 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c213 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c213 * 4) % 4))) * tsr_p3_s2, vb214);
+      for (int c214 = 0; c214 < 8; ++c214) {
+        float vb215[4];
+        vb215[0] = v209_o3[c214 * 4 + 0];
+        vb215[1] = v209_o3[c214 * 4 + 1];
+        vb215[2] = v209_o3[c214 * 4 + 2];
+        vb215[3] = v209_o3[c214 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c214 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c214 * 4) % 4))) * tsr_p3_s2, vb215);
       }
     } else {
       #pragma unroll
-      for (int c215 = 0; c215 < 8; ++c215) {
-        float vb216[4];
-        if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2)) {
-          vb216[0] = v208_o3[c215 * 4 + 0];
-          vb216[1] = v208_o3[c215 * 4 + 1];
-          vb216[2] = v208_o3[c215 * 4 + 2];
-          vb216[3] = v208_o3[c215 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2, vb216);
+      for (int c216 = 0; c216 < 8; ++c216) {
+        float vb217[4];
+        if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2)) {
+          vb217[0] = v209_o3[c216 * 4 + 0];
+          vb217[1] = v209_o3[c216 * 4 + 1];
+          vb217[2] = v209_o3[c216 * 4 + 2];
+          vb217[3] = v209_o3[c216 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2, vb217);
         } else {
-          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4))) * tsr_p3_s2] = v208_o3[c215 * 4];
-          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 1) * tsr_p3_s2] = v208_o3[c215 * 4 + 1];
-          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 2) * tsr_p3_s2] = v208_o3[c215 * 4 + 2];
-          if ((o209 + 0) < int64_t(tsr_dim_H) && (o210 + ((((c215 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o211 + (((c215 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o209 + 0) * tsr_p3_s0 + (o210 + ((((c215 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o211 + (((c215 * 4) % 4)) + 3) * tsr_p3_s2] = v208_o3[c215 * 4 + 3];
+          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2] = v209_o3[c216 * 4];
+          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 1) * tsr_p3_s2] = v209_o3[c216 * 4 + 1];
+          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 2) * tsr_p3_s2] = v209_o3[c216 * 4 + 2];
+          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 3) * tsr_p3_s2] = v209_o3[c216 * 4 + 3];
         }
       }
     }

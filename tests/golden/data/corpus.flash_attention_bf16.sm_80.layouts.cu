@@ -136,116 +136,119 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   uint16_t* const sh39 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
   uint16_t* const sh40 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
   int rs38 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx41 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    // %off = mul %j, %bn : i32
-    const int32_t v42_off = int32_t(uint32_t(nx41) * uint32_t(v5_bn));
-    {
-      const int64_t o43 = int64_t(v1_ph) * 1;
-      const int64_t o44 = int64_t(nx41) * 64;
-      const int64_t o45 = int64_t(v2_c0) * 64;
-      if (o43 >= 0 && o43 + 1 <= int64_t(tsr_dim_H) && o44 >= 0 && o44 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o43 * tsr_p1_s0 + o44 * tsr_p1_s1 + o45 * tsr_p1_s2)) {
-        #pragma unroll
-        for (int i46 = 0; i46 < 4; ++i46) {
-          const int q47 = i46 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh39 + (0) * 4608) + (0) * 4608 + (((q47 * 8) / 64)) * 72 + (((q47 * 8) % 64)) * 1), tsr_p1 + (o43 + 0) * tsr_p1_s0 + (o44 + ((q47 * 8) / 64)) * tsr_p1_s1 + (o45 + ((q47 * 8) % 64)) * tsr_p1_s2);
-        }
-      } else {
-        #pragma unroll
-        for (int i48 = 0; i48 < 4; ++i48) {
-          const int q49 = i48 * 128 + tsr_tid;
-          const int64_t n50 = !(true && (o43 + 0) < int64_t(tsr_dim_H) && (o44 + ((q49 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o45 + ((q49 * 8) % 64))) : 8;
-          const uint16_t* src51 = tsr_p1 + (n50 > 0 ? (o43 + 0) * tsr_p1_s0 + (o44 + ((q49 * 8) / 64)) * tsr_p1_s1 + (o45 + ((q49 * 8) % 64)) * tsr_p1_s2 : 0);
-          uint16_t* const dst52 = (sh39 + (0) * 4608) + (0) * 4608 + (((q49 * 8) / 64)) * 72 + (((q49 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src51)) {
-            tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o53 = int64_t(v1_ph) * 1;
-      const int64_t o54 = int64_t(nx41) * 64;
-      const int64_t o55 = int64_t(v2_c0) * 64;
-      if (o53 >= 0 && o53 + 1 <= int64_t(tsr_dim_H) && o54 >= 0 && o54 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o53 * tsr_p2_s0 + o54 * tsr_p2_s1 + o55 * tsr_p2_s2)) {
-        #pragma unroll
-        for (int i56 = 0; i56 < 4; ++i56) {
-          const int q57 = i56 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh40 + (0) * 4608) + (0) * 4608 + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1), tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + ((q57 * 8) / 64)) * tsr_p2_s1 + (o55 + ((q57 * 8) % 64)) * tsr_p2_s2);
-        }
-      } else {
-        #pragma unroll
-        for (int i58 = 0; i58 < 4; ++i58) {
-          const int q59 = i58 * 128 + tsr_tid;
-          const int64_t n60 = !(true && (o53 + 0) < int64_t(tsr_dim_H) && (o54 + ((q59 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o55 + ((q59 * 8) % 64))) : 8;
-          const uint16_t* src61 = tsr_p2 + (n60 > 0 ? (o53 + 0) * tsr_p2_s0 + (o54 + ((q59 * 8) / 64)) * tsr_p2_s1 + (o55 + ((q59 * 8) % 64)) * tsr_p2_s2 : 0);
-          uint16_t* const dst62 = (sh40 + (0) * 4608) + (0) * 4608 + (((q59 * 8) / 64)) * 72 + (((q59 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src61)) {
-            tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv63_ = v2_c0; v3_c1 > 0 && iv63_ < v8_ntiles; iv63_ += v3_c1) {
-    const int32_t iv63 = int32_t(iv63_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv63_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx64 = int32_t((iv63_ + 1 * int64_t(v3_c1)));
+  #pragma unroll 1
+  for (int pro41 = 0; pro41 < 1; ++pro41) {
+    if ((int64_t(v2_c0) + int64_t(pro41) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx42 = int32_t((int64_t(v2_c0) + int64_t(pro41) * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v65_off = int32_t(uint32_t(nx64) * uint32_t(v5_bn));
+      const int32_t v43_off = int32_t(uint32_t(nx42) * uint32_t(v5_bn));
       {
-        const int64_t o66 = int64_t(v1_ph) * 1;
-        const int64_t o67 = int64_t(nx64) * 64;
-        const int64_t o68 = int64_t(v2_c0) * 64;
-        if (o66 >= 0 && o66 + 1 <= int64_t(tsr_dim_H) && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1 + o68 * tsr_p1_s2)) {
+        const int64_t o44 = int64_t(v1_ph) * 1;
+        const int64_t o45 = int64_t(nx42) * 64;
+        const int64_t o46 = int64_t(v2_c0) * 64;
+        if (o44 >= 0 && o44 + 1 <= int64_t(tsr_dim_H) && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o44 * tsr_p1_s0 + o45 * tsr_p1_s1 + o46 * tsr_p1_s2)) {
           #pragma unroll
-          for (int i69 = 0; i69 < 4; ++i69) {
-            const int q70 = i69 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q70 * 8) / 64)) * 72 + (((q70 * 8) % 64)) * 1), tsr_p1 + (o66 + 0) * tsr_p1_s0 + (o67 + ((q70 * 8) / 64)) * tsr_p1_s1 + (o68 + ((q70 * 8) % 64)) * tsr_p1_s2);
+          for (int i47 = 0; i47 < 4; ++i47) {
+            const int q48 = i47 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh39 + (pro41) * 4608) + (0) * 4608 + (((q48 * 8) / 64)) * 72 + (((q48 * 8) % 64)) * 1), tsr_p1 + (o44 + 0) * tsr_p1_s0 + (o45 + ((q48 * 8) / 64)) * tsr_p1_s1 + (o46 + ((q48 * 8) % 64)) * tsr_p1_s2);
           }
         } else {
           #pragma unroll
-          for (int i71 = 0; i71 < 4; ++i71) {
-            const int q72 = i71 * 128 + tsr_tid;
-            const int64_t n73 = !(true && (o66 + 0) < int64_t(tsr_dim_H) && (o67 + ((q72 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o68 + ((q72 * 8) % 64))) : 8;
-            const uint16_t* src74 = tsr_p1 + (n73 > 0 ? (o66 + 0) * tsr_p1_s0 + (o67 + ((q72 * 8) / 64)) * tsr_p1_s1 + (o68 + ((q72 * 8) % 64)) * tsr_p1_s2 : 0);
-            uint16_t* const dst75 = (sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src74)) {
-              tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 2);
+          for (int i49 = 0; i49 < 4; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            const int64_t n51 = !(true && (o44 + 0) < int64_t(tsr_dim_H) && (o45 + ((q50 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) : 8;
+            const uint16_t* src52 = tsr_p1 + (n51 > 0 ? (o44 + 0) * tsr_p1_s0 + (o45 + ((q50 * 8) / 64)) * tsr_p1_s1 + (o46 + ((q50 * 8) % 64)) * tsr_p1_s2 : 0);
+            uint16_t* const dst53 = (sh39 + (pro41) * 4608) + (0) * 4608 + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src52)) {
+              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o76 = int64_t(v1_ph) * 1;
-        const int64_t o77 = int64_t(nx64) * 64;
-        const int64_t o78 = int64_t(v2_c0) * 64;
-        if (o76 >= 0 && o76 + 1 <= int64_t(tsr_dim_H) && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1 + o78 * tsr_p2_s2)) {
+        const int64_t o54 = int64_t(v1_ph) * 1;
+        const int64_t o55 = int64_t(nx42) * 64;
+        const int64_t o56 = int64_t(v2_c0) * 64;
+        if (o54 >= 0 && o54 + 1 <= int64_t(tsr_dim_H) && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o56 >= 0 && o56 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o54 * tsr_p2_s0 + o55 * tsr_p2_s1 + o56 * tsr_p2_s2)) {
           #pragma unroll
-          for (int i79 = 0; i79 < 4; ++i79) {
-            const int q80 = i79 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q80 * 8) / 64)) * 72 + (((q80 * 8) % 64)) * 1), tsr_p2 + (o76 + 0) * tsr_p2_s0 + (o77 + ((q80 * 8) / 64)) * tsr_p2_s1 + (o78 + ((q80 * 8) % 64)) * tsr_p2_s2);
+          for (int i57 = 0; i57 < 4; ++i57) {
+            const int q58 = i57 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 4608) + (0) * 4608 + (((q58 * 8) / 64)) * 72 + (((q58 * 8) % 64)) * 1), tsr_p2 + (o54 + 0) * tsr_p2_s0 + (o55 + ((q58 * 8) / 64)) * tsr_p2_s1 + (o56 + ((q58 * 8) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i81 = 0; i81 < 4; ++i81) {
-            const int q82 = i81 * 128 + tsr_tid;
-            const int64_t n83 = !(true && (o76 + 0) < int64_t(tsr_dim_H) && (o77 + ((q82 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o78 + ((q82 * 8) % 64))) : 8;
-            const uint16_t* src84 = tsr_p2 + (n83 > 0 ? (o76 + 0) * tsr_p2_s0 + (o77 + ((q82 * 8) / 64)) * tsr_p2_s1 + (o78 + ((q82 * 8) % 64)) * tsr_p2_s2 : 0);
-            uint16_t* const dst85 = (sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src84)) {
-              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 2);
+          for (int i59 = 0; i59 < 4; ++i59) {
+            const int q60 = i59 * 128 + tsr_tid;
+            const int64_t n61 = !(true && (o54 + 0) < int64_t(tsr_dim_H) && (o55 + ((q60 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) : 8;
+            const uint16_t* src62 = tsr_p2 + (n61 > 0 ? (o54 + 0) * tsr_p2_s0 + (o55 + ((q60 * 8) / 64)) * tsr_p2_s1 + (o56 + ((q60 * 8) % 64)) * tsr_p2_s2 : 0);
+            uint16_t* const dst63 = (sh40 + (pro41) * 4608) + (0) * 4608 + (((q60 * 8) / 64)) * 72 + (((q60 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src62)) {
+              tsr::cp_async_16(tsr::smem_u32(dst63), src62, int(n61) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst63[v_] = v_ < n61 ? src62[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv64_ = v2_c0; v3_c1 > 0 && iv64_ < v8_ntiles; iv64_ += v3_c1) {
+    const int32_t iv64 = int32_t(iv64_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv64_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx65 = int32_t((iv64_ + 1 * int64_t(v3_c1)));
+      // %off = mul %j, %bn : i32
+      const int32_t v66_off = int32_t(uint32_t(nx65) * uint32_t(v5_bn));
+      {
+        const int64_t o67 = int64_t(v1_ph) * 1;
+        const int64_t o68 = int64_t(nx65) * 64;
+        const int64_t o69 = int64_t(v2_c0) * 64;
+        if (o67 >= 0 && o67 + 1 <= int64_t(tsr_dim_H) && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o67 * tsr_p1_s0 + o68 * tsr_p1_s1 + o69 * tsr_p1_s2)) {
+          #pragma unroll
+          for (int i70 = 0; i70 < 4; ++i70) {
+            const int q71 = i70 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q71 * 8) / 64)) * 72 + (((q71 * 8) % 64)) * 1), tsr_p1 + (o67 + 0) * tsr_p1_s0 + (o68 + ((q71 * 8) / 64)) * tsr_p1_s1 + (o69 + ((q71 * 8) % 64)) * tsr_p1_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i72 = 0; i72 < 4; ++i72) {
+            const int q73 = i72 * 128 + tsr_tid;
+            const int64_t n74 = !(true && (o67 + 0) < int64_t(tsr_dim_H) && (o68 + ((q73 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) : 8;
+            const uint16_t* src75 = tsr_p1 + (n74 > 0 ? (o67 + 0) * tsr_p1_s0 + (o68 + ((q73 * 8) / 64)) * tsr_p1_s1 + (o69 + ((q73 * 8) % 64)) * tsr_p1_s2 : 0);
+            uint16_t* const dst76 = (sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src75)) {
+              tsr::cp_async_16(tsr::smem_u32(dst76), src75, int(n74) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o77 = int64_t(v1_ph) * 1;
+        const int64_t o78 = int64_t(nx65) * 64;
+        const int64_t o79 = int64_t(v2_c0) * 64;
+        if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i80 = 0; i80 < 4; ++i80) {
+            const int q81 = i80 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q81 * 8) / 64)) * 72 + (((q81 * 8) % 64)) * 1), tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + ((q81 * 8) / 64)) * tsr_p2_s1 + (o79 + ((q81 * 8) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i82 = 0; i82 < 4; ++i82) {
+            const int q83 = i82 * 128 + tsr_tid;
+            const int64_t n84 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q83 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) : 8;
+            const uint16_t* src85 = tsr_p2 + (n84 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q83 * 8) / 64)) * tsr_p2_s1 + (o79 + ((q83 * 8) % 64)) * tsr_p2_s2 : 0);
+            uint16_t* const dst86 = (sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q83 * 8) / 64)) * 72 + (((q83 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src85)) {
+              tsr::cp_async_16(tsr::smem_u32(dst86), src85, int(n84) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst86[v_] = v_ < n84 ? src85[v_] : uint16_t(0);
             }
           }
         }
@@ -256,10 +259,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v86_s0[32];
+    float v87_s0[32];
     #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_s0[s87] = v24[s87];
+    for (int s88 = 0; s88 < 32; ++s88) {
+      v87_s0[s88] = v24[s88];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -279,174 +282,149 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
-        tsr::mma_bf16_16816(&v86_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v86_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v86_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v86_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v86_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v86_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v86_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v86_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v87_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v87_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v87_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v87_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v87_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v87_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v87_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v87_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v88_scs[32];
+    float v89_scs[32];
     #pragma unroll
-    for (int s89 = 0; s89 < 32; ++s89) {
-      v88_scs[s89] = v10_scale;
+    for (int s90 = 0; s90 < 32; ++s90) {
+      v89_scs[s90] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v90[32];
+    float v91[32];
     #pragma unroll
-    for (int s91 = 0; s91 < 32; ++s91) {
-      v90[s91] = v10_scale;
+    for (int s92 = 0; s92 < 32; ++s92) {
+      v91[s92] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v92_s[32];
+    float v93_s[32];
     #pragma unroll
-    for (int s93 = 0; s93 < 32; ++s93) {
-      v92_s[s93] = float(v86_s0[s93] * v90[s93]);
+    for (int s94 = 0; s94 < 32; ++s94) {
+      v93_s[s94] = float(v87_s0[s94] * v91[s94]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v94_off = int32_t(uint32_t(iv63) * uint32_t(v5_bn));
+    const int32_t v95_off = int32_t(uint32_t(iv64) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v95[16];
+    int32_t v96[16];
     #pragma unroll
-    for (int s96 = 0; s96 < 16; ++s96) {
-      v95[s96] = int32_t(0 + (((s96) % 2) + (((s96) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s97 = 0; s97 < 16; ++s97) {
+      v96[s97] = int32_t(0 + (((s97) % 2) + (((s97) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v97[16];
+    int32_t v98[16];
     #pragma unroll
-    for (int s98 = 0; s98 < 16; ++s98) {
-      v97[s98] = v94_off;
+    for (int s99 = 0; s99 < 16; ++s99) {
+      v98[s99] = v95_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v99[16];
+    int32_t v100[16];
     #pragma unroll
-    for (int s100 = 0; s100 < 16; ++s100) {
-      v99[s100] = int32_t(uint32_t(v95[s100]) + uint32_t(v97[s100]));
+    for (int s101 = 0; s101 < 16; ++s101) {
+      v100[s101] = int32_t(uint32_t(v96[s101]) + uint32_t(v98[s101]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v101[16];
+    int32_t v102[16];
     #pragma unroll
-    for (int s102 = 0; s102 < 16; ++s102) {
-      v101[s102] = v4_t;
+    for (int s103 = 0; s103 < 16; ++s103) {
+      v102[s103] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    uint8_t v103[16];
+    uint8_t v104[16];
     #pragma unroll
-    for (int s104 = 0; s104 < 16; ++s104) {
-      v103[s104] = uint8_t(v99[s104] < v101[s104]);
+    for (int s105 = 0; s105 < 16; ++s105) {
+      v104[s105] = uint8_t(v100[s105] < v102[s105]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v105_valid2[16];
-    v105_valid2[0] = v103[0];
-    v105_valid2[1] = v103[1];
-    v105_valid2[2] = v103[2];
-    v105_valid2[3] = v103[3];
-    v105_valid2[4] = v103[4];
-    v105_valid2[5] = v103[5];
-    v105_valid2[6] = v103[6];
-    v105_valid2[7] = v103[7];
-    v105_valid2[8] = v103[8];
-    v105_valid2[9] = v103[9];
-    v105_valid2[10] = v103[10];
-    v105_valid2[11] = v103[11];
-    v105_valid2[12] = v103[12];
-    v105_valid2[13] = v103[13];
-    v105_valid2[14] = v103[14];
-    v105_valid2[15] = v103[15];
+    uint8_t v106_valid2[16];
+    v106_valid2[0] = v104[0];
+    v106_valid2[1] = v104[1];
+    v106_valid2[2] = v104[2];
+    v106_valid2[3] = v104[3];
+    v106_valid2[4] = v104[4];
+    v106_valid2[5] = v104[5];
+    v106_valid2[6] = v104[6];
+    v106_valid2[7] = v104[7];
+    v106_valid2[8] = v104[8];
+    v106_valid2[9] = v104[9];
+    v106_valid2[10] = v104[10];
+    v106_valid2[11] = v104[11];
+    v106_valid2[12] = v104[12];
+    v106_valid2[13] = v104[13];
+    v106_valid2[14] = v104[14];
+    v106_valid2[15] = v104[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v106_validb[32];
-    v106_validb[0] = v105_valid2[0];
-    v106_validb[1] = v105_valid2[1];
-    v106_validb[2] = v105_valid2[0];
-    v106_validb[3] = v105_valid2[1];
-    v106_validb[4] = v105_valid2[2];
-    v106_validb[5] = v105_valid2[3];
-    v106_validb[6] = v105_valid2[2];
-    v106_validb[7] = v105_valid2[3];
-    v106_validb[8] = v105_valid2[4];
-    v106_validb[9] = v105_valid2[5];
-    v106_validb[10] = v105_valid2[4];
-    v106_validb[11] = v105_valid2[5];
-    v106_validb[12] = v105_valid2[6];
-    v106_validb[13] = v105_valid2[7];
-    v106_validb[14] = v105_valid2[6];
-    v106_validb[15] = v105_valid2[7];
-    v106_validb[16] = v105_valid2[8];
-    v106_validb[17] = v105_valid2[9];
-    v106_validb[18] = v105_valid2[8];
-    v106_validb[19] = v105_valid2[9];
-    v106_validb[20] = v105_valid2[10];
-    v106_validb[21] = v105_valid2[11];
-    v106_validb[22] = v105_valid2[10];
-    v106_validb[23] = v105_valid2[11];
-    v106_validb[24] = v105_valid2[12];
-    v106_validb[25] = v105_valid2[13];
-    v106_validb[26] = v105_valid2[12];
-    v106_validb[27] = v105_valid2[13];
-    v106_validb[28] = v105_valid2[14];
-    v106_validb[29] = v105_valid2[15];
-    v106_validb[30] = v105_valid2[14];
-    v106_validb[31] = v105_valid2[15];
+    uint8_t v107_validb[32];
+    v107_validb[0] = v106_valid2[0];
+    v107_validb[1] = v106_valid2[1];
+    v107_validb[2] = v106_valid2[0];
+    v107_validb[3] = v106_valid2[1];
+    v107_validb[4] = v106_valid2[2];
+    v107_validb[5] = v106_valid2[3];
+    v107_validb[6] = v106_valid2[2];
+    v107_validb[7] = v106_valid2[3];
+    v107_validb[8] = v106_valid2[4];
+    v107_validb[9] = v106_valid2[5];
+    v107_validb[10] = v106_valid2[4];
+    v107_validb[11] = v106_valid2[5];
+    v107_validb[12] = v106_valid2[6];
+    v107_validb[13] = v106_valid2[7];
+    v107_validb[14] = v106_valid2[6];
+    v107_validb[15] = v106_valid2[7];
+    v107_validb[16] = v106_valid2[8];
+    v107_validb[17] = v106_valid2[9];
+    v107_validb[18] = v106_valid2[8];
+    v107_validb[19] = v106_valid2[9];
+    v107_validb[20] = v106_valid2[10];
+    v107_validb[21] = v106_valid2[11];
+    v107_validb[22] = v106_valid2[10];
+    v107_validb[23] = v106_valid2[11];
+    v107_validb[24] = v106_valid2[12];
+    v107_validb[25] = v106_valid2[13];
+    v107_validb[26] = v106_valid2[12];
+    v107_validb[27] = v106_valid2[13];
+    v107_validb[28] = v106_valid2[14];
+    v107_validb[29] = v106_valid2[15];
+    v107_validb[30] = v106_valid2[14];
+    v107_validb[31] = v106_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v107[32];
+    float v108[32];
     #pragma unroll
-    for (int s108 = 0; s108 < 32; ++s108) {
-      v107[s108] = v22_ninf;
+    for (int s109 = 0; s109 < 32; ++s109) {
+      v108[s109] = v22_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v109_sm[32];
+    float v110_sm[32];
     #pragma unroll
-    for (int s110 = 0; s110 < 32; ++s110) {
-      v109_sm[s110] = (v106_validb[s110] ? v92_s[s110] : v107[s110]);
+    for (int s111 = 0; s111 < 32; ++s111) {
+      v110_sm[s111] = (v107_validb[s111] ? v93_s[s111] : v108[s111]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v111_rmax[2];
-    float part112[8];
-    part112[0] = v109_sm[0];
-    part112[1] = v109_sm[1];
-    part112[2] = v109_sm[4];
-    part112[3] = v109_sm[5];
-    part112[4] = v109_sm[8];
-    part112[5] = v109_sm[9];
-    part112[6] = v109_sm[12];
-    part112[7] = v109_sm[13];
-    part112[0] = tsr::max_nan_f32(part112[0], v109_sm[16]);
-    part112[1] = tsr::max_nan_f32(part112[1], v109_sm[17]);
-    part112[2] = tsr::max_nan_f32(part112[2], v109_sm[20]);
-    part112[3] = tsr::max_nan_f32(part112[3], v109_sm[21]);
-    part112[4] = tsr::max_nan_f32(part112[4], v109_sm[24]);
-    part112[5] = tsr::max_nan_f32(part112[5], v109_sm[25]);
-    part112[6] = tsr::max_nan_f32(part112[6], v109_sm[28]);
-    part112[7] = tsr::max_nan_f32(part112[7], v109_sm[29]);
-    part112[0] = tsr::max_nan_f32(part112[0], part112[4]);
-    part112[1] = tsr::max_nan_f32(part112[1], part112[5]);
-    part112[2] = tsr::max_nan_f32(part112[2], part112[6]);
-    part112[3] = tsr::max_nan_f32(part112[3], part112[7]);
-    part112[0] = tsr::max_nan_f32(part112[0], part112[2]);
-    part112[1] = tsr::max_nan_f32(part112[1], part112[3]);
-    part112[0] = tsr::max_nan_f32(part112[0], part112[1]);
-    v111_rmax[0] = part112[0];
+    float v112_rmax[2];
     float part113[8];
-    part113[0] = v109_sm[2];
-    part113[1] = v109_sm[3];
-    part113[2] = v109_sm[6];
-    part113[3] = v109_sm[7];
-    part113[4] = v109_sm[10];
-    part113[5] = v109_sm[11];
-    part113[6] = v109_sm[14];
-    part113[7] = v109_sm[15];
-    part113[0] = tsr::max_nan_f32(part113[0], v109_sm[18]);
-    part113[1] = tsr::max_nan_f32(part113[1], v109_sm[19]);
-    part113[2] = tsr::max_nan_f32(part113[2], v109_sm[22]);
-    part113[3] = tsr::max_nan_f32(part113[3], v109_sm[23]);
-    part113[4] = tsr::max_nan_f32(part113[4], v109_sm[26]);
-    part113[5] = tsr::max_nan_f32(part113[5], v109_sm[27]);
-    part113[6] = tsr::max_nan_f32(part113[6], v109_sm[30]);
-    part113[7] = tsr::max_nan_f32(part113[7], v109_sm[31]);
+    part113[0] = v110_sm[0];
+    part113[1] = v110_sm[1];
+    part113[2] = v110_sm[4];
+    part113[3] = v110_sm[5];
+    part113[4] = v110_sm[8];
+    part113[5] = v110_sm[9];
+    part113[6] = v110_sm[12];
+    part113[7] = v110_sm[13];
+    part113[0] = tsr::max_nan_f32(part113[0], v110_sm[16]);
+    part113[1] = tsr::max_nan_f32(part113[1], v110_sm[17]);
+    part113[2] = tsr::max_nan_f32(part113[2], v110_sm[20]);
+    part113[3] = tsr::max_nan_f32(part113[3], v110_sm[21]);
+    part113[4] = tsr::max_nan_f32(part113[4], v110_sm[24]);
+    part113[5] = tsr::max_nan_f32(part113[5], v110_sm[25]);
+    part113[6] = tsr::max_nan_f32(part113[6], v110_sm[28]);
+    part113[7] = tsr::max_nan_f32(part113[7], v110_sm[29]);
     part113[0] = tsr::max_nan_f32(part113[0], part113[4]);
     part113[1] = tsr::max_nan_f32(part113[1], part113[5]);
     part113[2] = tsr::max_nan_f32(part113[2], part113[6]);
@@ -454,127 +432,127 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     part113[0] = tsr::max_nan_f32(part113[0], part113[2]);
     part113[1] = tsr::max_nan_f32(part113[1], part113[3]);
     part113[0] = tsr::max_nan_f32(part113[0], part113[1]);
-    v111_rmax[1] = part113[0];
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 1);
-    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 1);
-    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 2);
-    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 2);
-    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh117);
+    v112_rmax[0] = part113[0];
+    float part114[8];
+    part114[0] = v110_sm[2];
+    part114[1] = v110_sm[3];
+    part114[2] = v110_sm[6];
+    part114[3] = v110_sm[7];
+    part114[4] = v110_sm[10];
+    part114[5] = v110_sm[11];
+    part114[6] = v110_sm[14];
+    part114[7] = v110_sm[15];
+    part114[0] = tsr::max_nan_f32(part114[0], v110_sm[18]);
+    part114[1] = tsr::max_nan_f32(part114[1], v110_sm[19]);
+    part114[2] = tsr::max_nan_f32(part114[2], v110_sm[22]);
+    part114[3] = tsr::max_nan_f32(part114[3], v110_sm[23]);
+    part114[4] = tsr::max_nan_f32(part114[4], v110_sm[26]);
+    part114[5] = tsr::max_nan_f32(part114[5], v110_sm[27]);
+    part114[6] = tsr::max_nan_f32(part114[6], v110_sm[30]);
+    part114[7] = tsr::max_nan_f32(part114[7], v110_sm[31]);
+    part114[0] = tsr::max_nan_f32(part114[0], part114[4]);
+    part114[1] = tsr::max_nan_f32(part114[1], part114[5]);
+    part114[2] = tsr::max_nan_f32(part114[2], part114[6]);
+    part114[3] = tsr::max_nan_f32(part114[3], part114[7]);
+    part114[0] = tsr::max_nan_f32(part114[0], part114[2]);
+    part114[1] = tsr::max_nan_f32(part114[1], part114[3]);
+    part114[0] = tsr::max_nan_f32(part114[0], part114[1]);
+    v112_rmax[1] = part114[0];
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v112_rmax[0], 1);
+    v112_rmax[0] = tsr::max_nan_f32(v112_rmax[0], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v112_rmax[1], 1);
+    v112_rmax[1] = tsr::max_nan_f32(v112_rmax[1], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v112_rmax[0], 2);
+    v112_rmax[0] = tsr::max_nan_f32(v112_rmax[0], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v112_rmax[1], 2);
+    v112_rmax[1] = tsr::max_nan_f32(v112_rmax[1], sh118);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v118_mn[2];
+    float v119_mn[2];
     #pragma unroll
-    for (int s119 = 0; s119 < 2; ++s119) {
-      v118_mn[s119] = tsr::fmax_nan_z<float>(c32_m[s119], v111_rmax[s119]);
+    for (int s120 = 0; s120 < 2; ++s120) {
+      v119_mn[s120] = tsr::fmax_nan_z<float>(c32_m[s120], v112_rmax[s120]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v120_dm[2];
+    float v121_dm[2];
     #pragma unroll
-    for (int s121 = 0; s121 < 2; ++s121) {
-      v120_dm[s121] = float(c32_m[s121] - v118_mn[s121]);
+    for (int s122 = 0; s122 < 2; ++s122) {
+      v121_dm[s122] = float(c32_m[s122] - v119_mn[s122]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v122_alpha[2];
+    float v123_alpha[2];
     #pragma unroll
-    for (int s123 = 0; s123 < 2; ++s123) {
-      v122_alpha[s123] = float(tsr::fexp(v120_dm[s123]));
+    for (int s124 = 0; s124 < 2; ++s124) {
+      v123_alpha[s124] = float(tsr::fexp(v121_dm[s124]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v124_mn2[2];
-    v124_mn2[0] = v118_mn[0];
-    v124_mn2[1] = v118_mn[1];
+    float v125_mn2[2];
+    v125_mn2[0] = v119_mn[0];
+    v125_mn2[1] = v119_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v125_mnb[32];
-    v125_mnb[0] = v124_mn2[0];
-    v125_mnb[1] = v124_mn2[0];
-    v125_mnb[2] = v124_mn2[1];
-    v125_mnb[3] = v124_mn2[1];
-    v125_mnb[4] = v124_mn2[0];
-    v125_mnb[5] = v124_mn2[0];
-    v125_mnb[6] = v124_mn2[1];
-    v125_mnb[7] = v124_mn2[1];
-    v125_mnb[8] = v124_mn2[0];
-    v125_mnb[9] = v124_mn2[0];
-    v125_mnb[10] = v124_mn2[1];
-    v125_mnb[11] = v124_mn2[1];
-    v125_mnb[12] = v124_mn2[0];
-    v125_mnb[13] = v124_mn2[0];
-    v125_mnb[14] = v124_mn2[1];
-    v125_mnb[15] = v124_mn2[1];
-    v125_mnb[16] = v124_mn2[0];
-    v125_mnb[17] = v124_mn2[0];
-    v125_mnb[18] = v124_mn2[1];
-    v125_mnb[19] = v124_mn2[1];
-    v125_mnb[20] = v124_mn2[0];
-    v125_mnb[21] = v124_mn2[0];
-    v125_mnb[22] = v124_mn2[1];
-    v125_mnb[23] = v124_mn2[1];
-    v125_mnb[24] = v124_mn2[0];
-    v125_mnb[25] = v124_mn2[0];
-    v125_mnb[26] = v124_mn2[1];
-    v125_mnb[27] = v124_mn2[1];
-    v125_mnb[28] = v124_mn2[0];
-    v125_mnb[29] = v124_mn2[0];
-    v125_mnb[30] = v124_mn2[1];
-    v125_mnb[31] = v124_mn2[1];
+    float v126_mnb[32];
+    v126_mnb[0] = v125_mn2[0];
+    v126_mnb[1] = v125_mn2[0];
+    v126_mnb[2] = v125_mn2[1];
+    v126_mnb[3] = v125_mn2[1];
+    v126_mnb[4] = v125_mn2[0];
+    v126_mnb[5] = v125_mn2[0];
+    v126_mnb[6] = v125_mn2[1];
+    v126_mnb[7] = v125_mn2[1];
+    v126_mnb[8] = v125_mn2[0];
+    v126_mnb[9] = v125_mn2[0];
+    v126_mnb[10] = v125_mn2[1];
+    v126_mnb[11] = v125_mn2[1];
+    v126_mnb[12] = v125_mn2[0];
+    v126_mnb[13] = v125_mn2[0];
+    v126_mnb[14] = v125_mn2[1];
+    v126_mnb[15] = v125_mn2[1];
+    v126_mnb[16] = v125_mn2[0];
+    v126_mnb[17] = v125_mn2[0];
+    v126_mnb[18] = v125_mn2[1];
+    v126_mnb[19] = v125_mn2[1];
+    v126_mnb[20] = v125_mn2[0];
+    v126_mnb[21] = v125_mn2[0];
+    v126_mnb[22] = v125_mn2[1];
+    v126_mnb[23] = v125_mn2[1];
+    v126_mnb[24] = v125_mn2[0];
+    v126_mnb[25] = v125_mn2[0];
+    v126_mnb[26] = v125_mn2[1];
+    v126_mnb[27] = v125_mn2[1];
+    v126_mnb[28] = v125_mn2[0];
+    v126_mnb[29] = v125_mn2[0];
+    v126_mnb[30] = v125_mn2[1];
+    v126_mnb[31] = v125_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v126_sd[32];
+    float v127_sd[32];
     #pragma unroll
-    for (int s127 = 0; s127 < 32; ++s127) {
-      v126_sd[s127] = float(v109_sm[s127] - v125_mnb[s127]);
+    for (int s128 = 0; s128 < 32; ++s128) {
+      v127_sd[s128] = float(v110_sm[s128] - v126_mnb[s128]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v128_p[32];
+    float v129_p[32];
     #pragma unroll
-    for (int s129 = 0; s129 < 32; ++s129) {
-      v128_p[s129] = float(tsr::fexp(v126_sd[s129]));
+    for (int s130 = 0; s130 < 32; ++s130) {
+      v129_p[s130] = float(tsr::fexp(v127_sd[s130]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v130_psum[2];
-    float part131[8];
-    part131[0] = v128_p[0];
-    part131[1] = v128_p[1];
-    part131[2] = v128_p[4];
-    part131[3] = v128_p[5];
-    part131[4] = v128_p[8];
-    part131[5] = v128_p[9];
-    part131[6] = v128_p[12];
-    part131[7] = v128_p[13];
-    part131[0] = float(part131[0] + v128_p[16]);
-    part131[1] = float(part131[1] + v128_p[17]);
-    part131[2] = float(part131[2] + v128_p[20]);
-    part131[3] = float(part131[3] + v128_p[21]);
-    part131[4] = float(part131[4] + v128_p[24]);
-    part131[5] = float(part131[5] + v128_p[25]);
-    part131[6] = float(part131[6] + v128_p[28]);
-    part131[7] = float(part131[7] + v128_p[29]);
-    part131[0] = float(part131[0] + part131[4]);
-    part131[1] = float(part131[1] + part131[5]);
-    part131[2] = float(part131[2] + part131[6]);
-    part131[3] = float(part131[3] + part131[7]);
-    part131[0] = float(part131[0] + part131[2]);
-    part131[1] = float(part131[1] + part131[3]);
-    part131[0] = float(part131[0] + part131[1]);
-    v130_psum[0] = part131[0];
+    float v131_psum[2];
     float part132[8];
-    part132[0] = v128_p[2];
-    part132[1] = v128_p[3];
-    part132[2] = v128_p[6];
-    part132[3] = v128_p[7];
-    part132[4] = v128_p[10];
-    part132[5] = v128_p[11];
-    part132[6] = v128_p[14];
-    part132[7] = v128_p[15];
-    part132[0] = float(part132[0] + v128_p[18]);
-    part132[1] = float(part132[1] + v128_p[19]);
-    part132[2] = float(part132[2] + v128_p[22]);
-    part132[3] = float(part132[3] + v128_p[23]);
-    part132[4] = float(part132[4] + v128_p[26]);
-    part132[5] = float(part132[5] + v128_p[27]);
-    part132[6] = float(part132[6] + v128_p[30]);
-    part132[7] = float(part132[7] + v128_p[31]);
+    part132[0] = v129_p[0];
+    part132[1] = v129_p[1];
+    part132[2] = v129_p[4];
+    part132[3] = v129_p[5];
+    part132[4] = v129_p[8];
+    part132[5] = v129_p[9];
+    part132[6] = v129_p[12];
+    part132[7] = v129_p[13];
+    part132[0] = float(part132[0] + v129_p[16]);
+    part132[1] = float(part132[1] + v129_p[17]);
+    part132[2] = float(part132[2] + v129_p[20]);
+    part132[3] = float(part132[3] + v129_p[21]);
+    part132[4] = float(part132[4] + v129_p[24]);
+    part132[5] = float(part132[5] + v129_p[25]);
+    part132[6] = float(part132[6] + v129_p[28]);
+    part132[7] = float(part132[7] + v129_p[29]);
     part132[0] = float(part132[0] + part132[4]);
     part132[1] = float(part132[1] + part132[5]);
     part132[2] = float(part132[2] + part132[6]);
@@ -582,127 +560,152 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     part132[0] = float(part132[0] + part132[2]);
     part132[1] = float(part132[1] + part132[3]);
     part132[0] = float(part132[0] + part132[1]);
-    v130_psum[1] = part132[0];
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v130_psum[0], 1);
-    v130_psum[0] = float(v130_psum[0] + sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v130_psum[1], 1);
-    v130_psum[1] = float(v130_psum[1] + sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v130_psum[0], 2);
-    v130_psum[0] = float(v130_psum[0] + sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v130_psum[1], 2);
-    v130_psum[1] = float(v130_psum[1] + sh136);
+    v131_psum[0] = part132[0];
+    float part133[8];
+    part133[0] = v129_p[2];
+    part133[1] = v129_p[3];
+    part133[2] = v129_p[6];
+    part133[3] = v129_p[7];
+    part133[4] = v129_p[10];
+    part133[5] = v129_p[11];
+    part133[6] = v129_p[14];
+    part133[7] = v129_p[15];
+    part133[0] = float(part133[0] + v129_p[18]);
+    part133[1] = float(part133[1] + v129_p[19]);
+    part133[2] = float(part133[2] + v129_p[22]);
+    part133[3] = float(part133[3] + v129_p[23]);
+    part133[4] = float(part133[4] + v129_p[26]);
+    part133[5] = float(part133[5] + v129_p[27]);
+    part133[6] = float(part133[6] + v129_p[30]);
+    part133[7] = float(part133[7] + v129_p[31]);
+    part133[0] = float(part133[0] + part133[4]);
+    part133[1] = float(part133[1] + part133[5]);
+    part133[2] = float(part133[2] + part133[6]);
+    part133[3] = float(part133[3] + part133[7]);
+    part133[0] = float(part133[0] + part133[2]);
+    part133[1] = float(part133[1] + part133[3]);
+    part133[0] = float(part133[0] + part133[1]);
+    v131_psum[1] = part133[0];
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v131_psum[0], 1);
+    v131_psum[0] = float(v131_psum[0] + sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v131_psum[1], 1);
+    v131_psum[1] = float(v131_psum[1] + sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v131_psum[0], 2);
+    v131_psum[0] = float(v131_psum[0] + sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v131_psum[1], 2);
+    v131_psum[1] = float(v131_psum[1] + sh137);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v137_la[2];
+    float v138_la[2];
     #pragma unroll
-    for (int s138 = 0; s138 < 2; ++s138) {
-      v137_la[s138] = float(c34_l[s138] * v122_alpha[s138]);
+    for (int s139 = 0; s139 < 2; ++s139) {
+      v138_la[s139] = float(c34_l[s139] * v123_alpha[s139]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v139_ln[2];
+    float v140_ln[2];
     #pragma unroll
-    for (int s140 = 0; s140 < 2; ++s140) {
-      v139_ln[s140] = float(v137_la[s140] + v130_psum[s140]);
+    for (int s141 = 0; s141 < 2; ++s141) {
+      v140_ln[s141] = float(v138_la[s141] + v131_psum[s141]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v141_alpha2[2];
-    v141_alpha2[0] = v122_alpha[0];
-    v141_alpha2[1] = v122_alpha[1];
+    float v142_alpha2[2];
+    v142_alpha2[0] = v123_alpha[0];
+    v142_alpha2[1] = v123_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v142_alphab[32];
-    v142_alphab[0] = v141_alpha2[0];
-    v142_alphab[1] = v141_alpha2[0];
-    v142_alphab[2] = v141_alpha2[1];
-    v142_alphab[3] = v141_alpha2[1];
-    v142_alphab[4] = v141_alpha2[0];
-    v142_alphab[5] = v141_alpha2[0];
-    v142_alphab[6] = v141_alpha2[1];
-    v142_alphab[7] = v141_alpha2[1];
-    v142_alphab[8] = v141_alpha2[0];
-    v142_alphab[9] = v141_alpha2[0];
-    v142_alphab[10] = v141_alpha2[1];
-    v142_alphab[11] = v141_alpha2[1];
-    v142_alphab[12] = v141_alpha2[0];
-    v142_alphab[13] = v141_alpha2[0];
-    v142_alphab[14] = v141_alpha2[1];
-    v142_alphab[15] = v141_alpha2[1];
-    v142_alphab[16] = v141_alpha2[0];
-    v142_alphab[17] = v141_alpha2[0];
-    v142_alphab[18] = v141_alpha2[1];
-    v142_alphab[19] = v141_alpha2[1];
-    v142_alphab[20] = v141_alpha2[0];
-    v142_alphab[21] = v141_alpha2[0];
-    v142_alphab[22] = v141_alpha2[1];
-    v142_alphab[23] = v141_alpha2[1];
-    v142_alphab[24] = v141_alpha2[0];
-    v142_alphab[25] = v141_alpha2[0];
-    v142_alphab[26] = v141_alpha2[1];
-    v142_alphab[27] = v141_alpha2[1];
-    v142_alphab[28] = v141_alpha2[0];
-    v142_alphab[29] = v141_alpha2[0];
-    v142_alphab[30] = v141_alpha2[1];
-    v142_alphab[31] = v141_alpha2[1];
+    float v143_alphab[32];
+    v143_alphab[0] = v142_alpha2[0];
+    v143_alphab[1] = v142_alpha2[0];
+    v143_alphab[2] = v142_alpha2[1];
+    v143_alphab[3] = v142_alpha2[1];
+    v143_alphab[4] = v142_alpha2[0];
+    v143_alphab[5] = v142_alpha2[0];
+    v143_alphab[6] = v142_alpha2[1];
+    v143_alphab[7] = v142_alpha2[1];
+    v143_alphab[8] = v142_alpha2[0];
+    v143_alphab[9] = v142_alpha2[0];
+    v143_alphab[10] = v142_alpha2[1];
+    v143_alphab[11] = v142_alpha2[1];
+    v143_alphab[12] = v142_alpha2[0];
+    v143_alphab[13] = v142_alpha2[0];
+    v143_alphab[14] = v142_alpha2[1];
+    v143_alphab[15] = v142_alpha2[1];
+    v143_alphab[16] = v142_alpha2[0];
+    v143_alphab[17] = v142_alpha2[0];
+    v143_alphab[18] = v142_alpha2[1];
+    v143_alphab[19] = v142_alpha2[1];
+    v143_alphab[20] = v142_alpha2[0];
+    v143_alphab[21] = v142_alpha2[0];
+    v143_alphab[22] = v142_alpha2[1];
+    v143_alphab[23] = v142_alpha2[1];
+    v143_alphab[24] = v142_alpha2[0];
+    v143_alphab[25] = v142_alpha2[0];
+    v143_alphab[26] = v142_alpha2[1];
+    v143_alphab[27] = v142_alpha2[1];
+    v143_alphab[28] = v142_alpha2[0];
+    v143_alphab[29] = v142_alpha2[0];
+    v143_alphab[30] = v142_alpha2[1];
+    v143_alphab[31] = v142_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v143_accs[32];
+    float v144_accs[32];
     #pragma unroll
-    for (int s144 = 0; s144 < 32; ++s144) {
-      v143_accs[s144] = float(c36_acc[s144] * v142_alphab[s144]);
+    for (int s145 = 0; s145 < 32; ++s145) {
+      v144_accs[s145] = float(c36_acc[s145] * v143_alphab[s145]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v145_pb[32];
+    float v146_pb[32];
     #pragma unroll
-    for (int s146 = 0; s146 < 32; ++s146) {
-      v145_pb[s146] = tsr::rbf16(float(float(v128_p[s146])));
+    for (int s147 = 0; s147 < 32; ++s147) {
+      v146_pb[s147] = tsr::rbf16(float(float(v129_p[s147])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v147[32];
-    v147[0] = v145_pb[0];
-    v147[1] = v145_pb[1];
-    v147[2] = v145_pb[2];
-    v147[3] = v145_pb[3];
-    v147[4] = v145_pb[4];
-    v147[5] = v145_pb[5];
-    v147[6] = v145_pb[6];
-    v147[7] = v145_pb[7];
-    v147[8] = v145_pb[8];
-    v147[9] = v145_pb[9];
-    v147[10] = v145_pb[10];
-    v147[11] = v145_pb[11];
-    v147[12] = v145_pb[12];
-    v147[13] = v145_pb[13];
-    v147[14] = v145_pb[14];
-    v147[15] = v145_pb[15];
-    v147[16] = v145_pb[16];
-    v147[17] = v145_pb[17];
-    v147[18] = v145_pb[18];
-    v147[19] = v145_pb[19];
-    v147[20] = v145_pb[20];
-    v147[21] = v145_pb[21];
-    v147[22] = v145_pb[22];
-    v147[23] = v145_pb[23];
-    v147[24] = v145_pb[24];
-    v147[25] = v145_pb[25];
-    v147[26] = v145_pb[26];
-    v147[27] = v145_pb[27];
-    v147[28] = v145_pb[28];
-    v147[29] = v145_pb[29];
-    v147[30] = v145_pb[30];
-    v147[31] = v145_pb[31];
+    float v148[32];
+    v148[0] = v146_pb[0];
+    v148[1] = v146_pb[1];
+    v148[2] = v146_pb[2];
+    v148[3] = v146_pb[3];
+    v148[4] = v146_pb[4];
+    v148[5] = v146_pb[5];
+    v148[6] = v146_pb[6];
+    v148[7] = v146_pb[7];
+    v148[8] = v146_pb[8];
+    v148[9] = v146_pb[9];
+    v148[10] = v146_pb[10];
+    v148[11] = v146_pb[11];
+    v148[12] = v146_pb[12];
+    v148[13] = v146_pb[13];
+    v148[14] = v146_pb[14];
+    v148[15] = v146_pb[15];
+    v148[16] = v146_pb[16];
+    v148[17] = v146_pb[17];
+    v148[18] = v146_pb[18];
+    v148[19] = v146_pb[19];
+    v148[20] = v146_pb[20];
+    v148[21] = v146_pb[21];
+    v148[22] = v146_pb[22];
+    v148[23] = v146_pb[23];
+    v148[24] = v146_pb[24];
+    v148[25] = v146_pb[25];
+    v148[26] = v146_pb[26];
+    v148[27] = v146_pb[27];
+    v148[28] = v146_pb[28];
+    v148[29] = v146_pb[29];
+    v148[30] = v146_pb[30];
+    v148[31] = v146_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v148_accn[32];
+    float v149_accn[32];
     #pragma unroll
-    for (int s149 = 0; s149 < 32; ++s149) {
-      v148_accn[s149] = v143_accs[s149];
+    for (int s150 = 0; s150 < 32; ++s150) {
+      v149_accn[s150] = v144_accs[s150];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][8][2];
-      fa[0][0][0] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 0], v147[8 * (0 + 4 * 0) + 0 + 1]);
-      fa[0][0][1] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 2], v147[8 * (0 + 4 * 0) + 2 + 1]);
-      fa[0][0][2] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 4], v147[8 * (0 + 4 * 0) + 4 + 1]);
-      fa[0][0][3] = tsr::f2bf2(v147[8 * (0 + 4 * 0) + 6], v147[8 * (0 + 4 * 0) + 6 + 1]);
+      fa[0][0][0] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 0], v148[8 * (0 + 4 * 0) + 0 + 1]);
+      fa[0][0][1] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 2], v148[8 * (0 + 4 * 0) + 2 + 1]);
+      fa[0][0][2] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 4], v148[8 * (0 + 4 * 0) + 4 + 1]);
+      fa[0][0][3] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 6], v148[8 * (0 + 4 * 0) + 6 + 1]);
       tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
@@ -710,150 +713,150 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 0], v147[8 * (ks + 1 + 4 * 0) + 0 + 1]);
-          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 2], v147[8 * (ks + 1 + 4 * 0) + 2 + 1]);
-          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 4], v147[8 * (ks + 1 + 4 * 0) + 4 + 1]);
-          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v147[8 * (ks + 1 + 4 * 0) + 6], v147[8 * (ks + 1 + 4 * 0) + 6 + 1]);
+          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 0], v148[8 * (ks + 1 + 4 * 0) + 0 + 1]);
+          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 2], v148[8 * (ks + 1 + 4 * 0) + 2 + 1]);
+          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 4], v148[8 * (ks + 1 + 4 * 0) + 4 + 1]);
+          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 6], v148[8 * (ks + 1 + 4 * 0) + 6 + 1]);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v148_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v148_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v148_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v148_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v148_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v148_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v148_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v148_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v149_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v149_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v149_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v149_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v149_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v149_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v149_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v149_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s150 = 0; s150 < 2; ++s150) {
-      c32_m[s150] = v118_mn[s150];
-    }
-    #pragma unroll
     for (int s151 = 0; s151 < 2; ++s151) {
-      c34_l[s151] = v139_ln[s151];
+      c32_m[s151] = v119_mn[s151];
     }
     #pragma unroll
-    for (int s152 = 0; s152 < 32; ++s152) {
-      c36_acc[s152] = v148_accn[s152];
+    for (int s152 = 0; s152 < 2; ++s152) {
+      c34_l[s152] = v140_ln[s152];
+    }
+    #pragma unroll
+    for (int s153 = 0; s153 < 32; ++s153) {
+      c36_acc[s153] = v149_accn[s153];
     }
     rs38 = (rs38 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v153_l2[2];
-  v153_l2[0] = c34_l[0];
-  v153_l2[1] = c34_l[1];
+  float v154_l2[2];
+  v154_l2[0] = c34_l[0];
+  v154_l2[1] = c34_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v154_lb[32];
-  v154_lb[0] = v153_l2[0];
-  v154_lb[1] = v153_l2[0];
-  v154_lb[2] = v153_l2[1];
-  v154_lb[3] = v153_l2[1];
-  v154_lb[4] = v153_l2[0];
-  v154_lb[5] = v153_l2[0];
-  v154_lb[6] = v153_l2[1];
-  v154_lb[7] = v153_l2[1];
-  v154_lb[8] = v153_l2[0];
-  v154_lb[9] = v153_l2[0];
-  v154_lb[10] = v153_l2[1];
-  v154_lb[11] = v153_l2[1];
-  v154_lb[12] = v153_l2[0];
-  v154_lb[13] = v153_l2[0];
-  v154_lb[14] = v153_l2[1];
-  v154_lb[15] = v153_l2[1];
-  v154_lb[16] = v153_l2[0];
-  v154_lb[17] = v153_l2[0];
-  v154_lb[18] = v153_l2[1];
-  v154_lb[19] = v153_l2[1];
-  v154_lb[20] = v153_l2[0];
-  v154_lb[21] = v153_l2[0];
-  v154_lb[22] = v153_l2[1];
-  v154_lb[23] = v153_l2[1];
-  v154_lb[24] = v153_l2[0];
-  v154_lb[25] = v153_l2[0];
-  v154_lb[26] = v153_l2[1];
-  v154_lb[27] = v153_l2[1];
-  v154_lb[28] = v153_l2[0];
-  v154_lb[29] = v153_l2[0];
-  v154_lb[30] = v153_l2[1];
-  v154_lb[31] = v153_l2[1];
+  float v155_lb[32];
+  v155_lb[0] = v154_l2[0];
+  v155_lb[1] = v154_l2[0];
+  v155_lb[2] = v154_l2[1];
+  v155_lb[3] = v154_l2[1];
+  v155_lb[4] = v154_l2[0];
+  v155_lb[5] = v154_l2[0];
+  v155_lb[6] = v154_l2[1];
+  v155_lb[7] = v154_l2[1];
+  v155_lb[8] = v154_l2[0];
+  v155_lb[9] = v154_l2[0];
+  v155_lb[10] = v154_l2[1];
+  v155_lb[11] = v154_l2[1];
+  v155_lb[12] = v154_l2[0];
+  v155_lb[13] = v154_l2[0];
+  v155_lb[14] = v154_l2[1];
+  v155_lb[15] = v154_l2[1];
+  v155_lb[16] = v154_l2[0];
+  v155_lb[17] = v154_l2[0];
+  v155_lb[18] = v154_l2[1];
+  v155_lb[19] = v154_l2[1];
+  v155_lb[20] = v154_l2[0];
+  v155_lb[21] = v154_l2[0];
+  v155_lb[22] = v154_l2[1];
+  v155_lb[23] = v154_l2[1];
+  v155_lb[24] = v154_l2[0];
+  v155_lb[25] = v154_l2[0];
+  v155_lb[26] = v154_l2[1];
+  v155_lb[27] = v154_l2[1];
+  v155_lb[28] = v154_l2[0];
+  v155_lb[29] = v154_l2[0];
+  v155_lb[30] = v154_l2[1];
+  v155_lb[31] = v154_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v155_out[32];
+  float v156_out[32];
   #pragma unroll
-  for (int s156 = 0; s156 < 32; ++s156) {
-    v155_out[s156] = float(c36_acc[s156] / v154_lb[s156]);
+  for (int s157 = 0; s157 < 32; ++s157) {
+    v156_out[s157] = float(c36_acc[s157] / v155_lb[s157]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v157_outb[32];
+  float v158_outb[32];
   #pragma unroll
-  for (int s158 = 0; s158 < 32; ++s158) {
-    v157_outb[s158] = tsr::rbf16(float(float(v155_out[s158])));
+  for (int s159 = 0; s159 < 32; ++s159) {
+    v158_outb[s159] = tsr::rbf16(float(float(v156_out[s159])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v159_o3[32];
-  v159_o3[0] = v157_outb[0];
-  v159_o3[1] = v157_outb[1];
-  v159_o3[2] = v157_outb[2];
-  v159_o3[3] = v157_outb[3];
-  v159_o3[4] = v157_outb[4];
-  v159_o3[5] = v157_outb[5];
-  v159_o3[6] = v157_outb[6];
-  v159_o3[7] = v157_outb[7];
-  v159_o3[8] = v157_outb[8];
-  v159_o3[9] = v157_outb[9];
-  v159_o3[10] = v157_outb[10];
-  v159_o3[11] = v157_outb[11];
-  v159_o3[12] = v157_outb[12];
-  v159_o3[13] = v157_outb[13];
-  v159_o3[14] = v157_outb[14];
-  v159_o3[15] = v157_outb[15];
-  v159_o3[16] = v157_outb[16];
-  v159_o3[17] = v157_outb[17];
-  v159_o3[18] = v157_outb[18];
-  v159_o3[19] = v157_outb[19];
-  v159_o3[20] = v157_outb[20];
-  v159_o3[21] = v157_outb[21];
-  v159_o3[22] = v157_outb[22];
-  v159_o3[23] = v157_outb[23];
-  v159_o3[24] = v157_outb[24];
-  v159_o3[25] = v157_outb[25];
-  v159_o3[26] = v157_outb[26];
-  v159_o3[27] = v157_outb[27];
-  v159_o3[28] = v157_outb[28];
-  v159_o3[29] = v157_outb[29];
-  v159_o3[30] = v157_outb[30];
-  v159_o3[31] = v157_outb[31];
+  float v160_o3[32];
+  v160_o3[0] = v158_outb[0];
+  v160_o3[1] = v158_outb[1];
+  v160_o3[2] = v158_outb[2];
+  v160_o3[3] = v158_outb[3];
+  v160_o3[4] = v158_outb[4];
+  v160_o3[5] = v158_outb[5];
+  v160_o3[6] = v158_outb[6];
+  v160_o3[7] = v158_outb[7];
+  v160_o3[8] = v158_outb[8];
+  v160_o3[9] = v158_outb[9];
+  v160_o3[10] = v158_outb[10];
+  v160_o3[11] = v158_outb[11];
+  v160_o3[12] = v158_outb[12];
+  v160_o3[13] = v158_outb[13];
+  v160_o3[14] = v158_outb[14];
+  v160_o3[15] = v158_outb[15];
+  v160_o3[16] = v158_outb[16];
+  v160_o3[17] = v158_outb[17];
+  v160_o3[18] = v158_outb[18];
+  v160_o3[19] = v158_outb[19];
+  v160_o3[20] = v158_outb[20];
+  v160_o3[21] = v158_outb[21];
+  v160_o3[22] = v158_outb[22];
+  v160_o3[23] = v158_outb[23];
+  v160_o3[24] = v158_outb[24];
+  v160_o3[25] = v158_outb[25];
+  v160_o3[26] = v158_outb[26];
+  v160_o3[27] = v158_outb[27];
+  v160_o3[28] = v158_outb[28];
+  v160_o3[29] = v158_outb[29];
+  v160_o3[30] = v158_outb[30];
+  v160_o3[31] = v158_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o160 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o161 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o162 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole163 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole163) {
+    const int64_t o161 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o162 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o163 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole164 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole164) {
       #pragma unroll
-      for (int c164 = 0; c164 < 16; ++c164) {
-        uint16_t vb165[2];
-        vb165[0] = tsr::f2bf(v159_o3[c164 * 2 + 0]);
-        vb165[1] = tsr::f2bf(v159_o3[c164 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c164 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c164 * 2) % 2) + (((c164 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb165);
+      for (int c165 = 0; c165 < 16; ++c165) {
+        uint16_t vb166[2];
+        vb166[0] = tsr::f2bf(v160_o3[c165 * 2 + 0]);
+        vb166[1] = tsr::f2bf(v160_o3[c165 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c165 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c165 * 2) % 2) + (((c165 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb166);
       }
     } else {
       #pragma unroll
-      for (int c166 = 0; c166 < 16; ++c166) {
-        uint16_t vb167[2];
-        if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb167[0] = tsr::f2bf(v159_o3[c166 * 2 + 0]);
-          vb167[1] = tsr::f2bf(v159_o3[c166 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb167);
+      for (int c167 = 0; c167 < 16; ++c167) {
+        uint16_t vb168[2];
+        if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb168[0] = tsr::f2bf(v160_o3[c167 * 2 + 0]);
+          vb168[1] = tsr::f2bf(v160_o3[c167 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb168);
         } else {
-          if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v159_o3[c166 * 2]);
-          if ((o160 + 0) < int64_t(tsr_dim_H) && (o161 + ((((c166 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o160 + 0) * tsr_p3_s0 + (o161 + ((((c166 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o162 + (((c166 * 2) % 2) + (((c166 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v159_o3[c166 * 2 + 1]);
+          if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v160_o3[c167 * 2]);
+          if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v160_o3[c167 * 2 + 1]);
         }
       }
     }

@@ -272,66 +272,69 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
   }
   float* const sh59 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
   int rs58 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-    const int32_t nx60 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    // %off = mul %j, %bm : i32
-    const int32_t v61_off = int32_t(uint32_t(nx60) * uint32_t(v5_bm));
-    {
-      const int64_t o62 = int64_t(v1_ph) * 1;
-      const int64_t o63 = int64_t(nx60) * 64;
-      const int64_t o64 = int64_t(v2_c0) * 64;
-      if (o62 >= 0 && o62 + 1 <= int64_t(tsr_dim_H) && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o62 * tsr_p2_s0 + o63 * tsr_p2_s1 + o64 * tsr_p2_s2)) {
-        #pragma unroll
-        for (int i65 = 0; i65 < 8; ++i65) {
-          const int q66 = i65 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh59 + (0) * 4352) + (0) * 4352 + (((q66 * 4) / 64)) * 68 + (((q66 * 4) % 64)) * 1), tsr_p2 + (o62 + 0) * tsr_p2_s0 + (o63 + ((q66 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q66 * 4) % 64)) * tsr_p2_s2);
-        }
-      } else {
-        #pragma unroll
-        for (int i67 = 0; i67 < 8; ++i67) {
-          const int q68 = i67 * 128 + tsr_tid;
-          const int64_t n69 = !(true && (o62 + 0) < int64_t(tsr_dim_H) && (o63 + ((q68 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) : 4;
-          const float* src70 = tsr_p2 + (n69 > 0 ? (o62 + 0) * tsr_p2_s0 + (o63 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q68 * 4) % 64)) * tsr_p2_s2 : 0);
-          float* const dst71 = (sh59 + (0) * 4352) + (0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src70)) {
-            tsr::cp_async_16(tsr::smem_u32(dst71), src70, int(n69) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst71[v_] = v_ < n69 ? src70[v_] : float(0);
+  #pragma unroll 1
+  for (int pro60 = 0; pro60 < 1; ++pro60) {
+    if ((int64_t(v2_c0) + int64_t(pro60) * int64_t(v3_c1)) < int64_t(v13_hi)) {
+      const int32_t nx61 = int32_t((int64_t(v2_c0) + int64_t(pro60) * int64_t(v3_c1)));
+      // %off = mul %j, %bm : i32
+      const int32_t v62_off = int32_t(uint32_t(nx61) * uint32_t(v5_bm));
+      {
+        const int64_t o63 = int64_t(v1_ph) * 1;
+        const int64_t o64 = int64_t(nx61) * 64;
+        const int64_t o65 = int64_t(v2_c0) * 64;
+        if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
+          #pragma unroll
+          for (int i66 = 0; i66 < 8; ++i66) {
+            const int q67 = i66 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh59 + (pro60) * 4352) + (0) * 4352 + (((q67 * 4) / 64)) * 68 + (((q67 * 4) % 64)) * 1), tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q67 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q67 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i68 = 0; i68 < 8; ++i68) {
+            const int q69 = i68 * 128 + tsr_tid;
+            const int64_t n70 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q69 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) : 4;
+            const float* src71 = tsr_p2 + (n70 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q69 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q69 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst72 = (sh59 + (pro60) * 4352) + (0) * 4352 + (((q69 * 4) / 64)) * 68 + (((q69 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src71)) {
+              tsr::cp_async_16(tsr::smem_u32(dst72), src71, int(n70) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst72[v_] = v_ < n70 ? src71[v_] : float(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv72_ = v2_c0; v3_c1 > 0 && iv72_ < v13_hi; iv72_ += v3_c1) {
-    const int32_t iv72 = int32_t(iv72_);
+  for (int64_t iv73_ = v2_c0; v3_c1 > 0 && iv73_ < v13_hi; iv73_ += v3_c1) {
+    const int32_t iv73 = int32_t(iv73_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv72_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-      const int32_t nx73 = int32_t((iv72_ + 1 * int64_t(v3_c1)));
+    if ((iv73_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
+      const int32_t nx74 = int32_t((iv73_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bm : i32
-      const int32_t v74_off = int32_t(uint32_t(nx73) * uint32_t(v5_bm));
+      const int32_t v75_off = int32_t(uint32_t(nx74) * uint32_t(v5_bm));
       {
-        const int64_t o75 = int64_t(v1_ph) * 1;
-        const int64_t o76 = int64_t(nx73) * 64;
-        const int64_t o77 = int64_t(v2_c0) * 64;
-        if (o75 >= 0 && o75 + 1 <= int64_t(tsr_dim_H) && o76 >= 0 && o76 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o75 * tsr_p2_s0 + o76 * tsr_p2_s1 + o77 * tsr_p2_s2)) {
+        const int64_t o76 = int64_t(v1_ph) * 1;
+        const int64_t o77 = int64_t(nx74) * 64;
+        const int64_t o78 = int64_t(v2_c0) * 64;
+        if (o76 >= 0 && o76 + 1 <= int64_t(tsr_dim_H) && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1 + o78 * tsr_p2_s2)) {
           #pragma unroll
-          for (int i78 = 0; i78 < 8; ++i78) {
-            const int q79 = i78 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q79 * 4) / 64)) * 68 + (((q79 * 4) % 64)) * 1), tsr_p2 + (o75 + 0) * tsr_p2_s0 + (o76 + ((q79 * 4) / 64)) * tsr_p2_s1 + (o77 + ((q79 * 4) % 64)) * tsr_p2_s2);
+          for (int i79 = 0; i79 < 8; ++i79) {
+            const int q80 = i79 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q80 * 4) / 64)) * 68 + (((q80 * 4) % 64)) * 1), tsr_p2 + (o76 + 0) * tsr_p2_s0 + (o77 + ((q80 * 4) / 64)) * tsr_p2_s1 + (o78 + ((q80 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i80 = 0; i80 < 8; ++i80) {
-            const int q81 = i80 * 128 + tsr_tid;
-            const int64_t n82 = !(true && (o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((q81 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o77 + ((q81 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o77 + ((q81 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o77 + ((q81 * 4) % 64))) : 4;
-            const float* src83 = tsr_p2 + (n82 > 0 ? (o75 + 0) * tsr_p2_s0 + (o76 + ((q81 * 4) / 64)) * tsr_p2_s1 + (o77 + ((q81 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst84 = (sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q81 * 4) / 64)) * 68 + (((q81 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src83)) {
-              tsr::cp_async_16(tsr::smem_u32(dst84), src83, int(n82) * 4);
+          for (int i81 = 0; i81 < 8; ++i81) {
+            const int q82 = i81 * 128 + tsr_tid;
+            const int64_t n83 = !(true && (o76 + 0) < int64_t(tsr_dim_H) && (o77 + ((q82 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) : 4;
+            const float* src84 = tsr_p2 + (n83 > 0 ? (o76 + 0) * tsr_p2_s0 + (o77 + ((q82 * 4) / 64)) * tsr_p2_s1 + (o78 + ((q82 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst85 = (sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q82 * 4) / 64)) * 68 + (((q82 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src84)) {
+              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst84[v_] = v_ < n82 ? src83[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : float(0);
             }
           }
         }
@@ -339,124 +342,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v85_k3[32];
+    float v86_k3[32];
     {
-      const int64_t o86 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o87 = int64_t(iv72) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o88 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole89 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv72) * 64 >= 0 && int64_t(iv72) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv72) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole89) {
+      const int64_t o87 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o88 = int64_t(iv73) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o89 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole90 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv73) * 64 >= 0 && int64_t(iv73) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv73) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole90) {
         #pragma unroll
-        for (int c90 = 0; c90 < 8; ++c90) {
-          float vb91[4];
-          tsr::copy_vec<float, 4>(vb91, tsr_p1 + (o86 + 0) * tsr_p1_s0 + (o87 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c90 * 4) % 4))) * tsr_p1_s2);
-          v85_k3[c90 * 4 + 0] = vb91[0];
-          v85_k3[c90 * 4 + 1] = vb91[1];
-          v85_k3[c90 * 4 + 2] = vb91[2];
-          v85_k3[c90 * 4 + 3] = vb91[3];
+        for (int c91 = 0; c91 < 8; ++c91) {
+          float vb92[4];
+          tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c91 * 4) % 4))) * tsr_p1_s2);
+          v86_k3[c91 * 4 + 0] = vb92[0];
+          v86_k3[c91 * 4 + 1] = vb92[1];
+          v86_k3[c91 * 4 + 2] = vb92[2];
+          v86_k3[c91 * 4 + 3] = vb92[3];
         }
       } else {
         #pragma unroll
-        for (int c92 = 0; c92 < 8; ++c92) {
-          float vb93[4];
-          if ((o86 + 0) < int64_t(tsr_dim_H) && (o87 + ((((c92 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o88 + (((c92 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb93, tsr_p1 + (o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4))) * tsr_p1_s2);
-            v85_k3[c92 * 4 + 0] = vb93[0];
-            v85_k3[c92 * 4 + 1] = vb93[1];
-            v85_k3[c92 * 4 + 2] = vb93[2];
-            v85_k3[c92 * 4 + 3] = vb93[3];
+        for (int c93 = 0; c93 < 8; ++c93) {
+          float vb94[4];
+          if ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb94, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2);
+            v86_k3[c93 * 4 + 0] = vb94[0];
+            v86_k3[c93 * 4 + 1] = vb94[1];
+            v86_k3[c93 * 4 + 2] = vb94[2];
+            v86_k3[c93 * 4 + 3] = vb94[3];
           } else {
-            v85_k3[c92 * 4] = ((o86 + 0) < int64_t(tsr_dim_H) && (o87 + ((((c92 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o88 + (((c92 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v85_k3[c92 * 4 + 1] = ((o86 + 0) < int64_t(tsr_dim_H) && (o87 + ((((c92 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o88 + (((c92 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v85_k3[c92 * 4 + 2] = ((o86 + 0) < int64_t(tsr_dim_H) && (o87 + ((((c92 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o88 + (((c92 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v85_k3[c92 * 4 + 3] = ((o86 + 0) < int64_t(tsr_dim_H) && (o87 + ((((c92 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o88 + (((c92 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + 0) * tsr_p1_s0 + (o87 + ((((c92 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o88 + (((c92 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v86_k3[c93 * 4] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v86_k3[c93 * 4 + 1] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v86_k3[c93 * 4 + 2] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v86_k3[c93 * 4 + 3] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v94_kt[32];
-    v94_kt[0] = v85_k3[0];
-    v94_kt[1] = v85_k3[1];
-    v94_kt[2] = v85_k3[2];
-    v94_kt[3] = v85_k3[3];
-    v94_kt[4] = v85_k3[4];
-    v94_kt[5] = v85_k3[5];
-    v94_kt[6] = v85_k3[6];
-    v94_kt[7] = v85_k3[7];
-    v94_kt[8] = v85_k3[8];
-    v94_kt[9] = v85_k3[9];
-    v94_kt[10] = v85_k3[10];
-    v94_kt[11] = v85_k3[11];
-    v94_kt[12] = v85_k3[12];
-    v94_kt[13] = v85_k3[13];
-    v94_kt[14] = v85_k3[14];
-    v94_kt[15] = v85_k3[15];
-    v94_kt[16] = v85_k3[16];
-    v94_kt[17] = v85_k3[17];
-    v94_kt[18] = v85_k3[18];
-    v94_kt[19] = v85_k3[19];
-    v94_kt[20] = v85_k3[20];
-    v94_kt[21] = v85_k3[21];
-    v94_kt[22] = v85_k3[22];
-    v94_kt[23] = v85_k3[23];
-    v94_kt[24] = v85_k3[24];
-    v94_kt[25] = v85_k3[25];
-    v94_kt[26] = v85_k3[26];
-    v94_kt[27] = v85_k3[27];
-    v94_kt[28] = v85_k3[28];
-    v94_kt[29] = v85_k3[29];
-    v94_kt[30] = v85_k3[30];
-    v94_kt[31] = v85_k3[31];
+    float v95_kt[32];
+    v95_kt[0] = v86_k3[0];
+    v95_kt[1] = v86_k3[1];
+    v95_kt[2] = v86_k3[2];
+    v95_kt[3] = v86_k3[3];
+    v95_kt[4] = v86_k3[4];
+    v95_kt[5] = v86_k3[5];
+    v95_kt[6] = v86_k3[6];
+    v95_kt[7] = v86_k3[7];
+    v95_kt[8] = v86_k3[8];
+    v95_kt[9] = v86_k3[9];
+    v95_kt[10] = v86_k3[10];
+    v95_kt[11] = v86_k3[11];
+    v95_kt[12] = v86_k3[12];
+    v95_kt[13] = v86_k3[13];
+    v95_kt[14] = v86_k3[14];
+    v95_kt[15] = v86_k3[15];
+    v95_kt[16] = v86_k3[16];
+    v95_kt[17] = v86_k3[17];
+    v95_kt[18] = v86_k3[18];
+    v95_kt[19] = v86_k3[19];
+    v95_kt[20] = v86_k3[20];
+    v95_kt[21] = v86_k3[21];
+    v95_kt[22] = v86_k3[22];
+    v95_kt[23] = v86_k3[23];
+    v95_kt[24] = v86_k3[24];
+    v95_kt[25] = v86_k3[25];
+    v95_kt[26] = v86_k3[26];
+    v95_kt[27] = v86_k3[27];
+    v95_kt[28] = v86_k3[28];
+    v95_kt[29] = v86_k3[29];
+    v95_kt[30] = v86_k3[30];
+    v95_kt[31] = v86_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v95_ktt[32];
-    v95_ktt[0] = v94_kt[0];
-    v95_ktt[1] = v94_kt[1];
-    v95_ktt[2] = v94_kt[2];
-    v95_ktt[3] = v94_kt[3];
-    v95_ktt[4] = v94_kt[4];
-    v95_ktt[5] = v94_kt[5];
-    v95_ktt[6] = v94_kt[6];
-    v95_ktt[7] = v94_kt[7];
-    v95_ktt[8] = v94_kt[8];
-    v95_ktt[9] = v94_kt[9];
-    v95_ktt[10] = v94_kt[10];
-    v95_ktt[11] = v94_kt[11];
-    v95_ktt[12] = v94_kt[12];
-    v95_ktt[13] = v94_kt[13];
-    v95_ktt[14] = v94_kt[14];
-    v95_ktt[15] = v94_kt[15];
-    v95_ktt[16] = v94_kt[16];
-    v95_ktt[17] = v94_kt[17];
-    v95_ktt[18] = v94_kt[18];
-    v95_ktt[19] = v94_kt[19];
-    v95_ktt[20] = v94_kt[20];
-    v95_ktt[21] = v94_kt[21];
-    v95_ktt[22] = v94_kt[22];
-    v95_ktt[23] = v94_kt[23];
-    v95_ktt[24] = v94_kt[24];
-    v95_ktt[25] = v94_kt[25];
-    v95_ktt[26] = v94_kt[26];
-    v95_ktt[27] = v94_kt[27];
-    v95_ktt[28] = v94_kt[28];
-    v95_ktt[29] = v94_kt[29];
-    v95_ktt[30] = v94_kt[30];
-    v95_ktt[31] = v94_kt[31];
+    float v96_ktt[32];
+    v96_ktt[0] = v95_kt[0];
+    v96_ktt[1] = v95_kt[1];
+    v96_ktt[2] = v95_kt[2];
+    v96_ktt[3] = v95_kt[3];
+    v96_ktt[4] = v95_kt[4];
+    v96_ktt[5] = v95_kt[5];
+    v96_ktt[6] = v95_kt[6];
+    v96_ktt[7] = v95_kt[7];
+    v96_ktt[8] = v95_kt[8];
+    v96_ktt[9] = v95_kt[9];
+    v96_ktt[10] = v95_kt[10];
+    v96_ktt[11] = v95_kt[11];
+    v96_ktt[12] = v95_kt[12];
+    v96_ktt[13] = v95_kt[13];
+    v96_ktt[14] = v95_kt[14];
+    v96_ktt[15] = v95_kt[15];
+    v96_ktt[16] = v95_kt[16];
+    v96_ktt[17] = v95_kt[17];
+    v96_ktt[18] = v95_kt[18];
+    v96_ktt[19] = v95_kt[19];
+    v96_ktt[20] = v95_kt[20];
+    v96_ktt[21] = v95_kt[21];
+    v96_ktt[22] = v95_kt[22];
+    v96_ktt[23] = v95_kt[23];
+    v96_ktt[24] = v95_kt[24];
+    v96_ktt[25] = v95_kt[25];
+    v96_ktt[26] = v95_kt[26];
+    v96_ktt[27] = v95_kt[27];
+    v96_ktt[28] = v95_kt[28];
+    v96_ktt[29] = v95_kt[29];
+    v96_ktt[30] = v95_kt[30];
+    v96_ktt[31] = v95_kt[31];
     // %6 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh96 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh97 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c97 = 0; c97 < 32; ++c97) {
-      float w98[1];
-      w98[0] = v95_ktt[c97 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh96 + ((((c97 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c97 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w98);
+    for (int c98 = 0; c98 < 32; ++c98) {
+      float w99[1];
+      w99[0] = v96_ktt[c98 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh97 + ((((c98 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c98 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w99);
     }
     __syncthreads();
     // %s = dot %3, %6, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v99_s[32];
+    float v100_s[32];
     #pragma unroll
-    for (int s100 = 0; s100 < 32; ++s100) {
-      v99_s[s100] = v32_acc0[s100];
+    for (int s101 = 0; s101 < 32; ++s101) {
+      v100_s[s101] = v32_acc0[s101];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -470,726 +473,726 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const auto a5_ = sh45[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh45[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh45[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh96[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh96[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh96[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh96[(k_) * 68 + (tn_ + 3) * 1];
-        v99_s[0] = fmaf(float(a0_), float(b0_), v99_s[0]);
-        v99_s[1] = fmaf(float(a0_), float(b1_), v99_s[1]);
-        v99_s[2] = fmaf(float(a0_), float(b2_), v99_s[2]);
-        v99_s[3] = fmaf(float(a0_), float(b3_), v99_s[3]);
-        v99_s[4] = fmaf(float(a1_), float(b0_), v99_s[4]);
-        v99_s[5] = fmaf(float(a1_), float(b1_), v99_s[5]);
-        v99_s[6] = fmaf(float(a1_), float(b2_), v99_s[6]);
-        v99_s[7] = fmaf(float(a1_), float(b3_), v99_s[7]);
-        v99_s[8] = fmaf(float(a2_), float(b0_), v99_s[8]);
-        v99_s[9] = fmaf(float(a2_), float(b1_), v99_s[9]);
-        v99_s[10] = fmaf(float(a2_), float(b2_), v99_s[10]);
-        v99_s[11] = fmaf(float(a2_), float(b3_), v99_s[11]);
-        v99_s[12] = fmaf(float(a3_), float(b0_), v99_s[12]);
-        v99_s[13] = fmaf(float(a3_), float(b1_), v99_s[13]);
-        v99_s[14] = fmaf(float(a3_), float(b2_), v99_s[14]);
-        v99_s[15] = fmaf(float(a3_), float(b3_), v99_s[15]);
-        v99_s[16] = fmaf(float(a4_), float(b0_), v99_s[16]);
-        v99_s[17] = fmaf(float(a4_), float(b1_), v99_s[17]);
-        v99_s[18] = fmaf(float(a4_), float(b2_), v99_s[18]);
-        v99_s[19] = fmaf(float(a4_), float(b3_), v99_s[19]);
-        v99_s[20] = fmaf(float(a5_), float(b0_), v99_s[20]);
-        v99_s[21] = fmaf(float(a5_), float(b1_), v99_s[21]);
-        v99_s[22] = fmaf(float(a5_), float(b2_), v99_s[22]);
-        v99_s[23] = fmaf(float(a5_), float(b3_), v99_s[23]);
-        v99_s[24] = fmaf(float(a6_), float(b0_), v99_s[24]);
-        v99_s[25] = fmaf(float(a6_), float(b1_), v99_s[25]);
-        v99_s[26] = fmaf(float(a6_), float(b2_), v99_s[26]);
-        v99_s[27] = fmaf(float(a6_), float(b3_), v99_s[27]);
-        v99_s[28] = fmaf(float(a7_), float(b0_), v99_s[28]);
-        v99_s[29] = fmaf(float(a7_), float(b1_), v99_s[29]);
-        v99_s[30] = fmaf(float(a7_), float(b2_), v99_s[30]);
-        v99_s[31] = fmaf(float(a7_), float(b3_), v99_s[31]);
+        const auto b0_ = sh97[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh97[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh97[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh97[(k_) * 68 + (tn_ + 3) * 1];
+        v100_s[0] = fmaf(float(a0_), float(b0_), v100_s[0]);
+        v100_s[1] = fmaf(float(a0_), float(b1_), v100_s[1]);
+        v100_s[2] = fmaf(float(a0_), float(b2_), v100_s[2]);
+        v100_s[3] = fmaf(float(a0_), float(b3_), v100_s[3]);
+        v100_s[4] = fmaf(float(a1_), float(b0_), v100_s[4]);
+        v100_s[5] = fmaf(float(a1_), float(b1_), v100_s[5]);
+        v100_s[6] = fmaf(float(a1_), float(b2_), v100_s[6]);
+        v100_s[7] = fmaf(float(a1_), float(b3_), v100_s[7]);
+        v100_s[8] = fmaf(float(a2_), float(b0_), v100_s[8]);
+        v100_s[9] = fmaf(float(a2_), float(b1_), v100_s[9]);
+        v100_s[10] = fmaf(float(a2_), float(b2_), v100_s[10]);
+        v100_s[11] = fmaf(float(a2_), float(b3_), v100_s[11]);
+        v100_s[12] = fmaf(float(a3_), float(b0_), v100_s[12]);
+        v100_s[13] = fmaf(float(a3_), float(b1_), v100_s[13]);
+        v100_s[14] = fmaf(float(a3_), float(b2_), v100_s[14]);
+        v100_s[15] = fmaf(float(a3_), float(b3_), v100_s[15]);
+        v100_s[16] = fmaf(float(a4_), float(b0_), v100_s[16]);
+        v100_s[17] = fmaf(float(a4_), float(b1_), v100_s[17]);
+        v100_s[18] = fmaf(float(a4_), float(b2_), v100_s[18]);
+        v100_s[19] = fmaf(float(a4_), float(b3_), v100_s[19]);
+        v100_s[20] = fmaf(float(a5_), float(b0_), v100_s[20]);
+        v100_s[21] = fmaf(float(a5_), float(b1_), v100_s[21]);
+        v100_s[22] = fmaf(float(a5_), float(b2_), v100_s[22]);
+        v100_s[23] = fmaf(float(a5_), float(b3_), v100_s[23]);
+        v100_s[24] = fmaf(float(a6_), float(b0_), v100_s[24]);
+        v100_s[25] = fmaf(float(a6_), float(b1_), v100_s[25]);
+        v100_s[26] = fmaf(float(a6_), float(b2_), v100_s[26]);
+        v100_s[27] = fmaf(float(a6_), float(b3_), v100_s[27]);
+        v100_s[28] = fmaf(float(a7_), float(b0_), v100_s[28]);
+        v100_s[29] = fmaf(float(a7_), float(b1_), v100_s[29]);
+        v100_s[30] = fmaf(float(a7_), float(b2_), v100_s[30]);
+        v100_s[31] = fmaf(float(a7_), float(b3_), v100_s[31]);
       }
     }
     // %off = mul %j, %bm : i32
-    const int32_t v101_off = int32_t(uint32_t(iv72) * uint32_t(v5_bm));
+    const int32_t v102_off = int32_t(uint32_t(iv73) * uint32_t(v5_bm));
     // %7 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v102[4];
+    int32_t v103[4];
     #pragma unroll
-    for (int s103 = 0; s103 < 4; ++s103) {
-      v102[s103] = int32_t(0 + (((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = int32_t(0 + (((s104) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v104[4];
+    int32_t v105[4];
     #pragma unroll
-    for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = v101_off;
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105[s106] = v102_off;
     }
     // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v106[4];
+    int32_t v107[4];
     #pragma unroll
-    for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
+    for (int s108 = 0; s108 < 4; ++s108) {
+      v107[s108] = int32_t(uint32_t(v103[s108]) + uint32_t(v105[s108]));
     }
     // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v108[4];
+    int32_t v109[4];
     #pragma unroll
-    for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = v4_n;
+    for (int s110 = 0; s110 < 4; ++s110) {
+      v109[s110] = v4_n;
     }
     // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v110[4];
+    uint8_t v111[4];
     #pragma unroll
-    for (int s111 = 0; s111 < 4; ++s111) {
-      v110[s111] = uint8_t(v106[s111] < v108[s111]);
+    for (int s112 = 0; s112 < 4; ++s112) {
+      v111[s112] = uint8_t(v107[s112] < v109[s112]);
     }
     // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v112_inseq2[4];
-    v112_inseq2[0] = v110[0];
-    v112_inseq2[1] = v110[1];
-    v112_inseq2[2] = v110[2];
-    v112_inseq2[3] = v110[3];
+    uint8_t v113_inseq2[4];
+    v113_inseq2[0] = v111[0];
+    v113_inseq2[1] = v111[1];
+    v113_inseq2[2] = v111[2];
+    v113_inseq2[3] = v111[3];
     // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v113_inseqb[32];
-    v113_inseqb[0] = v112_inseq2[0];
-    v113_inseqb[1] = v112_inseq2[1];
-    v113_inseqb[2] = v112_inseq2[2];
-    v113_inseqb[3] = v112_inseq2[3];
-    v113_inseqb[4] = v112_inseq2[0];
-    v113_inseqb[5] = v112_inseq2[1];
-    v113_inseqb[6] = v112_inseq2[2];
-    v113_inseqb[7] = v112_inseq2[3];
-    v113_inseqb[8] = v112_inseq2[0];
-    v113_inseqb[9] = v112_inseq2[1];
-    v113_inseqb[10] = v112_inseq2[2];
-    v113_inseqb[11] = v112_inseq2[3];
-    v113_inseqb[12] = v112_inseq2[0];
-    v113_inseqb[13] = v112_inseq2[1];
-    v113_inseqb[14] = v112_inseq2[2];
-    v113_inseqb[15] = v112_inseq2[3];
-    v113_inseqb[16] = v112_inseq2[0];
-    v113_inseqb[17] = v112_inseq2[1];
-    v113_inseqb[18] = v112_inseq2[2];
-    v113_inseqb[19] = v112_inseq2[3];
-    v113_inseqb[20] = v112_inseq2[0];
-    v113_inseqb[21] = v112_inseq2[1];
-    v113_inseqb[22] = v112_inseq2[2];
-    v113_inseqb[23] = v112_inseq2[3];
-    v113_inseqb[24] = v112_inseq2[0];
-    v113_inseqb[25] = v112_inseq2[1];
-    v113_inseqb[26] = v112_inseq2[2];
-    v113_inseqb[27] = v112_inseq2[3];
-    v113_inseqb[28] = v112_inseq2[0];
-    v113_inseqb[29] = v112_inseq2[1];
-    v113_inseqb[30] = v112_inseq2[2];
-    v113_inseqb[31] = v112_inseq2[3];
+    uint8_t v114_inseqb[32];
+    v114_inseqb[0] = v113_inseq2[0];
+    v114_inseqb[1] = v113_inseq2[1];
+    v114_inseqb[2] = v113_inseq2[2];
+    v114_inseqb[3] = v113_inseq2[3];
+    v114_inseqb[4] = v113_inseq2[0];
+    v114_inseqb[5] = v113_inseq2[1];
+    v114_inseqb[6] = v113_inseq2[2];
+    v114_inseqb[7] = v113_inseq2[3];
+    v114_inseqb[8] = v113_inseq2[0];
+    v114_inseqb[9] = v113_inseq2[1];
+    v114_inseqb[10] = v113_inseq2[2];
+    v114_inseqb[11] = v113_inseq2[3];
+    v114_inseqb[12] = v113_inseq2[0];
+    v114_inseqb[13] = v113_inseq2[1];
+    v114_inseqb[14] = v113_inseq2[2];
+    v114_inseqb[15] = v113_inseq2[3];
+    v114_inseqb[16] = v113_inseq2[0];
+    v114_inseqb[17] = v113_inseq2[1];
+    v114_inseqb[18] = v113_inseq2[2];
+    v114_inseqb[19] = v113_inseq2[3];
+    v114_inseqb[20] = v113_inseq2[0];
+    v114_inseqb[21] = v113_inseq2[1];
+    v114_inseqb[22] = v113_inseq2[2];
+    v114_inseqb[23] = v113_inseq2[3];
+    v114_inseqb[24] = v113_inseq2[0];
+    v114_inseqb[25] = v113_inseq2[1];
+    v114_inseqb[26] = v113_inseq2[2];
+    v114_inseqb[27] = v113_inseq2[3];
+    v114_inseqb[28] = v113_inseq2[0];
+    v114_inseqb[29] = v113_inseq2[1];
+    v114_inseqb[30] = v113_inseq2[2];
+    v114_inseqb[31] = v113_inseq2[3];
     // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v114[4];
+    int32_t v115[4];
     #pragma unroll
-    for (int s115 = 0; s115 < 4; ++s115) {
-      v114[s115] = int32_t(0 + (((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s116 = 0; s116 < 4; ++s116) {
+      v115[s116] = int32_t(0 + (((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v116[4];
+    int32_t v117[4];
     #pragma unroll
-    for (int s117 = 0; s117 < 4; ++s117) {
-      v116[s117] = v101_off;
+    for (int s118 = 0; s118 < 4; ++s118) {
+      v117[s118] = v102_off;
     }
     // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v118[4];
+    int32_t v119[4];
     #pragma unroll
-    for (int s119 = 0; s119 < 4; ++s119) {
-      v118[s119] = int32_t(uint32_t(v114[s119]) + uint32_t(v116[s119]));
+    for (int s120 = 0; s120 < 4; ++s120) {
+      v119[s120] = int32_t(uint32_t(v115[s120]) + uint32_t(v117[s120]));
     }
     // %col2 = expand_dims %14 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v120_col2[4];
-    v120_col2[0] = v118[0];
-    v120_col2[1] = v118[1];
-    v120_col2[2] = v118[2];
-    v120_col2[3] = v118[3];
+    int32_t v121_col2[4];
+    v121_col2[0] = v119[0];
+    v121_col2[1] = v119[1];
+    v121_col2[2] = v119[2];
+    v121_col2[3] = v119[3];
     // %colb = broadcast %col2 : tile<i32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v121_colb[32];
-    v121_colb[0] = v120_col2[0];
-    v121_colb[1] = v120_col2[1];
-    v121_colb[2] = v120_col2[2];
-    v121_colb[3] = v120_col2[3];
-    v121_colb[4] = v120_col2[0];
-    v121_colb[5] = v120_col2[1];
-    v121_colb[6] = v120_col2[2];
-    v121_colb[7] = v120_col2[3];
-    v121_colb[8] = v120_col2[0];
-    v121_colb[9] = v120_col2[1];
-    v121_colb[10] = v120_col2[2];
-    v121_colb[11] = v120_col2[3];
-    v121_colb[12] = v120_col2[0];
-    v121_colb[13] = v120_col2[1];
-    v121_colb[14] = v120_col2[2];
-    v121_colb[15] = v120_col2[3];
-    v121_colb[16] = v120_col2[0];
-    v121_colb[17] = v120_col2[1];
-    v121_colb[18] = v120_col2[2];
-    v121_colb[19] = v120_col2[3];
-    v121_colb[20] = v120_col2[0];
-    v121_colb[21] = v120_col2[1];
-    v121_colb[22] = v120_col2[2];
-    v121_colb[23] = v120_col2[3];
-    v121_colb[24] = v120_col2[0];
-    v121_colb[25] = v120_col2[1];
-    v121_colb[26] = v120_col2[2];
-    v121_colb[27] = v120_col2[3];
-    v121_colb[28] = v120_col2[0];
-    v121_colb[29] = v120_col2[1];
-    v121_colb[30] = v120_col2[2];
-    v121_colb[31] = v120_col2[3];
+    int32_t v122_colb[32];
+    v122_colb[0] = v121_col2[0];
+    v122_colb[1] = v121_col2[1];
+    v122_colb[2] = v121_col2[2];
+    v122_colb[3] = v121_col2[3];
+    v122_colb[4] = v121_col2[0];
+    v122_colb[5] = v121_col2[1];
+    v122_colb[6] = v121_col2[2];
+    v122_colb[7] = v121_col2[3];
+    v122_colb[8] = v121_col2[0];
+    v122_colb[9] = v121_col2[1];
+    v122_colb[10] = v121_col2[2];
+    v122_colb[11] = v121_col2[3];
+    v122_colb[12] = v121_col2[0];
+    v122_colb[13] = v121_col2[1];
+    v122_colb[14] = v121_col2[2];
+    v122_colb[15] = v121_col2[3];
+    v122_colb[16] = v121_col2[0];
+    v122_colb[17] = v121_col2[1];
+    v122_colb[18] = v121_col2[2];
+    v122_colb[19] = v121_col2[3];
+    v122_colb[20] = v121_col2[0];
+    v122_colb[21] = v121_col2[1];
+    v122_colb[22] = v121_col2[2];
+    v122_colb[23] = v121_col2[3];
+    v122_colb[24] = v121_col2[0];
+    v122_colb[25] = v121_col2[1];
+    v122_colb[26] = v121_col2[2];
+    v122_colb[27] = v121_col2[3];
+    v122_colb[28] = v121_col2[0];
+    v122_colb[29] = v121_col2[1];
+    v122_colb[30] = v121_col2[2];
+    v122_colb[31] = v121_col2[3];
     // %causal = cmp %colb, %rowsb {pred = "le"} : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v122_causal[32];
+    uint8_t v123_causal[32];
     #pragma unroll
-    for (int s123 = 0; s123 < 32; ++s123) {
-      v122_causal[s123] = uint8_t(v121_colb[s123] <= v44_rowsb[s123]);
+    for (int s124 = 0; s124 < 32; ++s124) {
+      v123_causal[s124] = uint8_t(v122_colb[s124] <= v44_rowsb[s124]);
     }
     // %keep = and %causal, %inseqb : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v124_keep[32];
+    uint8_t v125_keep[32];
     #pragma unroll
-    for (int s125 = 0; s125 < 32; ++s125) {
-      v124_keep[s125] = uint8_t(v122_causal[s125] & v113_inseqb[s125]);
+    for (int s126 = 0; s126 < 32; ++s126) {
+      v125_keep[s126] = uint8_t(v123_causal[s126] & v114_inseqb[s126]);
     }
     // %sm = where %keep, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v126_sm[32];
+    float v127_sm[32];
     #pragma unroll
-    for (int s127 = 0; s127 < 32; ++s127) {
-      v126_sm[s127] = (v124_keep[s127] ? v99_s[s127] : v34_ninfs[s127]);
+    for (int s128 = 0; s128 < 32; ++s128) {
+      v127_sm[s128] = (v125_keep[s128] ? v100_s[s128] : v34_ninfs[s128]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v128_rmax[8];
-    v128_rmax[0] = v126_sm[0];
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], v126_sm[1]);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], v126_sm[2]);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], v126_sm[3]);
-    v128_rmax[1] = v126_sm[4];
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], v126_sm[5]);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], v126_sm[6]);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], v126_sm[7]);
-    v128_rmax[2] = v126_sm[8];
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], v126_sm[9]);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], v126_sm[10]);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], v126_sm[11]);
-    v128_rmax[3] = v126_sm[12];
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], v126_sm[13]);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], v126_sm[14]);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], v126_sm[15]);
-    v128_rmax[4] = v126_sm[16];
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], v126_sm[17]);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], v126_sm[18]);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], v126_sm[19]);
-    v128_rmax[5] = v126_sm[20];
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], v126_sm[21]);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], v126_sm[22]);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], v126_sm[23]);
-    v128_rmax[6] = v126_sm[24];
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], v126_sm[25]);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], v126_sm[26]);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], v126_sm[27]);
-    v128_rmax[7] = v126_sm[28];
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], v126_sm[29]);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], v126_sm[30]);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], v126_sm[31]);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v128_rmax[0], 1);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v128_rmax[1], 1);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v128_rmax[2], 1);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v128_rmax[3], 1);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v128_rmax[4], 1);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v128_rmax[5], 1);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v128_rmax[6], 1);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v128_rmax[7], 1);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v128_rmax[0], 2);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v128_rmax[1], 2);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v128_rmax[2], 2);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v128_rmax[3], 2);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v128_rmax[4], 2);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v128_rmax[5], 2);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v128_rmax[6], 2);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v128_rmax[7], 2);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v128_rmax[0], 4);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v128_rmax[1], 4);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v128_rmax[2], 4);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v128_rmax[3], 4);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v128_rmax[4], 4);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v128_rmax[5], 4);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v128_rmax[6], 4);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v128_rmax[7], 4);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v128_rmax[0], 8);
-    v128_rmax[0] = tsr::max_nan_f32(v128_rmax[0], sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v128_rmax[1], 8);
-    v128_rmax[1] = tsr::max_nan_f32(v128_rmax[1], sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v128_rmax[2], 8);
-    v128_rmax[2] = tsr::max_nan_f32(v128_rmax[2], sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v128_rmax[3], 8);
-    v128_rmax[3] = tsr::max_nan_f32(v128_rmax[3], sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v128_rmax[4], 8);
-    v128_rmax[4] = tsr::max_nan_f32(v128_rmax[4], sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v128_rmax[5], 8);
-    v128_rmax[5] = tsr::max_nan_f32(v128_rmax[5], sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v128_rmax[6], 8);
-    v128_rmax[6] = tsr::max_nan_f32(v128_rmax[6], sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v128_rmax[7], 8);
-    v128_rmax[7] = tsr::max_nan_f32(v128_rmax[7], sh160);
+    float v129_rmax[8];
+    v129_rmax[0] = v127_sm[0];
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[1]);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[2]);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[3]);
+    v129_rmax[1] = v127_sm[4];
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[5]);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[6]);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[7]);
+    v129_rmax[2] = v127_sm[8];
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[9]);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[10]);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[11]);
+    v129_rmax[3] = v127_sm[12];
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[13]);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[14]);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[15]);
+    v129_rmax[4] = v127_sm[16];
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[17]);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[18]);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[19]);
+    v129_rmax[5] = v127_sm[20];
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[21]);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[22]);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[23]);
+    v129_rmax[6] = v127_sm[24];
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[25]);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[26]);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[27]);
+    v129_rmax[7] = v127_sm[28];
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[29]);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[30]);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[31]);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 1);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 1);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 1);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 1);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 1);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 1);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 1);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 1);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 2);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 2);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 2);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 2);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 2);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 2);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 2);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 2);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 4);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 4);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 4);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 4);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 4);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 4);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 4);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 4);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 8);
+    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 8);
+    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 8);
+    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 8);
+    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 8);
+    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 8);
+    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 8);
+    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 8);
+    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh161);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v161_mn[8];
+    float v162_mn[8];
     #pragma unroll
-    for (int s162 = 0; s162 < 8; ++s162) {
-      v161_mn[s162] = tsr::fmax_nan_z<float>(c52_m[s162], v128_rmax[s162]);
+    for (int s163 = 0; s163 < 8; ++s163) {
+      v162_mn[s163] = tsr::fmax_nan_z<float>(c52_m[s163], v129_rmax[s163]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v163_dm[8];
+    float v164_dm[8];
     #pragma unroll
-    for (int s164 = 0; s164 < 8; ++s164) {
-      v163_dm[s164] = float(c52_m[s164] - v161_mn[s164]);
+    for (int s165 = 0; s165 < 8; ++s165) {
+      v164_dm[s165] = float(c52_m[s165] - v162_mn[s165]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v165_alpha[8];
+    float v166_alpha[8];
     #pragma unroll
-    for (int s166 = 0; s166 < 8; ++s166) {
-      v165_alpha[s166] = float(tsr::fexp(v163_dm[s166]));
+    for (int s167 = 0; s167 < 8; ++s167) {
+      v166_alpha[s167] = float(tsr::fexp(v164_dm[s167]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v167_mn2[8];
-    v167_mn2[0] = v161_mn[0];
-    v167_mn2[1] = v161_mn[1];
-    v167_mn2[2] = v161_mn[2];
-    v167_mn2[3] = v161_mn[3];
-    v167_mn2[4] = v161_mn[4];
-    v167_mn2[5] = v161_mn[5];
-    v167_mn2[6] = v161_mn[6];
-    v167_mn2[7] = v161_mn[7];
+    float v168_mn2[8];
+    v168_mn2[0] = v162_mn[0];
+    v168_mn2[1] = v162_mn[1];
+    v168_mn2[2] = v162_mn[2];
+    v168_mn2[3] = v162_mn[3];
+    v168_mn2[4] = v162_mn[4];
+    v168_mn2[5] = v162_mn[5];
+    v168_mn2[6] = v162_mn[6];
+    v168_mn2[7] = v162_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v168_mnb[32];
-    v168_mnb[0] = v167_mn2[0];
-    v168_mnb[1] = v167_mn2[0];
-    v168_mnb[2] = v167_mn2[0];
-    v168_mnb[3] = v167_mn2[0];
-    v168_mnb[4] = v167_mn2[1];
-    v168_mnb[5] = v167_mn2[1];
-    v168_mnb[6] = v167_mn2[1];
-    v168_mnb[7] = v167_mn2[1];
-    v168_mnb[8] = v167_mn2[2];
-    v168_mnb[9] = v167_mn2[2];
-    v168_mnb[10] = v167_mn2[2];
-    v168_mnb[11] = v167_mn2[2];
-    v168_mnb[12] = v167_mn2[3];
-    v168_mnb[13] = v167_mn2[3];
-    v168_mnb[14] = v167_mn2[3];
-    v168_mnb[15] = v167_mn2[3];
-    v168_mnb[16] = v167_mn2[4];
-    v168_mnb[17] = v167_mn2[4];
-    v168_mnb[18] = v167_mn2[4];
-    v168_mnb[19] = v167_mn2[4];
-    v168_mnb[20] = v167_mn2[5];
-    v168_mnb[21] = v167_mn2[5];
-    v168_mnb[22] = v167_mn2[5];
-    v168_mnb[23] = v167_mn2[5];
-    v168_mnb[24] = v167_mn2[6];
-    v168_mnb[25] = v167_mn2[6];
-    v168_mnb[26] = v167_mn2[6];
-    v168_mnb[27] = v167_mn2[6];
-    v168_mnb[28] = v167_mn2[7];
-    v168_mnb[29] = v167_mn2[7];
-    v168_mnb[30] = v167_mn2[7];
-    v168_mnb[31] = v167_mn2[7];
+    float v169_mnb[32];
+    v169_mnb[0] = v168_mn2[0];
+    v169_mnb[1] = v168_mn2[0];
+    v169_mnb[2] = v168_mn2[0];
+    v169_mnb[3] = v168_mn2[0];
+    v169_mnb[4] = v168_mn2[1];
+    v169_mnb[5] = v168_mn2[1];
+    v169_mnb[6] = v168_mn2[1];
+    v169_mnb[7] = v168_mn2[1];
+    v169_mnb[8] = v168_mn2[2];
+    v169_mnb[9] = v168_mn2[2];
+    v169_mnb[10] = v168_mn2[2];
+    v169_mnb[11] = v168_mn2[2];
+    v169_mnb[12] = v168_mn2[3];
+    v169_mnb[13] = v168_mn2[3];
+    v169_mnb[14] = v168_mn2[3];
+    v169_mnb[15] = v168_mn2[3];
+    v169_mnb[16] = v168_mn2[4];
+    v169_mnb[17] = v168_mn2[4];
+    v169_mnb[18] = v168_mn2[4];
+    v169_mnb[19] = v168_mn2[4];
+    v169_mnb[20] = v168_mn2[5];
+    v169_mnb[21] = v168_mn2[5];
+    v169_mnb[22] = v168_mn2[5];
+    v169_mnb[23] = v168_mn2[5];
+    v169_mnb[24] = v168_mn2[6];
+    v169_mnb[25] = v168_mn2[6];
+    v169_mnb[26] = v168_mn2[6];
+    v169_mnb[27] = v168_mn2[6];
+    v169_mnb[28] = v168_mn2[7];
+    v169_mnb[29] = v168_mn2[7];
+    v169_mnb[30] = v168_mn2[7];
+    v169_mnb[31] = v168_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v169_sd[32];
+    float v170_sd[32];
     #pragma unroll
-    for (int s170 = 0; s170 < 32; ++s170) {
-      v169_sd[s170] = float(v126_sm[s170] - v168_mnb[s170]);
+    for (int s171 = 0; s171 < 32; ++s171) {
+      v170_sd[s171] = float(v127_sm[s171] - v169_mnb[s171]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v171_p[32];
+    float v172_p[32];
     #pragma unroll
-    for (int s172 = 0; s172 < 32; ++s172) {
-      v171_p[s172] = float(tsr::fexp(v169_sd[s172]));
+    for (int s173 = 0; s173 < 32; ++s173) {
+      v172_p[s173] = float(tsr::fexp(v170_sd[s173]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v173_psum[8];
-    v173_psum[0] = v171_p[0];
-    v173_psum[0] = float(v173_psum[0] + v171_p[1]);
-    v173_psum[0] = float(v173_psum[0] + v171_p[2]);
-    v173_psum[0] = float(v173_psum[0] + v171_p[3]);
-    v173_psum[1] = v171_p[4];
-    v173_psum[1] = float(v173_psum[1] + v171_p[5]);
-    v173_psum[1] = float(v173_psum[1] + v171_p[6]);
-    v173_psum[1] = float(v173_psum[1] + v171_p[7]);
-    v173_psum[2] = v171_p[8];
-    v173_psum[2] = float(v173_psum[2] + v171_p[9]);
-    v173_psum[2] = float(v173_psum[2] + v171_p[10]);
-    v173_psum[2] = float(v173_psum[2] + v171_p[11]);
-    v173_psum[3] = v171_p[12];
-    v173_psum[3] = float(v173_psum[3] + v171_p[13]);
-    v173_psum[3] = float(v173_psum[3] + v171_p[14]);
-    v173_psum[3] = float(v173_psum[3] + v171_p[15]);
-    v173_psum[4] = v171_p[16];
-    v173_psum[4] = float(v173_psum[4] + v171_p[17]);
-    v173_psum[4] = float(v173_psum[4] + v171_p[18]);
-    v173_psum[4] = float(v173_psum[4] + v171_p[19]);
-    v173_psum[5] = v171_p[20];
-    v173_psum[5] = float(v173_psum[5] + v171_p[21]);
-    v173_psum[5] = float(v173_psum[5] + v171_p[22]);
-    v173_psum[5] = float(v173_psum[5] + v171_p[23]);
-    v173_psum[6] = v171_p[24];
-    v173_psum[6] = float(v173_psum[6] + v171_p[25]);
-    v173_psum[6] = float(v173_psum[6] + v171_p[26]);
-    v173_psum[6] = float(v173_psum[6] + v171_p[27]);
-    v173_psum[7] = v171_p[28];
-    v173_psum[7] = float(v173_psum[7] + v171_p[29]);
-    v173_psum[7] = float(v173_psum[7] + v171_p[30]);
-    v173_psum[7] = float(v173_psum[7] + v171_p[31]);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v173_psum[0], 1);
-    v173_psum[0] = float(v173_psum[0] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v173_psum[1], 1);
-    v173_psum[1] = float(v173_psum[1] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v173_psum[2], 1);
-    v173_psum[2] = float(v173_psum[2] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v173_psum[3], 1);
-    v173_psum[3] = float(v173_psum[3] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v173_psum[4], 1);
-    v173_psum[4] = float(v173_psum[4] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v173_psum[5], 1);
-    v173_psum[5] = float(v173_psum[5] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v173_psum[6], 1);
-    v173_psum[6] = float(v173_psum[6] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v173_psum[7], 1);
-    v173_psum[7] = float(v173_psum[7] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v173_psum[0], 2);
-    v173_psum[0] = float(v173_psum[0] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v173_psum[1], 2);
-    v173_psum[1] = float(v173_psum[1] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v173_psum[2], 2);
-    v173_psum[2] = float(v173_psum[2] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v173_psum[3], 2);
-    v173_psum[3] = float(v173_psum[3] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v173_psum[4], 2);
-    v173_psum[4] = float(v173_psum[4] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v173_psum[5], 2);
-    v173_psum[5] = float(v173_psum[5] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v173_psum[6], 2);
-    v173_psum[6] = float(v173_psum[6] + sh188);
-    const float sh189 = __shfl_xor_sync(0xffffffffu, v173_psum[7], 2);
-    v173_psum[7] = float(v173_psum[7] + sh189);
-    const float sh190 = __shfl_xor_sync(0xffffffffu, v173_psum[0], 4);
-    v173_psum[0] = float(v173_psum[0] + sh190);
-    const float sh191 = __shfl_xor_sync(0xffffffffu, v173_psum[1], 4);
-    v173_psum[1] = float(v173_psum[1] + sh191);
-    const float sh192 = __shfl_xor_sync(0xffffffffu, v173_psum[2], 4);
-    v173_psum[2] = float(v173_psum[2] + sh192);
-    const float sh193 = __shfl_xor_sync(0xffffffffu, v173_psum[3], 4);
-    v173_psum[3] = float(v173_psum[3] + sh193);
-    const float sh194 = __shfl_xor_sync(0xffffffffu, v173_psum[4], 4);
-    v173_psum[4] = float(v173_psum[4] + sh194);
-    const float sh195 = __shfl_xor_sync(0xffffffffu, v173_psum[5], 4);
-    v173_psum[5] = float(v173_psum[5] + sh195);
-    const float sh196 = __shfl_xor_sync(0xffffffffu, v173_psum[6], 4);
-    v173_psum[6] = float(v173_psum[6] + sh196);
-    const float sh197 = __shfl_xor_sync(0xffffffffu, v173_psum[7], 4);
-    v173_psum[7] = float(v173_psum[7] + sh197);
-    const float sh198 = __shfl_xor_sync(0xffffffffu, v173_psum[0], 8);
-    v173_psum[0] = float(v173_psum[0] + sh198);
-    const float sh199 = __shfl_xor_sync(0xffffffffu, v173_psum[1], 8);
-    v173_psum[1] = float(v173_psum[1] + sh199);
-    const float sh200 = __shfl_xor_sync(0xffffffffu, v173_psum[2], 8);
-    v173_psum[2] = float(v173_psum[2] + sh200);
-    const float sh201 = __shfl_xor_sync(0xffffffffu, v173_psum[3], 8);
-    v173_psum[3] = float(v173_psum[3] + sh201);
-    const float sh202 = __shfl_xor_sync(0xffffffffu, v173_psum[4], 8);
-    v173_psum[4] = float(v173_psum[4] + sh202);
-    const float sh203 = __shfl_xor_sync(0xffffffffu, v173_psum[5], 8);
-    v173_psum[5] = float(v173_psum[5] + sh203);
-    const float sh204 = __shfl_xor_sync(0xffffffffu, v173_psum[6], 8);
-    v173_psum[6] = float(v173_psum[6] + sh204);
-    const float sh205 = __shfl_xor_sync(0xffffffffu, v173_psum[7], 8);
-    v173_psum[7] = float(v173_psum[7] + sh205);
+    float v174_psum[8];
+    v174_psum[0] = v172_p[0];
+    v174_psum[0] = float(v174_psum[0] + v172_p[1]);
+    v174_psum[0] = float(v174_psum[0] + v172_p[2]);
+    v174_psum[0] = float(v174_psum[0] + v172_p[3]);
+    v174_psum[1] = v172_p[4];
+    v174_psum[1] = float(v174_psum[1] + v172_p[5]);
+    v174_psum[1] = float(v174_psum[1] + v172_p[6]);
+    v174_psum[1] = float(v174_psum[1] + v172_p[7]);
+    v174_psum[2] = v172_p[8];
+    v174_psum[2] = float(v174_psum[2] + v172_p[9]);
+    v174_psum[2] = float(v174_psum[2] + v172_p[10]);
+    v174_psum[2] = float(v174_psum[2] + v172_p[11]);
+    v174_psum[3] = v172_p[12];
+    v174_psum[3] = float(v174_psum[3] + v172_p[13]);
+    v174_psum[3] = float(v174_psum[3] + v172_p[14]);
+    v174_psum[3] = float(v174_psum[3] + v172_p[15]);
+    v174_psum[4] = v172_p[16];
+    v174_psum[4] = float(v174_psum[4] + v172_p[17]);
+    v174_psum[4] = float(v174_psum[4] + v172_p[18]);
+    v174_psum[4] = float(v174_psum[4] + v172_p[19]);
+    v174_psum[5] = v172_p[20];
+    v174_psum[5] = float(v174_psum[5] + v172_p[21]);
+    v174_psum[5] = float(v174_psum[5] + v172_p[22]);
+    v174_psum[5] = float(v174_psum[5] + v172_p[23]);
+    v174_psum[6] = v172_p[24];
+    v174_psum[6] = float(v174_psum[6] + v172_p[25]);
+    v174_psum[6] = float(v174_psum[6] + v172_p[26]);
+    v174_psum[6] = float(v174_psum[6] + v172_p[27]);
+    v174_psum[7] = v172_p[28];
+    v174_psum[7] = float(v174_psum[7] + v172_p[29]);
+    v174_psum[7] = float(v174_psum[7] + v172_p[30]);
+    v174_psum[7] = float(v174_psum[7] + v172_p[31]);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 1);
+    v174_psum[0] = float(v174_psum[0] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 1);
+    v174_psum[1] = float(v174_psum[1] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 1);
+    v174_psum[2] = float(v174_psum[2] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 1);
+    v174_psum[3] = float(v174_psum[3] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 1);
+    v174_psum[4] = float(v174_psum[4] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 1);
+    v174_psum[5] = float(v174_psum[5] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 1);
+    v174_psum[6] = float(v174_psum[6] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 1);
+    v174_psum[7] = float(v174_psum[7] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 2);
+    v174_psum[0] = float(v174_psum[0] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 2);
+    v174_psum[1] = float(v174_psum[1] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 2);
+    v174_psum[2] = float(v174_psum[2] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 2);
+    v174_psum[3] = float(v174_psum[3] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 2);
+    v174_psum[4] = float(v174_psum[4] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 2);
+    v174_psum[5] = float(v174_psum[5] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 2);
+    v174_psum[6] = float(v174_psum[6] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 2);
+    v174_psum[7] = float(v174_psum[7] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 4);
+    v174_psum[0] = float(v174_psum[0] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 4);
+    v174_psum[1] = float(v174_psum[1] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 4);
+    v174_psum[2] = float(v174_psum[2] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 4);
+    v174_psum[3] = float(v174_psum[3] + sh194);
+    const float sh195 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 4);
+    v174_psum[4] = float(v174_psum[4] + sh195);
+    const float sh196 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 4);
+    v174_psum[5] = float(v174_psum[5] + sh196);
+    const float sh197 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 4);
+    v174_psum[6] = float(v174_psum[6] + sh197);
+    const float sh198 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 4);
+    v174_psum[7] = float(v174_psum[7] + sh198);
+    const float sh199 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 8);
+    v174_psum[0] = float(v174_psum[0] + sh199);
+    const float sh200 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 8);
+    v174_psum[1] = float(v174_psum[1] + sh200);
+    const float sh201 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 8);
+    v174_psum[2] = float(v174_psum[2] + sh201);
+    const float sh202 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 8);
+    v174_psum[3] = float(v174_psum[3] + sh202);
+    const float sh203 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 8);
+    v174_psum[4] = float(v174_psum[4] + sh203);
+    const float sh204 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 8);
+    v174_psum[5] = float(v174_psum[5] + sh204);
+    const float sh205 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 8);
+    v174_psum[6] = float(v174_psum[6] + sh205);
+    const float sh206 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 8);
+    v174_psum[7] = float(v174_psum[7] + sh206);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v206_la[8];
+    float v207_la[8];
     #pragma unroll
-    for (int s207 = 0; s207 < 8; ++s207) {
-      v206_la[s207] = float(c54_l[s207] * v165_alpha[s207]);
+    for (int s208 = 0; s208 < 8; ++s208) {
+      v207_la[s208] = float(c54_l[s208] * v166_alpha[s208]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v208_ln[8];
+    float v209_ln[8];
     #pragma unroll
-    for (int s209 = 0; s209 < 8; ++s209) {
-      v208_ln[s209] = float(v206_la[s209] + v173_psum[s209]);
+    for (int s210 = 0; s210 < 8; ++s210) {
+      v209_ln[s210] = float(v207_la[s210] + v174_psum[s210]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v210_alpha2[8];
-    v210_alpha2[0] = v165_alpha[0];
-    v210_alpha2[1] = v165_alpha[1];
-    v210_alpha2[2] = v165_alpha[2];
-    v210_alpha2[3] = v165_alpha[3];
-    v210_alpha2[4] = v165_alpha[4];
-    v210_alpha2[5] = v165_alpha[5];
-    v210_alpha2[6] = v165_alpha[6];
-    v210_alpha2[7] = v165_alpha[7];
+    float v211_alpha2[8];
+    v211_alpha2[0] = v166_alpha[0];
+    v211_alpha2[1] = v166_alpha[1];
+    v211_alpha2[2] = v166_alpha[2];
+    v211_alpha2[3] = v166_alpha[3];
+    v211_alpha2[4] = v166_alpha[4];
+    v211_alpha2[5] = v166_alpha[5];
+    v211_alpha2[6] = v166_alpha[6];
+    v211_alpha2[7] = v166_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v211_alphab[32];
-    v211_alphab[0] = v210_alpha2[0];
-    v211_alphab[1] = v210_alpha2[0];
-    v211_alphab[2] = v210_alpha2[0];
-    v211_alphab[3] = v210_alpha2[0];
-    v211_alphab[4] = v210_alpha2[1];
-    v211_alphab[5] = v210_alpha2[1];
-    v211_alphab[6] = v210_alpha2[1];
-    v211_alphab[7] = v210_alpha2[1];
-    v211_alphab[8] = v210_alpha2[2];
-    v211_alphab[9] = v210_alpha2[2];
-    v211_alphab[10] = v210_alpha2[2];
-    v211_alphab[11] = v210_alpha2[2];
-    v211_alphab[12] = v210_alpha2[3];
-    v211_alphab[13] = v210_alpha2[3];
-    v211_alphab[14] = v210_alpha2[3];
-    v211_alphab[15] = v210_alpha2[3];
-    v211_alphab[16] = v210_alpha2[4];
-    v211_alphab[17] = v210_alpha2[4];
-    v211_alphab[18] = v210_alpha2[4];
-    v211_alphab[19] = v210_alpha2[4];
-    v211_alphab[20] = v210_alpha2[5];
-    v211_alphab[21] = v210_alpha2[5];
-    v211_alphab[22] = v210_alpha2[5];
-    v211_alphab[23] = v210_alpha2[5];
-    v211_alphab[24] = v210_alpha2[6];
-    v211_alphab[25] = v210_alpha2[6];
-    v211_alphab[26] = v210_alpha2[6];
-    v211_alphab[27] = v210_alpha2[6];
-    v211_alphab[28] = v210_alpha2[7];
-    v211_alphab[29] = v210_alpha2[7];
-    v211_alphab[30] = v210_alpha2[7];
-    v211_alphab[31] = v210_alpha2[7];
+    float v212_alphab[32];
+    v212_alphab[0] = v211_alpha2[0];
+    v212_alphab[1] = v211_alpha2[0];
+    v212_alphab[2] = v211_alpha2[0];
+    v212_alphab[3] = v211_alpha2[0];
+    v212_alphab[4] = v211_alpha2[1];
+    v212_alphab[5] = v211_alpha2[1];
+    v212_alphab[6] = v211_alpha2[1];
+    v212_alphab[7] = v211_alpha2[1];
+    v212_alphab[8] = v211_alpha2[2];
+    v212_alphab[9] = v211_alpha2[2];
+    v212_alphab[10] = v211_alpha2[2];
+    v212_alphab[11] = v211_alpha2[2];
+    v212_alphab[12] = v211_alpha2[3];
+    v212_alphab[13] = v211_alpha2[3];
+    v212_alphab[14] = v211_alpha2[3];
+    v212_alphab[15] = v211_alpha2[3];
+    v212_alphab[16] = v211_alpha2[4];
+    v212_alphab[17] = v211_alpha2[4];
+    v212_alphab[18] = v211_alpha2[4];
+    v212_alphab[19] = v211_alpha2[4];
+    v212_alphab[20] = v211_alpha2[5];
+    v212_alphab[21] = v211_alpha2[5];
+    v212_alphab[22] = v211_alpha2[5];
+    v212_alphab[23] = v211_alpha2[5];
+    v212_alphab[24] = v211_alpha2[6];
+    v212_alphab[25] = v211_alpha2[6];
+    v212_alphab[26] = v211_alpha2[6];
+    v212_alphab[27] = v211_alpha2[6];
+    v212_alphab[28] = v211_alpha2[7];
+    v212_alphab[29] = v211_alpha2[7];
+    v212_alphab[30] = v211_alpha2[7];
+    v212_alphab[31] = v211_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v212_accs[32];
+    float v213_accs[32];
     #pragma unroll
-    for (int s213 = 0; s213 < 32; ++s213) {
-      v212_accs[s213] = float(c56_acc[s213] * v211_alphab[s213]);
+    for (int s214 = 0; s214 < 32; ++s214) {
+      v213_accs[s214] = float(c56_acc[s214] * v212_alphab[s214]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %15 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh214 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh215 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c215 = 0; c215 < 8; ++c215) {
-      float w216[4];
-      w216[0] = v171_p[c215 * 4 + 0];
-      w216[1] = v171_p[c215 * 4 + 1];
-      w216[2] = v171_p[c215 * 4 + 2];
-      w216[3] = v171_p[c215 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh214 + (((((c215 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c215 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w216);
+    for (int c216 = 0; c216 < 8; ++c216) {
+      float w217[4];
+      w217[0] = v172_p[c216 * 4 + 0];
+      w217[1] = v172_p[c216 * 4 + 1];
+      w217[2] = v172_p[c216 * 4 + 2];
+      w217[3] = v172_p[c216 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh215 + (((((c216 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c216 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w217);
     }
     __syncthreads();
     // %accn = dot %15, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v217_accn[32];
+    float v218_accn[32];
     #pragma unroll
-    for (int s218 = 0; s218 < 32; ++s218) {
-      v217_accn[s218] = v212_accs[s218];
+    for (int s219 = 0; s219 < 32; ++s219) {
+      v218_accn[s219] = v213_accs[s219];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh214[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh214[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh214[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh214[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh214[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh214[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh214[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh214[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh215[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh215[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh215[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh215[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh215[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh215[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh215[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh215[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v217_accn[0] = fmaf(float(a0_), float(b0_), v217_accn[0]);
-        v217_accn[1] = fmaf(float(a0_), float(b1_), v217_accn[1]);
-        v217_accn[2] = fmaf(float(a0_), float(b2_), v217_accn[2]);
-        v217_accn[3] = fmaf(float(a0_), float(b3_), v217_accn[3]);
-        v217_accn[4] = fmaf(float(a1_), float(b0_), v217_accn[4]);
-        v217_accn[5] = fmaf(float(a1_), float(b1_), v217_accn[5]);
-        v217_accn[6] = fmaf(float(a1_), float(b2_), v217_accn[6]);
-        v217_accn[7] = fmaf(float(a1_), float(b3_), v217_accn[7]);
-        v217_accn[8] = fmaf(float(a2_), float(b0_), v217_accn[8]);
-        v217_accn[9] = fmaf(float(a2_), float(b1_), v217_accn[9]);
-        v217_accn[10] = fmaf(float(a2_), float(b2_), v217_accn[10]);
-        v217_accn[11] = fmaf(float(a2_), float(b3_), v217_accn[11]);
-        v217_accn[12] = fmaf(float(a3_), float(b0_), v217_accn[12]);
-        v217_accn[13] = fmaf(float(a3_), float(b1_), v217_accn[13]);
-        v217_accn[14] = fmaf(float(a3_), float(b2_), v217_accn[14]);
-        v217_accn[15] = fmaf(float(a3_), float(b3_), v217_accn[15]);
-        v217_accn[16] = fmaf(float(a4_), float(b0_), v217_accn[16]);
-        v217_accn[17] = fmaf(float(a4_), float(b1_), v217_accn[17]);
-        v217_accn[18] = fmaf(float(a4_), float(b2_), v217_accn[18]);
-        v217_accn[19] = fmaf(float(a4_), float(b3_), v217_accn[19]);
-        v217_accn[20] = fmaf(float(a5_), float(b0_), v217_accn[20]);
-        v217_accn[21] = fmaf(float(a5_), float(b1_), v217_accn[21]);
-        v217_accn[22] = fmaf(float(a5_), float(b2_), v217_accn[22]);
-        v217_accn[23] = fmaf(float(a5_), float(b3_), v217_accn[23]);
-        v217_accn[24] = fmaf(float(a6_), float(b0_), v217_accn[24]);
-        v217_accn[25] = fmaf(float(a6_), float(b1_), v217_accn[25]);
-        v217_accn[26] = fmaf(float(a6_), float(b2_), v217_accn[26]);
-        v217_accn[27] = fmaf(float(a6_), float(b3_), v217_accn[27]);
-        v217_accn[28] = fmaf(float(a7_), float(b0_), v217_accn[28]);
-        v217_accn[29] = fmaf(float(a7_), float(b1_), v217_accn[29]);
-        v217_accn[30] = fmaf(float(a7_), float(b2_), v217_accn[30]);
-        v217_accn[31] = fmaf(float(a7_), float(b3_), v217_accn[31]);
+        v218_accn[0] = fmaf(float(a0_), float(b0_), v218_accn[0]);
+        v218_accn[1] = fmaf(float(a0_), float(b1_), v218_accn[1]);
+        v218_accn[2] = fmaf(float(a0_), float(b2_), v218_accn[2]);
+        v218_accn[3] = fmaf(float(a0_), float(b3_), v218_accn[3]);
+        v218_accn[4] = fmaf(float(a1_), float(b0_), v218_accn[4]);
+        v218_accn[5] = fmaf(float(a1_), float(b1_), v218_accn[5]);
+        v218_accn[6] = fmaf(float(a1_), float(b2_), v218_accn[6]);
+        v218_accn[7] = fmaf(float(a1_), float(b3_), v218_accn[7]);
+        v218_accn[8] = fmaf(float(a2_), float(b0_), v218_accn[8]);
+        v218_accn[9] = fmaf(float(a2_), float(b1_), v218_accn[9]);
+        v218_accn[10] = fmaf(float(a2_), float(b2_), v218_accn[10]);
+        v218_accn[11] = fmaf(float(a2_), float(b3_), v218_accn[11]);
+        v218_accn[12] = fmaf(float(a3_), float(b0_), v218_accn[12]);
+        v218_accn[13] = fmaf(float(a3_), float(b1_), v218_accn[13]);
+        v218_accn[14] = fmaf(float(a3_), float(b2_), v218_accn[14]);
+        v218_accn[15] = fmaf(float(a3_), float(b3_), v218_accn[15]);
+        v218_accn[16] = fmaf(float(a4_), float(b0_), v218_accn[16]);
+        v218_accn[17] = fmaf(float(a4_), float(b1_), v218_accn[17]);
+        v218_accn[18] = fmaf(float(a4_), float(b2_), v218_accn[18]);
+        v218_accn[19] = fmaf(float(a4_), float(b3_), v218_accn[19]);
+        v218_accn[20] = fmaf(float(a5_), float(b0_), v218_accn[20]);
+        v218_accn[21] = fmaf(float(a5_), float(b1_), v218_accn[21]);
+        v218_accn[22] = fmaf(float(a5_), float(b2_), v218_accn[22]);
+        v218_accn[23] = fmaf(float(a5_), float(b3_), v218_accn[23]);
+        v218_accn[24] = fmaf(float(a6_), float(b0_), v218_accn[24]);
+        v218_accn[25] = fmaf(float(a6_), float(b1_), v218_accn[25]);
+        v218_accn[26] = fmaf(float(a6_), float(b2_), v218_accn[26]);
+        v218_accn[27] = fmaf(float(a6_), float(b3_), v218_accn[27]);
+        v218_accn[28] = fmaf(float(a7_), float(b0_), v218_accn[28]);
+        v218_accn[29] = fmaf(float(a7_), float(b1_), v218_accn[29]);
+        v218_accn[30] = fmaf(float(a7_), float(b2_), v218_accn[30]);
+        v218_accn[31] = fmaf(float(a7_), float(b3_), v218_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s219 = 0; s219 < 8; ++s219) {
-      c52_m[s219] = v161_mn[s219];
-    }
-    #pragma unroll
     for (int s220 = 0; s220 < 8; ++s220) {
-      c54_l[s220] = v208_ln[s220];
+      c52_m[s220] = v162_mn[s220];
     }
     #pragma unroll
-    for (int s221 = 0; s221 < 32; ++s221) {
-      c56_acc[s221] = v217_accn[s221];
+    for (int s221 = 0; s221 < 8; ++s221) {
+      c54_l[s221] = v209_ln[s221];
+    }
+    #pragma unroll
+    for (int s222 = 0; s222 < 32; ++s222) {
+      c56_acc[s222] = v218_accn[s222];
     }
     rs58 = (rs58 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v222_l2[8];
-  v222_l2[0] = c54_l[0];
-  v222_l2[1] = c54_l[1];
-  v222_l2[2] = c54_l[2];
-  v222_l2[3] = c54_l[3];
-  v222_l2[4] = c54_l[4];
-  v222_l2[5] = c54_l[5];
-  v222_l2[6] = c54_l[6];
-  v222_l2[7] = c54_l[7];
+  float v223_l2[8];
+  v223_l2[0] = c54_l[0];
+  v223_l2[1] = c54_l[1];
+  v223_l2[2] = c54_l[2];
+  v223_l2[3] = c54_l[3];
+  v223_l2[4] = c54_l[4];
+  v223_l2[5] = c54_l[5];
+  v223_l2[6] = c54_l[6];
+  v223_l2[7] = c54_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v223_lb[32];
-  v223_lb[0] = v222_l2[0];
-  v223_lb[1] = v222_l2[0];
-  v223_lb[2] = v222_l2[0];
-  v223_lb[3] = v222_l2[0];
-  v223_lb[4] = v222_l2[1];
-  v223_lb[5] = v222_l2[1];
-  v223_lb[6] = v222_l2[1];
-  v223_lb[7] = v222_l2[1];
-  v223_lb[8] = v222_l2[2];
-  v223_lb[9] = v222_l2[2];
-  v223_lb[10] = v222_l2[2];
-  v223_lb[11] = v222_l2[2];
-  v223_lb[12] = v222_l2[3];
-  v223_lb[13] = v222_l2[3];
-  v223_lb[14] = v222_l2[3];
-  v223_lb[15] = v222_l2[3];
-  v223_lb[16] = v222_l2[4];
-  v223_lb[17] = v222_l2[4];
-  v223_lb[18] = v222_l2[4];
-  v223_lb[19] = v222_l2[4];
-  v223_lb[20] = v222_l2[5];
-  v223_lb[21] = v222_l2[5];
-  v223_lb[22] = v222_l2[5];
-  v223_lb[23] = v222_l2[5];
-  v223_lb[24] = v222_l2[6];
-  v223_lb[25] = v222_l2[6];
-  v223_lb[26] = v222_l2[6];
-  v223_lb[27] = v222_l2[6];
-  v223_lb[28] = v222_l2[7];
-  v223_lb[29] = v222_l2[7];
-  v223_lb[30] = v222_l2[7];
-  v223_lb[31] = v222_l2[7];
+  float v224_lb[32];
+  v224_lb[0] = v223_l2[0];
+  v224_lb[1] = v223_l2[0];
+  v224_lb[2] = v223_l2[0];
+  v224_lb[3] = v223_l2[0];
+  v224_lb[4] = v223_l2[1];
+  v224_lb[5] = v223_l2[1];
+  v224_lb[6] = v223_l2[1];
+  v224_lb[7] = v223_l2[1];
+  v224_lb[8] = v223_l2[2];
+  v224_lb[9] = v223_l2[2];
+  v224_lb[10] = v223_l2[2];
+  v224_lb[11] = v223_l2[2];
+  v224_lb[12] = v223_l2[3];
+  v224_lb[13] = v223_l2[3];
+  v224_lb[14] = v223_l2[3];
+  v224_lb[15] = v223_l2[3];
+  v224_lb[16] = v223_l2[4];
+  v224_lb[17] = v223_l2[4];
+  v224_lb[18] = v223_l2[4];
+  v224_lb[19] = v223_l2[4];
+  v224_lb[20] = v223_l2[5];
+  v224_lb[21] = v223_l2[5];
+  v224_lb[22] = v223_l2[5];
+  v224_lb[23] = v223_l2[5];
+  v224_lb[24] = v223_l2[6];
+  v224_lb[25] = v223_l2[6];
+  v224_lb[26] = v223_l2[6];
+  v224_lb[27] = v223_l2[6];
+  v224_lb[28] = v223_l2[7];
+  v224_lb[29] = v223_l2[7];
+  v224_lb[30] = v223_l2[7];
+  v224_lb[31] = v223_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v224_out[32];
+  float v225_out[32];
   #pragma unroll
-  for (int s225 = 0; s225 < 32; ++s225) {
-    v224_out[s225] = float(c56_acc[s225] / v223_lb[s225]);
+  for (int s226 = 0; s226 < 32; ++s226) {
+    v225_out[s226] = float(c56_acc[s226] / v224_lb[s226]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v226_o3[32];
-  v226_o3[0] = v224_out[0];
-  v226_o3[1] = v224_out[1];
-  v226_o3[2] = v224_out[2];
-  v226_o3[3] = v224_out[3];
-  v226_o3[4] = v224_out[4];
-  v226_o3[5] = v224_out[5];
-  v226_o3[6] = v224_out[6];
-  v226_o3[7] = v224_out[7];
-  v226_o3[8] = v224_out[8];
-  v226_o3[9] = v224_out[9];
-  v226_o3[10] = v224_out[10];
-  v226_o3[11] = v224_out[11];
-  v226_o3[12] = v224_out[12];
-  v226_o3[13] = v224_out[13];
-  v226_o3[14] = v224_out[14];
-  v226_o3[15] = v224_out[15];
-  v226_o3[16] = v224_out[16];
-  v226_o3[17] = v224_out[17];
-  v226_o3[18] = v224_out[18];
-  v226_o3[19] = v224_out[19];
-  v226_o3[20] = v224_out[20];
-  v226_o3[21] = v224_out[21];
-  v226_o3[22] = v224_out[22];
-  v226_o3[23] = v224_out[23];
-  v226_o3[24] = v224_out[24];
-  v226_o3[25] = v224_out[25];
-  v226_o3[26] = v224_out[26];
-  v226_o3[27] = v224_out[27];
-  v226_o3[28] = v224_out[28];
-  v226_o3[29] = v224_out[29];
-  v226_o3[30] = v224_out[30];
-  v226_o3[31] = v224_out[31];
+  float v227_o3[32];
+  v227_o3[0] = v225_out[0];
+  v227_o3[1] = v225_out[1];
+  v227_o3[2] = v225_out[2];
+  v227_o3[3] = v225_out[3];
+  v227_o3[4] = v225_out[4];
+  v227_o3[5] = v225_out[5];
+  v227_o3[6] = v225_out[6];
+  v227_o3[7] = v225_out[7];
+  v227_o3[8] = v225_out[8];
+  v227_o3[9] = v225_out[9];
+  v227_o3[10] = v225_out[10];
+  v227_o3[11] = v225_out[11];
+  v227_o3[12] = v225_out[12];
+  v227_o3[13] = v225_out[13];
+  v227_o3[14] = v225_out[14];
+  v227_o3[15] = v225_out[15];
+  v227_o3[16] = v225_out[16];
+  v227_o3[17] = v225_out[17];
+  v227_o3[18] = v225_out[18];
+  v227_o3[19] = v225_out[19];
+  v227_o3[20] = v225_out[20];
+  v227_o3[21] = v225_out[21];
+  v227_o3[22] = v225_out[22];
+  v227_o3[23] = v225_out[23];
+  v227_o3[24] = v225_out[24];
+  v227_o3[25] = v225_out[25];
+  v227_o3[26] = v225_out[26];
+  v227_o3[27] = v225_out[27];
+  v227_o3[28] = v225_out[28];
+  v227_o3[29] = v225_out[29];
+  v227_o3[30] = v225_out[30];
+  v227_o3[31] = v225_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o227 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o228 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o229 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole230 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole230) {
+    const int64_t o228 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o229 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o230 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole231 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole231) {
       #pragma unroll
-      for (int c231 = 0; c231 < 8; ++c231) {
-        float vb232[4];
-        vb232[0] = v226_o3[c231 * 4 + 0];
-        vb232[1] = v226_o3[c231 * 4 + 1];
-        vb232[2] = v226_o3[c231 * 4 + 2];
-        vb232[3] = v226_o3[c231 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o227 + 0) * tsr_p3_s0 + (o228 + ((((c231 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c231 * 4) % 4))) * tsr_p3_s2, vb232);
+      for (int c232 = 0; c232 < 8; ++c232) {
+        float vb233[4];
+        vb233[0] = v227_o3[c232 * 4 + 0];
+        vb233[1] = v227_o3[c232 * 4 + 1];
+        vb233[2] = v227_o3[c232 * 4 + 2];
+        vb233[3] = v227_o3[c232 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c232 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c232 * 4) % 4))) * tsr_p3_s2, vb233);
       }
     } else {
       #pragma unroll
-      for (int c233 = 0; c233 < 8; ++c233) {
-        float vb234[4];
-        if ((o227 + 0) < int64_t(tsr_dim_H) && (o228 + ((((c233 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o229 + (((c233 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4))) * tsr_p3_s2)) {
-          vb234[0] = v226_o3[c233 * 4 + 0];
-          vb234[1] = v226_o3[c233 * 4 + 1];
-          vb234[2] = v226_o3[c233 * 4 + 2];
-          vb234[3] = v226_o3[c233 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4))) * tsr_p3_s2, vb234);
+      for (int c234 = 0; c234 < 8; ++c234) {
+        float vb235[4];
+        if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2)) {
+          vb235[0] = v227_o3[c234 * 4 + 0];
+          vb235[1] = v227_o3[c234 * 4 + 1];
+          vb235[2] = v227_o3[c234 * 4 + 2];
+          vb235[3] = v227_o3[c234 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2, vb235);
         } else {
-          if ((o227 + 0) < int64_t(tsr_dim_H) && (o228 + ((((c233 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o229 + (((c233 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4))) * tsr_p3_s2] = v226_o3[c233 * 4];
-          if ((o227 + 0) < int64_t(tsr_dim_H) && (o228 + ((((c233 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o229 + (((c233 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4)) + 1) * tsr_p3_s2] = v226_o3[c233 * 4 + 1];
-          if ((o227 + 0) < int64_t(tsr_dim_H) && (o228 + ((((c233 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o229 + (((c233 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4)) + 2) * tsr_p3_s2] = v226_o3[c233 * 4 + 2];
-          if ((o227 + 0) < int64_t(tsr_dim_H) && (o228 + ((((c233 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o229 + (((c233 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o227 + 0) * tsr_p3_s0 + (o228 + ((((c233 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o229 + (((c233 * 4) % 4)) + 3) * tsr_p3_s2] = v226_o3[c233 * 4 + 3];
+          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2] = v227_o3[c234 * 4];
+          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 1) * tsr_p3_s2] = v227_o3[c234 * 4 + 1];
+          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 2) * tsr_p3_s2] = v227_o3[c234 * 4 + 2];
+          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 3) * tsr_p3_s2] = v227_o3[c234 * 4 + 3];
         }
       }
     }

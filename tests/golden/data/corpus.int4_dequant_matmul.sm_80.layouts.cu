@@ -89,60 +89,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
   }
   uint16_t* const sh23 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 0);
   int rs22 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-    const int32_t nx24 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    {
-      const int64_t o25 = int64_t(v0_pm) * 32;
-      const int64_t o26 = int64_t(nx24) * 64;
-      if (o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o26 >= 0 && o26 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o25 * tsr_p0_s0 + o26 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i27 = 0; i27 < 2; ++i27) {
-          const int q28 = i27 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh23 + (0) * 2304) + (((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1), tsr_p0 + (o25 + ((q28 * 8) / 64)) * tsr_p0_s0 + (o26 + ((q28 * 8) % 64)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i29 = 0; i29 < 2; ++i29) {
-          const int q30 = i29 * 128 + tsr_tid;
-          const int64_t n31 = !(true && (o25 + ((q30 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o26 + ((q30 * 8) % 64))) : 8;
-          const uint16_t* src32 = tsr_p0 + (n31 > 0 ? (o25 + ((q30 * 8) / 64)) * tsr_p0_s0 + (o26 + ((q30 * 8) % 64)) * tsr_p0_s1 : 0);
-          uint16_t* const dst33 = (sh23 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src32)) {
-            tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : uint16_t(0);
+  #pragma unroll 1
+  for (int pro24 = 0; pro24 < 1; ++pro24) {
+    if ((int64_t(v2_c0) + int64_t(pro24) * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx25 = int32_t((int64_t(v2_c0) + int64_t(pro24) * int64_t(v3_c1)));
+      {
+        const int64_t o26 = int64_t(v0_pm) * 32;
+        const int64_t o27 = int64_t(nx25) * 64;
+        if (o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i28 = 0; i28 < 2; ++i28) {
+            const int q29 = i28 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh23 + (pro24) * 2304) + (((q29 * 8) / 64)) * 72 + (((q29 * 8) % 64)) * 1), tsr_p0 + (o26 + ((q29 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q29 * 8) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i30 = 0; i30 < 2; ++i30) {
+            const int q31 = i30 * 128 + tsr_tid;
+            const int64_t n32 = !(true && (o26 + ((q31 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) : 8;
+            const uint16_t* src33 = tsr_p0 + (n32 > 0 ? (o26 + ((q31 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q31 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst34 = (sh23 + (pro24) * 2304) + (((q31 * 8) / 64)) * 72 + (((q31 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src33)) {
+              tsr::cp_async_16(tsr::smem_u32(dst34), src33, int(n32) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst34[v_] = v_ < n32 ? src33[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv34_ = v2_c0; v3_c1 > 0 && iv34_ < v6_ktiles; iv34_ += v3_c1) {
-    const int32_t iv34 = int32_t(iv34_);
+  for (int64_t iv35_ = v2_c0; v3_c1 > 0 && iv35_ < v6_ktiles; iv35_ += v3_c1) {
+    const int32_t iv35 = int32_t(iv35_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv34_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx35 = int32_t((iv34_ + 1 * int64_t(v3_c1)));
+    if ((iv35_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx36 = int32_t((iv35_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o36 = int64_t(v0_pm) * 32;
-        const int64_t o37 = int64_t(nx35) * 64;
-        if (o36 >= 0 && o36 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
+        const int64_t o37 = int64_t(v0_pm) * 32;
+        const int64_t o38 = int64_t(nx36) * 64;
+        if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o37 * tsr_p0_s0 + o38 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i38 = 0; i38 < 2; ++i38) {
-            const int q39 = i38 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh23 + ((rs22 + 1) % 2) * 2304) + (((q39 * 8) / 64)) * 72 + (((q39 * 8) % 64)) * 1), tsr_p0 + (o36 + ((q39 * 8) / 64)) * tsr_p0_s0 + (o37 + ((q39 * 8) % 64)) * tsr_p0_s1);
+          for (int i39 = 0; i39 < 2; ++i39) {
+            const int q40 = i39 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh23 + ((rs22 + 1) % 2) * 2304) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1), tsr_p0 + (o37 + ((q40 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q40 * 8) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i40 = 0; i40 < 2; ++i40) {
-            const int q41 = i40 * 128 + tsr_tid;
-            const int64_t n42 = !(true && (o36 + ((q41 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o37 + ((q41 * 8) % 64))) : 8;
-            const uint16_t* src43 = tsr_p0 + (n42 > 0 ? (o36 + ((q41 * 8) / 64)) * tsr_p0_s0 + (o37 + ((q41 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst44 = (sh23 + ((rs22 + 1) % 2) * 2304) + (((q41 * 8) / 64)) * 72 + (((q41 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src43)) {
-              tsr::cp_async_16(tsr::smem_u32(dst44), src43, int(n42) * 2);
+          for (int i41 = 0; i41 < 2; ++i41) {
+            const int q42 = i41 * 128 + tsr_tid;
+            const int64_t n43 = !(true && (o37 + ((q42 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) : 8;
+            const uint16_t* src44 = tsr_p0 + (n43 > 0 ? (o37 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q42 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst45 = (sh23 + ((rs22 + 1) % 2) * 2304) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src44)) {
+              tsr::cp_async_16(tsr::smem_u32(dst45), src44, int(n43) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst44[v_] = v_ < n42 ? src43[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst45[v_] = v_ < n43 ? src44[v_] : uint16_t(0);
             }
           }
         }
@@ -151,310 +154,310 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %packed = load_tile %wq, %kk, %pn : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v45_packed[16];
+    uint8_t v46_packed[16];
     {
-      const int64_t o46 = int64_t(iv34) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o47 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole48 = int64_t(iv34) * 32 >= 0 && int64_t(iv34) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv34) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
-      if (whole48) {
+      const int64_t o47 = int64_t(iv35) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o48 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole49 = int64_t(iv35) * 32 >= 0 && int64_t(iv35) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv35) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole49) {
         #pragma unroll
-        for (int c49 = 0; c49 < 4; ++c49) {
-          uint8_t vb50[4];
-          tsr::copy_vec<uint8_t, 4>(vb50, tsr_p1 + (o46 + ((((c49 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c49 * 4) % 4))) * tsr_p1_s1);
-          v45_packed[c49 * 4 + 0] = vb50[0];
-          v45_packed[c49 * 4 + 1] = vb50[1];
-          v45_packed[c49 * 4 + 2] = vb50[2];
-          v45_packed[c49 * 4 + 3] = vb50[3];
+        for (int c50 = 0; c50 < 4; ++c50) {
+          uint8_t vb51[4];
+          tsr::copy_vec<uint8_t, 4>(vb51, tsr_p1 + (o47 + ((((c50 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c50 * 4) % 4))) * tsr_p1_s1);
+          v46_packed[c50 * 4 + 0] = vb51[0];
+          v46_packed[c50 * 4 + 1] = vb51[1];
+          v46_packed[c50 * 4 + 2] = vb51[2];
+          v46_packed[c50 * 4 + 3] = vb51[3];
         }
       } else {
         #pragma unroll
-        for (int c51 = 0; c51 < 4; ++c51) {
-          uint8_t vb52[4];
-          if ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<uint8_t, 4>(vb52, tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1);
-            v45_packed[c51 * 4 + 0] = vb52[0];
-            v45_packed[c51 * 4 + 1] = vb52[1];
-            v45_packed[c51 * 4 + 2] = vb52[2];
-            v45_packed[c51 * 4 + 3] = vb52[3];
+        for (int c52 = 0; c52 < 4; ++c52) {
+          uint8_t vb53[4];
+          if ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb53, tsr_p1 + (o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1);
+            v46_packed[c52 * 4 + 0] = vb53[0];
+            v46_packed[c52 * 4 + 1] = vb53[1];
+            v46_packed[c52 * 4 + 2] = vb53[2];
+            v46_packed[c52 * 4 + 3] = vb53[3];
           } else {
-            v45_packed[c51 * 4] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v45_packed[c51 * 4 + 1] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v45_packed[c51 * 4 + 2] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v45_packed[c51 * 4 + 3] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v46_packed[c52 * 4] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v46_packed[c52 * 4 + 1] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v46_packed[c52 * 4 + 2] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v46_packed[c52 * 4 + 3] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v53[16];
+    uint8_t v54[16];
     #pragma unroll
-    for (int s54 = 0; s54 < 16; ++s54) {
-      v53[s54] = v8_four;
+    for (int s55 = 0; s55 < 16; ++s55) {
+      v54[s55] = v8_four;
     }
     // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v55_hi[16];
+    uint8_t v56_hi[16];
     #pragma unroll
-    for (int s56 = 0; s56 < 16; ++s56) {
-      v55_hi[s56] = tsr::ishr<uint8_t>(v45_packed[s56], v53[s56]);
+    for (int s57 = 0; s57 < 16; ++s57) {
+      v56_hi[s57] = tsr::ishr<uint8_t>(v46_packed[s57], v54[s57]);
     }
     // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v57[16];
+    uint8_t v58[16];
     #pragma unroll
-    for (int s58 = 0; s58 < 16; ++s58) {
-      v57[s58] = v7_mask4;
+    for (int s59 = 0; s59 < 16; ++s59) {
+      v58[s59] = v7_mask4;
     }
     // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v59[16];
+    uint8_t v60[16];
     #pragma unroll
-    for (int s60 = 0; s60 < 16; ++s60) {
-      v59[s60] = uint8_t(v45_packed[s60] & v57[s60]);
+    for (int s61 = 0; s61 < 16; ++s61) {
+      v60[s61] = uint8_t(v46_packed[s61] & v58[s61]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v61_lo3[16];
-    v61_lo3[0] = v59[0];
-    v61_lo3[1] = v59[1];
-    v61_lo3[2] = v59[2];
-    v61_lo3[3] = v59[3];
-    v61_lo3[4] = v59[4];
-    v61_lo3[5] = v59[5];
-    v61_lo3[6] = v59[6];
-    v61_lo3[7] = v59[7];
-    v61_lo3[8] = v59[8];
-    v61_lo3[9] = v59[9];
-    v61_lo3[10] = v59[10];
-    v61_lo3[11] = v59[11];
-    v61_lo3[12] = v59[12];
-    v61_lo3[13] = v59[13];
-    v61_lo3[14] = v59[14];
-    v61_lo3[15] = v59[15];
+    uint8_t v62_lo3[16];
+    v62_lo3[0] = v60[0];
+    v62_lo3[1] = v60[1];
+    v62_lo3[2] = v60[2];
+    v62_lo3[3] = v60[3];
+    v62_lo3[4] = v60[4];
+    v62_lo3[5] = v60[5];
+    v62_lo3[6] = v60[6];
+    v62_lo3[7] = v60[7];
+    v62_lo3[8] = v60[8];
+    v62_lo3[9] = v60[9];
+    v62_lo3[10] = v60[10];
+    v62_lo3[11] = v60[11];
+    v62_lo3[12] = v60[12];
+    v62_lo3[13] = v60[13];
+    v62_lo3[14] = v60[14];
+    v62_lo3[15] = v60[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v62_hi3[16];
-    v62_hi3[0] = v55_hi[0];
-    v62_hi3[1] = v55_hi[1];
-    v62_hi3[2] = v55_hi[2];
-    v62_hi3[3] = v55_hi[3];
-    v62_hi3[4] = v55_hi[4];
-    v62_hi3[5] = v55_hi[5];
-    v62_hi3[6] = v55_hi[6];
-    v62_hi3[7] = v55_hi[7];
-    v62_hi3[8] = v55_hi[8];
-    v62_hi3[9] = v55_hi[9];
-    v62_hi3[10] = v55_hi[10];
-    v62_hi3[11] = v55_hi[11];
-    v62_hi3[12] = v55_hi[12];
-    v62_hi3[13] = v55_hi[13];
-    v62_hi3[14] = v55_hi[14];
-    v62_hi3[15] = v55_hi[15];
+    uint8_t v63_hi3[16];
+    v63_hi3[0] = v56_hi[0];
+    v63_hi3[1] = v56_hi[1];
+    v63_hi3[2] = v56_hi[2];
+    v63_hi3[3] = v56_hi[3];
+    v63_hi3[4] = v56_hi[4];
+    v63_hi3[5] = v56_hi[5];
+    v63_hi3[6] = v56_hi[6];
+    v63_hi3[7] = v56_hi[7];
+    v63_hi3[8] = v56_hi[8];
+    v63_hi3[9] = v56_hi[9];
+    v63_hi3[10] = v56_hi[10];
+    v63_hi3[11] = v56_hi[11];
+    v63_hi3[12] = v56_hi[12];
+    v63_hi3[13] = v56_hi[13];
+    v63_hi3[14] = v56_hi[14];
+    v63_hi3[15] = v56_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s63 = 0; s63 < 16; ++s63) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s63) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s63) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v61_lo3[s63];
+    for (int s64 = 0; s64 < 16; ++s64) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s64) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s64) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v62_lo3[s64];
     }
     __syncthreads();
-    uint8_t v64_pairs1[32];
+    uint8_t v65_pairs1[32];
     #pragma unroll
-    for (int s65 = 0; s65 < 32; ++s65) {
-      const int64_t q66 = ((((s65) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q67 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q68 = (((s65) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v64_pairs1[s65] = (q66 >= 0 && q66 < 32 && q67 >= 0 && q67 < 1 && q68 >= 0 && q68 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q66) * 1 + q67) * 64 + q68)] : v15_pairs0[s65];
+    for (int s66 = 0; s66 < 32; ++s66) {
+      const int64_t q67 = ((((s66) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q68 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q69 = (((s66) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v65_pairs1[s66] = (q67 >= 0 && q67 < 32 && q68 >= 0 && q68 < 1 && q69 >= 0 && q69 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q67) * 1 + q68) * 64 + q69)] : v15_pairs0[s66];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s69 = 0; s69 < 16; ++s69) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s69) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s69) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v62_hi3[s69];
+    for (int s70 = 0; s70 < 16; ++s70) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s70) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s70) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v63_hi3[s70];
     }
     __syncthreads();
-    uint8_t v70_pairs2[32];
+    uint8_t v71_pairs2[32];
     #pragma unroll
-    for (int s71 = 0; s71 < 32; ++s71) {
-      const int64_t q72 = ((((s71) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q73 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q74 = (((s71) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v70_pairs2[s71] = (q72 >= 0 && q72 < 32 && q73 >= 0 && q73 < 1 && q74 >= 0 && q74 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q72) * 1 + q73) * 64 + q74)] : v64_pairs1[s71];
+    for (int s72 = 0; s72 < 32; ++s72) {
+      const int64_t q73 = ((((s72) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q74 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q75 = (((s72) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v71_pairs2[s72] = (q73 >= 0 && q73 < 32 && q74 >= 0 && q74 < 1 && q75 >= 0 && q75 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q73) * 1 + q74) * 64 + q75)] : v65_pairs1[s72];
     }
     // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v75_q[32];
-    v75_q[0] = v70_pairs2[0];
-    v75_q[1] = v70_pairs2[1];
-    v75_q[2] = v70_pairs2[2];
-    v75_q[3] = v70_pairs2[3];
-    v75_q[4] = v70_pairs2[4];
-    v75_q[5] = v70_pairs2[5];
-    v75_q[6] = v70_pairs2[6];
-    v75_q[7] = v70_pairs2[7];
-    v75_q[8] = v70_pairs2[8];
-    v75_q[9] = v70_pairs2[9];
-    v75_q[10] = v70_pairs2[10];
-    v75_q[11] = v70_pairs2[11];
-    v75_q[12] = v70_pairs2[12];
-    v75_q[13] = v70_pairs2[13];
-    v75_q[14] = v70_pairs2[14];
-    v75_q[15] = v70_pairs2[15];
-    v75_q[16] = v70_pairs2[16];
-    v75_q[17] = v70_pairs2[17];
-    v75_q[18] = v70_pairs2[18];
-    v75_q[19] = v70_pairs2[19];
-    v75_q[20] = v70_pairs2[20];
-    v75_q[21] = v70_pairs2[21];
-    v75_q[22] = v70_pairs2[22];
-    v75_q[23] = v70_pairs2[23];
-    v75_q[24] = v70_pairs2[24];
-    v75_q[25] = v70_pairs2[25];
-    v75_q[26] = v70_pairs2[26];
-    v75_q[27] = v70_pairs2[27];
-    v75_q[28] = v70_pairs2[28];
-    v75_q[29] = v70_pairs2[29];
-    v75_q[30] = v70_pairs2[30];
-    v75_q[31] = v70_pairs2[31];
+    uint8_t v76_q[32];
+    v76_q[0] = v71_pairs2[0];
+    v76_q[1] = v71_pairs2[1];
+    v76_q[2] = v71_pairs2[2];
+    v76_q[3] = v71_pairs2[3];
+    v76_q[4] = v71_pairs2[4];
+    v76_q[5] = v71_pairs2[5];
+    v76_q[6] = v71_pairs2[6];
+    v76_q[7] = v71_pairs2[7];
+    v76_q[8] = v71_pairs2[8];
+    v76_q[9] = v71_pairs2[9];
+    v76_q[10] = v71_pairs2[10];
+    v76_q[11] = v71_pairs2[11];
+    v76_q[12] = v71_pairs2[12];
+    v76_q[13] = v71_pairs2[13];
+    v76_q[14] = v71_pairs2[14];
+    v76_q[15] = v71_pairs2[15];
+    v76_q[16] = v71_pairs2[16];
+    v76_q[17] = v71_pairs2[17];
+    v76_q[18] = v71_pairs2[18];
+    v76_q[19] = v71_pairs2[19];
+    v76_q[20] = v71_pairs2[20];
+    v76_q[21] = v71_pairs2[21];
+    v76_q[22] = v71_pairs2[22];
+    v76_q[23] = v71_pairs2[23];
+    v76_q[24] = v71_pairs2[24];
+    v76_q[25] = v71_pairs2[25];
+    v76_q[26] = v71_pairs2[26];
+    v76_q[27] = v71_pairs2[27];
+    v76_q[28] = v71_pairs2[28];
+    v76_q[29] = v71_pairs2[29];
+    v76_q[30] = v71_pairs2[30];
+    v76_q[31] = v71_pairs2[31];
     // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76_qf[32];
+    float v77_qf[32];
     #pragma unroll
-    for (int s77 = 0; s77 < 32; ++s77) {
-      v76_qf[s77] = tsr::rf16(float(float(v75_q[s77])));
+    for (int s78 = 0; s78 < 32; ++s78) {
+      v77_qf[s78] = tsr::rf16(float(float(v76_q[s78])));
     }
     // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v78_qc[32];
+    float v79_qc[32];
     #pragma unroll
-    for (int s79 = 0; s79 < 32; ++s79) {
-      v78_qc[s79] = tsr::rf16(float(v76_qf[s79] - v12_zps[s79]));
+    for (int s80 = 0; s80 < 32; ++s80) {
+      v79_qc[s80] = tsr::rf16(float(v77_qf[s80] - v12_zps[s80]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v80_sc[4];
+    float v81_sc[4];
     {
-      const int64_t o81 = int64_t(iv34) * 1 + 0;
-      const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o82 = int64_t(iv35) * 1 + 0;
+      const int64_t o83 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c83 = 0; c83 < 1; ++c83) {
-        uint16_t vb84[4];
-        if ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb84, tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1);
-          v80_sc[c83 * 4 + 0] = tsr::h2f(vb84[0]);
-          v80_sc[c83 * 4 + 1] = tsr::h2f(vb84[1]);
-          v80_sc[c83 * 4 + 2] = tsr::h2f(vb84[2]);
-          v80_sc[c83 * 4 + 3] = tsr::h2f(vb84[3]);
+      for (int c84 = 0; c84 < 1; ++c84) {
+        uint16_t vb85[4];
+        if ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb85, tsr_p2 + (o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1);
+          v81_sc[c84 * 4 + 0] = tsr::h2f(vb85[0]);
+          v81_sc[c84 * 4 + 1] = tsr::h2f(vb85[1]);
+          v81_sc[c84 * 4 + 2] = tsr::h2f(vb85[2]);
+          v81_sc[c84 * 4 + 3] = tsr::h2f(vb85[3]);
         } else {
-          v80_sc[c83 * 4] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v80_sc[c83 * 4 + 1] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v80_sc[c83 * 4 + 2] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v80_sc[c83 * 4 + 3] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v81_sc[c84 * 4] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v81_sc[c84 * 4 + 1] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v81_sc[c84 * 4 + 2] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v81_sc[c84 * 4 + 3] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v85_scb[32];
-    v85_scb[0] = v80_sc[0];
-    v85_scb[1] = v80_sc[1];
-    v85_scb[2] = v80_sc[2];
-    v85_scb[3] = v80_sc[3];
-    v85_scb[4] = v80_sc[0];
-    v85_scb[5] = v80_sc[1];
-    v85_scb[6] = v80_sc[2];
-    v85_scb[7] = v80_sc[3];
-    v85_scb[8] = v80_sc[0];
-    v85_scb[9] = v80_sc[1];
-    v85_scb[10] = v80_sc[2];
-    v85_scb[11] = v80_sc[3];
-    v85_scb[12] = v80_sc[0];
-    v85_scb[13] = v80_sc[1];
-    v85_scb[14] = v80_sc[2];
-    v85_scb[15] = v80_sc[3];
-    v85_scb[16] = v80_sc[0];
-    v85_scb[17] = v80_sc[1];
-    v85_scb[18] = v80_sc[2];
-    v85_scb[19] = v80_sc[3];
-    v85_scb[20] = v80_sc[0];
-    v85_scb[21] = v80_sc[1];
-    v85_scb[22] = v80_sc[2];
-    v85_scb[23] = v80_sc[3];
-    v85_scb[24] = v80_sc[0];
-    v85_scb[25] = v80_sc[1];
-    v85_scb[26] = v80_sc[2];
-    v85_scb[27] = v80_sc[3];
-    v85_scb[28] = v80_sc[0];
-    v85_scb[29] = v80_sc[1];
-    v85_scb[30] = v80_sc[2];
-    v85_scb[31] = v80_sc[3];
+    float v86_scb[32];
+    v86_scb[0] = v81_sc[0];
+    v86_scb[1] = v81_sc[1];
+    v86_scb[2] = v81_sc[2];
+    v86_scb[3] = v81_sc[3];
+    v86_scb[4] = v81_sc[0];
+    v86_scb[5] = v81_sc[1];
+    v86_scb[6] = v81_sc[2];
+    v86_scb[7] = v81_sc[3];
+    v86_scb[8] = v81_sc[0];
+    v86_scb[9] = v81_sc[1];
+    v86_scb[10] = v81_sc[2];
+    v86_scb[11] = v81_sc[3];
+    v86_scb[12] = v81_sc[0];
+    v86_scb[13] = v81_sc[1];
+    v86_scb[14] = v81_sc[2];
+    v86_scb[15] = v81_sc[3];
+    v86_scb[16] = v81_sc[0];
+    v86_scb[17] = v81_sc[1];
+    v86_scb[18] = v81_sc[2];
+    v86_scb[19] = v81_sc[3];
+    v86_scb[20] = v81_sc[0];
+    v86_scb[21] = v81_sc[1];
+    v86_scb[22] = v81_sc[2];
+    v86_scb[23] = v81_sc[3];
+    v86_scb[24] = v81_sc[0];
+    v86_scb[25] = v81_sc[1];
+    v86_scb[26] = v81_sc[2];
+    v86_scb[27] = v81_sc[3];
+    v86_scb[28] = v81_sc[0];
+    v86_scb[29] = v81_sc[1];
+    v86_scb[30] = v81_sc[2];
+    v86_scb[31] = v81_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_wd[32];
+    float v87_wd[32];
     #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_wd[s87] = tsr::rf16(float(v78_qc[s87] * v85_scb[s87]));
+    for (int s88 = 0; s88 < 32; ++s88) {
+      v87_wd[s88] = tsr::rf16(float(v79_qc[s88] * v86_scb[s88]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh88 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh89 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c89 = 0; c89 < 8; ++c89) {
-      uint16_t w90[4];
-      w90[0] = tsr::f2h(v86_wd[c89 * 4 + 0]);
-      w90[1] = tsr::f2h(v86_wd[c89 * 4 + 1]);
-      w90[2] = tsr::f2h(v86_wd[c89 * 4 + 2]);
-      w90[3] = tsr::f2h(v86_wd[c89 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh88 + (((((c89 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c89 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w90);
+    for (int c90 = 0; c90 < 8; ++c90) {
+      uint16_t w91[4];
+      w91[0] = tsr::f2h(v87_wd[c90 * 4 + 0]);
+      w91[1] = tsr::f2h(v87_wd[c90 * 4 + 1]);
+      w91[2] = tsr::f2h(v87_wd[c90 * 4 + 2]);
+      w91[3] = tsr::f2h(v87_wd[c90 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh89 + (((((c90 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c90 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w91);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v91_accn[16];
+    float v92_accn[16];
     #pragma unroll
-    for (int s92 = 0; s92 < 16; ++s92) {
-      v91_accn[s92] = c20_acc[s92];
+    for (int s93 = 0; s93 < 16; ++s93) {
+      v92_accn[s93] = c20_acc[s93];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh89) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh89) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh89) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh89) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v91_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v91_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v91_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v91_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v92_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v92_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v92_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v92_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s93 = 0; s93 < 16; ++s93) {
-      c20_acc[s93] = v91_accn[s93];
+    for (int s94 = 0; s94 < 16; ++s94) {
+      c20_acc[s94] = v92_accn[s94];
     }
     rs22 = (rs22 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %out, %acc, %pm, %pn
   {
-    const int64_t o94 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o95 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole96 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole96) {
+    const int64_t o95 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o96 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole97 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole97) {
       #pragma unroll
-      for (int c97 = 0; c97 < 8; ++c97) {
-        float vb98[2];
-        vb98[0] = c20_acc[c97 * 2 + 0];
-        vb98[1] = c20_acc[c97 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o94 + ((((c97 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c97 * 2) % 2) + (((c97 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb98);
+      for (int c98 = 0; c98 < 8; ++c98) {
+        float vb99[2];
+        vb99[0] = c20_acc[c98 * 2 + 0];
+        vb99[1] = c20_acc[c98 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p3 + (o95 + ((((c98 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb99);
       }
     } else {
       #pragma unroll
-      for (int c99 = 0; c99 < 8; ++c99) {
-        float vb100[2];
-        if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb100[0] = c20_acc[c99 * 2 + 0];
-          vb100[1] = c20_acc[c99 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
+      for (int c100 = 0; c100 < 8; ++c100) {
+        float vb101[2];
+        if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb101[0] = c20_acc[c100 * 2 + 0];
+          vb101[1] = c20_acc[c100 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p3 + (o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb101);
         } else {
-          if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c99 * 2];
-          if ((o94 + ((((c99 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c99 * 2 + 1];
+          if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c100 * 2];
+          if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c100 * 2 + 1];
         }
       }
     }

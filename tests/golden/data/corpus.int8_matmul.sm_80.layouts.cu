@@ -58,108 +58,111 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
   int8_t* const sh12 = reinterpret_cast<int8_t*>((tsr_smem + 0) + 0);
   int8_t* const sh13 = reinterpret_cast<int8_t*>((tsr_smem + 0) + 5120);
   int rs11 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-    const int32_t nx14 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    {
-      const int64_t o15 = int64_t(v0_pm) * 32;
-      const int64_t o16 = int64_t(nx14) * 64;
-      if (o15 >= 0 && o15 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o16 >= 0 && o16 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o15 * tsr_p0_s0 + o16 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i17 = 0; i17 < 1; ++i17) {
-          const int q18 = i17 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh12 + (0) * 2560) + (((q18 * 16) / 64)) * 80 + (((q18 * 16) % 64)) * 1), tsr_p0 + (o15 + ((q18 * 16) / 64)) * tsr_p0_s0 + (o16 + ((q18 * 16) % 64)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i19 = 0; i19 < 1; ++i19) {
-          const int q20 = i19 * 128 + tsr_tid;
-          const int64_t n21 = !(true && (o15 + ((q20 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o16 + ((q20 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o16 + ((q20 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o16 + ((q20 * 16) % 64))) : 16;
-          const int8_t* src22 = tsr_p0 + (n21 > 0 ? (o15 + ((q20 * 16) / 64)) * tsr_p0_s0 + (o16 + ((q20 * 16) % 64)) * tsr_p0_s1 : 0);
-          int8_t* const dst23 = (sh12 + (0) * 2560) + (((q20 * 16) / 64)) * 80 + (((q20 * 16) % 64)) * 1;
-          if (tsr::aligned_vec<int8_t, 16>(src22)) {
-            tsr::cp_async_16(tsr::smem_u32(dst23), src22, int(n21) * 1);
-          } else {
-            for (int v_ = 0; v_ < 16; ++v_) dst23[v_] = v_ < n21 ? src22[v_] : int8_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o24 = int64_t(nx14) * 64;
-      const int64_t o25 = int64_t(v1_pn) * 32;
-      if (o24 >= 0 && o24 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o24 * tsr_p1_s0 + o25 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i26 = 0; i26 < 1; ++i26) {
-          const int q27 = i26 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh13 + (0) * 3072) + (((q27 * 16) / 32)) * 48 + (((q27 * 16) % 32)) * 1), tsr_p1 + (o24 + ((q27 * 16) / 32)) * tsr_p1_s0 + (o25 + ((q27 * 16) % 32)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i28 = 0; i28 < 1; ++i28) {
-          const int q29 = i28 * 128 + tsr_tid;
-          const int64_t n30 = !(true && (o24 + ((q29 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o25 + ((q29 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o25 + ((q29 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o25 + ((q29 * 16) % 32))) : 16;
-          const int8_t* src31 = tsr_p1 + (n30 > 0 ? (o24 + ((q29 * 16) / 32)) * tsr_p1_s0 + (o25 + ((q29 * 16) % 32)) * tsr_p1_s1 : 0);
-          int8_t* const dst32 = (sh13 + (0) * 3072) + (((q29 * 16) / 32)) * 48 + (((q29 * 16) % 32)) * 1;
-          if (tsr::aligned_vec<int8_t, 16>(src31)) {
-            tsr::cp_async_16(tsr::smem_u32(dst32), src31, int(n30) * 1);
-          } else {
-            for (int v_ = 0; v_ < 16; ++v_) dst32[v_] = v_ < n30 ? src31[v_] : int8_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv33_ = v2_c0; v3_c1 > 0 && iv33_ < v6_ktiles; iv33_ += v3_c1) {
-    const int32_t iv33 = int32_t(iv33_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv33_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx34 = int32_t((iv33_ + 1 * int64_t(v3_c1)));
+  #pragma unroll 1
+  for (int pro14 = 0; pro14 < 1; ++pro14) {
+    if ((int64_t(v2_c0) + int64_t(pro14) * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx15 = int32_t((int64_t(v2_c0) + int64_t(pro14) * int64_t(v3_c1)));
       {
-        const int64_t o35 = int64_t(v0_pm) * 32;
-        const int64_t o36 = int64_t(nx34) * 64;
-        if (o35 >= 0 && o35 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o36 >= 0 && o36 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o35 * tsr_p0_s0 + o36 * tsr_p0_s1)) {
+        const int64_t o16 = int64_t(v0_pm) * 32;
+        const int64_t o17 = int64_t(nx15) * 64;
+        if (o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o17 >= 0 && o17 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i37 = 0; i37 < 1; ++i37) {
-            const int q38 = i37 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh12 + ((rs11 + 1) % 2) * 2560) + (((q38 * 16) / 64)) * 80 + (((q38 * 16) % 64)) * 1), tsr_p0 + (o35 + ((q38 * 16) / 64)) * tsr_p0_s0 + (o36 + ((q38 * 16) % 64)) * tsr_p0_s1);
+          for (int i18 = 0; i18 < 1; ++i18) {
+            const int q19 = i18 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh12 + (pro14) * 2560) + (((q19 * 16) / 64)) * 80 + (((q19 * 16) % 64)) * 1), tsr_p0 + (o16 + ((q19 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q19 * 16) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i39 = 0; i39 < 1; ++i39) {
-            const int q40 = i39 * 128 + tsr_tid;
-            const int64_t n41 = !(true && (o35 + ((q40 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o36 + ((q40 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o36 + ((q40 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o36 + ((q40 * 16) % 64))) : 16;
-            const int8_t* src42 = tsr_p0 + (n41 > 0 ? (o35 + ((q40 * 16) / 64)) * tsr_p0_s0 + (o36 + ((q40 * 16) % 64)) * tsr_p0_s1 : 0);
-            int8_t* const dst43 = (sh12 + ((rs11 + 1) % 2) * 2560) + (((q40 * 16) / 64)) * 80 + (((q40 * 16) % 64)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src42)) {
-              tsr::cp_async_16(tsr::smem_u32(dst43), src42, int(n41) * 1);
+          for (int i20 = 0; i20 < 1; ++i20) {
+            const int q21 = i20 * 128 + tsr_tid;
+            const int64_t n22 = !(true && (o16 + ((q21 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) : 16;
+            const int8_t* src23 = tsr_p0 + (n22 > 0 ? (o16 + ((q21 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q21 * 16) % 64)) * tsr_p0_s1 : 0);
+            int8_t* const dst24 = (sh12 + (pro14) * 2560) + (((q21 * 16) / 64)) * 80 + (((q21 * 16) % 64)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src23)) {
+              tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst43[v_] = v_ < n41 ? src42[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : int8_t(0);
             }
           }
         }
       }
       {
-        const int64_t o44 = int64_t(nx34) * 64;
-        const int64_t o45 = int64_t(v1_pn) * 32;
-        if (o44 >= 0 && o44 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o45 >= 0 && o45 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o44 * tsr_p1_s0 + o45 * tsr_p1_s1)) {
+        const int64_t o25 = int64_t(nx15) * 64;
+        const int64_t o26 = int64_t(v1_pn) * 32;
+        if (o25 >= 0 && o25 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o25 * tsr_p1_s0 + o26 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i46 = 0; i46 < 1; ++i46) {
-            const int q47 = i46 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs11 + 1) % 2) * 3072) + (((q47 * 16) / 32)) * 48 + (((q47 * 16) % 32)) * 1), tsr_p1 + (o44 + ((q47 * 16) / 32)) * tsr_p1_s0 + (o45 + ((q47 * 16) % 32)) * tsr_p1_s1);
+          for (int i27 = 0; i27 < 1; ++i27) {
+            const int q28 = i27 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 3072) + (((q28 * 16) / 32)) * 48 + (((q28 * 16) % 32)) * 1), tsr_p1 + (o25 + ((q28 * 16) / 32)) * tsr_p1_s0 + (o26 + ((q28 * 16) % 32)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i48 = 0; i48 < 1; ++i48) {
-            const int q49 = i48 * 128 + tsr_tid;
-            const int64_t n50 = !(true && (o44 + ((q49 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o45 + ((q49 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o45 + ((q49 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o45 + ((q49 * 16) % 32))) : 16;
-            const int8_t* src51 = tsr_p1 + (n50 > 0 ? (o44 + ((q49 * 16) / 32)) * tsr_p1_s0 + (o45 + ((q49 * 16) % 32)) * tsr_p1_s1 : 0);
-            int8_t* const dst52 = (sh13 + ((rs11 + 1) % 2) * 3072) + (((q49 * 16) / 32)) * 48 + (((q49 * 16) % 32)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src51)) {
-              tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 1);
+          for (int i29 = 0; i29 < 1; ++i29) {
+            const int q30 = i29 * 128 + tsr_tid;
+            const int64_t n31 = !(true && (o25 + ((q30 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) : 16;
+            const int8_t* src32 = tsr_p1 + (n31 > 0 ? (o25 + ((q30 * 16) / 32)) * tsr_p1_s0 + (o26 + ((q30 * 16) % 32)) * tsr_p1_s1 : 0);
+            int8_t* const dst33 = (sh13 + (pro14) * 3072) + (((q30 * 16) / 32)) * 48 + (((q30 * 16) % 32)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src32)) {
+              tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : int8_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv34_ = v2_c0; v3_c1 > 0 && iv34_ < v6_ktiles; iv34_ += v3_c1) {
+    const int32_t iv34 = int32_t(iv34_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv34_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx35 = int32_t((iv34_ + 1 * int64_t(v3_c1)));
+      {
+        const int64_t o36 = int64_t(v0_pm) * 32;
+        const int64_t o37 = int64_t(nx35) * 64;
+        if (o36 >= 0 && o36 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i38 = 0; i38 < 1; ++i38) {
+            const int q39 = i38 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh12 + ((rs11 + 1) % 2) * 2560) + (((q39 * 16) / 64)) * 80 + (((q39 * 16) % 64)) * 1), tsr_p0 + (o36 + ((q39 * 16) / 64)) * tsr_p0_s0 + (o37 + ((q39 * 16) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i40 = 0; i40 < 1; ++i40) {
+            const int q41 = i40 * 128 + tsr_tid;
+            const int64_t n42 = !(true && (o36 + ((q41 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) : 16;
+            const int8_t* src43 = tsr_p0 + (n42 > 0 ? (o36 + ((q41 * 16) / 64)) * tsr_p0_s0 + (o37 + ((q41 * 16) % 64)) * tsr_p0_s1 : 0);
+            int8_t* const dst44 = (sh12 + ((rs11 + 1) % 2) * 2560) + (((q41 * 16) / 64)) * 80 + (((q41 * 16) % 64)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src43)) {
+              tsr::cp_async_16(tsr::smem_u32(dst44), src43, int(n42) * 1);
+            } else {
+              for (int v_ = 0; v_ < 16; ++v_) dst44[v_] = v_ < n42 ? src43[v_] : int8_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o45 = int64_t(nx35) * 64;
+        const int64_t o46 = int64_t(v1_pn) * 32;
+        if (o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o46 >= 0 && o46 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o45 * tsr_p1_s0 + o46 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i47 = 0; i47 < 1; ++i47) {
+            const int q48 = i47 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs11 + 1) % 2) * 3072) + (((q48 * 16) / 32)) * 48 + (((q48 * 16) % 32)) * 1), tsr_p1 + (o45 + ((q48 * 16) / 32)) * tsr_p1_s0 + (o46 + ((q48 * 16) % 32)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i49 = 0; i49 < 1; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            const int64_t n51 = !(true && (o45 + ((q50 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) : 16;
+            const int8_t* src52 = tsr_p1 + (n51 > 0 ? (o45 + ((q50 * 16) / 32)) * tsr_p1_s0 + (o46 + ((q50 * 16) % 32)) * tsr_p1_s1 : 0);
+            int8_t* const dst53 = (sh13 + ((rs11 + 1) % 2) * 3072) + (((q50 * 16) / 32)) * 48 + (((q50 * 16) % 32)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src52)) {
+              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 1);
+            } else {
+              for (int v_ = 0; v_ < 16; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : int8_t(0);
             }
           }
         }
@@ -169,10 +172,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
     // %x = load_tile %a, %pm, %kk : tile<i8, [32, 64], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %y = load_tile %b, %kk, %pn : tile<i8, [64, 32], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %accn = dot %x, %y, %accc : tile<i32, [32, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    int32_t v53_accn[8];
+    int32_t v54_accn[8];
     #pragma unroll
-    for (int s54 = 0; s54 < 8; ++s54) {
-      v53_accn[s54] = c9_acc[s54];
+    for (int s55 = 0; s55 < 8; ++s55) {
+      v54_accn[s55] = c9_acc[s55];
     }
     {
       const int tm_ = (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4), tn_ = (((tsr_lane >> 0) & 7) * 4);
@@ -184,54 +187,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const auto b1_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 1) * 1];
         const auto b2_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 2) * 1];
         const auto b3_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 3) * 1];
-        v53_accn[0] = int32_t(uint32_t(v53_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
-        v53_accn[1] = int32_t(uint32_t(v53_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
-        v53_accn[2] = int32_t(uint32_t(v53_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
-        v53_accn[3] = int32_t(uint32_t(v53_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
-        v53_accn[4] = int32_t(uint32_t(v53_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
-        v53_accn[5] = int32_t(uint32_t(v53_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
-        v53_accn[6] = int32_t(uint32_t(v53_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
-        v53_accn[7] = int32_t(uint32_t(v53_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
+        v54_accn[0] = int32_t(uint32_t(v54_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
+        v54_accn[1] = int32_t(uint32_t(v54_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
+        v54_accn[2] = int32_t(uint32_t(v54_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
+        v54_accn[3] = int32_t(uint32_t(v54_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
+        v54_accn[4] = int32_t(uint32_t(v54_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
+        v54_accn[5] = int32_t(uint32_t(v54_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
+        v54_accn[6] = int32_t(uint32_t(v54_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
+        v54_accn[7] = int32_t(uint32_t(v54_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s55 = 0; s55 < 8; ++s55) {
-      c9_acc[s55] = v53_accn[s55];
+    for (int s56 = 0; s56 < 8; ++s56) {
+      c9_acc[s56] = v54_accn[s56];
     }
     rs11 = (rs11 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %acc, %pm, %pn
   {
-    const int64_t o56 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-    const int64_t o57 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
-    const bool whole58 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
-    if (whole58) {
+    const int64_t o57 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+    const int64_t o58 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
+    const bool whole59 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
+    if (whole59) {
       #pragma unroll
-      for (int c59 = 0; c59 < 2; ++c59) {
-        int32_t vb60[4];
-        vb60[0] = c9_acc[c59 * 4 + 0];
-        vb60[1] = c9_acc[c59 * 4 + 1];
-        vb60[2] = c9_acc[c59 * 4 + 2];
-        vb60[3] = c9_acc[c59 * 4 + 3];
-        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o56 + ((((c59 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c59 * 4) % 4))) * tsr_p2_s1, vb60);
+      for (int c60 = 0; c60 < 2; ++c60) {
+        int32_t vb61[4];
+        vb61[0] = c9_acc[c60 * 4 + 0];
+        vb61[1] = c9_acc[c60 * 4 + 1];
+        vb61[2] = c9_acc[c60 * 4 + 2];
+        vb61[3] = c9_acc[c60 * 4 + 3];
+        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c60 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c60 * 4) % 4))) * tsr_p2_s1, vb61);
       }
     } else {
       #pragma unroll
-      for (int c61 = 0; c61 < 2; ++c61) {
-        int32_t vb62[4];
-        if ((o56 + ((((c61 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o57 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4))) * tsr_p2_s1)) {
-          vb62[0] = c9_acc[c61 * 4 + 0];
-          vb62[1] = c9_acc[c61 * 4 + 1];
-          vb62[2] = c9_acc[c61 * 4 + 2];
-          vb62[3] = c9_acc[c61 * 4 + 3];
-          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4))) * tsr_p2_s1, vb62);
+      for (int c62 = 0; c62 < 2; ++c62) {
+        int32_t vb63[4];
+        if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1)) {
+          vb63[0] = c9_acc[c62 * 4 + 0];
+          vb63[1] = c9_acc[c62 * 4 + 1];
+          vb63[2] = c9_acc[c62 * 4 + 2];
+          vb63[3] = c9_acc[c62 * 4 + 3];
+          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1, vb63);
         } else {
-          if ((o56 + ((((c61 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o57 + (((c61 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4))) * tsr_p2_s1] = c9_acc[c61 * 4];
-          if ((o56 + ((((c61 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o57 + (((c61 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c61 * 4 + 1];
-          if ((o56 + ((((c61 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o57 + (((c61 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c61 * 4 + 2];
-          if ((o56 + ((((c61 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o57 + (((c61 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o56 + ((((c61 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o57 + (((c61 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c61 * 4 + 3];
+          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1] = c9_acc[c62 * 4];
+          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c62 * 4 + 1];
+          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c62 * 4 + 2];
+          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c62 * 4 + 3];
         }
       }
     }

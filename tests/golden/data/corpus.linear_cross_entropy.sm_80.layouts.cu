@@ -132,60 +132,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
     }
     float* const sh40 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
     int rs39 = 0;
-    if ((int64_t(v1_c0) + 0 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
-      const int32_t nx41 = int32_t((int64_t(v1_c0) + 0 * int64_t(v2_c1)));
-      {
-        const int64_t o42 = int64_t(v0_pm) * 16;
-        const int64_t o43 = int64_t(nx41) * 32;
-        if (o42 >= 0 && o42 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o43 >= 0 && o43 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o42 * tsr_p0_s0 + o43 * tsr_p0_s1)) {
-          #pragma unroll
-          for (int i44 = 0; i44 < 1; ++i44) {
-            const int q45 = i44 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh40 + (0) * 576) + (((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1), tsr_p0 + (o42 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o43 + ((q45 * 4) % 32)) * tsr_p0_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i46 = 0; i46 < 1; ++i46) {
-            const int q47 = i46 * 128 + tsr_tid;
-            const int64_t n48 = !(true && (o42 + ((q47 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o43 + ((q47 * 4) % 32))) : 4;
-            const float* src49 = tsr_p0 + (n48 > 0 ? (o42 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o43 + ((q47 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst50 = (sh40 + (0) * 576) + (((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src49)) {
-              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : float(0);
+    #pragma unroll 1
+    for (int pro41 = 0; pro41 < 1; ++pro41) {
+      if ((int64_t(v1_c0) + int64_t(pro41) * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
+        const int32_t nx42 = int32_t((int64_t(v1_c0) + int64_t(pro41) * int64_t(v2_c1)));
+        {
+          const int64_t o43 = int64_t(v0_pm) * 16;
+          const int64_t o44 = int64_t(nx42) * 32;
+          if (o43 >= 0 && o43 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
+            #pragma unroll
+            for (int i45 = 0; i45 < 1; ++i45) {
+              const int q46 = i45 * 128 + tsr_tid;
+              tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 576) + (((q46 * 4) / 32)) * 36 + (((q46 * 4) % 32)) * 1), tsr_p0 + (o43 + ((q46 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q46 * 4) % 32)) * tsr_p0_s1);
+            }
+          } else {
+            #pragma unroll
+            for (int i47 = 0; i47 < 1; ++i47) {
+              const int q48 = i47 * 128 + tsr_tid;
+              const int64_t n49 = !(true && (o43 + ((q48 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) : 4;
+              const float* src50 = tsr_p0 + (n49 > 0 ? (o43 + ((q48 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q48 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst51 = (sh40 + (pro41) * 576) + (((q48 * 4) / 32)) * 36 + (((q48 * 4) % 32)) * 1;
+              if (tsr::aligned_vec<float, 4>(src50)) {
+                tsr::cp_async_16(tsr::smem_u32(dst51), src50, int(n49) * 4);
+              } else {
+                for (int v_ = 0; v_ < 4; ++v_) dst51[v_] = v_ < n49 ? src50[v_] : float(0);
+              }
             }
           }
         }
       }
+      tsr::cp_async_commit();
     }
-    tsr::cp_async_commit();
-    for (int64_t iv51_ = v1_c0; v2_c1 > 0 && iv51_ < v9_ktiles; iv51_ += v2_c1) {
-      const int32_t iv51 = int32_t(iv51_);
+    for (int64_t iv52_ = v1_c0; v2_c1 > 0 && iv52_ < v9_ktiles; iv52_ += v2_c1) {
+      const int32_t iv52 = int32_t(iv52_);
       tsr::cp_async_wait<0>();  // this iteration's copies are in
       __syncthreads();
-      if ((iv51_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
-        const int32_t nx52 = int32_t((iv51_ + 1 * int64_t(v2_c1)));
+      if ((iv52_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
+        const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v2_c1)));
         {
-          const int64_t o53 = int64_t(v0_pm) * 16;
-          const int64_t o54 = int64_t(nx52) * 32;
-          if (o53 >= 0 && o53 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o53 * tsr_p0_s0 + o54 * tsr_p0_s1)) {
+          const int64_t o54 = int64_t(v0_pm) * 16;
+          const int64_t o55 = int64_t(nx53) * 32;
+          if (o54 >= 0 && o54 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o55 >= 0 && o55 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o54 * tsr_p0_s0 + o55 * tsr_p0_s1)) {
             #pragma unroll
-            for (int i55 = 0; i55 < 1; ++i55) {
-              const int q56 = i55 * 128 + tsr_tid;
-              tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs39 + 1) % 2) * 576) + (((q56 * 4) / 32)) * 36 + (((q56 * 4) % 32)) * 1), tsr_p0 + (o53 + ((q56 * 4) / 32)) * tsr_p0_s0 + (o54 + ((q56 * 4) % 32)) * tsr_p0_s1);
+            for (int i56 = 0; i56 < 1; ++i56) {
+              const int q57 = i56 * 128 + tsr_tid;
+              tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs39 + 1) % 2) * 576) + (((q57 * 4) / 32)) * 36 + (((q57 * 4) % 32)) * 1), tsr_p0 + (o54 + ((q57 * 4) / 32)) * tsr_p0_s0 + (o55 + ((q57 * 4) % 32)) * tsr_p0_s1);
             }
           } else {
             #pragma unroll
-            for (int i57 = 0; i57 < 1; ++i57) {
-              const int q58 = i57 * 128 + tsr_tid;
-              const int64_t n59 = !(true && (o53 + ((q58 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o54 + ((q58 * 4) % 32))) : 4;
-              const float* src60 = tsr_p0 + (n59 > 0 ? (o53 + ((q58 * 4) / 32)) * tsr_p0_s0 + (o54 + ((q58 * 4) % 32)) * tsr_p0_s1 : 0);
-              float* const dst61 = (sh40 + ((rs39 + 1) % 2) * 576) + (((q58 * 4) / 32)) * 36 + (((q58 * 4) % 32)) * 1;
-              if (tsr::aligned_vec<float, 4>(src60)) {
-                tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 4);
+            for (int i58 = 0; i58 < 1; ++i58) {
+              const int q59 = i58 * 128 + tsr_tid;
+              const int64_t n60 = !(true && (o54 + ((q59 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) : 4;
+              const float* src61 = tsr_p0 + (n60 > 0 ? (o54 + ((q59 * 4) / 32)) * tsr_p0_s0 + (o55 + ((q59 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst62 = (sh40 + ((rs39 + 1) % 2) * 576) + (((q59 * 4) / 32)) * 36 + (((q59 * 4) % 32)) * 1;
+              if (tsr::aligned_vec<float, 4>(src61)) {
+                tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 4);
               } else {
-                for (int v_ = 0; v_ < 4; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : float(0);
+                for (int v_ = 0; v_ < 4; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : float(0);
               }
             }
           }
@@ -194,73 +197,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       tsr::cp_async_commit();
       // %xt1 = load_tile %x, %pm, %kk1 : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
       // %wt1 = load_tile %w, %j1, %kk1 : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-      float v62_wt1[16];
+      float v63_wt1[16];
       {
-        const int64_t o63 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-        const int64_t o64 = int64_t(iv51) * 32 + (((tsr_lane >> 0) & 7) * 4);
-        const bool whole65 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv51) * 32 >= 0 && int64_t(iv51) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv51) * 32 * tsr_p1_s1);
-        if (whole65) {
+        const int64_t o64 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+        const int64_t o65 = int64_t(iv52) * 32 + (((tsr_lane >> 0) & 7) * 4);
+        const bool whole66 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv52) * 32 >= 0 && int64_t(iv52) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv52) * 32 * tsr_p1_s1);
+        if (whole66) {
           #pragma unroll
-          for (int c66 = 0; c66 < 4; ++c66) {
-            float vb67[4];
-            tsr::copy_vec<float, 4>(vb67, tsr_p1 + (o63 + ((((c66 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c66 * 4) % 4))) * tsr_p1_s1);
-            v62_wt1[c66 * 4 + 0] = vb67[0];
-            v62_wt1[c66 * 4 + 1] = vb67[1];
-            v62_wt1[c66 * 4 + 2] = vb67[2];
-            v62_wt1[c66 * 4 + 3] = vb67[3];
+          for (int c67 = 0; c67 < 4; ++c67) {
+            float vb68[4];
+            tsr::copy_vec<float, 4>(vb68, tsr_p1 + (o64 + ((((c67 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c67 * 4) % 4))) * tsr_p1_s1);
+            v63_wt1[c67 * 4 + 0] = vb68[0];
+            v63_wt1[c67 * 4 + 1] = vb68[1];
+            v63_wt1[c67 * 4 + 2] = vb68[2];
+            v63_wt1[c67 * 4 + 3] = vb68[3];
           }
         } else {
           #pragma unroll
-          for (int c68 = 0; c68 < 4; ++c68) {
-            float vb69[4];
-            if ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1)) {
-              tsr::copy_vec<float, 4>(vb69, tsr_p1 + (o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1);
-              v62_wt1[c68 * 4 + 0] = vb69[0];
-              v62_wt1[c68 * 4 + 1] = vb69[1];
-              v62_wt1[c68 * 4 + 2] = vb69[2];
-              v62_wt1[c68 * 4 + 3] = vb69[3];
+          for (int c69 = 0; c69 < 4; ++c69) {
+            float vb70[4];
+            if ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1)) {
+              tsr::copy_vec<float, 4>(vb70, tsr_p1 + (o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1);
+              v63_wt1[c69 * 4 + 0] = vb70[0];
+              v63_wt1[c69 * 4 + 1] = vb70[1];
+              v63_wt1[c69 * 4 + 2] = vb70[2];
+              v63_wt1[c69 * 4 + 3] = vb70[3];
             } else {
-              v62_wt1[c68 * 4] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-              v62_wt1[c68 * 4 + 1] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-              v62_wt1[c68 * 4 + 2] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-              v62_wt1[c68 * 4 + 3] = ((o63 + ((((c68 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o64 + (((c68 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o63 + ((((c68 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o64 + (((c68 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+              v63_wt1[c69 * 4] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v63_wt1[c69 * 4 + 1] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v63_wt1[c69 * 4 + 2] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v63_wt1[c69 * 4 + 3] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
             }
           }
         }
       }
       // %wtt1 = permute %wt1 {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-      float v70_wtt1[16];
-      v70_wtt1[0] = v62_wt1[0];
-      v70_wtt1[1] = v62_wt1[1];
-      v70_wtt1[2] = v62_wt1[2];
-      v70_wtt1[3] = v62_wt1[3];
-      v70_wtt1[4] = v62_wt1[4];
-      v70_wtt1[5] = v62_wt1[5];
-      v70_wtt1[6] = v62_wt1[6];
-      v70_wtt1[7] = v62_wt1[7];
-      v70_wtt1[8] = v62_wt1[8];
-      v70_wtt1[9] = v62_wt1[9];
-      v70_wtt1[10] = v62_wt1[10];
-      v70_wtt1[11] = v62_wt1[11];
-      v70_wtt1[12] = v62_wt1[12];
-      v70_wtt1[13] = v62_wt1[13];
-      v70_wtt1[14] = v62_wt1[14];
-      v70_wtt1[15] = v62_wt1[15];
+      float v71_wtt1[16];
+      v71_wtt1[0] = v63_wt1[0];
+      v71_wtt1[1] = v63_wt1[1];
+      v71_wtt1[2] = v63_wt1[2];
+      v71_wtt1[3] = v63_wt1[3];
+      v71_wtt1[4] = v63_wt1[4];
+      v71_wtt1[5] = v63_wt1[5];
+      v71_wtt1[6] = v63_wt1[6];
+      v71_wtt1[7] = v63_wt1[7];
+      v71_wtt1[8] = v63_wt1[8];
+      v71_wtt1[9] = v63_wt1[9];
+      v71_wtt1[10] = v63_wt1[10];
+      v71_wtt1[11] = v63_wt1[11];
+      v71_wtt1[12] = v63_wt1[12];
+      v71_wtt1[13] = v63_wt1[13];
+      v71_wtt1[14] = v63_wt1[14];
+      v71_wtt1[15] = v63_wt1[15];
       // %3 = convert_layout %wtt1 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-      float* const sh71 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+      float* const sh72 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
       __syncthreads();
       #pragma unroll
-      for (int c72 = 0; c72 < 16; ++c72) {
-        float w73[1];
-        w73[0] = v70_wtt1[c72 * 1 + 0];
-        tsr::copy_vec<float, 1>(sh71 + ((((c72 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c72 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w73);
+      for (int c73 = 0; c73 < 16; ++c73) {
+        float w74[1];
+        w74[0] = v71_wtt1[c73 * 1 + 0];
+        tsr::copy_vec<float, 1>(sh72 + ((((c73 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c73 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w74);
       }
       __syncthreads();
       // %an1 = dot %xt1, %3, %ac1 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-      float v74_an1[8];
+      float v75_an1[8];
       #pragma unroll
-      for (int s75 = 0; s75 < 8; ++s75) {
-        v74_an1[s75] = c37_acc1[s75];
+      for (int s76 = 0; s76 < 8; ++s76) {
+        v75_an1[s76] = c37_acc1[s76];
       }
       {
         const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -268,373 +271,373 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
         for (int k_ = 0; k_ < 32; ++k_) {
           const auto a0_ = (sh40 + rs39 * 576)[(tm_ + 0) * 36 + (k_) * 1];
           const auto a1_ = (sh40 + rs39 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-          const auto b0_ = sh71[(k_) * 68 + (tn_ + 0) * 1];
-          const auto b1_ = sh71[(k_) * 68 + (tn_ + 1) * 1];
-          const auto b2_ = sh71[(k_) * 68 + (tn_ + 2) * 1];
-          const auto b3_ = sh71[(k_) * 68 + (tn_ + 3) * 1];
-          v74_an1[0] = fmaf(float(a0_), float(b0_), v74_an1[0]);
-          v74_an1[1] = fmaf(float(a0_), float(b1_), v74_an1[1]);
-          v74_an1[2] = fmaf(float(a0_), float(b2_), v74_an1[2]);
-          v74_an1[3] = fmaf(float(a0_), float(b3_), v74_an1[3]);
-          v74_an1[4] = fmaf(float(a1_), float(b0_), v74_an1[4]);
-          v74_an1[5] = fmaf(float(a1_), float(b1_), v74_an1[5]);
-          v74_an1[6] = fmaf(float(a1_), float(b2_), v74_an1[6]);
-          v74_an1[7] = fmaf(float(a1_), float(b3_), v74_an1[7]);
+          const auto b0_ = sh72[(k_) * 68 + (tn_ + 0) * 1];
+          const auto b1_ = sh72[(k_) * 68 + (tn_ + 1) * 1];
+          const auto b2_ = sh72[(k_) * 68 + (tn_ + 2) * 1];
+          const auto b3_ = sh72[(k_) * 68 + (tn_ + 3) * 1];
+          v75_an1[0] = fmaf(float(a0_), float(b0_), v75_an1[0]);
+          v75_an1[1] = fmaf(float(a0_), float(b1_), v75_an1[1]);
+          v75_an1[2] = fmaf(float(a0_), float(b2_), v75_an1[2]);
+          v75_an1[3] = fmaf(float(a0_), float(b3_), v75_an1[3]);
+          v75_an1[4] = fmaf(float(a1_), float(b0_), v75_an1[4]);
+          v75_an1[5] = fmaf(float(a1_), float(b1_), v75_an1[5]);
+          v75_an1[6] = fmaf(float(a1_), float(b2_), v75_an1[6]);
+          v75_an1[7] = fmaf(float(a1_), float(b3_), v75_an1[7]);
         }
       }
       // yield %an1
       #pragma unroll
-      for (int s76 = 0; s76 < 8; ++s76) {
-        c37_acc1[s76] = v74_an1[s76];
+      for (int s77 = 0; s77 < 8; ++s77) {
+        c37_acc1[s77] = v75_an1[s77];
       }
       rs39 = (rs39 + 1) % 2;
     }
     tsr::cp_async_wait<0>();
     __syncthreads();
     // %off1 = mul %j1, %bv : i32
-    const int32_t v77_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
+    const int32_t v78_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v78[4];
+    int32_t v79[4];
     #pragma unroll
-    for (int s79 = 0; s79 < 4; ++s79) {
-      v78[s79] = int32_t(0 + (((s79) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s80 = 0; s80 < 4; ++s80) {
+      v79[s80] = int32_t(0 + (((s80) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v80[4];
+    int32_t v81[4];
     #pragma unroll
-    for (int s81 = 0; s81 < 4; ++s81) {
-      v80[s81] = v77_off1;
+    for (int s82 = 0; s82 < 4; ++s82) {
+      v81[s82] = v78_off1;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v82[4];
+    int32_t v83[4];
     #pragma unroll
-    for (int s83 = 0; s83 < 4; ++s83) {
-      v82[s83] = int32_t(uint32_t(v78[s83]) + uint32_t(v80[s83]));
+    for (int s84 = 0; s84 < 4; ++s84) {
+      v83[s84] = int32_t(uint32_t(v79[s84]) + uint32_t(v81[s84]));
     }
     // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v84[4];
+    int32_t v85[4];
     #pragma unroll
-    for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = v4_vocab;
+    for (int s86 = 0; s86 < 4; ++s86) {
+      v85[s86] = v4_vocab;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v86[4];
+    uint8_t v87[4];
     #pragma unroll
-    for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = uint8_t(v82[s87] < v84[s87]);
+    for (int s88 = 0; s88 < 4; ++s88) {
+      v87[s88] = uint8_t(v83[s88] < v85[s88]);
     }
     // %invr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v88_invr1[4];
-    v88_invr1[0] = v86[0];
-    v88_invr1[1] = v86[1];
-    v88_invr1[2] = v86[2];
-    v88_invr1[3] = v86[3];
+    uint8_t v89_invr1[4];
+    v89_invr1[0] = v87[0];
+    v89_invr1[1] = v87[1];
+    v89_invr1[2] = v87[2];
+    v89_invr1[3] = v87[3];
     // %invb1 = broadcast %invr1 : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v89_invb1[8];
-    v89_invb1[0] = v88_invr1[0];
-    v89_invb1[1] = v88_invr1[1];
-    v89_invb1[2] = v88_invr1[2];
-    v89_invb1[3] = v88_invr1[3];
-    v89_invb1[4] = v88_invr1[0];
-    v89_invb1[5] = v88_invr1[1];
-    v89_invb1[6] = v88_invr1[2];
-    v89_invb1[7] = v88_invr1[3];
+    uint8_t v90_invb1[8];
+    v90_invb1[0] = v89_invr1[0];
+    v90_invb1[1] = v89_invr1[1];
+    v90_invb1[2] = v89_invr1[2];
+    v90_invb1[3] = v89_invr1[3];
+    v90_invb1[4] = v89_invr1[0];
+    v90_invb1[5] = v89_invr1[1];
+    v90_invb1[6] = v89_invr1[2];
+    v90_invb1[7] = v89_invr1[3];
     // %lg1 = where %invb1, %acc1, %ninfs : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v90_lg1[8];
+    float v91_lg1[8];
     #pragma unroll
-    for (int s91 = 0; s91 < 8; ++s91) {
-      v90_lg1[s91] = (v89_invb1[s91] ? c37_acc1[s91] : v17_ninfs[s91]);
+    for (int s92 = 0; s92 < 8; ++s92) {
+      v91_lg1[s92] = (v90_invb1[s92] ? c37_acc1[s92] : v17_ninfs[s92]);
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v92_rmax[2];
-    v92_rmax[0] = v90_lg1[0];
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[1]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[2]);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], v90_lg1[3]);
-    v92_rmax[1] = v90_lg1[4];
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[5]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[6]);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], v90_lg1[7]);
-    const float sh93 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 1);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh93);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 1);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 2);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 2);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 4);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 4);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v92_rmax[0], 8);
-    v92_rmax[0] = tsr::max_nan_f32(v92_rmax[0], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v92_rmax[1], 8);
-    v92_rmax[1] = tsr::max_nan_f32(v92_rmax[1], sh100);
+    float v93_rmax[2];
+    v93_rmax[0] = v91_lg1[0];
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[1]);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[2]);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[3]);
+    v93_rmax[1] = v91_lg1[4];
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[5]);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[6]);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[7]);
+    const float sh94 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 1);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh94);
+    const float sh95 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 1);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh95);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 2);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 2);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 4);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 4);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 8);
+    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 8);
+    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh101);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v101_mn[2];
+    float v102_mn[2];
     #pragma unroll
-    for (int s102 = 0; s102 < 2; ++s102) {
-      v101_mn[s102] = tsr::fmax_nan_z<float>(c30_m[s102], v92_rmax[s102]);
+    for (int s103 = 0; s103 < 2; ++s103) {
+      v102_mn[s103] = tsr::fmax_nan_z<float>(c30_m[s103], v93_rmax[s103]);
     }
     // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v103[2];
+    float v104[2];
     #pragma unroll
-    for (int s104 = 0; s104 < 2; ++s104) {
-      v103[s104] = v13_ninf;
+    for (int s105 = 0; s105 < 2; ++s105) {
+      v104[s105] = v13_ninf;
     }
     // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v105_m_none[2];
+    uint8_t v106_m_none[2];
     #pragma unroll
-    for (int s106 = 0; s106 < 2; ++s106) {
-      v105_m_none[s106] = uint8_t(v101_mn[s106] == v103[s106]);
+    for (int s107 = 0; s107 < 2; ++s107) {
+      v106_m_none[s107] = uint8_t(v102_mn[s107] == v104[s107]);
     }
     // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v107[2];
+    float v108[2];
     #pragma unroll
-    for (int s108 = 0; s108 < 2; ++s108) {
-      v107[s108] = v14_f0;
+    for (int s109 = 0; s109 < 2; ++s109) {
+      v108[s109] = v14_f0;
     }
     // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v109_m_shift[2];
+    float v110_m_shift[2];
     #pragma unroll
-    for (int s110 = 0; s110 < 2; ++s110) {
-      v109_m_shift[s110] = (v105_m_none[s110] ? v107[s110] : v101_mn[s110]);
+    for (int s111 = 0; s111 < 2; ++s111) {
+      v110_m_shift[s111] = (v106_m_none[s111] ? v108[s111] : v102_mn[s111]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v111_m_delta[2];
+    float v112_m_delta[2];
     #pragma unroll
-    for (int s112 = 0; s112 < 2; ++s112) {
-      v111_m_delta[s112] = float(c30_m[s112] - v109_m_shift[s112]);
+    for (int s113 = 0; s113 < 2; ++s113) {
+      v112_m_delta[s113] = float(c30_m[s113] - v110_m_shift[s113]);
     }
     // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v113_alpha[2];
+    float v114_alpha[2];
     #pragma unroll
-    for (int s114 = 0; s114 < 2; ++s114) {
-      v113_alpha[s114] = float(tsr::fexp(v111_m_delta[s114]));
+    for (int s115 = 0; s115 < 2; ++s115) {
+      v114_alpha[s115] = float(tsr::fexp(v112_m_delta[s115]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v115[2];
-    v115[0] = v109_m_shift[0];
-    v115[1] = v109_m_shift[1];
+    float v116[2];
+    v116[0] = v110_m_shift[0];
+    v116[1] = v110_m_shift[1];
     // %12 = broadcast %11 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v116[8];
-    v116[0] = v115[0];
-    v116[1] = v115[0];
-    v116[2] = v115[0];
-    v116[3] = v115[0];
-    v116[4] = v115[1];
-    v116[5] = v115[1];
-    v116[6] = v115[1];
-    v116[7] = v115[1];
+    float v117[8];
+    v117[0] = v116[0];
+    v117[1] = v116[0];
+    v117[2] = v116[0];
+    v117[3] = v116[0];
+    v117[4] = v116[1];
+    v117[5] = v116[1];
+    v117[6] = v116[1];
+    v117[7] = v116[1];
     // %d = sub %lg1, %12 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v117_d[8];
+    float v118_d[8];
     #pragma unroll
-    for (int s118 = 0; s118 < 8; ++s118) {
-      v117_d[s118] = float(v90_lg1[s118] - v116[s118]);
+    for (int s119 = 0; s119 < 8; ++s119) {
+      v118_d[s119] = float(v91_lg1[s119] - v117[s119]);
     }
     // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v119_e[8];
+    float v120_e[8];
     #pragma unroll
-    for (int s120 = 0; s120 < 8; ++s120) {
-      v119_e[s120] = float(tsr::fexp(v117_d[s120]));
+    for (int s121 = 0; s121 < 8; ++s121) {
+      v120_e[s121] = float(tsr::fexp(v118_d[s121]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v121_es[2];
-    v121_es[0] = v119_e[0];
-    v121_es[0] = float(v121_es[0] + v119_e[1]);
-    v121_es[0] = float(v121_es[0] + v119_e[2]);
-    v121_es[0] = float(v121_es[0] + v119_e[3]);
-    v121_es[1] = v119_e[4];
-    v121_es[1] = float(v121_es[1] + v119_e[5]);
-    v121_es[1] = float(v121_es[1] + v119_e[6]);
-    v121_es[1] = float(v121_es[1] + v119_e[7]);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v121_es[0], 1);
-    v121_es[0] = float(v121_es[0] + sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v121_es[1], 1);
-    v121_es[1] = float(v121_es[1] + sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v121_es[0], 2);
-    v121_es[0] = float(v121_es[0] + sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v121_es[1], 2);
-    v121_es[1] = float(v121_es[1] + sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v121_es[0], 4);
-    v121_es[0] = float(v121_es[0] + sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v121_es[1], 4);
-    v121_es[1] = float(v121_es[1] + sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v121_es[0], 8);
-    v121_es[0] = float(v121_es[0] + sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v121_es[1], 8);
-    v121_es[1] = float(v121_es[1] + sh129);
+    float v122_es[2];
+    v122_es[0] = v120_e[0];
+    v122_es[0] = float(v122_es[0] + v120_e[1]);
+    v122_es[0] = float(v122_es[0] + v120_e[2]);
+    v122_es[0] = float(v122_es[0] + v120_e[3]);
+    v122_es[1] = v120_e[4];
+    v122_es[1] = float(v122_es[1] + v120_e[5]);
+    v122_es[1] = float(v122_es[1] + v120_e[6]);
+    v122_es[1] = float(v122_es[1] + v120_e[7]);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v122_es[0], 1);
+    v122_es[0] = float(v122_es[0] + sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v122_es[1], 1);
+    v122_es[1] = float(v122_es[1] + sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v122_es[0], 2);
+    v122_es[0] = float(v122_es[0] + sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v122_es[1], 2);
+    v122_es[1] = float(v122_es[1] + sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v122_es[0], 4);
+    v122_es[0] = float(v122_es[0] + sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v122_es[1], 4);
+    v122_es[1] = float(v122_es[1] + sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v122_es[0], 8);
+    v122_es[0] = float(v122_es[0] + sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v122_es[1], 8);
+    v122_es[1] = float(v122_es[1] + sh130);
     // %13 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v130[4];
+    int32_t v131[4];
     #pragma unroll
-    for (int s131 = 0; s131 < 4; ++s131) {
-      v130[s131] = int32_t(0 + (((s131) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s132 = 0; s132 < 4; ++s132) {
+      v131[s132] = int32_t(0 + (((s132) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v132[4];
+    int32_t v133[4];
     #pragma unroll
-    for (int s133 = 0; s133 < 4; ++s133) {
-      v132[s133] = v77_off1;
+    for (int s134 = 0; s134 < 4; ++s134) {
+      v133[s134] = v78_off1;
     }
     // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v134[4];
+    int32_t v135[4];
     #pragma unroll
-    for (int s135 = 0; s135 < 4; ++s135) {
-      v134[s135] = int32_t(uint32_t(v130[s135]) + uint32_t(v132[s135]));
+    for (int s136 = 0; s136 < 4; ++s136) {
+      v135[s136] = int32_t(uint32_t(v131[s136]) + uint32_t(v133[s136]));
     }
     // %colr = expand_dims %15 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v136_colr[4];
-    v136_colr[0] = v134[0];
-    v136_colr[1] = v134[1];
-    v136_colr[2] = v134[2];
-    v136_colr[3] = v134[3];
+    int32_t v137_colr[4];
+    v137_colr[0] = v135[0];
+    v137_colr[1] = v135[1];
+    v137_colr[2] = v135[2];
+    v137_colr[3] = v135[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v137_colb[8];
-    v137_colb[0] = v136_colr[0];
-    v137_colb[1] = v136_colr[1];
-    v137_colb[2] = v136_colr[2];
-    v137_colb[3] = v136_colr[3];
-    v137_colb[4] = v136_colr[0];
-    v137_colb[5] = v136_colr[1];
-    v137_colb[6] = v136_colr[2];
-    v137_colb[7] = v136_colr[3];
+    int32_t v138_colb[8];
+    v138_colb[0] = v137_colr[0];
+    v138_colb[1] = v137_colr[1];
+    v138_colb[2] = v137_colr[2];
+    v138_colb[3] = v137_colr[3];
+    v138_colb[4] = v137_colr[0];
+    v138_colb[5] = v137_colr[1];
+    v138_colb[6] = v137_colr[2];
+    v138_colb[7] = v137_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v138_ist[8];
+    uint8_t v139_ist[8];
     #pragma unroll
-    for (int s139 = 0; s139 < 8; ++s139) {
-      v138_ist[s139] = uint8_t(v137_colb[s139] == v23_tgb[s139]);
+    for (int s140 = 0; s140 < 8; ++s140) {
+      v139_ist[s140] = uint8_t(v138_colb[s140] == v23_tgb[s140]);
     }
     // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v140_tl[8];
+    float v141_tl[8];
     #pragma unroll
-    for (int s141 = 0; s141 < 8; ++s141) {
-      v140_tl[s141] = (v138_ist[s141] ? c37_acc1[s141] : v15_lz[s141]);
+    for (int s142 = 0; s142 < 8; ++s142) {
+      v141_tl[s142] = (v139_ist[s142] ? c37_acc1[s142] : v15_lz[s142]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v142_tls[2];
-    v142_tls[0] = v140_tl[0];
-    v142_tls[0] = float(v142_tls[0] + v140_tl[1]);
-    v142_tls[0] = float(v142_tls[0] + v140_tl[2]);
-    v142_tls[0] = float(v142_tls[0] + v140_tl[3]);
-    v142_tls[1] = v140_tl[4];
-    v142_tls[1] = float(v142_tls[1] + v140_tl[5]);
-    v142_tls[1] = float(v142_tls[1] + v140_tl[6]);
-    v142_tls[1] = float(v142_tls[1] + v140_tl[7]);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 1);
-    v142_tls[0] = float(v142_tls[0] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 1);
-    v142_tls[1] = float(v142_tls[1] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 2);
-    v142_tls[0] = float(v142_tls[0] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 2);
-    v142_tls[1] = float(v142_tls[1] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 4);
-    v142_tls[0] = float(v142_tls[0] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 4);
-    v142_tls[1] = float(v142_tls[1] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v142_tls[0], 8);
-    v142_tls[0] = float(v142_tls[0] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v142_tls[1], 8);
-    v142_tls[1] = float(v142_tls[1] + sh150);
+    float v143_tls[2];
+    v143_tls[0] = v141_tl[0];
+    v143_tls[0] = float(v143_tls[0] + v141_tl[1]);
+    v143_tls[0] = float(v143_tls[0] + v141_tl[2]);
+    v143_tls[0] = float(v143_tls[0] + v141_tl[3]);
+    v143_tls[1] = v141_tl[4];
+    v143_tls[1] = float(v143_tls[1] + v141_tl[5]);
+    v143_tls[1] = float(v143_tls[1] + v141_tl[6]);
+    v143_tls[1] = float(v143_tls[1] + v141_tl[7]);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 1);
+    v143_tls[0] = float(v143_tls[0] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 1);
+    v143_tls[1] = float(v143_tls[1] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 2);
+    v143_tls[0] = float(v143_tls[0] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 2);
+    v143_tls[1] = float(v143_tls[1] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 4);
+    v143_tls[0] = float(v143_tls[0] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 4);
+    v143_tls[1] = float(v143_tls[1] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 8);
+    v143_tls[0] = float(v143_tls[0] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 8);
+    v143_tls[1] = float(v143_tls[1] + sh151);
     // %16 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v151[2];
+    float v152[2];
     #pragma unroll
-    for (int s152 = 0; s152 < 2; ++s152) {
-      v151[s152] = float(c32_l[s152] * v113_alpha[s152]);
+    for (int s153 = 0; s153 < 2; ++s153) {
+      v152[s153] = float(c32_l[s153] * v114_alpha[s153]);
     }
     // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v153_ln[2];
+    float v154_ln[2];
     #pragma unroll
-    for (int s154 = 0; s154 < 2; ++s154) {
-      v153_ln[s154] = float(v151[s154] + v121_es[s154]);
+    for (int s155 = 0; s155 < 2; ++s155) {
+      v154_ln[s155] = float(v152[s155] + v122_es[s155]);
     }
     // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v155_pn[2];
+    float v156_pn[2];
     #pragma unroll
-    for (int s156 = 0; s156 < 2; ++s156) {
-      v155_pn[s156] = float(c34_picked[s156] + v142_tls[s156]);
+    for (int s157 = 0; s157 < 2; ++s157) {
+      v156_pn[s157] = float(c34_picked[s157] + v143_tls[s157]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s157 = 0; s157 < 2; ++s157) {
-      c30_m[s157] = v101_mn[s157];
-    }
-    #pragma unroll
     for (int s158 = 0; s158 < 2; ++s158) {
-      c32_l[s158] = v153_ln[s158];
+      c30_m[s158] = v102_mn[s158];
     }
     #pragma unroll
     for (int s159 = 0; s159 < 2; ++s159) {
-      c34_picked[s159] = v155_pn[s159];
+      c32_l[s159] = v154_ln[s159];
+    }
+    #pragma unroll
+    for (int s160 = 0; s160 < 2; ++s160) {
+      c34_picked[s160] = v156_pn[s160];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v160_logl[2];
+  float v161_logl[2];
   #pragma unroll
-  for (int s161 = 0; s161 < 2; ++s161) {
-    v160_logl[s161] = float(logf(c32_l[s161]));
+  for (int s162 = 0; s162 < 2; ++s162) {
+    v161_logl[s162] = float(logf(c32_l[s162]));
   }
   // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v162_lse[2];
+  float v163_lse[2];
   #pragma unroll
-  for (int s163 = 0; s163 < 2; ++s163) {
-    v162_lse[s163] = float(c30_m[s163] + v160_logl[s163]);
+  for (int s164 = 0; s164 < 2; ++s164) {
+    v163_lse[s164] = float(c30_m[s164] + v161_logl[s164]);
   }
   // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v164_diff[2];
+  float v165_diff[2];
   #pragma unroll
-  for (int s165 = 0; s165 < 2; ++s165) {
-    v164_diff[s165] = float(v162_lse[s165] - c34_picked[s165]);
+  for (int s166 = 0; s166 < 2; ++s166) {
+    v165_diff[s166] = float(v163_lse[s166] - c34_picked[s166]);
   }
   // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v166[2];
+  int32_t v167[2];
   #pragma unroll
-  for (int s167 = 0; s167 < 2; ++s167) {
-    v166[s167] = v1_c0;
+  for (int s168 = 0; s168 < 2; ++s168) {
+    v167[s168] = v1_c0;
   }
   // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v168[2];
+  uint8_t v169[2];
   #pragma unroll
-  for (int s169 = 0; s169 < 2; ++s169) {
-    v168[s169] = uint8_t(v19_tg[s169] >= v166[s169]);
+  for (int s170 = 0; s170 < 2; ++s170) {
+    v169[s170] = uint8_t(v19_tg[s170] >= v167[s170]);
   }
   // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v170[2];
+  int32_t v171[2];
   #pragma unroll
-  for (int s171 = 0; s171 < 2; ++s171) {
-    v170[s171] = v4_vocab;
+  for (int s172 = 0; s172 < 2; ++s172) {
+    v171[s172] = v4_vocab;
   }
   // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v172[2];
+  uint8_t v173[2];
   #pragma unroll
-  for (int s173 = 0; s173 < 2; ++s173) {
-    v172[s173] = uint8_t(v19_tg[s173] < v170[s173]);
+  for (int s174 = 0; s174 < 2; ++s174) {
+    v173[s174] = uint8_t(v19_tg[s174] < v171[s174]);
   }
   // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v174[2];
+  uint8_t v175[2];
   #pragma unroll
-  for (int s175 = 0; s175 < 2; ++s175) {
-    v174[s175] = uint8_t(v168[s175] & v172[s175]);
+  for (int s176 = 0; s176 < 2; ++s176) {
+    v175[s176] = uint8_t(v169[s176] & v173[s176]);
   }
   // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v176[2];
+  float v177[2];
   #pragma unroll
-  for (int s177 = 0; s177 < 2; ++s177) {
-    v176[s177] = v14_f0;
+  for (int s178 = 0; s178 < 2; ++s178) {
+    v177[s178] = v14_f0;
   }
   // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v178_out[2];
+  float v179_out[2];
   #pragma unroll
-  for (int s179 = 0; s179 < 2; ++s179) {
-    v178_out[s179] = (v174[s179] ? v164_diff[s179] : v176[s179]);
+  for (int s180 = 0; s180 < 2; ++s180) {
+    v179_out[s180] = (v175[s180] ? v165_diff[s180] : v177[s180]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o180 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o181 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s181 = 0; s181 < 2; ++s181) {
-      if (((tsr_lane & 15) == 0) && (o180 + (((s181) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o180 + (((s181) % 2) * 8)) * tsr_p3_s0] = v178_out[s181];
+    for (int s182 = 0; s182 < 2; ++s182) {
+      if (((tsr_lane & 15) == 0) && (o181 + (((s182) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o181 + (((s182) % 2) * 8)) * tsr_p3_s0] = v179_out[s182];
     }
   }
 }

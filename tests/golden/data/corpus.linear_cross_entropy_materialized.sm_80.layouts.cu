@@ -59,60 +59,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
   }
   float* const sh13 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   int rs12 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-    const int32_t nx14 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    {
-      const int64_t o15 = int64_t(v0_pm) * 16;
-      const int64_t o16 = int64_t(nx14) * 32;
-      if (o15 >= 0 && o15 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o15 * tsr_p0_s0 + o16 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i17 = 0; i17 < 1; ++i17) {
-          const int q18 = i17 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh13 + (0) * 576) + (((q18 * 4) / 32)) * 36 + (((q18 * 4) % 32)) * 1), tsr_p0 + (o15 + ((q18 * 4) / 32)) * tsr_p0_s0 + (o16 + ((q18 * 4) % 32)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i19 = 0; i19 < 1; ++i19) {
-          const int q20 = i19 * 128 + tsr_tid;
-          const int64_t n21 = !(true && (o15 + ((q20 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o16 + ((q20 * 4) % 32))) : 4;
-          const float* src22 = tsr_p0 + (n21 > 0 ? (o15 + ((q20 * 4) / 32)) * tsr_p0_s0 + (o16 + ((q20 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst23 = (sh13 + (0) * 576) + (((q20 * 4) / 32)) * 36 + (((q20 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src22)) {
-            tsr::cp_async_16(tsr::smem_u32(dst23), src22, int(n21) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst23[v_] = v_ < n21 ? src22[v_] : float(0);
+  #pragma unroll 1
+  for (int pro14 = 0; pro14 < 1; ++pro14) {
+    if ((int64_t(v2_c0) + int64_t(pro14) * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx15 = int32_t((int64_t(v2_c0) + int64_t(pro14) * int64_t(v3_c1)));
+      {
+        const int64_t o16 = int64_t(v0_pm) * 16;
+        const int64_t o17 = int64_t(nx15) * 32;
+        if (o16 >= 0 && o16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o17 >= 0 && o17 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i18 = 0; i18 < 1; ++i18) {
+            const int q19 = i18 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 576) + (((q19 * 4) / 32)) * 36 + (((q19 * 4) % 32)) * 1), tsr_p0 + (o16 + ((q19 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q19 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i20 = 0; i20 < 1; ++i20) {
+            const int q21 = i20 * 128 + tsr_tid;
+            const int64_t n22 = !(true && (o16 + ((q21 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) : 4;
+            const float* src23 = tsr_p0 + (n22 > 0 ? (o16 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q21 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst24 = (sh13 + (pro14) * 576) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src23)) {
+              tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : float(0);
+            }
           }
         }
       }
     }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv24_ = v2_c0; v3_c1 > 0 && iv24_ < v6_ktiles; iv24_ += v3_c1) {
-    const int32_t iv24 = int32_t(iv24_);
+  for (int64_t iv25_ = v2_c0; v3_c1 > 0 && iv25_ < v6_ktiles; iv25_ += v3_c1) {
+    const int32_t iv25 = int32_t(iv25_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv24_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx25 = int32_t((iv24_ + 1 * int64_t(v3_c1)));
+    if ((iv25_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx26 = int32_t((iv25_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o26 = int64_t(v0_pm) * 16;
-        const int64_t o27 = int64_t(nx25) * 32;
-        if (o26 >= 0 && o26 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
+        const int64_t o27 = int64_t(v0_pm) * 16;
+        const int64_t o28 = int64_t(nx26) * 32;
+        if (o27 >= 0 && o27 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o27 * tsr_p0_s0 + o28 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i28 = 0; i28 < 1; ++i28) {
-            const int q29 = i28 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs12 + 1) % 2) * 576) + (((q29 * 4) / 32)) * 36 + (((q29 * 4) % 32)) * 1), tsr_p0 + (o26 + ((q29 * 4) / 32)) * tsr_p0_s0 + (o27 + ((q29 * 4) % 32)) * tsr_p0_s1);
+          for (int i29 = 0; i29 < 1; ++i29) {
+            const int q30 = i29 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs12 + 1) % 2) * 576) + (((q30 * 4) / 32)) * 36 + (((q30 * 4) % 32)) * 1), tsr_p0 + (o27 + ((q30 * 4) / 32)) * tsr_p0_s0 + (o28 + ((q30 * 4) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i30 = 0; i30 < 1; ++i30) {
-            const int q31 = i30 * 128 + tsr_tid;
-            const int64_t n32 = !(true && (o26 + ((q31 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o27 + ((q31 * 4) % 32))) : 4;
-            const float* src33 = tsr_p0 + (n32 > 0 ? (o26 + ((q31 * 4) / 32)) * tsr_p0_s0 + (o27 + ((q31 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst34 = (sh13 + ((rs12 + 1) % 2) * 576) + (((q31 * 4) / 32)) * 36 + (((q31 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src33)) {
-              tsr::cp_async_16(tsr::smem_u32(dst34), src33, int(n32) * 4);
+          for (int i31 = 0; i31 < 1; ++i31) {
+            const int q32 = i31 * 128 + tsr_tid;
+            const int64_t n33 = !(true && (o27 + ((q32 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) : 4;
+            const float* src34 = tsr_p0 + (n33 > 0 ? (o27 + ((q32 * 4) / 32)) * tsr_p0_s0 + (o28 + ((q32 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst35 = (sh13 + ((rs12 + 1) % 2) * 576) + (((q32 * 4) / 32)) * 36 + (((q32 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src34)) {
+              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst34[v_] = v_ < n32 ? src33[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : float(0);
             }
           }
         }
@@ -121,73 +124,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %wt = load_tile %w, %pv, %kk : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v35_wt[16];
+    float v36_wt[16];
     {
-      const int64_t o36 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-      const int64_t o37 = int64_t(iv24) * 32 + (((tsr_lane >> 0) & 7) * 4);
-      const bool whole38 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv24) * 32 >= 0 && int64_t(iv24) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv24) * 32 * tsr_p1_s1);
-      if (whole38) {
+      const int64_t o37 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+      const int64_t o38 = int64_t(iv25) * 32 + (((tsr_lane >> 0) & 7) * 4);
+      const bool whole39 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv25) * 32 >= 0 && int64_t(iv25) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv25) * 32 * tsr_p1_s1);
+      if (whole39) {
         #pragma unroll
-        for (int c39 = 0; c39 < 4; ++c39) {
-          float vb40[4];
-          tsr::copy_vec<float, 4>(vb40, tsr_p1 + (o36 + ((((c39 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c39 * 4) % 4))) * tsr_p1_s1);
-          v35_wt[c39 * 4 + 0] = vb40[0];
-          v35_wt[c39 * 4 + 1] = vb40[1];
-          v35_wt[c39 * 4 + 2] = vb40[2];
-          v35_wt[c39 * 4 + 3] = vb40[3];
+        for (int c40 = 0; c40 < 4; ++c40) {
+          float vb41[4];
+          tsr::copy_vec<float, 4>(vb41, tsr_p1 + (o37 + ((((c40 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c40 * 4) % 4))) * tsr_p1_s1);
+          v36_wt[c40 * 4 + 0] = vb41[0];
+          v36_wt[c40 * 4 + 1] = vb41[1];
+          v36_wt[c40 * 4 + 2] = vb41[2];
+          v36_wt[c40 * 4 + 3] = vb41[3];
         }
       } else {
         #pragma unroll
-        for (int c41 = 0; c41 < 4; ++c41) {
-          float vb42[4];
-          if ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb42, tsr_p1 + (o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1);
-            v35_wt[c41 * 4 + 0] = vb42[0];
-            v35_wt[c41 * 4 + 1] = vb42[1];
-            v35_wt[c41 * 4 + 2] = vb42[2];
-            v35_wt[c41 * 4 + 3] = vb42[3];
+        for (int c42 = 0; c42 < 4; ++c42) {
+          float vb43[4];
+          if ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb43, tsr_p1 + (o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1);
+            v36_wt[c42 * 4 + 0] = vb43[0];
+            v36_wt[c42 * 4 + 1] = vb43[1];
+            v36_wt[c42 * 4 + 2] = vb43[2];
+            v36_wt[c42 * 4 + 3] = vb43[3];
           } else {
-            v35_wt[c41 * 4] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v35_wt[c41 * 4 + 1] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v35_wt[c41 * 4 + 2] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v35_wt[c41 * 4 + 3] = ((o36 + ((((c41 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o37 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o36 + ((((c41 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o37 + (((c41 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v36_wt[c42 * 4] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v36_wt[c42 * 4 + 1] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v36_wt[c42 * 4 + 2] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v36_wt[c42 * 4 + 3] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %wtt = permute %wt {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-    float v43_wtt[16];
-    v43_wtt[0] = v35_wt[0];
-    v43_wtt[1] = v35_wt[1];
-    v43_wtt[2] = v35_wt[2];
-    v43_wtt[3] = v35_wt[3];
-    v43_wtt[4] = v35_wt[4];
-    v43_wtt[5] = v35_wt[5];
-    v43_wtt[6] = v35_wt[6];
-    v43_wtt[7] = v35_wt[7];
-    v43_wtt[8] = v35_wt[8];
-    v43_wtt[9] = v35_wt[9];
-    v43_wtt[10] = v35_wt[10];
-    v43_wtt[11] = v35_wt[11];
-    v43_wtt[12] = v35_wt[12];
-    v43_wtt[13] = v35_wt[13];
-    v43_wtt[14] = v35_wt[14];
-    v43_wtt[15] = v35_wt[15];
+    float v44_wtt[16];
+    v44_wtt[0] = v36_wt[0];
+    v44_wtt[1] = v36_wt[1];
+    v44_wtt[2] = v36_wt[2];
+    v44_wtt[3] = v36_wt[3];
+    v44_wtt[4] = v36_wt[4];
+    v44_wtt[5] = v36_wt[5];
+    v44_wtt[6] = v36_wt[6];
+    v44_wtt[7] = v36_wt[7];
+    v44_wtt[8] = v36_wt[8];
+    v44_wtt[9] = v36_wt[9];
+    v44_wtt[10] = v36_wt[10];
+    v44_wtt[11] = v36_wt[11];
+    v44_wtt[12] = v36_wt[12];
+    v44_wtt[13] = v36_wt[13];
+    v44_wtt[14] = v36_wt[14];
+    v44_wtt[15] = v36_wt[15];
     // %0 = convert_layout %wtt : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh44 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+    float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
     __syncthreads();
     #pragma unroll
-    for (int c45 = 0; c45 < 16; ++c45) {
-      float w46[1];
-      w46[0] = v43_wtt[c45 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh44 + ((((c45 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c45 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w46);
+    for (int c46 = 0; c46 < 16; ++c46) {
+      float w47[1];
+      w47[0] = v44_wtt[c46 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh45 + ((((c46 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c46 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w47);
     }
     __syncthreads();
     // %an = dot %xt, %0, %ac : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v47_an[8];
+    float v48_an[8];
     #pragma unroll
-    for (int s48 = 0; s48 < 8; ++s48) {
-      v47_an[s48] = c10_acc[s48];
+    for (int s49 = 0; s49 < 8; ++s49) {
+      v48_an[s49] = c10_acc[s49];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -195,58 +198,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       for (int k_ = 0; k_ < 32; ++k_) {
         const auto a0_ = (sh13 + rs12 * 576)[(tm_ + 0) * 36 + (k_) * 1];
         const auto a1_ = (sh13 + rs12 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-        const auto b0_ = sh44[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh44[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh44[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh44[(k_) * 68 + (tn_ + 3) * 1];
-        v47_an[0] = fmaf(float(a0_), float(b0_), v47_an[0]);
-        v47_an[1] = fmaf(float(a0_), float(b1_), v47_an[1]);
-        v47_an[2] = fmaf(float(a0_), float(b2_), v47_an[2]);
-        v47_an[3] = fmaf(float(a0_), float(b3_), v47_an[3]);
-        v47_an[4] = fmaf(float(a1_), float(b0_), v47_an[4]);
-        v47_an[5] = fmaf(float(a1_), float(b1_), v47_an[5]);
-        v47_an[6] = fmaf(float(a1_), float(b2_), v47_an[6]);
-        v47_an[7] = fmaf(float(a1_), float(b3_), v47_an[7]);
+        const auto b0_ = sh45[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh45[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh45[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh45[(k_) * 68 + (tn_ + 3) * 1];
+        v48_an[0] = fmaf(float(a0_), float(b0_), v48_an[0]);
+        v48_an[1] = fmaf(float(a0_), float(b1_), v48_an[1]);
+        v48_an[2] = fmaf(float(a0_), float(b2_), v48_an[2]);
+        v48_an[3] = fmaf(float(a0_), float(b3_), v48_an[3]);
+        v48_an[4] = fmaf(float(a1_), float(b0_), v48_an[4]);
+        v48_an[5] = fmaf(float(a1_), float(b1_), v48_an[5]);
+        v48_an[6] = fmaf(float(a1_), float(b2_), v48_an[6]);
+        v48_an[7] = fmaf(float(a1_), float(b3_), v48_an[7]);
       }
     }
     // yield %an
     #pragma unroll
-    for (int s49 = 0; s49 < 8; ++s49) {
-      c10_acc[s49] = v47_an[s49];
+    for (int s50 = 0; s50 < 8; ++s50) {
+      c10_acc[s50] = v48_an[s50];
     }
     rs12 = (rs12 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %logits, %acc, %pm, %pv
   {
-    const int64_t o50 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o51 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole52 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
-    if (whole52) {
+    const int64_t o51 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o52 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole53 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
+    if (whole53) {
       #pragma unroll
-      for (int c53 = 0; c53 < 2; ++c53) {
-        float vb54[4];
-        vb54[0] = c10_acc[c53 * 4 + 0];
-        vb54[1] = c10_acc[c53 * 4 + 1];
-        vb54[2] = c10_acc[c53 * 4 + 2];
-        vb54[3] = c10_acc[c53 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o50 + ((((c53 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c53 * 4) % 4))) * tsr_p2_s1, vb54);
+      for (int c54 = 0; c54 < 2; ++c54) {
+        float vb55[4];
+        vb55[0] = c10_acc[c54 * 4 + 0];
+        vb55[1] = c10_acc[c54 * 4 + 1];
+        vb55[2] = c10_acc[c54 * 4 + 2];
+        vb55[3] = c10_acc[c54 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c54 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c54 * 4) % 4))) * tsr_p2_s1, vb55);
       }
     } else {
       #pragma unroll
-      for (int c55 = 0; c55 < 2; ++c55) {
-        float vb56[4];
-        if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1)) {
-          vb56[0] = c10_acc[c55 * 4 + 0];
-          vb56[1] = c10_acc[c55 * 4 + 1];
-          vb56[2] = c10_acc[c55 * 4 + 2];
-          vb56[3] = c10_acc[c55 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1, vb56);
+      for (int c56 = 0; c56 < 2; ++c56) {
+        float vb57[4];
+        if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1)) {
+          vb57[0] = c10_acc[c56 * 4 + 0];
+          vb57[1] = c10_acc[c56 * 4 + 1];
+          vb57[2] = c10_acc[c56 * 4 + 2];
+          vb57[3] = c10_acc[c56 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
         } else {
-          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4))) * tsr_p2_s1] = c10_acc[c55 * 4];
-          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c55 * 4 + 1];
-          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c55 * 4 + 2];
-          if ((o50 + ((((c55 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o51 + (((c55 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o50 + ((((c55 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o51 + (((c55 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c55 * 4 + 3];
+          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1] = c10_acc[c56 * 4];
+          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c56 * 4 + 1];
+          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c56 * 4 + 2];
+          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c56 * 4 + 3];
         }
       }
     }

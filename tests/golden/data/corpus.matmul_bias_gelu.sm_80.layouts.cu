@@ -66,108 +66,111 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
   int rs14 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-    const int32_t nx17 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    {
-      const int64_t o18 = int64_t(v0_pm) * 64;
-      const int64_t o19 = int64_t(nx17) * 32;
-      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i20 = 0; i20 < 2; ++i20) {
-          const int q21 = i20 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i22 = 0; i22 < 2; ++i22) {
-          const int q23 = i22 * 128 + tsr_tid;
-          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) : 8;
-          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 32)) * tsr_p0_s1 : 0);
-          uint16_t* const dst26 = (sh15 + (0) * 2560) + (((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
-            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o27 = int64_t(nx17) * 32;
-      const int64_t o28 = int64_t(v1_pn) * 64;
-      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i29 = 0; i29 < 2; ++i29) {
-          const int q30 = i29 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 64)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i31 = 0; i31 < 2; ++i31) {
-          const int q32 = i31 * 128 + tsr_tid;
-          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) : 8;
-          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 64)) * tsr_p1_s1 : 0);
-          uint16_t* const dst35 = (sh16 + (0) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
-            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v8_ktiles; iv36_ += v3_c1) {
-    const int32_t iv36 = int32_t(iv36_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
+  #pragma unroll 1
+  for (int pro17 = 0; pro17 < 1; ++pro17) {
+    if ((int64_t(v2_c0) + int64_t(pro17) * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx18 = int32_t((int64_t(v2_c0) + int64_t(pro17) * int64_t(v3_c1)));
       {
-        const int64_t o38 = int64_t(v0_pm) * 64;
-        const int64_t o39 = int64_t(nx37) * 32;
-        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+        const int64_t o19 = int64_t(v0_pm) * 64;
+        const int64_t o20 = int64_t(nx18) * 32;
+        if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i40 = 0; i40 < 2; ++i40) {
-            const int q41 = i40 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q41 * 8) / 32)) * 40 + (((q41 * 8) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 8) % 32)) * tsr_p0_s1);
+          for (int i21 = 0; i21 < 2; ++i21) {
+            const int q22 = i21 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560) + (((q22 * 8) / 32)) * 40 + (((q22 * 8) % 32)) * 1), tsr_p0 + (o19 + ((q22 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q22 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i42 = 0; i42 < 2; ++i42) {
-            const int q43 = i42 * 128 + tsr_tid;
-            const int64_t n44 = !(true && (o38 + ((q43 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) : 8;
-            const uint16_t* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q43 * 8) / 32)) * 40 + (((q43 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src45)) {
-              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 2);
+          for (int i23 = 0; i23 < 2; ++i23) {
+            const int q24 = i23 * 128 + tsr_tid;
+            const int64_t n25 = !(true && (o19 + ((q24 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) : 8;
+            const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q24 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst27 = (sh15 + (pro17) * 2560) + (((q24 * 8) / 32)) * 40 + (((q24 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src26)) {
+              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o47 = int64_t(nx37) * 32;
-        const int64_t o48 = int64_t(v1_pn) * 64;
-        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+        const int64_t o28 = int64_t(nx18) * 32;
+        const int64_t o29 = int64_t(v1_pn) * 64;
+        if (o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i49 = 0; i49 < 2; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 8) % 64)) * tsr_p1_s1);
+          for (int i30 = 0; i30 < 2; ++i30) {
+            const int q31 = i30 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304) + (((q31 * 8) / 64)) * 72 + (((q31 * 8) % 64)) * 1), tsr_p1 + (o28 + ((q31 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q31 * 8) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i51 = 0; i51 < 2; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            const int64_t n53 = !(true && (o47 + ((q52 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) : 8;
-            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
-              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
+          for (int i32 = 0; i32 < 2; ++i32) {
+            const int q33 = i32 * 128 + tsr_tid;
+            const int64_t n34 = !(true && (o28 + ((q33 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) : 8;
+            const uint16_t* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q33 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst36 = (sh16 + (pro17) * 2304) + (((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src35)) {
+              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv37_ = v2_c0; v3_c1 > 0 && iv37_ < v8_ktiles; iv37_ += v3_c1) {
+    const int32_t iv37 = int32_t(iv37_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv37_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx38 = int32_t((iv37_ + 1 * int64_t(v3_c1)));
+      {
+        const int64_t o39 = int64_t(v0_pm) * 64;
+        const int64_t o40 = int64_t(nx38) * 32;
+        if (o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o40 >= 0 && o40 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i41 = 0; i41 < 2; ++i41) {
+            const int q42 = i41 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q42 * 8) / 32)) * 40 + (((q42 * 8) % 32)) * 1), tsr_p0 + (o39 + ((q42 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q42 * 8) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i43 = 0; i43 < 2; ++i43) {
+            const int q44 = i43 * 128 + tsr_tid;
+            const int64_t n45 = !(true && (o39 + ((q44 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) : 8;
+            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q44 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst47 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q44 * 8) / 32)) * 40 + (((q44 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o48 = int64_t(nx38) * 32;
+        const int64_t o49 = int64_t(v1_pn) * 64;
+        if (o48 >= 0 && o48 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i50 = 0; i50 < 2; ++i50) {
+            const int q51 = i50 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1), tsr_p1 + (o48 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q51 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i52 = 0; i52 < 2; ++i52) {
+            const int q53 = i52 * 128 + tsr_tid;
+            const int64_t n54 = !(true && (o48 + ((q53 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) : 8;
+            const uint16_t* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q53 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst56 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q53 * 8) / 64)) * 72 + (((q53 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src55)) {
+              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
             }
           }
         }
@@ -177,10 +180,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v56_accn[32];
+    float v57_accn[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56_accn[s57] = c12_acc[s57];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      v57_accn[s58] = c12_acc[s58];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -198,224 +201,224 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v56_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v56_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v57_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v57_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v57_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v57_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v57_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v57_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v57_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v57_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      c12_acc[s58] = v56_accn[s58];
+    for (int s59 = 0; s59 < 32; ++s59) {
+      c12_acc[s59] = v57_accn[s59];
     }
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
-  float v59_bt[8];
+  float v60_bt[8];
   {
-    const int64_t o60 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole61 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
-    if (whole61) {
+    const int64_t o61 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole62 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole62) {
       #pragma unroll
-      for (int c62 = 0; c62 < 4; ++c62) {
-        float vb63[2];
-        tsr::copy_vec<float, 2>(vb63, tsr_p2 + (o60 + (((c62 * 2) % 2) + (((c62 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-        v59_bt[c62 * 2 + 0] = vb63[0];
-        v59_bt[c62 * 2 + 1] = vb63[1];
+      for (int c63 = 0; c63 < 4; ++c63) {
+        float vb64[2];
+        tsr::copy_vec<float, 2>(vb64, tsr_p2 + (o61 + (((c63 * 2) % 2) + (((c63 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+        v60_bt[c63 * 2 + 0] = vb64[0];
+        v60_bt[c63 * 2 + 1] = vb64[1];
       }
     } else {
       #pragma unroll
-      for (int c64 = 0; c64 < 4; ++c64) {
-        float vb65[2];
-        if ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb65, tsr_p2 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-          v59_bt[c64 * 2 + 0] = vb65[0];
-          v59_bt[c64 * 2 + 1] = vb65[1];
+      for (int c65 = 0; c65 < 4; ++c65) {
+        float vb66[2];
+        if ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb66, tsr_p2 + (o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+          v60_bt[c65 * 2 + 0] = vb66[0];
+          v60_bt[c65 * 2 + 1] = vb66[1];
         } else {
-          v59_bt[c64 * 2] = ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v59_bt[c64 * 2 + 1] = ((o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v60_bt[c65 * 2] = ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v60_bt[c65 * 2 + 1] = ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v66_bt2[8];
-  v66_bt2[0] = v59_bt[0];
-  v66_bt2[1] = v59_bt[1];
-  v66_bt2[2] = v59_bt[2];
-  v66_bt2[3] = v59_bt[3];
-  v66_bt2[4] = v59_bt[4];
-  v66_bt2[5] = v59_bt[5];
-  v66_bt2[6] = v59_bt[6];
-  v66_bt2[7] = v59_bt[7];
+  float v67_bt2[8];
+  v67_bt2[0] = v60_bt[0];
+  v67_bt2[1] = v60_bt[1];
+  v67_bt2[2] = v60_bt[2];
+  v67_bt2[3] = v60_bt[3];
+  v67_bt2[4] = v60_bt[4];
+  v67_bt2[5] = v60_bt[5];
+  v67_bt2[6] = v60_bt[6];
+  v67_bt2[7] = v60_bt[7];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v67_btb[32];
-  v67_btb[0] = v66_bt2[0];
-  v67_btb[1] = v66_bt2[1];
-  v67_btb[2] = v66_bt2[0];
-  v67_btb[3] = v66_bt2[1];
-  v67_btb[4] = v66_bt2[2];
-  v67_btb[5] = v66_bt2[3];
-  v67_btb[6] = v66_bt2[2];
-  v67_btb[7] = v66_bt2[3];
-  v67_btb[8] = v66_bt2[4];
-  v67_btb[9] = v66_bt2[5];
-  v67_btb[10] = v66_bt2[4];
-  v67_btb[11] = v66_bt2[5];
-  v67_btb[12] = v66_bt2[6];
-  v67_btb[13] = v66_bt2[7];
-  v67_btb[14] = v66_bt2[6];
-  v67_btb[15] = v66_bt2[7];
-  v67_btb[16] = v66_bt2[0];
-  v67_btb[17] = v66_bt2[1];
-  v67_btb[18] = v66_bt2[0];
-  v67_btb[19] = v66_bt2[1];
-  v67_btb[20] = v66_bt2[2];
-  v67_btb[21] = v66_bt2[3];
-  v67_btb[22] = v66_bt2[2];
-  v67_btb[23] = v66_bt2[3];
-  v67_btb[24] = v66_bt2[4];
-  v67_btb[25] = v66_bt2[5];
-  v67_btb[26] = v66_bt2[4];
-  v67_btb[27] = v66_bt2[5];
-  v67_btb[28] = v66_bt2[6];
-  v67_btb[29] = v66_bt2[7];
-  v67_btb[30] = v66_bt2[6];
-  v67_btb[31] = v66_bt2[7];
+  float v68_btb[32];
+  v68_btb[0] = v67_bt2[0];
+  v68_btb[1] = v67_bt2[1];
+  v68_btb[2] = v67_bt2[0];
+  v68_btb[3] = v67_bt2[1];
+  v68_btb[4] = v67_bt2[2];
+  v68_btb[5] = v67_bt2[3];
+  v68_btb[6] = v67_bt2[2];
+  v68_btb[7] = v67_bt2[3];
+  v68_btb[8] = v67_bt2[4];
+  v68_btb[9] = v67_bt2[5];
+  v68_btb[10] = v67_bt2[4];
+  v68_btb[11] = v67_bt2[5];
+  v68_btb[12] = v67_bt2[6];
+  v68_btb[13] = v67_bt2[7];
+  v68_btb[14] = v67_bt2[6];
+  v68_btb[15] = v67_bt2[7];
+  v68_btb[16] = v67_bt2[0];
+  v68_btb[17] = v67_bt2[1];
+  v68_btb[18] = v67_bt2[0];
+  v68_btb[19] = v67_bt2[1];
+  v68_btb[20] = v67_bt2[2];
+  v68_btb[21] = v67_bt2[3];
+  v68_btb[22] = v67_bt2[2];
+  v68_btb[23] = v67_bt2[3];
+  v68_btb[24] = v67_bt2[4];
+  v68_btb[25] = v67_bt2[5];
+  v68_btb[26] = v67_bt2[4];
+  v68_btb[27] = v67_bt2[5];
+  v68_btb[28] = v67_bt2[6];
+  v68_btb[29] = v67_bt2[7];
+  v68_btb[30] = v67_bt2[6];
+  v68_btb[31] = v67_bt2[7];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v68_x[32];
+  float v69_x[32];
   #pragma unroll
-  for (int s69 = 0; s69 < 32; ++s69) {
-    v68_x[s69] = float(c12_acc[s69] + v67_btb[s69]);
+  for (int s70 = 0; s70 < 32; ++s70) {
+    v69_x[s70] = float(c12_acc[s70] + v68_btb[s70]);
   }
   // %half = const {value = 0.5} : f32
-  const float v70_half = 0x1p-1f;
+  const float v71_half = 0x1p-1f;
   // %kc = const {value = 0.044715} : f32
-  const float v71_kc = 0x1.6e4e26p-5f;
+  const float v72_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v72_sq2pi = 0x1.988454p-1f;
+  const float v73_sq2pi = 0x1.988454p-1f;
   // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v73_x2[32];
+  float v74_x2[32];
   #pragma unroll
-  for (int s74 = 0; s74 < 32; ++s74) {
-    v73_x2[s74] = float(v68_x[s74] * v68_x[s74]);
+  for (int s75 = 0; s75 < 32; ++s75) {
+    v74_x2[s75] = float(v69_x[s75] * v69_x[s75]);
   }
   // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v75_x3[32];
+  float v76_x3[32];
   #pragma unroll
-  for (int s76 = 0; s76 < 32; ++s76) {
-    v75_x3[s76] = float(v73_x2[s76] * v68_x[s76]);
+  for (int s77 = 0; s77 < 32; ++s77) {
+    v76_x3[s77] = float(v74_x2[s77] * v69_x[s77]);
   }
   // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v77[32];
+  float v78[32];
   #pragma unroll
-  for (int s78 = 0; s78 < 32; ++s78) {
-    v77[s78] = v71_kc;
+  for (int s79 = 0; s79 < 32; ++s79) {
+    v78[s79] = v72_kc;
   }
   // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v79_inner[32];
+  float v80_inner[32];
   #pragma unroll
-  for (int s80 = 0; s80 < 32; ++s80) {
-    v79_inner[s80] = float(fmaf(v77[s80], v75_x3[s80], v68_x[s80]));
+  for (int s81 = 0; s81 < 32; ++s81) {
+    v80_inner[s81] = float(fmaf(v78[s81], v76_x3[s81], v69_x[s81]));
   }
   // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v81[32];
+  float v82[32];
   #pragma unroll
-  for (int s82 = 0; s82 < 32; ++s82) {
-    v81[s82] = v72_sq2pi;
+  for (int s83 = 0; s83 < 32; ++s83) {
+    v82[s83] = v73_sq2pi;
   }
   // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v83_arg[32];
+  float v84_arg[32];
   #pragma unroll
-  for (int s84 = 0; s84 < 32; ++s84) {
-    v83_arg[s84] = float(v81[s84] * v79_inner[s84]);
+  for (int s85 = 0; s85 < 32; ++s85) {
+    v84_arg[s85] = float(v82[s85] * v80_inner[s85]);
   }
   // %3 = const {value = 2.0} : f32
-  const float v85 = 0x1p+1f;
+  const float v86 = 0x1p+1f;
   // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v86[32];
+  float v87[32];
   #pragma unroll
-  for (int s87 = 0; s87 < 32; ++s87) {
-    v86[s87] = v85;
+  for (int s88 = 0; s88 < 32; ++s88) {
+    v87[s88] = v86;
   }
   // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v88[32];
+  float v89[32];
   #pragma unroll
-  for (int s89 = 0; s89 < 32; ++s89) {
-    v88[s89] = float(v86[s89] * v83_arg[s89]);
+  for (int s90 = 0; s90 < 32; ++s90) {
+    v89[s90] = float(v87[s90] * v84_arg[s90]);
   }
   // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v90[32];
+  float v91[32];
   #pragma unroll
-  for (int s91 = 0; s91 < 32; ++s91) {
-    v90[s91] = float(tsr::fsigmoid(v88[s91]));
+  for (int s92 = 0; s92 < 32; ++s92) {
+    v91[s92] = float(tsr::fsigmoid(v89[s92]));
   }
   // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v92[32];
+  float v93[32];
   #pragma unroll
-  for (int s93 = 0; s93 < 32; ++s93) {
-    v92[s93] = v85;
+  for (int s94 = 0; s94 < 32; ++s94) {
+    v93[s94] = v86;
   }
   // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v94_onep[32];
+  float v95_onep[32];
   #pragma unroll
-  for (int s95 = 0; s95 < 32; ++s95) {
-    v94_onep[s95] = float(v92[s95] * v90[s95]);
+  for (int s96 = 0; s96 < 32; ++s96) {
+    v95_onep[s96] = float(v93[s96] * v91[s96]);
   }
   // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v96[32];
+  float v97[32];
   #pragma unroll
-  for (int s97 = 0; s97 < 32; ++s97) {
-    v96[s97] = v70_half;
+  for (int s98 = 0; s98 < 32; ++s98) {
+    v97[s98] = v71_half;
   }
   // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v98_hx[32];
+  float v99_hx[32];
   #pragma unroll
-  for (int s99 = 0; s99 < 32; ++s99) {
-    v98_hx[s99] = float(v96[s99] * v68_x[s99]);
+  for (int s100 = 0; s100 < 32; ++s100) {
+    v99_hx[s100] = float(v97[s100] * v69_x[s100]);
   }
   // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v100_g[32];
+  float v101_g[32];
   #pragma unroll
-  for (int s101 = 0; s101 < 32; ++s101) {
-    v100_g[s101] = float(v98_hx[s101] * v94_onep[s101]);
+  for (int s102 = 0; s102 < 32; ++s102) {
+    v101_g[s102] = float(v99_hx[s102] * v95_onep[s102]);
   }
   // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v102_gh[32];
+  float v103_gh[32];
   #pragma unroll
-  for (int s103 = 0; s103 < 32; ++s103) {
-    v102_gh[s103] = tsr::rf16(float(float(v100_g[s103])));
+  for (int s104 = 0; s104 < 32; ++s104) {
+    v103_gh[s104] = tsr::rf16(float(float(v101_g[s104])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o104 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o105 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole106 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole106) {
+    const int64_t o105 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o106 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole107 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole107) {
       #pragma unroll
-      for (int c107 = 0; c107 < 16; ++c107) {
-        uint16_t vb108[2];
-        vb108[0] = tsr::f2h(v102_gh[c107 * 2 + 0]);
-        vb108[1] = tsr::f2h(v102_gh[c107 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c107 * 2) / 2) % 2) * 8 + (((c107 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c107 * 2) % 2) + (((c107 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb108);
+      for (int c108 = 0; c108 < 16; ++c108) {
+        uint16_t vb109[2];
+        vb109[0] = tsr::f2h(v103_gh[c108 * 2 + 0]);
+        vb109[1] = tsr::f2h(v103_gh[c108 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c108 * 2) / 2) % 2) * 8 + (((c108 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c108 * 2) % 2) + (((c108 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb109);
       }
     } else {
       #pragma unroll
-      for (int c109 = 0; c109 < 16; ++c109) {
-        uint16_t vb110[2];
-        if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb110[0] = tsr::f2h(v102_gh[c109 * 2 + 0]);
-          vb110[1] = tsr::f2h(v102_gh[c109 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb110);
+      for (int c110 = 0; c110 < 16; ++c110) {
+        uint16_t vb111[2];
+        if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb111[0] = tsr::f2h(v103_gh[c110 * 2 + 0]);
+          vb111[1] = tsr::f2h(v103_gh[c110 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb111);
         } else {
-          if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v102_gh[c109 * 2]);
-          if ((o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o104 + ((((c109 * 2) / 2) % 2) * 8 + (((c109 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o105 + (((c109 * 2) % 2) + (((c109 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v102_gh[c109 * 2 + 1]);
+          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v103_gh[c110 * 2]);
+          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v103_gh[c110 * 2 + 1]);
         }
       }
     }

@@ -74,156 +74,159 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   uint16_t* const sh20 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
   uint16_t* const sh21 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 19456);
   int rs18 = 0;
-  if ((int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-    const int32_t nx22 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    {
-      const int64_t o23 = int64_t(v0_pm) * 64;
-      const int64_t o24 = int64_t(nx22) * 32;
-      if (o23 >= 0 && o23 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o24 >= 0 && o24 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o23 * tsr_p0_s0 + o24 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i25 = 0; i25 < 2; ++i25) {
-          const int q26 = i25 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh19 + (0) * 2560) + (((q26 * 8) / 32)) * 40 + (((q26 * 8) % 32)) * 1), tsr_p0 + (o23 + ((q26 * 8) / 32)) * tsr_p0_s0 + (o24 + ((q26 * 8) % 32)) * tsr_p0_s1);
+  #pragma unroll 1
+  for (int pro22 = 0; pro22 < 1; ++pro22) {
+    if ((int64_t(v2_c0) + int64_t(pro22) * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx23 = int32_t((int64_t(v2_c0) + int64_t(pro22) * int64_t(v3_c1)));
+      {
+        const int64_t o24 = int64_t(v0_pm) * 64;
+        const int64_t o25 = int64_t(nx23) * 32;
+        if (o24 >= 0 && o24 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o24 * tsr_p0_s0 + o25 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i26 = 0; i26 < 2; ++i26) {
+            const int q27 = i26 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh19 + (pro22) * 2560) + (((q27 * 8) / 32)) * 40 + (((q27 * 8) % 32)) * 1), tsr_p0 + (o24 + ((q27 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q27 * 8) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i28 = 0; i28 < 2; ++i28) {
+            const int q29 = i28 * 128 + tsr_tid;
+            const int64_t n30 = !(true && (o24 + ((q29 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) : 8;
+            const uint16_t* src31 = tsr_p0 + (n30 > 0 ? (o24 + ((q29 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q29 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst32 = (sh19 + (pro22) * 2560) + (((q29 * 8) / 32)) * 40 + (((q29 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src31)) {
+              tsr::cp_async_16(tsr::smem_u32(dst32), src31, int(n30) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst32[v_] = v_ < n30 ? src31[v_] : uint16_t(0);
+            }
+          }
         }
-      } else {
-        #pragma unroll
-        for (int i27 = 0; i27 < 2; ++i27) {
-          const int q28 = i27 * 128 + tsr_tid;
-          const int64_t n29 = !(true && (o23 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o24 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o24 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o24 + ((q28 * 8) % 32))) : 8;
-          const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o23 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o24 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
-          uint16_t* const dst31 = (sh19 + (0) * 2560) + (((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src30)) {
-            tsr::cp_async_16(tsr::smem_u32(dst31), src30, int(n29) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst31[v_] = v_ < n29 ? src30[v_] : uint16_t(0);
+      }
+      {
+        const int64_t o33 = int64_t(nx23) * 32;
+        const int64_t o34 = int64_t(v1_pn) * 64;
+        if (o33 >= 0 && o33 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o34 >= 0 && o34 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o33 * tsr_p1_s0 + o34 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i35 = 0; i35 < 2; ++i35) {
+            const int q36 = i35 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2304) + (((q36 * 8) / 64)) * 72 + (((q36 * 8) % 64)) * 1), tsr_p1 + (o33 + ((q36 * 8) / 64)) * tsr_p1_s0 + (o34 + ((q36 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i37 = 0; i37 < 2; ++i37) {
+            const int q38 = i37 * 128 + tsr_tid;
+            const int64_t n39 = !(true && (o33 + ((q38 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) : 8;
+            const uint16_t* src40 = tsr_p1 + (n39 > 0 ? (o33 + ((q38 * 8) / 64)) * tsr_p1_s0 + (o34 + ((q38 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst41 = (sh20 + (pro22) * 2304) + (((q38 * 8) / 64)) * 72 + (((q38 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src40)) {
+              tsr::cp_async_16(tsr::smem_u32(dst41), src40, int(n39) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst41[v_] = v_ < n39 ? src40[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o42 = int64_t(nx23) * 32;
+        const int64_t o43 = int64_t(v1_pn) * 64;
+        if (o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o42 * tsr_p2_s0 + o43 * tsr_p2_s1)) {
+          #pragma unroll
+          for (int i44 = 0; i44 < 2; ++i44) {
+            const int q45 = i44 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2304) + (((q45 * 8) / 64)) * 72 + (((q45 * 8) % 64)) * 1), tsr_p2 + (o42 + ((q45 * 8) / 64)) * tsr_p2_s0 + (o43 + ((q45 * 8) % 64)) * tsr_p2_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i46 = 0; i46 < 2; ++i46) {
+            const int q47 = i46 * 128 + tsr_tid;
+            const int64_t n48 = !(true && (o42 + ((q47 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) : 8;
+            const uint16_t* src49 = tsr_p2 + (n48 > 0 ? (o42 + ((q47 * 8) / 64)) * tsr_p2_s0 + (o43 + ((q47 * 8) % 64)) * tsr_p2_s1 : 0);
+            uint16_t* const dst50 = (sh21 + (pro22) * 2304) + (((q47 * 8) / 64)) * 72 + (((q47 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src49)) {
+              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : uint16_t(0);
+            }
           }
         }
       }
     }
-    {
-      const int64_t o32 = int64_t(nx22) * 32;
-      const int64_t o33 = int64_t(v1_pn) * 64;
-      if (o32 >= 0 && o32 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o33 >= 0 && o33 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o32 * tsr_p1_s0 + o33 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i34 = 0; i34 < 2; ++i34) {
-          const int q35 = i34 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh20 + (0) * 2304) + (((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1), tsr_p1 + (o32 + ((q35 * 8) / 64)) * tsr_p1_s0 + (o33 + ((q35 * 8) % 64)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i36 = 0; i36 < 2; ++i36) {
-          const int q37 = i36 * 128 + tsr_tid;
-          const int64_t n38 = !(true && (o32 + ((q37 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o33 + ((q37 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o33 + ((q37 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o33 + ((q37 * 8) % 64))) : 8;
-          const uint16_t* src39 = tsr_p1 + (n38 > 0 ? (o32 + ((q37 * 8) / 64)) * tsr_p1_s0 + (o33 + ((q37 * 8) % 64)) * tsr_p1_s1 : 0);
-          uint16_t* const dst40 = (sh20 + (0) * 2304) + (((q37 * 8) / 64)) * 72 + (((q37 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src39)) {
-            tsr::cp_async_16(tsr::smem_u32(dst40), src39, int(n38) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst40[v_] = v_ < n38 ? src39[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o41 = int64_t(nx22) * 32;
-      const int64_t o42 = int64_t(v1_pn) * 64;
-      if (o41 >= 0 && o41 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o42 >= 0 && o42 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o41 * tsr_p2_s0 + o42 * tsr_p2_s1)) {
-        #pragma unroll
-        for (int i43 = 0; i43 < 2; ++i43) {
-          const int q44 = i43 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh21 + (0) * 2304) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1), tsr_p2 + (o41 + ((q44 * 8) / 64)) * tsr_p2_s0 + (o42 + ((q44 * 8) % 64)) * tsr_p2_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i45 = 0; i45 < 2; ++i45) {
-          const int q46 = i45 * 128 + tsr_tid;
-          const int64_t n47 = !(true && (o41 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o42 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o42 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o42 + ((q46 * 8) % 64))) : 8;
-          const uint16_t* src48 = tsr_p2 + (n47 > 0 ? (o41 + ((q46 * 8) / 64)) * tsr_p2_s0 + (o42 + ((q46 * 8) % 64)) * tsr_p2_s1 : 0);
-          uint16_t* const dst49 = (sh21 + (0) * 2304) + (((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src48)) {
-            tsr::cp_async_16(tsr::smem_u32(dst49), src48, int(n47) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst49[v_] = v_ < n47 ? src48[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
+    tsr::cp_async_commit();
   }
-  tsr::cp_async_commit();
-  for (int64_t iv50_ = v2_c0; v3_c1 > 0 && iv50_ < v8_ktiles; iv50_ += v3_c1) {
-    const int32_t iv50 = int32_t(iv50_);
+  for (int64_t iv51_ = v2_c0; v3_c1 > 0 && iv51_ < v8_ktiles; iv51_ += v3_c1) {
+    const int32_t iv51 = int32_t(iv51_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv50_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx51 = int32_t((iv50_ + 1 * int64_t(v3_c1)));
+    if ((iv51_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx52 = int32_t((iv51_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o52 = int64_t(v0_pm) * 64;
-        const int64_t o53 = int64_t(nx51) * 32;
-        if (o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o53 >= 0 && o53 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o52 * tsr_p0_s0 + o53 * tsr_p0_s1)) {
+        const int64_t o53 = int64_t(v0_pm) * 64;
+        const int64_t o54 = int64_t(nx52) * 32;
+        if (o53 >= 0 && o53 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o53 * tsr_p0_s0 + o54 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i54 = 0; i54 < 2; ++i54) {
-            const int q55 = i54 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh19 + ((rs18 + 1) % 2) * 2560) + (((q55 * 8) / 32)) * 40 + (((q55 * 8) % 32)) * 1), tsr_p0 + (o52 + ((q55 * 8) / 32)) * tsr_p0_s0 + (o53 + ((q55 * 8) % 32)) * tsr_p0_s1);
+          for (int i55 = 0; i55 < 2; ++i55) {
+            const int q56 = i55 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh19 + ((rs18 + 1) % 2) * 2560) + (((q56 * 8) / 32)) * 40 + (((q56 * 8) % 32)) * 1), tsr_p0 + (o53 + ((q56 * 8) / 32)) * tsr_p0_s0 + (o54 + ((q56 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i56 = 0; i56 < 2; ++i56) {
-            const int q57 = i56 * 128 + tsr_tid;
-            const int64_t n58 = !(true && (o52 + ((q57 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o53 + ((q57 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o53 + ((q57 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o53 + ((q57 * 8) % 32))) : 8;
-            const uint16_t* src59 = tsr_p0 + (n58 > 0 ? (o52 + ((q57 * 8) / 32)) * tsr_p0_s0 + (o53 + ((q57 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst60 = (sh19 + ((rs18 + 1) % 2) * 2560) + (((q57 * 8) / 32)) * 40 + (((q57 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src59)) {
-              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 2);
+          for (int i57 = 0; i57 < 2; ++i57) {
+            const int q58 = i57 * 128 + tsr_tid;
+            const int64_t n59 = !(true && (o53 + ((q58 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) : 8;
+            const uint16_t* src60 = tsr_p0 + (n59 > 0 ? (o53 + ((q58 * 8) / 32)) * tsr_p0_s0 + (o54 + ((q58 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst61 = (sh19 + ((rs18 + 1) % 2) * 2560) + (((q58 * 8) / 32)) * 40 + (((q58 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src60)) {
+              tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o61 = int64_t(nx51) * 32;
-        const int64_t o62 = int64_t(v1_pn) * 64;
-        if (o61 >= 0 && o61 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o61 * tsr_p1_s0 + o62 * tsr_p1_s1)) {
+        const int64_t o62 = int64_t(nx52) * 32;
+        const int64_t o63 = int64_t(v1_pn) * 64;
+        if (o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o62 * tsr_p1_s0 + o63 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i63 = 0; i63 < 2; ++i63) {
-            const int q64 = i63 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh20 + ((rs18 + 1) % 2) * 2304) + (((q64 * 8) / 64)) * 72 + (((q64 * 8) % 64)) * 1), tsr_p1 + (o61 + ((q64 * 8) / 64)) * tsr_p1_s0 + (o62 + ((q64 * 8) % 64)) * tsr_p1_s1);
+          for (int i64 = 0; i64 < 2; ++i64) {
+            const int q65 = i64 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh20 + ((rs18 + 1) % 2) * 2304) + (((q65 * 8) / 64)) * 72 + (((q65 * 8) % 64)) * 1), tsr_p1 + (o62 + ((q65 * 8) / 64)) * tsr_p1_s0 + (o63 + ((q65 * 8) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i65 = 0; i65 < 2; ++i65) {
-            const int q66 = i65 * 128 + tsr_tid;
-            const int64_t n67 = !(true && (o61 + ((q66 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o62 + ((q66 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o62 + ((q66 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o62 + ((q66 * 8) % 64))) : 8;
-            const uint16_t* src68 = tsr_p1 + (n67 > 0 ? (o61 + ((q66 * 8) / 64)) * tsr_p1_s0 + (o62 + ((q66 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst69 = (sh20 + ((rs18 + 1) % 2) * 2304) + (((q66 * 8) / 64)) * 72 + (((q66 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src68)) {
-              tsr::cp_async_16(tsr::smem_u32(dst69), src68, int(n67) * 2);
+          for (int i66 = 0; i66 < 2; ++i66) {
+            const int q67 = i66 * 128 + tsr_tid;
+            const int64_t n68 = !(true && (o62 + ((q67 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) : 8;
+            const uint16_t* src69 = tsr_p1 + (n68 > 0 ? (o62 + ((q67 * 8) / 64)) * tsr_p1_s0 + (o63 + ((q67 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst70 = (sh20 + ((rs18 + 1) % 2) * 2304) + (((q67 * 8) / 64)) * 72 + (((q67 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src69)) {
+              tsr::cp_async_16(tsr::smem_u32(dst70), src69, int(n68) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst69[v_] = v_ < n67 ? src68[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst70[v_] = v_ < n68 ? src69[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o70 = int64_t(nx51) * 32;
-        const int64_t o71 = int64_t(v1_pn) * 64;
-        if (o70 >= 0 && o70 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o71 >= 0 && o71 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o70 * tsr_p2_s0 + o71 * tsr_p2_s1)) {
+        const int64_t o71 = int64_t(nx52) * 32;
+        const int64_t o72 = int64_t(v1_pn) * 64;
+        if (o71 >= 0 && o71 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o71 * tsr_p2_s0 + o72 * tsr_p2_s1)) {
           #pragma unroll
-          for (int i72 = 0; i72 < 2; ++i72) {
-            const int q73 = i72 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh21 + ((rs18 + 1) % 2) * 2304) + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1), tsr_p2 + (o70 + ((q73 * 8) / 64)) * tsr_p2_s0 + (o71 + ((q73 * 8) % 64)) * tsr_p2_s1);
+          for (int i73 = 0; i73 < 2; ++i73) {
+            const int q74 = i73 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh21 + ((rs18 + 1) % 2) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1), tsr_p2 + (o71 + ((q74 * 8) / 64)) * tsr_p2_s0 + (o72 + ((q74 * 8) % 64)) * tsr_p2_s1);
           }
         } else {
           #pragma unroll
-          for (int i74 = 0; i74 < 2; ++i74) {
-            const int q75 = i74 * 128 + tsr_tid;
-            const int64_t n76 = !(true && (o70 + ((q75 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o71 + ((q75 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o71 + ((q75 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o71 + ((q75 * 8) % 64))) : 8;
-            const uint16_t* src77 = tsr_p2 + (n76 > 0 ? (o70 + ((q75 * 8) / 64)) * tsr_p2_s0 + (o71 + ((q75 * 8) % 64)) * tsr_p2_s1 : 0);
-            uint16_t* const dst78 = (sh21 + ((rs18 + 1) % 2) * 2304) + (((q75 * 8) / 64)) * 72 + (((q75 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src77)) {
-              tsr::cp_async_16(tsr::smem_u32(dst78), src77, int(n76) * 2);
+          for (int i75 = 0; i75 < 2; ++i75) {
+            const int q76 = i75 * 128 + tsr_tid;
+            const int64_t n77 = !(true && (o71 + ((q76 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) : 8;
+            const uint16_t* src78 = tsr_p2 + (n77 > 0 ? (o71 + ((q76 * 8) / 64)) * tsr_p2_s0 + (o72 + ((q76 * 8) % 64)) * tsr_p2_s1 : 0);
+            uint16_t* const dst79 = (sh21 + ((rs18 + 1) % 2) * 2304) + (((q76 * 8) / 64)) * 72 + (((q76 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src78)) {
+              tsr::cp_async_16(tsr::smem_u32(dst79), src78, int(n77) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst79[v_] = v_ < n77 ? src78[v_] : uint16_t(0);
             }
           }
         }
@@ -234,10 +237,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v79_gn2[32];
+    float v80_gn2[32];
     #pragma unroll
-    for (int s80 = 0; s80 < 32; ++s80) {
-      v79_gn2[s80] = c14_gate[s80];
+    for (int s81 = 0; s81 < 32; ++s81) {
+      v80_gn2[s81] = c14_gate[s81];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -255,21 +258,21 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v79_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v79_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v79_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v79_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v79_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v79_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v79_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v79_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v80_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v80_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v80_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v80_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v80_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v80_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v80_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v80_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v81_un[32];
+    float v82_un[32];
     #pragma unroll
-    for (int s82 = 0; s82 < 32; ++s82) {
-      v81_un[s82] = c16_up[s82];
+    for (int s83 = 0; s83 < 32; ++s83) {
+      v82_un[s83] = c16_up[s83];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -287,76 +290,76 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v81_un[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v81_un[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v81_un[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v81_un[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v81_un[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v81_un[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v81_un[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v81_un[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v82_un[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v82_un[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v82_un[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v82_un[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v82_un[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v82_un[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v82_un[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v82_un[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %gn2, %un
     #pragma unroll
-    for (int s83 = 0; s83 < 32; ++s83) {
-      c14_gate[s83] = v79_gn2[s83];
+    for (int s84 = 0; s84 < 32; ++s84) {
+      c14_gate[s84] = v80_gn2[s84];
     }
     #pragma unroll
-    for (int s84 = 0; s84 < 32; ++s84) {
-      c16_up[s84] = v81_un[s84];
+    for (int s85 = 0; s85 < 32; ++s85) {
+      c16_up[s85] = v82_un[s85];
     }
     rs18 = (rs18 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %sg = sigmoid %gate : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v85_sg[32];
+  float v86_sg[32];
   #pragma unroll
-  for (int s86 = 0; s86 < 32; ++s86) {
-    v85_sg[s86] = float(tsr::fsigmoid(c14_gate[s86]));
+  for (int s87 = 0; s87 < 32; ++s87) {
+    v86_sg[s87] = float(tsr::fsigmoid(c14_gate[s87]));
   }
   // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v87_silu[32];
+  float v88_silu[32];
   #pragma unroll
-  for (int s88 = 0; s88 < 32; ++s88) {
-    v87_silu[s88] = float(c14_gate[s88] * v85_sg[s88]);
+  for (int s89 = 0; s89 < 32; ++s89) {
+    v88_silu[s89] = float(c14_gate[s89] * v86_sg[s89]);
   }
   // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v89_prod[32];
+  float v90_prod[32];
   #pragma unroll
-  for (int s90 = 0; s90 < 32; ++s90) {
-    v89_prod[s90] = float(v87_silu[s90] * c16_up[s90]);
+  for (int s91 = 0; s91 < 32; ++s91) {
+    v90_prod[s91] = float(v88_silu[s91] * c16_up[s91]);
   }
   // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v91_res[32];
+  float v92_res[32];
   #pragma unroll
-  for (int s92 = 0; s92 < 32; ++s92) {
-    v91_res[s92] = tsr::rbf16(float(float(v89_prod[s92])));
+  for (int s93 = 0; s93 < 32; ++s93) {
+    v92_res[s93] = tsr::rbf16(float(float(v90_prod[s93])));
   }
   // store_tile %out, %res, %pm, %pn
   {
-    const int64_t o93 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o94 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole95 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole95) {
+    const int64_t o94 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o95 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole96 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole96) {
       #pragma unroll
-      for (int c96 = 0; c96 < 16; ++c96) {
-        uint16_t vb97[2];
-        vb97[0] = tsr::f2bf(v91_res[c96 * 2 + 0]);
-        vb97[1] = tsr::f2bf(v91_res[c96 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o93 + ((((c96 * 2) / 2) % 2) * 8 + (((c96 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o94 + (((c96 * 2) % 2) + (((c96 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb97);
+      for (int c97 = 0; c97 < 16; ++c97) {
+        uint16_t vb98[2];
+        vb98[0] = tsr::f2bf(v92_res[c97 * 2 + 0]);
+        vb98[1] = tsr::f2bf(v92_res[c97 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c97 * 2) / 2) % 2) * 8 + (((c97 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c97 * 2) % 2) + (((c97 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb98);
       }
     } else {
       #pragma unroll
-      for (int c98 = 0; c98 < 16; ++c98) {
-        uint16_t vb99[2];
-        if ((o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb99[0] = tsr::f2bf(v91_res[c98 * 2 + 0]);
-          vb99[1] = tsr::f2bf(v91_res[c98 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb99);
+      for (int c99 = 0; c99 < 16; ++c99) {
+        uint16_t vb100[2];
+        if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb100[0] = tsr::f2bf(v92_res[c99 * 2 + 0]);
+          vb100[1] = tsr::f2bf(v92_res[c99 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
         } else {
-          if ((o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v91_res[c98 * 2]);
-          if ((o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o93 + ((((c98 * 2) / 2) % 2) * 8 + (((c98 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o94 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v91_res[c98 * 2 + 1]);
+          if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v92_res[c99 * 2]);
+          if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v92_res[c99 * 2 + 1]);
         }
       }
     }

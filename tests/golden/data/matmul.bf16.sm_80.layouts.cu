@@ -64,160 +64,111 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 55296);
   int rs14 = 0;
-  if ((int64_t(v9) + 0 * int64_t(v0)) < int64_t(v8)) {
-    const int32_t nx17 = int32_t((int64_t(v9) + 0 * int64_t(v0)));
-    {
-      const int64_t o18 = int64_t(v1) * 128;
-      const int64_t o19 = int64_t(nx17) * 64;
-      if (o18 >= 0 && o18 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i20 = 0; i20 < 4; ++i20) {
-          const int q21 = i20 * 256 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 9216) + (((q21 * 8) / 64)) * 72 + (((q21 * 8) % 64)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 64)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 64)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i22 = 0; i22 < 4; ++i22) {
-          const int q23 = i22 * 256 + tsr_tid;
-          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 64))) : 8;
-          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 64)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 64)) * tsr_p0_s1 : 0);
-          uint16_t* const dst26 = (sh15 + (0) * 9216) + (((q23 * 8) / 64)) * 72 + (((q23 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
-            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o27 = int64_t(nx17) * 64;
-      const int64_t o28 = int64_t(v2) * 256;
-      if (o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i29 = 0; i29 < 8; ++i29) {
-          const int q30 = i29 * 256 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 16896) + (((q30 * 8) / 256)) * 264 + (((q30 * 8) % 256)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 256)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 256)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i31 = 0; i31 < 8; ++i31) {
-          const int q32 = i31 * 256 + tsr_tid;
-          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 256))) : 8;
-          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 256)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 256)) * tsr_p1_s1 : 0);
-          uint16_t* const dst35 = (sh16 + (0) * 16896) + (((q32 * 8) / 256)) * 264 + (((q32 * 8) % 256)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
-            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  if ((int64_t(v9) + 1 * int64_t(v0)) < int64_t(v8)) {
-    const int32_t nx36 = int32_t((int64_t(v9) + 1 * int64_t(v0)));
-    {
-      const int64_t o37 = int64_t(v1) * 128;
-      const int64_t o38 = int64_t(nx36) * 64;
-      if (o37 >= 0 && o37 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o37 * tsr_p0_s0 + o38 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i39 = 0; i39 < 4; ++i39) {
-          const int q40 = i39 * 256 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh15 + (1) * 9216) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1), tsr_p0 + (o37 + ((q40 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q40 * 8) % 64)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i41 = 0; i41 < 4; ++i41) {
-          const int q42 = i41 * 256 + tsr_tid;
-          const int64_t n43 = !(true && (o37 + ((q42 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) : 8;
-          const uint16_t* src44 = tsr_p0 + (n43 > 0 ? (o37 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q42 * 8) % 64)) * tsr_p0_s1 : 0);
-          uint16_t* const dst45 = (sh15 + (1) * 9216) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src44)) {
-            tsr::cp_async_16(tsr::smem_u32(dst45), src44, int(n43) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst45[v_] = v_ < n43 ? src44[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o46 = int64_t(nx36) * 64;
-      const int64_t o47 = int64_t(v2) * 256;
-      if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o47 >= 0 && o47 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o46 * tsr_p1_s0 + o47 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i48 = 0; i48 < 8; ++i48) {
-          const int q49 = i48 * 256 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh16 + (1) * 16896) + (((q49 * 8) / 256)) * 264 + (((q49 * 8) % 256)) * 1), tsr_p1 + (o46 + ((q49 * 8) / 256)) * tsr_p1_s0 + (o47 + ((q49 * 8) % 256)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i50 = 0; i50 < 8; ++i50) {
-          const int q51 = i50 * 256 + tsr_tid;
-          const int64_t n52 = !(true && (o46 + ((q51 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o47 + ((q51 * 8) % 256))) : 8;
-          const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o46 + ((q51 * 8) / 256)) * tsr_p1_s0 + (o47 + ((q51 * 8) % 256)) * tsr_p1_s1 : 0);
-          uint16_t* const dst54 = (sh16 + (1) * 16896) + (((q51 * 8) / 256)) * 264 + (((q51 * 8) % 256)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src53)) {
-            tsr::cp_async_16(tsr::smem_u32(dst54), src53, int(n52) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv55_ = v9; v0 > 0 && iv55_ < v8; iv55_ += v0) {
-    const int32_t iv55 = int32_t(iv55_);
-    tsr::cp_async_wait<1>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv55_ + 2 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx56 = int32_t((iv55_ + 2 * int64_t(v0)));
+  #pragma unroll 1
+  for (int pro17 = 0; pro17 < 2; ++pro17) {
+    if ((int64_t(v9) + int64_t(pro17) * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx18 = int32_t((int64_t(v9) + int64_t(pro17) * int64_t(v0)));
       {
-        const int64_t o57 = int64_t(v1) * 128;
-        const int64_t o58 = int64_t(nx56) * 64;
-        if (o57 >= 0 && o57 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
+        const int64_t o19 = int64_t(v1) * 128;
+        const int64_t o20 = int64_t(nx18) * 64;
+        if (o19 >= 0 && o19 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i59 = 0; i59 < 4; ++i59) {
-            const int q60 = i59 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 2) % 3) * 9216) + (((q60 * 8) / 64)) * 72 + (((q60 * 8) % 64)) * 1), tsr_p0 + (o57 + ((q60 * 8) / 64)) * tsr_p0_s0 + (o58 + ((q60 * 8) % 64)) * tsr_p0_s1);
+          for (int i21 = 0; i21 < 4; ++i21) {
+            const int q22 = i21 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 9216) + (((q22 * 8) / 64)) * 72 + (((q22 * 8) % 64)) * 1), tsr_p0 + (o19 + ((q22 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q22 * 8) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i61 = 0; i61 < 4; ++i61) {
-            const int q62 = i61 * 256 + tsr_tid;
-            const int64_t n63 = !(true && (o57 + ((q62 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o58 + ((q62 * 8) % 64))) : 8;
-            const uint16_t* src64 = tsr_p0 + (n63 > 0 ? (o57 + ((q62 * 8) / 64)) * tsr_p0_s0 + (o58 + ((q62 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst65 = (sh15 + ((rs14 + 2) % 3) * 9216) + (((q62 * 8) / 64)) * 72 + (((q62 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src64)) {
-              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 2);
+          for (int i23 = 0; i23 < 4; ++i23) {
+            const int q24 = i23 * 256 + tsr_tid;
+            const int64_t n25 = !(true && (o19 + ((q24 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) : 8;
+            const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q24 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst27 = (sh15 + (pro17) * 9216) + (((q24 * 8) / 64)) * 72 + (((q24 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src26)) {
+              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o66 = int64_t(nx56) * 64;
-        const int64_t o67 = int64_t(v2) * 256;
-        if (o66 >= 0 && o66 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o67 >= 0 && o67 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1)) {
+        const int64_t o28 = int64_t(nx18) * 64;
+        const int64_t o29 = int64_t(v2) * 256;
+        if (o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o29 >= 0 && o29 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i68 = 0; i68 < 8; ++i68) {
-            const int q69 = i68 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 2) % 3) * 16896) + (((q69 * 8) / 256)) * 264 + (((q69 * 8) % 256)) * 1), tsr_p1 + (o66 + ((q69 * 8) / 256)) * tsr_p1_s0 + (o67 + ((q69 * 8) % 256)) * tsr_p1_s1);
+          for (int i30 = 0; i30 < 8; ++i30) {
+            const int q31 = i30 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 16896) + (((q31 * 8) / 256)) * 264 + (((q31 * 8) % 256)) * 1), tsr_p1 + (o28 + ((q31 * 8) / 256)) * tsr_p1_s0 + (o29 + ((q31 * 8) % 256)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i70 = 0; i70 < 8; ++i70) {
-            const int q71 = i70 * 256 + tsr_tid;
-            const int64_t n72 = !(true && (o66 + ((q71 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o67 + ((q71 * 8) % 256))) : 8;
-            const uint16_t* src73 = tsr_p1 + (n72 > 0 ? (o66 + ((q71 * 8) / 256)) * tsr_p1_s0 + (o67 + ((q71 * 8) % 256)) * tsr_p1_s1 : 0);
-            uint16_t* const dst74 = (sh16 + ((rs14 + 2) % 3) * 16896) + (((q71 * 8) / 256)) * 264 + (((q71 * 8) % 256)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src73)) {
-              tsr::cp_async_16(tsr::smem_u32(dst74), src73, int(n72) * 2);
+          for (int i32 = 0; i32 < 8; ++i32) {
+            const int q33 = i32 * 256 + tsr_tid;
+            const int64_t n34 = !(true && (o28 + ((q33 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) : 8;
+            const uint16_t* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 8) / 256)) * tsr_p1_s0 + (o29 + ((q33 * 8) % 256)) * tsr_p1_s1 : 0);
+            uint16_t* const dst36 = (sh16 + (pro17) * 16896) + (((q33 * 8) / 256)) * 264 + (((q33 * 8) % 256)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src35)) {
+              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst74[v_] = v_ < n72 ? src73[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv37_ = v9; v0 > 0 && iv37_ < v8; iv37_ += v0) {
+    const int32_t iv37 = int32_t(iv37_);
+    tsr::cp_async_wait<1>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv37_ + 2 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx38 = int32_t((iv37_ + 2 * int64_t(v0)));
+      {
+        const int64_t o39 = int64_t(v1) * 128;
+        const int64_t o40 = int64_t(nx38) * 64;
+        if (o39 >= 0 && o39 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o40 >= 0 && o40 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i41 = 0; i41 < 4; ++i41) {
+            const int q42 = i41 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 2) % 3) * 9216) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1), tsr_p0 + (o39 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o40 + ((q42 * 8) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i43 = 0; i43 < 4; ++i43) {
+            const int q44 = i43 * 256 + tsr_tid;
+            const int64_t n45 = !(true && (o39 + ((q44 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) : 8;
+            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 8) / 64)) * tsr_p0_s0 + (o40 + ((q44 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst47 = (sh15 + ((rs14 + 2) % 3) * 9216) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o48 = int64_t(nx38) * 64;
+        const int64_t o49 = int64_t(v2) * 256;
+        if (o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o49 >= 0 && o49 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i50 = 0; i50 < 8; ++i50) {
+            const int q51 = i50 * 256 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 2) % 3) * 16896) + (((q51 * 8) / 256)) * 264 + (((q51 * 8) % 256)) * 1), tsr_p1 + (o48 + ((q51 * 8) / 256)) * tsr_p1_s0 + (o49 + ((q51 * 8) % 256)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i52 = 0; i52 < 8; ++i52) {
+            const int q53 = i52 * 256 + tsr_tid;
+            const int64_t n54 = !(true && (o48 + ((q53 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) : 8;
+            const uint16_t* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 8) / 256)) * tsr_p1_s0 + (o49 + ((q53 * 8) % 256)) * tsr_p1_s1 : 0);
+            uint16_t* const dst56 = (sh16 + ((rs14 + 2) % 3) * 16896) + (((q53 * 8) / 256)) * 264 + (((q53 * 8) % 256)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src55)) {
+              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
             }
           }
         }
@@ -227,10 +178,10 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     // %25 = load_tile %a, %12, %23 : tile<bf16, [128, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = load_tile %b, %23, %13 : tile<bf16, [64, 256], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-    float v75[128];
+    float v57[128];
     #pragma unroll
-    for (int s76 = 0; s76 < 128; ++s76) {
-      v75[s76] = c12[s76];
+    for (int s58 = 0; s58 < 128; ++s58) {
+      v57[s58] = c12[s58];
     }
     {
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
@@ -256,78 +207,78 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v75[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v75[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v75[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v75[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v75[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v75[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v75[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v75[28], fa[ks & 1][0], fb[ks & 1][7]);
-        tsr::mma_bf16_16816(&v75[32], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v75[36], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v75[40], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v75[44], fa[ks & 1][1], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v75[48], fa[ks & 1][1], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v75[52], fa[ks & 1][1], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v75[56], fa[ks & 1][1], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v75[60], fa[ks & 1][1], fb[ks & 1][7]);
-        tsr::mma_bf16_16816(&v75[64], fa[ks & 1][2], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v75[68], fa[ks & 1][2], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v75[72], fa[ks & 1][2], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v75[76], fa[ks & 1][2], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v75[80], fa[ks & 1][2], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v75[84], fa[ks & 1][2], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v75[88], fa[ks & 1][2], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v75[92], fa[ks & 1][2], fb[ks & 1][7]);
-        tsr::mma_bf16_16816(&v75[96], fa[ks & 1][3], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v75[100], fa[ks & 1][3], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v75[104], fa[ks & 1][3], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v75[108], fa[ks & 1][3], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v75[112], fa[ks & 1][3], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v75[116], fa[ks & 1][3], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v75[120], fa[ks & 1][3], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v75[124], fa[ks & 1][3], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v57[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v57[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v57[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v57[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v57[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v57[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v57[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v57[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v57[32], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v57[36], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v57[40], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v57[44], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v57[48], fa[ks & 1][1], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v57[52], fa[ks & 1][1], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v57[56], fa[ks & 1][1], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v57[60], fa[ks & 1][1], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v57[64], fa[ks & 1][2], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v57[68], fa[ks & 1][2], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v57[72], fa[ks & 1][2], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v57[76], fa[ks & 1][2], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v57[80], fa[ks & 1][2], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v57[84], fa[ks & 1][2], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v57[88], fa[ks & 1][2], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v57[92], fa[ks & 1][2], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v57[96], fa[ks & 1][3], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v57[100], fa[ks & 1][3], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v57[104], fa[ks & 1][3], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v57[108], fa[ks & 1][3], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v57[112], fa[ks & 1][3], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v57[116], fa[ks & 1][3], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v57[120], fa[ks & 1][3], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v57[124], fa[ks & 1][3], fb[ks & 1][7]);
       }
     }
     // yield %27
     #pragma unroll
-    for (int s77 = 0; s77 < 128; ++s77) {
-      c12[s77] = v75[s77];
+    for (int s59 = 0; s59 < 128; ++s59) {
+      c12[s59] = v57[s59];
     }
     rs14 = (rs14 + 1) % 3;
   }
   tsr::cp_async_wait<0>();
   // %28 = cast %22 : tile<bf16, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-  float v78[128];
+  float v60[128];
   #pragma unroll
-  for (int s79 = 0; s79 < 128; ++s79) {
-    v78[s79] = tsr::rbf16(float(float(c12[s79])));
+  for (int s61 = 0; s61 < 128; ++s61) {
+    v60[s61] = tsr::rbf16(float(float(c12[s61])));
   }
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o80 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
-    const int64_t o81 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
-    const bool whole82 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
-    if (whole82) {
+    const int64_t o62 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
+    const int64_t o63 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    const bool whole64 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
+    if (whole64) {
       #pragma unroll
-      for (int c83 = 0; c83 < 64; ++c83) {
-        uint16_t vb84[2];
-        vb84[0] = tsr::f2bf(v78[c83 * 2 + 0]);
-        vb84[1] = tsr::f2bf(v78[c83 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c83 * 2) / 2) % 2) * 8 + (((c83 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c83 * 2) % 2) + (((c83 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb84);
+      for (int c65 = 0; c65 < 64; ++c65) {
+        uint16_t vb66[2];
+        vb66[0] = tsr::f2bf(v60[c65 * 2 + 0]);
+        vb66[1] = tsr::f2bf(v60[c65 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c65 * 2) / 2) % 2) * 8 + (((c65 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c65 * 2) % 2) + (((c65 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb66);
       }
     } else {
       #pragma unroll
-      for (int c85 = 0; c85 < 64; ++c85) {
-        uint16_t vb86[2];
-        if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
-          vb86[0] = tsr::f2bf(v78[c85 * 2 + 0]);
-          vb86[1] = tsr::f2bf(v78[c85 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb86);
+      for (int c67 = 0; c67 < 64; ++c67) {
+        uint16_t vb68[2];
+        if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
+          vb68[0] = tsr::f2bf(v60[c67 * 2 + 0]);
+          vb68[1] = tsr::f2bf(v60[c67 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb68);
         } else {
-          if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2bf(v78[c85 * 2]);
-          if ((o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o80 + ((((c85 * 2) / 2) % 2) * 8 + (((c85 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o81 + (((c85 * 2) % 2) + (((c85 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2bf(v78[c85 * 2 + 1]);
+          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2bf(v60[c67 * 2]);
+          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2bf(v60[c67 * 2 + 1]);
         }
       }
     }
@@ -353,6 +304,6 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat threads = 256
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
-// stat whole-tile-copies = 6
+// stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

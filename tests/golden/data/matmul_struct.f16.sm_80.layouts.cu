@@ -65,108 +65,111 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
   int rs14 = 0;
-  if ((int64_t(v9) + 0 * int64_t(v0)) < int64_t(v8)) {
-    const int32_t nx17 = int32_t((int64_t(v9) + 0 * int64_t(v0)));
-    {
-      const int64_t o18 = int64_t(v1) * 64;
-      const int64_t o19 = int64_t(nx17) * 32;
-      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i20 = 0; i20 < 2; ++i20) {
-          const int q21 = i20 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2560) + (((q21 * 8) / 32)) * 40 + (((q21 * 8) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 8) % 32)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i22 = 0; i22 < 2; ++i22) {
-          const int q23 = i22 * 128 + tsr_tid;
-          const int64_t n24 = !(true && (o18 + ((q23 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 8) % 32))) : 8;
-          const uint16_t* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 8) % 32)) * tsr_p0_s1 : 0);
-          uint16_t* const dst26 = (sh15 + (0) * 2560) + (((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src25)) {
-            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o27 = int64_t(nx17) * 32;
-      const int64_t o28 = int64_t(v2) * 64;
-      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i29 = 0; i29 < 2; ++i29) {
-          const int q30 = i29 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2304) + (((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 8) % 64)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i31 = 0; i31 < 2; ++i31) {
-          const int q32 = i31 * 128 + tsr_tid;
-          const int64_t n33 = !(true && (o27 + ((q32 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 8) % 64))) : 8;
-          const uint16_t* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 8) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 8) % 64)) * tsr_p1_s1 : 0);
-          uint16_t* const dst35 = (sh16 + (0) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
-          if (tsr::aligned_vec<uint16_t, 8>(src34)) {
-            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
-          } else {
-            for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv36_ = v9; v0 > 0 && iv36_ < v8; iv36_ += v0) {
-    const int32_t iv36 = int32_t(iv36_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv36_ + 1 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v0)));
+  #pragma unroll 1
+  for (int pro17 = 0; pro17 < 1; ++pro17) {
+    if ((int64_t(v9) + int64_t(pro17) * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx18 = int32_t((int64_t(v9) + int64_t(pro17) * int64_t(v0)));
       {
-        const int64_t o38 = int64_t(v1) * 64;
-        const int64_t o39 = int64_t(nx37) * 32;
-        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+        const int64_t o19 = int64_t(v1) * 64;
+        const int64_t o20 = int64_t(nx18) * 32;
+        if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i40 = 0; i40 < 2; ++i40) {
-            const int q41 = i40 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q41 * 8) / 32)) * 40 + (((q41 * 8) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 8) % 32)) * tsr_p0_s1);
+          for (int i21 = 0; i21 < 2; ++i21) {
+            const int q22 = i21 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560) + (((q22 * 8) / 32)) * 40 + (((q22 * 8) % 32)) * 1), tsr_p0 + (o19 + ((q22 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q22 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i42 = 0; i42 < 2; ++i42) {
-            const int q43 = i42 * 128 + tsr_tid;
-            const int64_t n44 = !(true && (o38 + ((q43 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 8) % 32))) : 8;
-            const uint16_t* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 8) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q43 * 8) / 32)) * 40 + (((q43 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src45)) {
-              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 2);
+          for (int i23 = 0; i23 < 2; ++i23) {
+            const int q24 = i23 * 128 + tsr_tid;
+            const int64_t n25 = !(true && (o19 + ((q24 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) : 8;
+            const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q24 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst27 = (sh15 + (pro17) * 2560) + (((q24 * 8) / 32)) * 40 + (((q24 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src26)) {
+              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o47 = int64_t(nx37) * 32;
-        const int64_t o48 = int64_t(v2) * 64;
-        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+        const int64_t o28 = int64_t(nx18) * 32;
+        const int64_t o29 = int64_t(v2) * 64;
+        if (o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i49 = 0; i49 < 2; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 8) % 64)) * tsr_p1_s1);
+          for (int i30 = 0; i30 < 2; ++i30) {
+            const int q31 = i30 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304) + (((q31 * 8) / 64)) * 72 + (((q31 * 8) % 64)) * 1), tsr_p1 + (o28 + ((q31 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q31 * 8) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i51 = 0; i51 < 2; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            const int64_t n53 = !(true && (o47 + ((q52 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 8) % 64))) : 8;
-            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 8) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
-              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
+          for (int i32 = 0; i32 < 2; ++i32) {
+            const int q33 = i32 * 128 + tsr_tid;
+            const int64_t n34 = !(true && (o28 + ((q33 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) : 8;
+            const uint16_t* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q33 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst36 = (sh16 + (pro17) * 2304) + (((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src35)) {
+              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv37_ = v9; v0 > 0 && iv37_ < v8; iv37_ += v0) {
+    const int32_t iv37 = int32_t(iv37_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv37_ + 1 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx38 = int32_t((iv37_ + 1 * int64_t(v0)));
+      {
+        const int64_t o39 = int64_t(v1) * 64;
+        const int64_t o40 = int64_t(nx38) * 32;
+        if (o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o40 >= 0 && o40 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i41 = 0; i41 < 2; ++i41) {
+            const int q42 = i41 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q42 * 8) / 32)) * 40 + (((q42 * 8) % 32)) * 1), tsr_p0 + (o39 + ((q42 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q42 * 8) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i43 = 0; i43 < 2; ++i43) {
+            const int q44 = i43 * 128 + tsr_tid;
+            const int64_t n45 = !(true && (o39 + ((q44 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) : 8;
+            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q44 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst47 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q44 * 8) / 32)) * 40 + (((q44 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o48 = int64_t(nx38) * 32;
+        const int64_t o49 = int64_t(v2) * 64;
+        if (o48 >= 0 && o48 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i50 = 0; i50 < 2; ++i50) {
+            const int q51 = i50 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1), tsr_p1 + (o48 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q51 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i52 = 0; i52 < 2; ++i52) {
+            const int q53 = i52 * 128 + tsr_tid;
+            const int64_t n54 = !(true && (o48 + ((q53 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) : 8;
+            const uint16_t* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q53 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst56 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q53 * 8) / 64)) * 72 + (((q53 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src55)) {
+              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
+            } else {
+              for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
             }
           }
         }
@@ -176,10 +179,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     // %24 = load_tile %a, %11, %22 : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v56[32];
+    float v57[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56[s57] = c12[s57];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      v57[s58] = c12[s58];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -197,54 +200,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v56[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v56[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v57[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v57[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v57[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v57[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v57[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v57[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v57[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v57[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      c12[s58] = v56[s58];
+    for (int s59 = 0; s59 < 32; ++s59) {
+      c12[s59] = v57[s59];
     }
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // %27 = cast %21 : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v59[32];
+  float v60[32];
   #pragma unroll
-  for (int s60 = 0; s60 < 32; ++s60) {
-    v59[s60] = tsr::rf16(float(float(c12[s60])));
+  for (int s61 = 0; s61 < 32; ++s61) {
+    v60[s61] = tsr::rf16(float(float(c12[s61])));
   }
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o61 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o62 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole63 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole63) {
+    const int64_t o62 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o63 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole64 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole64) {
       #pragma unroll
-      for (int c64 = 0; c64 < 16; ++c64) {
-        uint16_t vb65[2];
-        vb65[0] = tsr::f2h(v59[c64 * 2 + 0]);
-        vb65[1] = tsr::f2h(v59[c64 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c64 * 2) / 2) % 2) * 8 + (((c64 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb65);
+      for (int c65 = 0; c65 < 16; ++c65) {
+        uint16_t vb66[2];
+        vb66[0] = tsr::f2h(v60[c65 * 2 + 0]);
+        vb66[1] = tsr::f2h(v60[c65 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c65 * 2) / 2) % 2) * 8 + (((c65 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o63 + (((c65 * 2) % 2) + (((c65 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb66);
       }
     } else {
       #pragma unroll
-      for (int c66 = 0; c66 < 16; ++c66) {
-        uint16_t vb67[2];
-        if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
-          vb67[0] = tsr::f2h(v59[c66 * 2 + 0]);
-          vb67[1] = tsr::f2h(v59[c66 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb67);
+      for (int c67 = 0; c67 < 16; ++c67) {
+        uint16_t vb68[2];
+        if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
+          vb68[0] = tsr::f2h(v60[c67 * 2 + 0]);
+          vb68[1] = tsr::f2h(v60[c67 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb68);
         } else {
-          if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2h(v59[c66 * 2]);
-          if ((o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 2) / 2) % 2) * 8 + (((c66 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o62 + (((c66 * 2) % 2) + (((c66 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2h(v59[c66 * 2 + 1]);
+          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2h(v60[c67 * 2]);
+          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2h(v60[c67 * 2 + 1]);
         }
       }
     }

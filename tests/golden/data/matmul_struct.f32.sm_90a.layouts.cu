@@ -65,108 +65,111 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
   float* const sh15 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   float* const sh16 = reinterpret_cast<float*>((tsr_smem + 0) + 18432);
   int rs14 = 0;
-  if ((int64_t(v11) + 0 * int64_t(v0)) < int64_t(v10)) {
-    const int32_t nx17 = int32_t((int64_t(v11) + 0 * int64_t(v0)));
-    {
-      const int64_t o18 = int64_t(v1) * 64;
-      const int64_t o19 = int64_t(nx17) * 32;
-      if (o18 >= 0 && o18 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o19 >= 0 && o19 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
-        #pragma unroll
-        for (int i20 = 0; i20 < 4; ++i20) {
-          const int q21 = i20 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh15 + (0) * 2304) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1), tsr_p0 + (o18 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q21 * 4) % 32)) * tsr_p0_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i22 = 0; i22 < 4; ++i22) {
-          const int q23 = i22 * 128 + tsr_tid;
-          const int64_t n24 = !(true && (o18 + ((q23 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o19 + ((q23 * 4) % 32))) : 4;
-          const float* src25 = tsr_p0 + (n24 > 0 ? (o18 + ((q23 * 4) / 32)) * tsr_p0_s0 + (o19 + ((q23 * 4) % 32)) * tsr_p0_s1 : 0);
-          float* const dst26 = (sh15 + (0) * 2304) + (((q23 * 4) / 32)) * 36 + (((q23 * 4) % 32)) * 1;
-          if (tsr::aligned_vec<float, 4>(src25)) {
-            tsr::cp_async_16(tsr::smem_u32(dst26), src25, int(n24) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst26[v_] = v_ < n24 ? src25[v_] : float(0);
-          }
-        }
-      }
-    }
-    {
-      const int64_t o27 = int64_t(nx17) * 32;
-      const int64_t o28 = int64_t(v2) * 64;
-      if (o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o27 * tsr_p1_s0 + o28 * tsr_p1_s1)) {
-        #pragma unroll
-        for (int i29 = 0; i29 < 4; ++i29) {
-          const int q30 = i29 * 128 + tsr_tid;
-          tsr::cp_async_16(tsr::smem_u32((sh16 + (0) * 2176) + (((q30 * 4) / 64)) * 68 + (((q30 * 4) % 64)) * 1), tsr_p1 + (o27 + ((q30 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q30 * 4) % 64)) * tsr_p1_s1);
-        }
-      } else {
-        #pragma unroll
-        for (int i31 = 0; i31 < 4; ++i31) {
-          const int q32 = i31 * 128 + tsr_tid;
-          const int64_t n33 = !(true && (o27 + ((q32 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o28 + ((q32 * 4) % 64))) : 4;
-          const float* src34 = tsr_p1 + (n33 > 0 ? (o27 + ((q32 * 4) / 64)) * tsr_p1_s0 + (o28 + ((q32 * 4) % 64)) * tsr_p1_s1 : 0);
-          float* const dst35 = (sh16 + (0) * 2176) + (((q32 * 4) / 64)) * 68 + (((q32 * 4) % 64)) * 1;
-          if (tsr::aligned_vec<float, 4>(src34)) {
-            tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 4);
-          } else {
-            for (int v_ = 0; v_ < 4; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : float(0);
-          }
-        }
-      }
-    }
-  }
-  tsr::cp_async_commit();
-  for (int64_t iv36_ = v11; v0 > 0 && iv36_ < v10; iv36_ += v0) {
-    const int32_t iv36 = int32_t(iv36_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
-    if ((iv36_ + 1 * int64_t(v0)) < int64_t(v10)) {
-      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v0)));
+  #pragma unroll 1
+  for (int pro17 = 0; pro17 < 1; ++pro17) {
+    if ((int64_t(v11) + int64_t(pro17) * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx18 = int32_t((int64_t(v11) + int64_t(pro17) * int64_t(v0)));
       {
-        const int64_t o38 = int64_t(v1) * 64;
-        const int64_t o39 = int64_t(nx37) * 32;
-        if (o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o39 >= 0 && o39 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+        const int64_t o19 = int64_t(v1) * 64;
+        const int64_t o20 = int64_t(nx18) * 32;
+        if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           #pragma unroll
-          for (int i40 = 0; i40 < 4; ++i40) {
-            const int q41 = i40 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2304) + (((q41 * 4) / 32)) * 36 + (((q41 * 4) % 32)) * 1), tsr_p0 + (o38 + ((q41 * 4) / 32)) * tsr_p0_s0 + (o39 + ((q41 * 4) % 32)) * tsr_p0_s1);
+          for (int i21 = 0; i21 < 4; ++i21) {
+            const int q22 = i21 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2304) + (((q22 * 4) / 32)) * 36 + (((q22 * 4) % 32)) * 1), tsr_p0 + (o19 + ((q22 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q22 * 4) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i42 = 0; i42 < 4; ++i42) {
-            const int q43 = i42 * 128 + tsr_tid;
-            const int64_t n44 = !(true && (o38 + ((q43 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o39 + ((q43 * 4) % 32))) : 4;
-            const float* src45 = tsr_p0 + (n44 > 0 ? (o38 + ((q43 * 4) / 32)) * tsr_p0_s0 + (o39 + ((q43 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst46 = (sh15 + ((rs14 + 1) % 2) * 2304) + (((q43 * 4) / 32)) * 36 + (((q43 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src45)) {
-              tsr::cp_async_16(tsr::smem_u32(dst46), src45, int(n44) * 4);
+          for (int i23 = 0; i23 < 4; ++i23) {
+            const int q24 = i23 * 128 + tsr_tid;
+            const int64_t n25 = !(true && (o19 + ((q24 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) : 4;
+            const float* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q24 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst27 = (sh15 + (pro17) * 2304) + (((q24 * 4) / 32)) * 36 + (((q24 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src26)) {
+              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst46[v_] = v_ < n44 ? src45[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : float(0);
             }
           }
         }
       }
       {
-        const int64_t o47 = int64_t(nx37) * 32;
-        const int64_t o48 = int64_t(v2) * 64;
-        if (o47 >= 0 && o47 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o47 * tsr_p1_s0 + o48 * tsr_p1_s1)) {
+        const int64_t o28 = int64_t(nx18) * 32;
+        const int64_t o29 = int64_t(v2) * 64;
+        if (o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
           #pragma unroll
-          for (int i49 = 0; i49 < 4; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2176) + (((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1), tsr_p1 + (o47 + ((q50 * 4) / 64)) * tsr_p1_s0 + (o48 + ((q50 * 4) % 64)) * tsr_p1_s1);
+          for (int i30 = 0; i30 < 4; ++i30) {
+            const int q31 = i30 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2176) + (((q31 * 4) / 64)) * 68 + (((q31 * 4) % 64)) * 1), tsr_p1 + (o28 + ((q31 * 4) / 64)) * tsr_p1_s0 + (o29 + ((q31 * 4) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i51 = 0; i51 < 4; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            const int64_t n53 = !(true && (o47 + ((q52 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o48 + ((q52 * 4) % 64))) : 4;
-            const float* src54 = tsr_p1 + (n53 > 0 ? (o47 + ((q52 * 4) / 64)) * tsr_p1_s0 + (o48 + ((q52 * 4) % 64)) * tsr_p1_s1 : 0);
-            float* const dst55 = (sh16 + ((rs14 + 1) % 2) * 2176) + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src54)) {
-              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
+          for (int i32 = 0; i32 < 4; ++i32) {
+            const int q33 = i32 * 128 + tsr_tid;
+            const int64_t n34 = !(true && (o28 + ((q33 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) : 4;
+            const float* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 4) / 64)) * tsr_p1_s0 + (o29 + ((q33 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst36 = (sh16 + (pro17) * 2176) + (((q33 * 4) / 64)) * 68 + (((q33 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src35)) {
+              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : float(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  for (int64_t iv37_ = v11; v0 > 0 && iv37_ < v10; iv37_ += v0) {
+    const int32_t iv37 = int32_t(iv37_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
+    if ((iv37_ + 1 * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx38 = int32_t((iv37_ + 1 * int64_t(v0)));
+      {
+        const int64_t o39 = int64_t(v1) * 64;
+        const int64_t o40 = int64_t(nx38) * 32;
+        if (o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o40 >= 0 && o40 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+          #pragma unroll
+          for (int i41 = 0; i41 < 4; ++i41) {
+            const int q42 = i41 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2304) + (((q42 * 4) / 32)) * 36 + (((q42 * 4) % 32)) * 1), tsr_p0 + (o39 + ((q42 * 4) / 32)) * tsr_p0_s0 + (o40 + ((q42 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i43 = 0; i43 < 4; ++i43) {
+            const int q44 = i43 * 128 + tsr_tid;
+            const int64_t n45 = !(true && (o39 + ((q44 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) : 4;
+            const float* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 4) / 32)) * tsr_p0_s0 + (o40 + ((q44 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst47 = (sh15 + ((rs14 + 1) % 2) * 2304) + (((q44 * 4) / 32)) * 36 + (((q44 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : float(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o48 = int64_t(nx38) * 32;
+        const int64_t o49 = int64_t(v2) * 64;
+        if (o48 >= 0 && o48 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+          #pragma unroll
+          for (int i50 = 0; i50 < 4; ++i50) {
+            const int q51 = i50 * 128 + tsr_tid;
+            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2176) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1), tsr_p1 + (o48 + ((q51 * 4) / 64)) * tsr_p1_s0 + (o49 + ((q51 * 4) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i52 = 0; i52 < 4; ++i52) {
+            const int q53 = i52 * 128 + tsr_tid;
+            const int64_t n54 = !(true && (o48 + ((q53 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) : 4;
+            const float* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 4) / 64)) * tsr_p1_s0 + (o49 + ((q53 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst56 = (sh16 + ((rs14 + 1) % 2) * 2176) + (((q53 * 4) / 64)) * 68 + (((q53 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src55)) {
+              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 4);
+            } else {
+              for (int v_ = 0; v_ < 4; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : float(0);
             }
           }
         }
@@ -176,10 +179,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v56[32];
+    float v57[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56[s57] = c12[s57];
+    for (int s58 = 0; s58 < 32; ++s58) {
+      v57[s58] = c12[s58];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -197,78 +200,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const auto b1_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 3) * 1];
-        v56[0] = fmaf(float(a0_), float(b0_), v56[0]);
-        v56[1] = fmaf(float(a0_), float(b1_), v56[1]);
-        v56[2] = fmaf(float(a0_), float(b2_), v56[2]);
-        v56[3] = fmaf(float(a0_), float(b3_), v56[3]);
-        v56[4] = fmaf(float(a1_), float(b0_), v56[4]);
-        v56[5] = fmaf(float(a1_), float(b1_), v56[5]);
-        v56[6] = fmaf(float(a1_), float(b2_), v56[6]);
-        v56[7] = fmaf(float(a1_), float(b3_), v56[7]);
-        v56[8] = fmaf(float(a2_), float(b0_), v56[8]);
-        v56[9] = fmaf(float(a2_), float(b1_), v56[9]);
-        v56[10] = fmaf(float(a2_), float(b2_), v56[10]);
-        v56[11] = fmaf(float(a2_), float(b3_), v56[11]);
-        v56[12] = fmaf(float(a3_), float(b0_), v56[12]);
-        v56[13] = fmaf(float(a3_), float(b1_), v56[13]);
-        v56[14] = fmaf(float(a3_), float(b2_), v56[14]);
-        v56[15] = fmaf(float(a3_), float(b3_), v56[15]);
-        v56[16] = fmaf(float(a4_), float(b0_), v56[16]);
-        v56[17] = fmaf(float(a4_), float(b1_), v56[17]);
-        v56[18] = fmaf(float(a4_), float(b2_), v56[18]);
-        v56[19] = fmaf(float(a4_), float(b3_), v56[19]);
-        v56[20] = fmaf(float(a5_), float(b0_), v56[20]);
-        v56[21] = fmaf(float(a5_), float(b1_), v56[21]);
-        v56[22] = fmaf(float(a5_), float(b2_), v56[22]);
-        v56[23] = fmaf(float(a5_), float(b3_), v56[23]);
-        v56[24] = fmaf(float(a6_), float(b0_), v56[24]);
-        v56[25] = fmaf(float(a6_), float(b1_), v56[25]);
-        v56[26] = fmaf(float(a6_), float(b2_), v56[26]);
-        v56[27] = fmaf(float(a6_), float(b3_), v56[27]);
-        v56[28] = fmaf(float(a7_), float(b0_), v56[28]);
-        v56[29] = fmaf(float(a7_), float(b1_), v56[29]);
-        v56[30] = fmaf(float(a7_), float(b2_), v56[30]);
-        v56[31] = fmaf(float(a7_), float(b3_), v56[31]);
+        v57[0] = fmaf(float(a0_), float(b0_), v57[0]);
+        v57[1] = fmaf(float(a0_), float(b1_), v57[1]);
+        v57[2] = fmaf(float(a0_), float(b2_), v57[2]);
+        v57[3] = fmaf(float(a0_), float(b3_), v57[3]);
+        v57[4] = fmaf(float(a1_), float(b0_), v57[4]);
+        v57[5] = fmaf(float(a1_), float(b1_), v57[5]);
+        v57[6] = fmaf(float(a1_), float(b2_), v57[6]);
+        v57[7] = fmaf(float(a1_), float(b3_), v57[7]);
+        v57[8] = fmaf(float(a2_), float(b0_), v57[8]);
+        v57[9] = fmaf(float(a2_), float(b1_), v57[9]);
+        v57[10] = fmaf(float(a2_), float(b2_), v57[10]);
+        v57[11] = fmaf(float(a2_), float(b3_), v57[11]);
+        v57[12] = fmaf(float(a3_), float(b0_), v57[12]);
+        v57[13] = fmaf(float(a3_), float(b1_), v57[13]);
+        v57[14] = fmaf(float(a3_), float(b2_), v57[14]);
+        v57[15] = fmaf(float(a3_), float(b3_), v57[15]);
+        v57[16] = fmaf(float(a4_), float(b0_), v57[16]);
+        v57[17] = fmaf(float(a4_), float(b1_), v57[17]);
+        v57[18] = fmaf(float(a4_), float(b2_), v57[18]);
+        v57[19] = fmaf(float(a4_), float(b3_), v57[19]);
+        v57[20] = fmaf(float(a5_), float(b0_), v57[20]);
+        v57[21] = fmaf(float(a5_), float(b1_), v57[21]);
+        v57[22] = fmaf(float(a5_), float(b2_), v57[22]);
+        v57[23] = fmaf(float(a5_), float(b3_), v57[23]);
+        v57[24] = fmaf(float(a6_), float(b0_), v57[24]);
+        v57[25] = fmaf(float(a6_), float(b1_), v57[25]);
+        v57[26] = fmaf(float(a6_), float(b2_), v57[26]);
+        v57[27] = fmaf(float(a6_), float(b3_), v57[27]);
+        v57[28] = fmaf(float(a7_), float(b0_), v57[28]);
+        v57[29] = fmaf(float(a7_), float(b1_), v57[29]);
+        v57[30] = fmaf(float(a7_), float(b2_), v57[30]);
+        v57[31] = fmaf(float(a7_), float(b3_), v57[31]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      c12[s58] = v56[s58];
+    for (int s59 = 0; s59 < 32; ++s59) {
+      c12[s59] = v57[s59];
     }
     rs14 = (rs14 + 1) % 2;
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o59 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o60 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole61 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole61) {
+    const int64_t o60 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o61 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole62 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole62) {
       #pragma unroll
-      for (int c62 = 0; c62 < 8; ++c62) {
-        float vb63[4];
-        vb63[0] = c12[c62 * 4 + 0];
-        vb63[1] = c12[c62 * 4 + 1];
-        vb63[2] = c12[c62 * 4 + 2];
-        vb63[3] = c12[c62 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o59 + ((((c62 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c62 * 4) % 4))) * tsr_p2_s1, vb63);
+      for (int c63 = 0; c63 < 8; ++c63) {
+        float vb64[4];
+        vb64[0] = c12[c63 * 4 + 0];
+        vb64[1] = c12[c63 * 4 + 1];
+        vb64[2] = c12[c63 * 4 + 2];
+        vb64[3] = c12[c63 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o60 + ((((c63 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c63 * 4) % 4))) * tsr_p2_s1, vb64);
       }
     } else {
       #pragma unroll
-      for (int c64 = 0; c64 < 8; ++c64) {
-        float vb65[4];
-        if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1)) {
-          vb65[0] = c12[c64 * 4 + 0];
-          vb65[1] = c12[c64 * 4 + 1];
-          vb65[2] = c12[c64 * 4 + 2];
-          vb65[3] = c12[c64 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1, vb65);
+      for (int c65 = 0; c65 < 8; ++c65) {
+        float vb66[4];
+        if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1)) {
+          vb66[0] = c12[c65 * 4 + 0];
+          vb66[1] = c12[c65 * 4 + 1];
+          vb66[2] = c12[c65 * 4 + 2];
+          vb66[3] = c12[c65 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1, vb66);
         } else {
-          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4))) * tsr_p2_s1] = c12[c64 * 4];
-          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c64 * 4 + 1];
-          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c64 * 4 + 2];
-          if ((o59 + ((((c64 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o60 + (((c64 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o59 + ((((c64 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c64 * 4 + 3];
+          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1] = c12[c65 * 4];
+          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c65 * 4 + 1];
+          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c65 * 4 + 2];
+          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c65 * 4 + 3];
         }
       }
     }
