@@ -83,7 +83,7 @@ LibraryKernel rmsnorm() {
   k.dtypes = float_dtypes();
   k.default_sizes = {{"M", 1024}, {"N", 1024}};
   k.build = build;
-  k.size_configs = [](ScalarKind, const std::string& target, const Sizes& s) { return cpu_whole_row_config(target, s); };
+  k.size_configs = [](ScalarKind, const std::string& target, const Sizes& s) { return whole_row_config(target, s); };
   k.reference = reference;
   k.error_bounds = error_bounds;
   k.bytes = [](const Sizes& s, ScalarKind dt) {

@@ -21,9 +21,10 @@ std::map<std::string, int64_t> library_config(const LibraryKernel& k, ScalarKind
 
 namespace kernels {
 
-std::map<std::string, int64_t> cpu_whole_row_config(const std::string& target, const Sizes& sizes) {
+std::map<std::string, int64_t> whole_row_config(const std::string& target, const Sizes& sizes) {
   auto n = sizes.find("N");
-  if (target != "cpu" || n == sizes.end() || n->second < 1 || n->second > 8192) return {};
+  const int64_t most = target == "cpu" ? 8192 : target.rfind("cuda", 0) == 0 ? 32768 : 0;
+  if (n == sizes.end() || n->second < 1 || n->second > most) return {};
   int64_t bn = 256;  // the least BLOCK_N candidate
   while (bn < n->second) bn *= 2;
   return {{"BLOCK_N", bn}};

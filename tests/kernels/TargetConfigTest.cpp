@@ -135,27 +135,32 @@ TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
   }
 }
 
-// cpu: row kernels take the one-tile path for rows of up to 8192 elements; f32 matmul 64-deep k.
-TEST(TargetConfigs, CpuRowKernelsHoldTheWholeRow) {
+// Row kernels take the one-tile path for rows of up to 8192 elements on cpu and 32768 on cuda
+// (no rule for other targets); f32 matmul 64-deep k on cpu.
+TEST(TargetConfigs, RowKernelsHoldTheWholeRow) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     const LibraryKernel& lk = *find_library_kernel(name);
     auto unbound = lk.build(ScalarKind::BF16);
     const ConstexprDecl* bn = unbound->find_constexpr("BLOCK_N");
     ASSERT_NE(bn, nullptr);
-    for (int64_t n : {1, 100, 256, 257, 4096, 5000, 8192}) {
-      Sizes s = {{"M", 3}, {"N", n}};
-      ConstexprConfig got = library_config(lk, ScalarKind::BF16, "cpu", {}, &s);
-      ASSERT_EQ(got.count("BLOCK_N"), 1u) << name << " N=" << n;
-      int64_t v = got.at("BLOCK_N");
-      EXPECT_GE(v, n);
-      EXPECT_TRUE(v == 256 || v / 2 < n) << name << " N=" << n << ": " << v << " is not the least";
-      EXPECT_NE(std::find(bn->candidates.begin(), bn->candidates.end(), v), bn->candidates.end()) << v;
+    for (const auto& [target, most] : std::vector<std::pair<std::string, int64_t>>{
+             {"cpu", 8192}, {"cuda:sm_80", 32768}, {"cuda:sm_90", 32768}, {"cuda:sm_90a", 32768}}) {
+      for (int64_t n : {int64_t{1}, int64_t{100}, int64_t{256}, int64_t{257}, int64_t{4096}, int64_t{5000}, most}) {
+        Sizes s = {{"M", 3}, {"N", n}};
+        ConstexprConfig got = library_config(lk, ScalarKind::BF16, target, {}, &s);
+        ASSERT_EQ(got.count("BLOCK_N"), 1u) << name << " " << target << " N=" << n;
+        int64_t v = got.at("BLOCK_N");
+        EXPECT_GE(v, n);
+        EXPECT_TRUE(v == 256 || v / 2 < n) << name << " N=" << n << ": " << v << " is not the least";
+        EXPECT_NE(std::find(bn->candidates.begin(), bn->candidates.end(), v), bn->candidates.end()) << v;
+      }
+      Sizes wide = {{"M", 3}, {"N", most + 1}};
+      EXPECT_FALSE(library_config(lk, ScalarKind::F32, target, {}, &wide).count("BLOCK_N")) << name << " " << target;
     }
-    Sizes wide = {{"M", 3}, {"N", 8193}};
-    EXPECT_TRUE(library_config(lk, ScalarKind::F32, "cpu", {}, &wide).empty()) << name;
     Sizes s = {{"M", 3}, {"N", 100}};
-    EXPECT_TRUE(library_config(lk, ScalarKind::F32, "cuda:sm_90", {}, &s).empty()) << name;
+    EXPECT_FALSE(library_config(lk, ScalarKind::F32, "", {}, &s).count("BLOCK_N")) << name;
     EXPECT_EQ(library_config(lk, ScalarKind::F32, "cpu", {{"BLOCK_N", 1024}}, &s).at("BLOCK_N"), 1024);
+    EXPECT_EQ(library_config(lk, ScalarKind::F32, "cuda:sm_90a", {{"BLOCK_N", 1024}}, &s).at("BLOCK_N"), 1024);
   }
   const LibraryKernel& mm = *find_library_kernel("matmul");
   EXPECT_EQ(library_config(mm, ScalarKind::F32, "cpu"), (ConstexprConfig{{"BLOCK_K", 128}}));
