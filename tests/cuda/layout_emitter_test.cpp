@@ -253,6 +253,34 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
 }
 
+// The TMA hints are the layout emitter's too (hint-l2-policy writes l2_hint from them): A with
+// evict_first always, B with no hint, and no "ignored" note; by default the run-time rule.
+TEST(LayoutEmitter, TakesTheTmaHintKnobsThroughHintL2Policy) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  ASSERT_NE(lk, nullptr);
+  auto source_with = [&](const std::map<std::string, int64_t>& knobs, std::string& notes) {
+    auto k = lk->build(ScalarKind::BF16);
+    for (const auto& [n, v] : knobs) k->set_constexpr(n, v);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    for (const std::string& n : em.notes) notes += n + "\n";
+    return em.source;
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  std::string notes;
+  const std::string fixed = source_with({{"tma_hint_a", 1}, {"tma_hint_b", 3}}, notes);
+  EXPECT_EQ(notes.find("tma_hint"), std::string::npos) << notes;
+  EXPECT_GT(count(fixed, "tsr::tma_load_2d_hint("), 0u);
+  EXPECT_EQ(count(fixed, "<= 2) tsr::tma_load_2d_hint("), 0u);  // no run-time rule
+  const std::string rule = source_with({}, notes);
+  EXPECT_GT(count(rule, "<= 2) tsr::tma_load_2d_hint("), 0u);
+}
+
 // Both emitters launch a program with the same warps (default_num_warps): whole rows of the
 // norm kernels at 32768 elements take 16 warps (three such tiles loaded: x, w, b) or 32, not
 // the 8 the layout emitter once took for every large tile (layernorm f32 at BLOCK_N = 32768: 128
