@@ -415,8 +415,20 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     }
     whole += " && tsr::aligned_vec<" + stype(t) + ", " + num(E) + ">(" + vi.ptr + " + " + origin + ")";
     open("if (" + whole + ") {");
+    // TESSERA_CUDA_U32_SHARED_COPIES=1 (an A/B switch, off by default; not yet run on a GPU):
+    // the tile's shared address as one 32-bit value, each chunk's a constant offset from it, as
+    // the planning emitter's cp_tile_async does; otherwise each chunk converts its generic
+    // address (about 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 3).
+    const bool u32 = env_flag("TESSERA_CUDA_U32_SHARED_COPIES");
+    std::string base;
+    if (u32) {
+      base = fresh("sb");
+      line("const uint32_t " + base + " = tsr::smem_u32(" + dst_view.ptr + ");");
+    }
     open_chunks();
-    line("tsr::cp_async_16(tsr::smem_u32(" + dst_view.ptr + " + " + at_s + "), " + vi.ptr + " + " + at_g + ");");
+    const std::string dst_addr = u32 ? base + " + uint32_t(" + at_s + ") * " + num(eb) + "u"
+                                     : "tsr::smem_u32(" + dst_view.ptr + " + " + at_s + ")";
+    line("tsr::cp_async_16(" + dst_addr + ", " + vi.ptr + " + " + at_g + ");");
     close();
     --ind_;
     open("} else {");
@@ -524,15 +536,22 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // thread is done reading the stage of the iteration before, which the copies of iteration
   // + S - 1 then refill (the copies issued before the wait, as the ring did first, needed a
   // second barrier at the end of each iteration).
+  // (Under TESSERA_CUDA_U32_SHARED_COPIES=1 the stage arithmetic is unsigned: a signed % S
+  // of a value the compiler cannot prove non-negative costs a sign fix-up.)
+  const bool u32 = env_flag("TESSERA_CUDA_U32_SHARED_COPIES");
+  const std::string next_stage = u32 ? "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)"
+                                     : "(" + stage + " + " + num(S - 1) + ") % " + num(S);
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
               line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
               if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
               barrier();
-              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))",
-                    "(" + stage + " + " + num(S - 1) + ") % " + num(S));
+              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", next_stage);
             },
-            [&] { line(stage + " = (" + stage + " + 1) % " + num(S) + ";"); });
+            [&] {
+              line(stage + " = " + (u32 ? "int((unsigned(" + stage + ") + 1u) % " + num(S) + "u)"
+                                        : "(" + stage + " + 1) % " + num(S)) + ";");
+            });
   line("tsr::cp_async_wait<0>();");
   // A ring loop entered again (inside another loop) refills its first stages in its prologue,
   // which the last iteration's slower warps may still be reading: the end-of-iteration barrier
@@ -1473,7 +1492,7 @@ std::string Emitter::own_exchange(const Op& op, const std::string& T, int64_t wo
   const int64_t need = align16(bytes * (looped ? 2 : 1));
   // (Two ping-pong consumers would share the words; pingpong-consumers declines reductions.)
   // TESSERA_CUDA_SCRATCH_EXCHANGES=1: every exchange through the scratch (an A/B switch).
-  static const bool scratch_only = env_flag("TESSERA_CUDA_SCRATCH_EXCHANGES");
+  const bool scratch_only = env_flag("TESSERA_CUDA_SCRATCH_EXCHANGES");
   if (scratch_only || bytes > kReductionHalf || red_smem_ + need > kOwnExchangeBytes || consumers_ == 2) return "";
   count("reduction-barriers-saved");
   return exchange_words(op, T, words, bytes);
@@ -1668,7 +1687,7 @@ void Emitter::lowered_dot(const Op& op) {
     }
   };
   // TESSERA_CUDA_SINGLE_FRAGMENTS=1: each step loads its own fragments first (an A/B switch).
-  static const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS");
+  const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS");
   line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
   if (!single) load_fragments("0", "0");
   line("#pragma unroll");

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "CudaTestUtil.h"
+#include "../common/ScopedEnv.h"
 #include "cuda/DistLayout.h"
 
 namespace tessera::cudatest {
@@ -251,6 +252,40 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_NE(given.find("knob cluster_m = 2 is read by the planning emitter only"), std::string::npos) << given;
   EXPECT_EQ(given.find("epilogue_overlap"), std::string::npos) << given;  // its default asks for nothing
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
+}
+
+// The A/B switches of session 37 (each off by default; bench/session38_gpu.sh times them):
+// TESSERA_CUDA_U32_SHARED_COPIES (whole-tile cp.async addresses from one 32-bit shared base,
+// unsigned stage arithmetic), TESSERA_CUDA_SCRATCH_EXCHANGES and TESSERA_CUDA_SINGLE_FRAGMENTS
+// print what they say, and NVRTC takes the mma.sync matmul and FlashAttention under each.
+TEST(LayoutEmitter, AbSwitchesPrintWhatTheySayAndCompile) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  auto mm = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
+  auto fa = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
+  auto fab = bind_constexprs(*fa->kernels[0], {});
+  auto sm = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::BF16), {{"BLOCK_N", 1024}});
+  struct Case {
+    const char* env;
+    const Kernel* k;
+    const char* with;     // in the source with the switch
+    const char* without;  // in the source without it
+  };
+  for (const Case& c : {Case{"TESSERA_CUDA_U32_SHARED_COPIES", mm.get(), "const uint32_t sb", "% 4;"},
+                        Case{"TESSERA_CUDA_U32_SHARED_COPIES", fab.get(), "const uint32_t sb", "tsr::cp_async_16(tsr::smem_u32("},
+                        Case{"TESSERA_CUDA_SINGLE_FRAGMENTS", mm.get(), "tsr::ldsm_x4(fa[ks & 1]", "if (ks + 1 < "},
+                        Case{"TESSERA_CUDA_SCRATCH_EXCHANGES", sm.get(), "reinterpret_cast<float*>(tsr_smem + 0)[", "tsr_red"}}) {
+    for (bool on : {false, true}) {
+      SCOPED_TRACE(std::string(c.env) + (on ? "=1 " : "=0 ") + c.k->name);
+      testutil::ScopedEnv e(c.env, on ? "1" : "0");
+      bool printed = false;
+      CudaEmission em = by_layouts(*c.k, "sm_80", &printed);
+      ASSERT_TRUE(printed);
+      EXPECT_NE(em.source.find(on ? c.with : c.without), std::string::npos);
+      if (nvrtc && on) expect_nvrtc_accepts(em, CudaTarget::parse("sm_80"));
+    }
+  }
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
 // The TMA hints are the layout emitter's too (hint-l2-policy writes l2_hint from them): A with
