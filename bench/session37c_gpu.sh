@@ -26,7 +26,7 @@ for round in 1 2; do
         layouts) envs="TESSERA_CUDA_FROM_LAYOUTS=1" ;;
         scratch) envs="TESSERA_CUDA_FROM_LAYOUTS=1 TESSERA_CUDA_SCRATCH_EXCHANGES=1" ;;
       esac
-      ms=$(env $envs timeout 60 $B/bin/tessera bench $1 -b cuda --dtype bf16 --size $2 --reps 200 2>&1 | grep -o 'median_ms=[0-9.e+-]*')
+      ms=$(env $envs timeout 60 $B/bin/tessera bench $1 -b cuda --dtype bf16 --size $2 --config BLOCK_N=1024 --reps 200 2>&1 | grep -o 'median_ms=[0-9.e+-]*')
       echo "round $round $1 $2 $mode $ms"
     done
   done

@@ -52,14 +52,16 @@ std::vector<double> matmul_error_bound(const Tensor& a, const Tensor& b, const S
                                        bool b_is_nk = false, int64_t extra_roundings = 0);
 
 // size_configs of the row kernels (softmax, layernorm, rmsnorm): a row of at most 8192
-// elements on the cpu backend, 32768 on cuda, gets the smallest BLOCK_N that holds it, so it
+// elements on the cpu backend, 64 KiB on cuda (32768 16-bit elements, 16384 f32; not with a
+// caller's BLOCK_M > 1 or num_warps), gets the smallest BLOCK_N that holds it, so it
 // takes the kernels' one-tile path (read once and kept: softmax one exp per element instead of
 // two, no second and third pass over the row). cpu: 4096x4096 bf16 softmax on a 2-core Zen 4
 // 1.9x faster than BLOCK_N = 1024 (bench/RESULTS.md, session 13). cuda: the whole-row tile is
 // what cuda_bench's sweep of every BLOCK_N picks at 4096, 8192 and 32768 columns; on the H100,
 // bf16 4096 x 32768 softmax 0.197 against 0.29 ms at BLOCK_N = 1024, layernorm 0.197 against
 // 0.37, 16384 x 4096 layernorm 0.095 against 0.121 (session 37). Other targets: none.
-std::map<std::string, int64_t> whole_row_config(const std::string& target, const Sizes& sizes);
+std::map<std::string, int64_t> whole_row_config(ScalarKind dtype, const std::string& target, const Sizes& sizes,
+                                                const std::map<std::string, int64_t>& given);
 
 // The dtypes every library kernel takes; the first is the default.
 inline std::vector<ScalarKind> float_dtypes() {

@@ -113,7 +113,9 @@ LibraryKernel layernorm() {
   k.dtypes = float_dtypes();
   k.default_sizes = {{"M", 1024}, {"N", 1024}};
   k.build = build;
-  k.size_configs = [](ScalarKind, const std::string& target, const Sizes& s) { return whole_row_config(target, s); };
+  k.size_configs = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
+    return whole_row_config(dt, target, s, given);
+  };
   k.reference = reference;
   k.error_bounds = error_bounds;
   k.bytes = [](const Sizes& s, ScalarKind dt) {

@@ -68,7 +68,10 @@ struct LibraryKernel {
   // values still win. Applied where the sizes are known when the kernel is bound (`tessera
   // run/bench`, bench/cuda_bench); `tessera compile` without sizes gets target_configs alone.
   // Null, or an empty map: none. Every value must be a candidate of its constexpr.
-  std::function<std::map<std::string, int64_t>(ScalarKind dtype, const std::string& target, const Sizes& sizes)>
+  // `given`: the values the caller chose (--config, a tuning database's), which a rule may
+  // defer to (the row kernels' whole-row tile only without a caller's BLOCK_M or num_warps).
+  std::function<std::map<std::string, int64_t>(ScalarKind dtype, const std::string& target, const Sizes& sizes,
+                                               const std::map<std::string, int64_t>& given)>
       size_configs;
   // Why the kernel cannot run at `sizes` (every symbolic dim), or "" when it can: a
   // precondition its results depend on (topk: K <= N). `tessera run/bench/tune` refuse such

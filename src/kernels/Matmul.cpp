@@ -167,8 +167,8 @@ LibraryKernel matmul() {
   // session 14). Smaller matrices keep 64-row/column tiles (no padded work). N of 1024 or more:
   // 256-column tiles where they pad no more than 128 would (each copied A tile then feeds twice
   // the FMAs: 1024^3 337-358 against 320-340 GFLOP/s, 2048^3 334-340 against 312-321, session 17).
-  k.size_configs = [](ScalarKind dt, const std::string& target,
-                      const Sizes& s) -> std::map<std::string, int64_t> {
+  k.size_configs = [](ScalarKind dt, const std::string& target, const Sizes& s,
+                      const std::map<std::string, int64_t>&) -> std::map<std::string, int64_t> {
     auto m = s.find("M"), n = s.find("N");
     if (m == s.end() || n == s.end() || m->second < 1 || n->second < 1) return {};
     if (target == "cpu" && dt == ScalarKind::F32) {

@@ -45,7 +45,7 @@ LibraryKernel sort() {
     sorted_rows_reference(args, s.at("M"), s.at("N"), s.at("N"), false);
   };
   // The row must fit one tile: the smallest candidate that holds it.
-  k.size_configs = [](ScalarKind, const std::string&, const Sizes& s) {
+  k.size_configs = [](ScalarKind, const std::string&, const Sizes& s, const std::map<std::string, int64_t>&) {
     int64_t b = 32;
     while (b < s.at("N") && b < 4096) b *= 2;
     return std::map<std::string, int64_t>{{"BLOCK_N", b}};

@@ -592,7 +592,7 @@ LibraryKernel topk() {
     sorted_rows_reference(args, s.at("M"), s.at("N"), s.at("K"), true);
   };
   // K is the output's width, so it follows the sizes.
-  k.size_configs = [](ScalarKind, const std::string&, const Sizes& s) {
+  k.size_configs = [](ScalarKind, const std::string&, const Sizes& s, const std::map<std::string, int64_t>&) {
     return std::map<std::string, int64_t>{{"K", s.at("K")}};
   };
   // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than

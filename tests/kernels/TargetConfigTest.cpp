@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 
 #include "interp/Interpreter.h"
@@ -72,7 +73,7 @@ TEST(TargetConfigs, MatmulOnSm90aTakesSmallerTilesForFewPrograms) {
   const Sizes m16 = {{"M", 16}, {"N", 4096}, {"K", 4096}}, m128 = {{"M", 128}, {"N", 14336}, {"K", 4096}},
               big = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
   for (const Sizes& s : {m16, m128, big})
-    for (const auto& [name, v] : mm.size_configs(ScalarKind::BF16, "cuda:sm_90a", s)) {
+    for (const auto& [name, v] : mm.size_configs(ScalarKind::BF16, "cuda:sm_90a", s, {})) {
       if (name == "swap_operands") {  // a codegen knob (tune::codegen_knobs)
         EXPECT_EQ(v, 1);
         continue;
@@ -117,7 +118,7 @@ TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
         for (int64_t n : {1, 16, 128, 1000, 4096, 14336}) {
           Sizes s = lk.default_sizes;
           for (auto& [dim, v] : s) v = dim == "K" && lk.name == "topk" ? 1 : n;
-          for (const auto& [name, v] : lk.size_configs(dt, target, s)) {
+          for (const auto& [name, v] : lk.size_configs(dt, target, s, {})) {
             const ConstexprDecl* c = unbound->find_constexpr(name);
             if (!c) {  // else a codegen knob of the target, at one of its values
               const tune::KnobDecl* d = tune::find_codegen_knob(name);
@@ -135,19 +136,22 @@ TEST(TargetConfigs, SizeConfigsAreCandidatesOfEveryKernel) {
   }
 }
 
-// Row kernels take the one-tile path for rows of up to 8192 elements on cpu and 32768 on cuda
-// (no rule for other targets); f32 matmul 64-deep k on cpu.
+// Row kernels take the one-tile path for rows of up to 8192 elements on cpu and 64 KiB on cuda
+// (32768 bf16, 16384 f32; not with a caller's BLOCK_M > 1 or num_warps there; no rule for other
+// targets); f32 matmul 64-deep k on cpu.
 TEST(TargetConfigs, RowKernelsHoldTheWholeRow) {
   for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
     const LibraryKernel& lk = *find_library_kernel(name);
     auto unbound = lk.build(ScalarKind::BF16);
     const ConstexprDecl* bn = unbound->find_constexpr("BLOCK_N");
     ASSERT_NE(bn, nullptr);
-    for (const auto& [target, most] : std::vector<std::pair<std::string, int64_t>>{
-             {"cpu", 8192}, {"cuda:sm_80", 32768}, {"cuda:sm_90", 32768}, {"cuda:sm_90a", 32768}}) {
+    for (const auto& [target, dt, most] : std::vector<std::tuple<std::string, ScalarKind, int64_t>>{
+             {"cpu", ScalarKind::BF16, 8192}, {"cpu", ScalarKind::F32, 8192}, {"cuda:sm_80", ScalarKind::BF16, 32768},
+             {"cuda:sm_90", ScalarKind::F16, 32768}, {"cuda:sm_90a", ScalarKind::BF16, 32768},
+             {"cuda:sm_90a", ScalarKind::F32, 16384}}) {
       for (int64_t n : {int64_t{1}, int64_t{100}, int64_t{256}, int64_t{257}, int64_t{4096}, int64_t{5000}, most}) {
         Sizes s = {{"M", 3}, {"N", n}};
-        ConstexprConfig got = library_config(lk, ScalarKind::BF16, target, {}, &s);
+        ConstexprConfig got = library_config(lk, dt, target, {}, &s);
         ASSERT_EQ(got.count("BLOCK_N"), 1u) << name << " " << target << " N=" << n;
         int64_t v = got.at("BLOCK_N");
         EXPECT_GE(v, n);
@@ -155,7 +159,15 @@ TEST(TargetConfigs, RowKernelsHoldTheWholeRow) {
         EXPECT_NE(std::find(bn->candidates.begin(), bn->candidates.end(), v), bn->candidates.end()) << v;
       }
       Sizes wide = {{"M", 3}, {"N", most + 1}};
-      EXPECT_FALSE(library_config(lk, ScalarKind::F32, target, {}, &wide).count("BLOCK_N")) << name << " " << target;
+      EXPECT_FALSE(library_config(lk, dt, target, {}, &wide).count("BLOCK_N")) << name << " " << target;
+    }
+    // A caller's rows per program or warps on cuda: the kernel's own BLOCK_N (layernorm with
+    // BLOCK_M = 4 at 32768 columns was 512 KiB of registers).
+    Sizes row = {{"M", 4}, {"N", 32768}};
+    EXPECT_FALSE(library_config(lk, ScalarKind::BF16, "cuda:sm_90a", {{"num_warps", 4}}, &row).count("BLOCK_N")) << name;
+    if (unbound->find_constexpr("BLOCK_M")) {
+      EXPECT_FALSE(library_config(lk, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_M", 4}}, &row).count("BLOCK_N")) << name;
+      EXPECT_EQ(library_config(lk, ScalarKind::BF16, "cuda:sm_90a", {{"BLOCK_M", 1}}, &row).at("BLOCK_N"), 32768) << name;
     }
     Sizes s = {{"M", 3}, {"N", 100}};
     EXPECT_FALSE(library_config(lk, ScalarKind::F32, "", {}, &s).count("BLOCK_N")) << name;
