@@ -886,9 +886,12 @@ static std::string scalar_abi_type(ScalarKind k) {
 }
 
 int64_t Emitter::group_rows() const {
-  // The layout emitter takes the order persist-programs wrote on the grid's yield.
-  if (const Op* y = k_.grid ? k_.grid->terminator() : nullptr; lowered_ && y && y->has_attr("group_rows"))
-    return y->attr_int("group_rows");
+  // The layout emitter takes the order persist-programs wrote on the grid's yield (8 where it
+  // wrote none).
+  if (lowered_) {
+    const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+    return y && y->has_attr("group_rows") ? y->attr_int("group_rows") : 8;
+  }
   const ConstexprDecl* d = k_.find_constexpr("GROUP_M");
   if (!d) return 8;
   if (d->value < 1 || d->value > 1024)
@@ -1376,8 +1379,8 @@ const Op* first_layout_op(const Block& b) {
 
 // The codegen knobs that only the planning emitter (or the runtime, for its compilations)
 // reads, with the value that asks for nothing: the GPU lowering has no pass that takes them
-// yet (tma_hint_a / tma_hint_b: hint-l2-policy does), so a kernel the layout emitter prints says which of them it was given and ignored,
-// rather than running as if they had been taken.
+// yet (tma_hint_a / tma_hint_b: hint-l2-policy does), so a kernel the layout emitter prints
+// says which of them it was given and ignored, rather than running as if they had been taken.
 std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (split_k 1: never split; prefetch_programs 0: off, 2: the backend's choice).

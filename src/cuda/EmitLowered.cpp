@@ -795,11 +795,10 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
     const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
     if (y && y->has_attr("persistent") && y->attr_int("persistent") == 1) {
       ws_persistent_ = true;
-      if (y->has_attr("group_rows")) ws_group_rows_ = y->attr_int("group_rows");
       info.persistent = true;
       add_grid_size_params(sig, info, 3);
       count("persistent-programs");
-      notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(ws_group_rows_) +
+      notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(group_rows()) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
       for (const auto& s : k_.body->ops)
         if (s->kind == OpKind::StoreTile && s->has_attr("tma_store") && s->attr_int("tma_store") == 1) {
@@ -814,7 +813,7 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
 }
 
 void Emitter::open_program_loop(bool pingpong) {
-  const std::string G = num(ws_group_rows_);
+  const std::string G = num(group_rows());
   line("const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;");
   line("const int64_t tsr_in_group = " + G + " * int64_t(tsr_grid1);");
   if (pingpong)

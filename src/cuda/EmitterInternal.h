@@ -540,6 +540,7 @@ class Emitter {
   // Rows of axis 0 per group in the grouped and persistent orders: the kernel constexpr GROUP_M
   // (Triton's GROUP_SIZE_M), else 8. The library matmul does not declare it: on the H200 groups
   // of 4, 16 and 32 rows measured within the run-to-run spread of 8 (bench/RESULTS.md, session 6).
+  // The layout emitter: the grid yield's group_rows (persist-programs), else 8.
   int64_t group_rows() const;
   // Program prefetch (EmitProgramPrefetch.cpp): the kernel runs persistent, each CTA looping
   // over programs t, t + gridDim.x, ... (as many CTAs as fit on the device), and each load_tile
@@ -681,7 +682,6 @@ class Emitter {
   // producer warpgroup: both branches loop over the programs (tsr_pid0..2 in grouped order,
   // the grid's sizes as parameters tsr_grid0..2), and the ring's counters run on across them.
   bool ws_persistent_ = false;
-  int64_t ws_group_rows_ = 8;
   std::string ws_rn_;  // the compute warps' count of the loop's iterations begun, over all programs
   // pingpong-consumers' `consumers = 2`: two consumer warpgroups of T_ threads each (warps_
   // warps, the layouts' count), consumer c taking the CTA's programs 2j + c; ws_order_ is their

@@ -111,6 +111,13 @@ TEST(DistLayout, SliceOfBlockedAndWrap) {
 }
 
 // The layout emitter's emission of a bound kernel for `target`, and whether it printed it.
+// How many times `what` stands in `text`.
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 CudaEmission by_layouts(const Kernel& bound, const std::string& target, bool* printed) {
   CudaTarget t = CudaTarget::parse(target);
   t.from_layouts = true;
@@ -302,18 +309,13 @@ TEST(LayoutEmitter, TakesTheTmaHintKnobsThroughHintL2Policy) {
     for (const std::string& n : em.notes) notes += n + "\n";
     return em.source;
   };
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   std::string notes;
   const std::string fixed = source_with({{"tma_hint_a", 1}, {"tma_hint_b", 3}}, notes);
   EXPECT_EQ(notes.find("tma_hint"), std::string::npos) << notes;
-  EXPECT_GT(count(fixed, "tsr::tma_load_2d_hint("), 0u);
-  EXPECT_EQ(count(fixed, "<= 2) tsr::tma_load_2d_hint("), 0u);  // no run-time rule
+  EXPECT_GT(occurrences(fixed, "tsr::tma_load_2d_hint("), 0u);
+  EXPECT_EQ(occurrences(fixed, "<= 2) tsr::tma_load_2d_hint("), 0u);  // no run-time rule
   const std::string rule = source_with({}, notes);
-  EXPECT_GT(count(rule, "<= 2) tsr::tma_load_2d_hint("), 0u);
+  EXPECT_GT(occurrences(rule, "<= 2) tsr::tma_load_2d_hint("), 0u);
 }
 
 // Both emitters launch a program with the same warps (default_num_warps): whole rows of the
@@ -474,11 +476,7 @@ TEST(LayoutEmitter, ScalarReductionsCompile) {
 struct FlashAttentionPtx {
   CudaEmission em;
   std::string ptx;
-  size_t count(const std::string& what) const {
-    size_t n = 0;
-    for (size_t p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
-    return n;
-  }
+  size_t count(const std::string& what) const { return occurrences(ptx, what); }
 };
 FlashAttentionPtx flash_attention_ptx(const std::string& target, const std::map<std::string, int64_t>& config) {
   auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
