@@ -1100,7 +1100,8 @@ CudaEmission Emitter::run() {
                      " rows of axis 0 at a time, for L2 reuse of the operand tiles");
   }
   auto add_grid_params = [&](int axes) { add_grid_size_params(sig, info, axes); };
-  prog_persistent_ = !lowered_ && !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
+  prog_persistent_ = lowered_ ? lowered_program_prefetch()
+                              : !persistent_ && !grouped_ && !split_k_ && !wg_.ok && cluster_ == 1 && plan_program_prefetch();
   if (prog_persistent_) {
     info.persistent = true;
     info.persistent_fill = true;

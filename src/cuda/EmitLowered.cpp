@@ -978,11 +978,19 @@ void Emitter::lowered_load_store(const Op& op) {
   const std::vector<int64_t> S = shape_of(op, tile);
   const Dist& d = dist_of(tile);
   const ScalarKind t = view->type.elem;
+  // Program prefetch (prefetch-programs, EmitProgramPrefetch.cpp): `issue` prints the next
+  // program's cp.async copies of this load's in-bounds aligned runs instead of the load; else a
+  // load with a prefetch reads those runs from shared memory when its buffer holds this
+  // program's tile. Run c of thread tid is at slot c * T + tid of the tile's part of the buffer.
+  const bool issue = pf_mode_ == PfMode::Issue;
+  const ProgramPrefetch* pf = load && prog_persistent_ ? program_prefetch_of(op) : nullptr;
+  if (issue && !pf) fail(op, "internal: program prefetch of a load without a plan");
   // A 16-bit float tile that only casts to f32 read slot by slot use (packs_load) is held as
   // packed words, half the registers, and its casts convert at each use (alias_packed_cast),
   // as in the planning emitter.
-  const bool packed = load && packs_load(op);
-  const std::string r = !load ? nm(tile)
+  const bool packed = load && !issue && packs_load(op);
+  const std::string r = issue  ? std::string()
+                        : !load ? nm(tile)
                         : packed ? bind_new(tile)
                                  : declare(op, tile);
   if (packed) {
@@ -1018,12 +1026,50 @@ void Emitter::lowered_load_store(const Op& op) {
   // access of up to 16 bytes where it is in bounds and aligned.
   const int64_t V = lowered_vector_width(tile);
   const std::string St = stype(t);
+  if (pf && V * scalar_bytes(t) != 16) fail(op, "internal: program prefetch of a tile without 16-byte runs");
+  std::string hit;  // this program's tile is in the prefetch buffer
+  if (pf && !issue) {
+    hit = fresh("hit");
+    // (a tile that is the same for every program stays valid once copied)
+    line("const bool " + hit + " = " + pf->tag + (pf->invariant ? " >= 0;" : " == tsr_t;"));
+  }
+  auto pf_slot = [&](const std::string& buf, const std::string& c) {
+    return buf + " + " + num(pf->offset) + " + (" + c + " * " + num(T_) + " + tsr_tid) * 16";
+  };
+  // Run `c` (first slot s0) from the storage-type pointer expression `from`: into the packed
+  // words, or into `buf` and converted slot by slot.
+  auto load_run_from = [&](const std::string& s0, const std::string& from, const std::string& buf) {
+    if (packed) {
+      line("tsr::copy_vec<uint32_t, " + num(V / 2) + ">(" + r + ".w + (" + s0 + ") / 2, reinterpret_cast<const uint32_t*>(" +
+           from + "));");
+      return;
+    }
+    line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + from + ");");
+    for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
+  };
+  // A load's run in bounds and aligned at element offset `at`: from the prefetch buffer on a
+  // hit, else from global memory; in `issue` mode the next program's copy of it instead.
+  auto load_run = [&](const std::string& c, const std::string& s0, const std::string& at, const std::string& buf) {
+    if (issue) {
+      line("tsr::cp_async_16(tsr::smem_u32(" + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
+      return;
+    }
+    if (!hit.empty()) {
+      open("if (" + hit + ") {");
+      load_run_from(s0, "reinterpret_cast<const " + St + "*>(" + pf_slot("tsr_pf_cur", c) + ")", buf);
+      --ind_;
+      open("} else {");
+      load_run_from(s0, vi.ptr + " + " + at, buf);
+      close();
+      return;
+    }
+    load_run_from(s0, vi.ptr + " + " + at, buf);
+  };
   // A run in bounds and aligned at offset `at`: one vector access through the storage-type
   // buffer `buf` (declared by the caller), converted slot by slot.
-  auto vector_run = [&](const std::string& s0, const std::string& at, const std::string& buf) {
+  auto vector_run = [&](const std::string& c, const std::string& s0, const std::string& at, const std::string& buf) {
     if (load) {
-      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
-      for (int64_t v = 0; v < V; ++v) line(r + "[" + s0 + " + " + num(v) + "] = " + load_conv(t, buf + "[" + num(v) + "]") + ";");
+      load_run(c, s0, at, buf);
     } else {
       for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
       line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
@@ -1065,15 +1111,10 @@ void Emitter::lowered_load_store(const Op& op) {
     open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
     std::string ok, at;
     element(s0, 0, ok, at);
-    if (packed) {
-      line("tsr::copy_vec<uint32_t, " + num(V / 2) + ">(" + r + ".w + (" + s0 + ") / 2, reinterpret_cast<const uint32_t*>(" +
-           vi.ptr + " + " + at + "));");
-    } else {
-      line(St + " " + buf + "[" + num(V) + "];");
-      vector_run(s0, at, buf);
-    }
+    if (!packed && !issue) line(St + " " + buf + "[" + num(V) + "];");
+    vector_run(c, s0, at, buf);
     close();
-    count("whole-tile-accesses");
+    if (!issue) count("whole-tile-accesses");
     --ind_;
     open("} else {");
   }
@@ -1085,11 +1126,30 @@ void Emitter::lowered_load_store(const Op& op) {
   element(s0, V - 1, last_ok, at);
   element(s0, 0, ok, at);
   const std::string buf = fresh("vb");
+  if (issue) {
+    // Only the runs the load reads as vectors (ragged and unaligned ones come from global).
+    line("if (" + last_ok + " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at + ")) " +
+         "tsr::cp_async_16(tsr::smem_u32(" + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
+    close();
+    if (whole_tile) close();
+    close();
+    return;
+  }
   line(St + " " + buf + "[" + num(V) + "];");
   open("if (" + last_ok + " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at + ")) {");
   if (packed) {
     // Both paths fill the storage-type buffer and the words are made after the join.
-    line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+    if (!hit.empty()) {
+      open("if (" + hit + ") {");
+      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", reinterpret_cast<const " + St + "*>(" +
+           pf_slot("tsr_pf_cur", c) + "));");
+      --ind_;
+      open("} else {");
+      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+      close();
+    } else {
+      line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + buf + ", " + vi.ptr + " + " + at + ");");
+    }
     --ind_;
     open("} else {");
     for (int64_t v = 0; v < V; ++v) {
@@ -1103,9 +1163,10 @@ void Emitter::lowered_load_store(const Op& op) {
     if (whole_tile) close();
     count("vector-accesses");
     close();
+    after_prefetched_load(pf);
     return;
   }
-  vector_run(s0, at, buf);
+  vector_run(c, s0, at, buf);
   --ind_;
   open("} else {");
   for (int64_t v = 0; v < V; ++v) scalar_access(s0, v);
@@ -1114,6 +1175,15 @@ void Emitter::lowered_load_store(const Op& op) {
   if (whole_tile) close();
   count("vector-accesses");
   close();
+  after_prefetched_load(pf);
+}
+
+void Emitter::after_prefetched_load(const ProgramPrefetch* pf) {
+  if (!pf) return;
+  // Two buffers: the next program's copies go into the other one now. One: after a barrier
+  // (the first that follows in this block, or one at its end), when no thread reads it.
+  if (pf_buffers_ == 2) issue_program_prefetch(*pf);
+  else pending_pf_.push_back(pf);
 }
 
 void Emitter::lowered_shape(const Op& op) {

@@ -55,6 +55,62 @@ bool in_loop(const Op& op) {
 
 }  // namespace
 
+bool Emitter::index_chain(const Op& load, ProgramPrefetch& pf) const {
+  // The ops between the program ids and the indices; any other source disqualifies the load.
+  const std::set<const Value*> params(k_.params.begin(), k_.params.end());
+  std::set<const Op*> chain;
+  bool ok = true, on_pid = false;
+  std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
+    const Op* d = v->def;
+    if (!d) {
+      ok &= params.count(v) > 0;
+      return false;
+    }
+    if (!pure_scalar(*d)) {
+      ok = false;
+      return false;
+    }
+    bool dep = d->kind == OpKind::ProgramId;
+    for (const Value* x : d->operands) dep |= depends(x);
+    if (dep) chain.insert(d);
+    return dep;
+  };
+  for (size_t i = 1; i < load.operands.size(); ++i) on_pid |= depends(load.operand(i));
+  if (!ok) return false;
+  pf.load = &load;
+  pf.invariant = !on_pid;
+  pf.chain.clear();
+  walk(*k_.body, [&](Op& o) {
+    if (chain.count(&o)) pf.chain.push_back(&o);
+  });
+  return true;
+}
+
+bool Emitter::lowered_program_prefetch() {
+  const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+  if (ws_loop_ || !y || !y->has_attr("persistent") || y->attr_int("persistent") != 1) return false;
+  std::vector<ProgramPrefetch> plan;
+  int64_t bytes = 0;
+  walk(*k_.body, [&](Op& o) {
+    if (o.kind != OpKind::LoadTile || !o.has_attr("prefetch")) return;
+    ProgramPrefetch pf;
+    if (!index_chain(o, pf)) fail(o, "prefetch: its indices are not pure scalar arithmetic on the program ids, constants and dims");
+    if (pf.invariant != (o.attr_string("prefetch") == "once"))
+      fail(o, "prefetch = \"" + o.attr_string("prefetch") + "\" on a tile that " +
+                  (pf.invariant ? "is the same for every program" : "depends on the program ids"));
+    pf.offset = o.attr_int("prefetch_at");
+    const Value* t = o.result();
+    bytes = std::max(bytes, pf.offset + dist_of(t).slots() * scalar_bytes(t->type.elem) * T_);
+    plan.push_back(std::move(pf));
+  });
+  if (plan.empty()) return false;
+  pf_buffers_ = y->has_attr("prefetch_buffers") ? static_cast<int>(y->attr_int("prefetch_buffers")) : 1;
+  for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
+  prog_pf_ = std::move(plan);
+  prog_pf_bytes_ = bytes;
+  return true;
+}
+
 bool Emitter::plan_program_prefetch() {
   const ConstexprDecl* knob_decl = k_.find_constexpr("prefetch_programs");
   if (knob_decl && knob_decl->value == 0) return false;
@@ -70,7 +126,6 @@ bool Emitter::plan_program_prefetch() {
     if (o.kind == OpKind::LoadTile && !in_loop(o)) loads.push_back(&o);
   });
   if (!allowed) return false;
-  std::set<const Value*> params(k_.params.begin(), k_.params.end());
   struct Candidate {
     ProgramPrefetch pf;
     int64_t bytes = 0;
@@ -84,32 +139,8 @@ bool Emitter::plan_program_prefetch() {
     const std::vector<int64_t> S = static_shape(tile->type.shape);
     const int64_t chunk_bytes = int64_t(L.vec) * scalar_bytes(view->type.elem);
     if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0 || chunk_bytes % 16 != 0) continue;
-    // The ops between the program ids and the indices; any other source disqualifies the load.
-    std::set<const Op*> chain;
-    bool ok = true, on_pid = false;
-    std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
-      const Op* d = v->def;
-      if (!d) {
-        ok &= params.count(v) > 0;
-        return false;
-      }
-      if (!pure_scalar(*d)) {
-        ok = false;
-        return false;
-      }
-      bool dep = d->kind == OpKind::ProgramId;
-      for (const Value* x : d->operands) dep |= depends(x);
-      if (dep) chain.insert(d);
-      return dep;
-    };
-    for (size_t i = 1; i < l->operands.size(); ++i) on_pid |= depends(l->operand(i));
-    if (!ok) continue;
     Candidate c;
-    c.pf.load = l;
-    c.pf.invariant = !on_pid;
-    walk(*k_.body, [&](Op& o) {
-      if (chain.count(&o)) c.pf.chain.push_back(&o);
-    });
+    if (!index_chain(*l, c.pf)) continue;
     c.bytes = L.chunks * T_ * chunk_bytes;
     cands.push_back(std::move(c));
   }
@@ -197,7 +228,8 @@ void Emitter::issue_program_prefetch(const ProgramPrefetch& pf) {
   pf_mode_ = PfMode::Issue;
   pid_prefix_ = "tsr_npid";
   for (const Op* o : pf.chain) emit_op(*o);
-  emit_load_store(*pf.load);
+  if (lowered_) lowered_load_store(*pf.load);
+  else emit_load_store(*pf.load);
   pf_mode_ = PfMode::None;
   pid_prefix_ = "tsr_pid";
   for (const auto& [v, n] : saved) name_[v] = n;

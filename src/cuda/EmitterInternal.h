@@ -567,6 +567,14 @@ class Emitter {
   // Finds the loads (and sets prog_pf_) when the kernel allows it and the constexpr
   // prefetch_programs (default: tiles of at least kProgramPrefetchMinBytes) asks for it.
   bool plan_program_prefetch();
+  // The layout emitter's: the loads prefetch-programs marked (`prefetch`, `prefetch_at`), when
+  // the grid's yield says persistent = 1 and no loop has a producer warpgroup.
+  bool lowered_program_prefetch();
+  // After a load the layout emitter printed: its next program's copies, now or at a barrier.
+  void after_prefetched_load(const ProgramPrefetch* pf);
+  // Sets pf.load, pf.invariant and pf.chain (the pure scalar ops between the program ids and
+  // the load's indices); false when an index comes from anything else.
+  bool index_chain(const Op& load, ProgramPrefetch& pf) const;
   const ProgramPrefetch* program_prefetch_of(const Op& load) const;
   // After `load` (this program's tile read): the next program's copies of it, if any.
   void issue_program_prefetch(const ProgramPrefetch& pf);

@@ -281,8 +281,10 @@ class Verifier {
           error(op->loc, "'yield' is not allowed in the kernel body");
         else if (i + 1 != b.ops.size())
           error(op->loc, "'yield' must be the last op of its region");
-        else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") || op->find_attr("num_warps")))
-          error(op->loc, "'yield' takes persistent, group_rows and num_warps only in the grid block (they say how its programs run)");
+        else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") ||
+                                              op->find_attr("num_warps") || op->find_attr("prefetch_buffers")))
+          error(op->loc, "'yield' takes persistent, group_rows, num_warps and prefetch_buffers only in the grid block (they "
+                         "say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
@@ -595,6 +597,12 @@ class Verifier {
     if (const Attr* w = op.find_attr("num_warps"); w && (std::get<int64_t>(*w) < 1 || std::get<int64_t>(*w) > 32))
       return fail("num_warps must be between 1 and 32 (warps of each program: a CTA has at most 1024 threads), got " +
                   attr_str(*w));
+    // The shared buffers of the next programs' tiles (prefetch-programs).
+    if (const Attr* b = op.find_attr("prefetch_buffers")) {
+      const int64_t* n = std::get_if<int64_t>(b);
+      if (!n || (*n != 1 && *n != 2))
+        return fail("prefetch_buffers must be 1 or 2 (shared buffers of the next program's tiles), got " + attr_str(*b));
+    }
     if (const Attr* g = op.find_attr("group_rows")) {
       if (std::get<int64_t>(*g) < 1 || std::get<int64_t>(*g) > 1024)
         return fail("group_rows must be between 1 and 1024 (values of program axis 0 per group), got " + attr_str(*g));
@@ -658,6 +666,27 @@ class Verifier {
     std::sort(axes.begin(), axes.end());
     if (axes.empty() || axes.front() < 0 || axes.back() > 2 || std::adjacent_find(axes.begin(), axes.end()) != axes.end())
       fail("readers must be distinct grid axes in [0, 2], got " + attr_str(*r));
+  }
+
+  // prefetch: "next_program" or "once", with prefetch_at, the tile's byte offset in the prefetch
+  // buffer (a multiple of 16); both only where the grid's yield says persistent = 1, since the
+  // copies are made by the CTA's previous program (prefetch-programs).
+  void check_prefetch(const Op& op) {
+    const Attr* p = op.find_attr("prefetch");
+    const Attr* at = op.find_attr("prefetch_at");
+    if (!p && !at) return;
+    const std::string* how = p ? std::get_if<std::string>(p) : nullptr;
+    if (p && (!how || (*how != "next_program" && *how != "once")))
+      return fail("prefetch must be \"next_program\" or \"once\", got " + attr_str(*p));
+    const int64_t* off = at ? std::get_if<int64_t>(at) : nullptr;
+    if (!p || !off || *off < 0 || *off % 16 != 0)
+      return fail("prefetch goes with prefetch_at, the tile's byte offset in the prefetch buffer (a multiple of 16 from 0)" +
+                  std::string(at ? ", got " + attr_str(*at) : ""));
+    const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+    const Attr* pers = y ? y->find_attr("persistent") : nullptr;
+    const int64_t* on = pers ? std::get_if<int64_t>(pers) : nullptr;
+    if (!on || *on != 1)
+      fail("prefetch needs persistent = 1 on the grid's yield (the CTA's previous program copies the tile)");
   }
 
   // Operands [first, first + n) must be i32 scalars named `what` i.
@@ -803,6 +832,7 @@ class Verifier {
         }
         check_pad(op, view.elem);
         check_l2_hint(op);
+        check_prefetch(op);
         return;
       }
       case OpKind::StoreTile: {

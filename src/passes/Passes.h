@@ -132,6 +132,11 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
 void persist_programs(Kernel& k, PassStats& stats);
+// Persistent CTAs that copy the next program's tiles into shared memory while this one computes,
+// for a row kernel whose programs read at least 32 KiB: `prefetch = "next_program" | "once"` and
+// `prefetch_at` on the loads, `persistent = 1, prefetch_buffers` on the grid's yield
+// (PrefetchPrograms.cpp).
+void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The L2 cache policy of a pipelined loop's 2-D TMA copies on sm_90a: `l2_hint` on its ring
 // loads, evict_first for tiles that at most two programs read (HintL2Policy.cpp).
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);

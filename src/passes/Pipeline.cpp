@@ -57,6 +57,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"persist-programs", persist_programs},
+      {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},
       {"store-epilogues-by-tma", store_epilogues_by_tma},
       {"pingpong-consumers", pingpong_consumers},
       {"verify-lowered", verify_bound},

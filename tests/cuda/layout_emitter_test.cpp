@@ -386,6 +386,48 @@ TEST(LayoutEmitter, RowKernelsLoadPackedSixteenByteRuns) {
   }
 }
 
+// prefetch-programs' marks, printed: a whole bf16 row of 32768 (64 KiB a program) runs on
+// persistent CTAs that copy the next program's row into shared memory after the first barrier
+// that follows the load (one buffer), and layernorm keeps its weight and bias there too (copied
+// once per CTA); the knob prefetch_programs = 0 keeps one CTA per program; with two buffers the
+// copies follow the load. Compiled by NVRTC where it is installed (ptxas: no spills).
+TEST(LayoutEmitter, RowKernelsPrefetchTheNextProgramsRow) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  for (const char* name : {"softmax", "layernorm"}) {
+    SCOPED_TRACE(name);
+    auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 32768}});
+    bool printed = false;
+    CudaEmission em = by_layouts(*k, "sm_90a", &printed);
+    ASSERT_TRUE(printed);
+    EXPECT_TRUE(em.info.persistent);
+    EXPECT_EQ(em.stats["prefetched-program-loads"], 1);
+    EXPECT_EQ(em.stats["prefetched-invariant-loads"], std::string(name) == "layernorm" ? 2 : 0);
+    const std::string copy = "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt";
+    ASSERT_NE(em.source.find(copy), std::string::npos);
+    // One buffer: the copies wait for a barrier after the load's reads of it.
+    const size_t read = em.source.find("tsr_pf_cur + 0 + ");
+    ASSERT_NE(read, std::string::npos);
+    EXPECT_NE(em.source.substr(read, em.source.find(copy) - read).find("__syncthreads();"), std::string::npos);
+    if (nvrtc && std::string(name) == "softmax") expect_nvrtc_accepts(em, CudaTarget::parse("sm_90a"));  // (layernorm: 3 s)
+    auto off = find_library_kernel(name)->build(ScalarKind::BF16);
+    off->set_constexpr("prefetch_programs", 0);
+    CudaEmission plain = by_layouts(*bind_constexprs(*off, {{"BLOCK_N", 32768}}), "sm_90a", &printed);
+    EXPECT_FALSE(plain.info.persistent);
+    EXPECT_EQ(plain.source.find("tsr_pf_"), std::string::npos);
+  }
+  auto two = find_library_kernel("softmax")->build(ScalarKind::F32);
+  two->set_constexpr("prefetch_buffers", 2);
+  bool printed = false;
+  CudaEmission em = by_layouts(*bind_constexprs(*two, {{"BLOCK_N", 16384}}), "sm_80", &printed);
+  ASSERT_TRUE(printed);
+  EXPECT_NE(em.source.find("tsr_pf_at ^= "), std::string::npos);
+  const size_t read = em.source.find("tsr_pf_cur + 0 + "), copy = em.source.find("tsr_pf_nxt + 0 + ");
+  ASSERT_NE(copy, std::string::npos);
+  EXPECT_EQ(em.source.substr(read, copy - read).find("__syncthreads();"), std::string::npos);
+  if (nvrtc) expect_nvrtc_accepts(em, CudaTarget::parse("sm_80"));
+}
+
 // A load whose rows are not whole 16-byte chunks (24 i8 elements) cannot be cp.async copies:
 // it stays a load into registers, stored into the shared tile after it, and the layout
 // emitter prints the kernel (it fell back to the planning emitter when remove-layout-conversions

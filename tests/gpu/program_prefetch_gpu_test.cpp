@@ -1,5 +1,5 @@
-// Program prefetch (src/cuda/EmitProgramPrefetch.cpp) on a GPU against the interpreter (skips
-// without a device). Every CTA runs several programs: the row kernels at 32768 columns (one
+// Program prefetch (src/cuda/EmitProgramPrefetch.cpp; for the layout emitter the pass
+// prefetch-programs) on a GPU against the interpreter, on both emitters (skips without a device). Every CTA runs several programs: the row kernels at 32768 columns (one
 // 1024-thread CTA per SM, 270 rows), and kernels of short rows with prefetch asked for and more
 // rows than CTAs fit on the device. Rows of odd length make every other row's start unaligned
 // (those vectors are read from global memory, not copied), and the branch kernel's loads run
@@ -16,15 +16,37 @@
 namespace tessera::gputest {
 namespace {
 
+// The planning emitter, then the layout emitter (from prefetch-programs' marks).
+std::vector<std::pair<std::string, CudaOptions>> emitters() {
+  CudaOptions layouts = test_options();
+  layouts.target.from_layouts = true;
+  return {{"planning", test_options()}, {"layouts", layouts}};
+}
+
+// The stats of `k` compiled for sm_80 by the emitter of `o`; for the layout emitter, that it
+// printed the kernel.
+std::map<std::string, int64_t> sm80_stats(const Kernel& k, const CudaOptions& o) {
+  CudaTarget t = CudaTarget::parse("sm_80");
+  t.from_layouts = o.target.from_layouts;
+  CudaEmission em = emit_cuda_with_info(k, t);
+  if (t.from_layouts) {
+    bool printed = false;
+    for (const std::string& n : em.notes) printed |= n.find("printed from") != std::string::npos;
+    EXPECT_TRUE(printed) << "the layout emitter did not print @" << k.name;
+  }
+  return {em.stats.begin(), em.stats.end()};
+}
+
 TEST(ProgramPrefetchGpu, LongRowKernelsMatchInterpreter) {
   REQUIRE_GPU();
+  for (const auto& [emitter, o] : emitters())
   for (const char* name : {"softmax", "layernorm", "rmsnorm"})
     for (int64_t n : {32768, 32767, 20000}) {
-      SCOPED_TRACE(std::string(name) + " N=" + std::to_string(n));
+      SCOPED_TRACE(emitter + " " + name + " N=" + std::to_string(n));
       auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 32768}});
-      ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats.count("prefetched-program-loads"), 1u);
+      ASSERT_EQ(sm80_stats(*k, o).count("prefetched-program-loads"), 1u);
       try {
-        expect_gpu_matches_interp(*k, {{"M", 270}, {"N", n}}, 53);
+        expect_gpu_matches_interp(*k, {{"M", 270}, {"N", n}}, 53, {}, o);
       } catch (const TesseraError& e) {
         ADD_FAILURE() << e.what();
       }
@@ -33,14 +55,19 @@ TEST(ProgramPrefetchGpu, LongRowKernelsMatchInterpreter) {
 
 TEST(ProgramPrefetchGpu, ShortRowsAskedForMatchInterpreter) {
   REQUIRE_GPU();
+  // The layout emitter with both buffer counts (two: the copies right after the load).
+  for (const auto& [emitter, o] : emitters())
   for (const char* name : {"softmax", "layernorm", "rmsnorm"})
     for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F32})
       for (int64_t n : {1024, 1001, 3000}) {  // 3000: the kernels' loop branch (nothing prefetched runs)
-        SCOPED_TRACE(std::string(name) + " " + std::string(scalar_name(dt)) + " N=" + std::to_string(n));
+        const int64_t buffers = emitter == "layouts" && dt == ScalarKind::F32 ? 2 : 1;
+        SCOPED_TRACE(emitter + " " + name + " " + std::string(scalar_name(dt)) + " N=" + std::to_string(n) + " buffers " +
+                     std::to_string(buffers));
         auto k = bind_constexprs(*find_library_kernel(name)->build(dt), {{"BLOCK_N", 1024}});
         k->set_constexpr("prefetch_programs", 1);
+        k->set_constexpr("prefetch_buffers", buffers);
         try {
-          expect_gpu_matches_interp(*k, {{"M", 5000}, {"N", n}}, 59);
+          expect_gpu_matches_interp(*k, {{"M", 5000}, {"N", n}}, 59, {}, o);
         } catch (const TesseraError& e) {
           ADD_FAILURE() << e.what();
         }
@@ -77,11 +104,12 @@ TEST(ProgramPrefetchGpu, LoadsInBranchesMatchInterpreter) {
                         "branches.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
   k->set_constexpr("prefetch_programs", 1);
-  ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats["prefetched-program-loads"], 2);
+  for (const auto& [emitter, o] : emitters())
   for (int64_t n : {1024, 999}) {
-    SCOPED_TRACE("N=" + std::to_string(n));
+    SCOPED_TRACE(emitter + " N=" + std::to_string(n));
+    ASSERT_EQ(sm80_stats(*k, o)["prefetched-program-loads"], 2);
     try {
-      expect_gpu_matches_interp(*k, {{"M", 6000}, {"N", n}}, 61);
+      expect_gpu_matches_interp(*k, {{"M", 6000}, {"N", n}}, 61, {}, o);
     } catch (const TesseraError& e) {
       ADD_FAILURE() << e.what();
     }
@@ -96,11 +124,12 @@ TEST(ProgramPrefetchGpu, TwoDimensionalGridMatchesInterpreter) {
   auto m = parse_module(testutil::kPrefetchGrid2dText,
                         "grid2d.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
-  ASSERT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_80")).stats["prefetched-program-loads"], 1);
+  for (const auto& [emitter, o] : emitters())
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2000, 3000}, {1601, 1025}}) {
-    SCOPED_TRACE("M=" + std::to_string(rows) + " N=" + std::to_string(cols));
+    SCOPED_TRACE(emitter + " M=" + std::to_string(rows) + " N=" + std::to_string(cols));
+    ASSERT_EQ(sm80_stats(*k, o)["prefetched-program-loads"], 1);
     try {
-      expect_gpu_matches_interp(*k, {{"M", rows}, {"N", cols}}, 67);
+      expect_gpu_matches_interp(*k, {{"M", rows}, {"N", cols}}, 67, {}, o);
     } catch (const TesseraError& e) {
       ADD_FAILURE() << e.what();
     }

@@ -2,13 +2,14 @@
 #include "tessera/core.cuh"
 #include "tessera/mma.cuh"
 
-extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(float* tsr_p0, float* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N, int32_t tsr_dim_W) {
+extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(float* tsr_p0, float* tsr_p1, int32_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_N, int32_t tsr_dim_W, int32_t tsr_grid0, int32_t tsr_grid1, int32_t tsr_grid2) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
-  int tsr_red148_at = 0;  // the copy of tsr_red148_mem the next exchange uses
+  int tsr_red150_at = 0;  // the copy of tsr_red150_mem the next exchange uses
+  int tsr_red194_at = 0;  // the copy of tsr_red194_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -27,938 +28,1004 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
   [[maybe_unused]] constexpr int64_t struct_cp_async = 1LL;
   [[maybe_unused]] constexpr int64_t min_blocks = 2LL;
   [[maybe_unused]] constexpr int64_t SEGMENT = 8192LL;
-  // %7 = const {value = 8192} : i32
-  const int32_t v0 = int32_t(8192LL);
-  // %8 = const {value = 1} : i32
-  const int32_t v1 = int32_t(1LL);
-  // %9 = program_id {axis = 0} : i32
-  const int32_t v2 = int32_t(blockIdx.x);
-  // %10 = program_id {axis = 1} : i32
-  const int32_t v3 = int32_t(blockIdx.y);
-  // %11 = mul %10, %8 : i32
-  const int32_t v4 = int32_t(uint32_t(v3) * uint32_t(v1));
-  // %12 = mul %10, %7 : i32
-  const int32_t v5 = int32_t(uint32_t(v3) * uint32_t(v0));
-  // %13 = dim %x {axis = 1} : i32
-  const int32_t v6 = int32_t(int64_t(tsr_dim_N));
-  // %14 = sub %13, %12 : i32
-  const int32_t v7 = int32_t(uint32_t(v6) - uint32_t(v5));
-  // %15 = min %7, %14 : i32
-  const int32_t v8 = tsr::imin<int32_t>(v0, v7);
-  // %16 = const {value = 4294967295} : u32
-  const uint32_t v9 = uint32_t(4294967295LL);
-  // %17 = const {value = 0} : i32
-  const int32_t v10 = int32_t(0LL);
-  // %18 = add %11, %17 : i32
-  const int32_t v11 = int32_t(uint32_t(v4) + uint32_t(v10));
-  // %19 = load_tile %x, %9, %18 : tile<f32, [1, 8192], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
-  float v12[16];
-  {
-    const int64_t o13 = int64_t(v2) * 1 + 0;
-    const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
-    const bool whole15 = int64_t(v2) * 1 >= 0 && int64_t(v2) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v11) * 8192 >= 0 && int64_t(v11) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v2) * 1 * tsr_p0_s0 + int64_t(v11) * 8192 * tsr_p0_s1);
-    if (whole15) {
-      #pragma unroll
-      for (int c16 = 0; c16 < 4; ++c16) {
-        float vb17[4];
-        tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c16 * 4) % 4) + (((c16 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
-        v12[c16 * 4 + 0] = vb17[0];
-        v12[c16 * 4 + 1] = vb17[1];
-        v12[c16 * 4 + 2] = vb17[2];
-        v12[c16 * 4 + 3] = vb17[3];
-      }
-    } else {
-      #pragma unroll
-      for (int c18 = 0; c18 < 4; ++c18) {
-        float vb19[4];
-        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
-          v12[c18 * 4 + 0] = vb19[0];
-          v12[c18 * 4 + 1] = vb19[1];
-          v12[c18 * 4 + 2] = vb19[2];
-          v12[c18 * 4 + 3] = vb19[3];
-        } else {
-          v12[c18 * 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1] : 0x0p+0f;
+  const int64_t tsr_programs = int64_t(tsr_grid0) * int64_t(tsr_grid1) * int64_t(tsr_grid2);
+  constexpr int tsr_pf_off = 8192;  // the prefetch buffers' offset in tsr_smem
+  int64_t tsr_pf_tag0 = -1;  // the program whose tile of %19 = load_tile %x, %9, %18 {prefetch = ... is prefetched
+  for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+    const int32_t tsr_pid0 = int32_t(tsr_t % tsr_grid0), tsr_pid1 = int32_t(tsr_t / tsr_grid0 % tsr_grid1), tsr_pid2 = int32_t(tsr_t / tsr_grid0 / tsr_grid1);
+    (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
+    const int64_t tsr_tn = tsr_t + gridDim.x;  // the program this CTA runs next
+    const int32_t tsr_npid0 = int32_t(tsr_tn % tsr_grid0), tsr_npid1 = int32_t(tsr_tn / tsr_grid0 % tsr_grid1), tsr_npid2 = int32_t(tsr_tn / tsr_grid0 / tsr_grid1);
+    (void)tsr_npid0; (void)tsr_npid1; (void)tsr_npid2;
+    unsigned char* const tsr_pf_cur = tsr_smem + tsr_pf_off;  // (one buffer: refilled after a barrier)
+    unsigned char* const tsr_pf_nxt = tsr_pf_cur;
+    tsr::cp_async_wait<0>();  // the copies the previous program issued
+    // %7 = const {value = 8192} : i32
+    const int32_t v1 = int32_t(8192LL);
+    // %8 = const {value = 1} : i32
+    const int32_t v2 = int32_t(1LL);
+    // %9 = program_id {axis = 0} : i32
+    const int32_t v3 = tsr_pid0;
+    // %10 = program_id {axis = 1} : i32
+    const int32_t v4 = tsr_pid1;
+    // %11 = mul %10, %8 : i32
+    const int32_t v5 = int32_t(uint32_t(v4) * uint32_t(v2));
+    // %12 = mul %10, %7 : i32
+    const int32_t v6 = int32_t(uint32_t(v4) * uint32_t(v1));
+    // %13 = dim %x {axis = 1} : i32
+    const int32_t v7 = int32_t(int64_t(tsr_dim_N));
+    // %14 = sub %13, %12 : i32
+    const int32_t v8 = int32_t(uint32_t(v7) - uint32_t(v6));
+    // %15 = min %7, %14 : i32
+    const int32_t v9 = tsr::imin<int32_t>(v1, v8);
+    // %16 = const {value = 4294967295} : u32
+    const uint32_t v10 = uint32_t(4294967295LL);
+    // %17 = const {value = 0} : i32
+    const int32_t v11 = int32_t(0LL);
+    // %18 = add %11, %17 : i32
+    const int32_t v12 = int32_t(uint32_t(v5) + uint32_t(v11));
+    // %19 = load_tile %x, %9, %18 {prefetch = "next_program", prefetch_at = 0} : tile<f32, [1, 8192], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+    float v13[16];
+    {
+      const int64_t o14 = int64_t(v3) * 1 + 0;
+      const int64_t o15 = int64_t(v12) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
+      const bool hit16 = tsr_pf_tag0 == tsr_t;
+      const bool whole17 = int64_t(v3) * 1 >= 0 && int64_t(v3) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v12) * 8192 >= 0 && int64_t(v12) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v3) * 1 * tsr_p0_s0 + int64_t(v12) * 8192 * tsr_p0_s1);
+      if (whole17) {
+        #pragma unroll
+        for (int c18 = 0; c18 < 4; ++c18) {
+          float vb19[4];
+          if (hit16) {
+            tsr::copy_vec<float, 4>(vb19, reinterpret_cast<const float*>(tsr_pf_cur + 0 + (c18 * 512 + tsr_tid) * 16));
+            v13[c18 * 4 + 0] = vb19[0];
+            v13[c18 * 4 + 1] = vb19[1];
+            v13[c18 * 4 + 2] = vb19[2];
+            v13[c18 * 4 + 3] = vb19[3];
+          } else {
+            tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            v13[c18 * 4 + 0] = vb19[0];
+            v13[c18 * 4 + 1] = vb19[1];
+            v13[c18 * 4 + 2] = vb19[2];
+            v13[c18 * 4 + 3] = vb19[3];
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int c20 = 0; c20 < 4; ++c20) {
+          float vb21[4];
+          if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
+            if (hit16) {
+              tsr::copy_vec<float, 4>(vb21, reinterpret_cast<const float*>(tsr_pf_cur + 0 + (c20 * 512 + tsr_tid) * 16));
+              v13[c20 * 4 + 0] = vb21[0];
+              v13[c20 * 4 + 1] = vb21[1];
+              v13[c20 * 4 + 2] = vb21[2];
+              v13[c20 * 4 + 3] = vb21[3];
+            } else {
+              tsr::copy_vec<float, 4>(vb21, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+              v13[c20 * 4 + 0] = vb21[0];
+              v13[c20 * 4 + 1] = vb21[1];
+              v13[c20 * 4 + 2] = vb21[2];
+              v13[c20 * 4 + 3] = vb21[3];
+            }
+          } else {
+            v13[c20 * 4] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1] : 0x0p+0f;
+          }
         }
       }
     }
-  }
-  // %20 = reshape %19 : tile<f32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  float v20[16];
-  v20[0] = v12[0];
-  v20[1] = v12[1];
-  v20[2] = v12[2];
-  v20[3] = v12[3];
-  v20[4] = v12[4];
-  v20[5] = v12[5];
-  v20[6] = v12[6];
-  v20[7] = v12[7];
-  v20[8] = v12[8];
-  v20[9] = v12[9];
-  v20[10] = v12[10];
-  v20[11] = v12[11];
-  v20[12] = v12[12];
-  v20[13] = v12[13];
-  v20[14] = v12[14];
-  v20[15] = v12[15];
-  // %21 = bitcast %20 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v21[16];
-  #pragma unroll
-  for (int s22 = 0; s22 < 16; ++s22) {
-    v21[s22] = uint32_t(tsr::f32_bits(v20[s22]));
-  }
-  // %22 = const {value = 2147483647} : u32
-  const uint32_t v23 = uint32_t(2147483647LL);
-  // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v24[16];
-  #pragma unroll
-  for (int s25 = 0; s25 < 16; ++s25) {
-    v24[s25] = v23;
-  }
-  // %24 = xor %21, %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v26[16];
-  #pragma unroll
-  for (int s27 = 0; s27 < 16; ++s27) {
-    v26[s27] = uint32_t(v21[s27] ^ v24[s27]);
-  }
-  // %25 = const {value = 31} : u32
-  const uint32_t v28 = uint32_t(31LL);
-  // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v29[16];
-  #pragma unroll
-  for (int s30 = 0; s30 < 16; ++s30) {
-    v29[s30] = v28;
-  }
-  // %27 = shr %21, %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v31[16];
-  #pragma unroll
-  for (int s32 = 0; s32 < 16; ++s32) {
-    v31[s32] = tsr::ishr<uint32_t>(v21[s32], v29[s32]);
-  }
-  // %28 = const {value = 0} : u32
-  const uint32_t v33 = uint32_t(0LL);
-  // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v34[16];
-  #pragma unroll
-  for (int s35 = 0; s35 < 16; ++s35) {
-    v34[s35] = v33;
-  }
-  // %30 = cmp %27, %29 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v36[16];
-  #pragma unroll
-  for (int s37 = 0; s37 < 16; ++s37) {
-    v36[s37] = uint8_t(v31[s37] == v34[s37]);
-  }
-  // %31 = where %30, %24, %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v38[16];
-  #pragma unroll
-  for (int s39 = 0; s39 < 16; ++s39) {
-    v38[s39] = (v36[s39] ? v26[s39] : v21[s39]);
-  }
-  // %32 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v40[16];
-  #pragma unroll
-  for (int s41 = 0; s41 < 16; ++s41) {
-    v40[s41] = int32_t(0 + (((s41) % 4) + (((s41) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
-  }
-  // %33 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v42[16];
-  #pragma unroll
-  for (int s43 = 0; s43 < 16; ++s43) {
-    v42[s43] = v8;
-  }
-  // %34 = cmp %32, %33 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v44[16];
-  #pragma unroll
-  for (int s45 = 0; s45 < 16; ++s45) {
-    v44[s45] = uint8_t(v40[s45] < v42[s45]);
-  }
-  // %35 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v46[16];
-  #pragma unroll
-  for (int s47 = 0; s47 < 16; ++s47) {
-    v46[s47] = v9;
-  }
-  // %36 = where %34, %31, %35 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v48[16];
-  #pragma unroll
-  for (int s49 = 0; s49 < 16; ++s49) {
-    v48[s49] = (v44[s49] ? v38[s49] : v46[s49]);
-  }
-  // %37 = const {value = 64} : i32
-  const int32_t v50 = int32_t(64LL);
-  // %38 = const {value = 32} : u32
-  const uint32_t v51 = uint32_t(32LL);
-  // %39 = const {value = 1} : i1
-  const uint8_t v52 = uint8_t(1);
-  // %40 = min %37, %15 : i32
-  const int32_t v53 = tsr::imin<int32_t>(v50, v8);
-  // %41 = const {value = 3} : i32
-  const int32_t v54 = int32_t(3LL);
-  // %42, %43, %44, %45 = for %17, %41, %8, %28, %40, %38, %39 : u32, i32, u32, i1 {...}
-  uint32_t c55;
-  c55 = v33;
-  int32_t c56;
-  c56 = v53;
-  uint32_t c57;
-  c57 = v51;
-  uint8_t c58;
-  c58 = v52;
-  for (int64_t iv59_ = v10; v1 > 0 && iv59_ < v54; iv59_ += v1) {
-    const int32_t iv59 = int32_t(iv59_);
-    // %51, %52, %53, %54 = if %50 : u32, i32, u32, i1 {...}
-    uint32_t v60;
-    int32_t v61;
-    uint32_t v62;
-    uint8_t v63;
-    if (c58) {
-      // %55 = const {value = 11} : i32
-      const int32_t v64 = int32_t(11LL);
-      // %56 = mul %46, %55 : i32
-      const int32_t v65 = int32_t(uint32_t(iv59) * uint32_t(v64));
-      // %57 = const {value = 32} : i32
-      const int32_t v66 = int32_t(32LL);
-      // %58 = sub %57, %56 : i32
-      const int32_t v67 = int32_t(uint32_t(v66) - uint32_t(v65));
-      // %59 = cast %58 : u32
-      const uint32_t v68 = uint32_t(v67);
-      // %60 = const {value = 11} : u32
-      const uint32_t v69 = uint32_t(11LL);
-      // %61 = max %59, %60 : u32
-      const uint32_t v70 = tsr::imax<uint32_t>(v68, v69);
-      // %62 = sub %61, %60 : u32
-      const uint32_t v71 = uint32_t(uint32_t(v70) - uint32_t(v69));
-      // %63 = splat %17 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v72[4];
-      #pragma unroll
-      for (int s73 = 0; s73 < 4; ++s73) {
-        v72[s73] = v10;
+    // %20 = reshape %19 : tile<f32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    float v22[16];
+    v22[0] = v13[0];
+    v22[1] = v13[1];
+    v22[2] = v13[2];
+    v22[3] = v13[3];
+    v22[4] = v13[4];
+    v22[5] = v13[5];
+    v22[6] = v13[6];
+    v22[7] = v13[7];
+    v22[8] = v13[8];
+    v22[9] = v13[9];
+    v22[10] = v13[10];
+    v22[11] = v13[11];
+    v22[12] = v13[12];
+    v22[13] = v13[13];
+    v22[14] = v13[14];
+    v22[15] = v13[15];
+    // %21 = bitcast %20 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v23[16];
+    #pragma unroll
+    for (int s24 = 0; s24 < 16; ++s24) {
+      v23[s24] = uint32_t(tsr::f32_bits(v22[s24]));
+    }
+    // %22 = const {value = 2147483647} : u32
+    const uint32_t v25 = uint32_t(2147483647LL);
+    // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v26[16];
+    #pragma unroll
+    for (int s27 = 0; s27 < 16; ++s27) {
+      v26[s27] = v25;
+    }
+    // %24 = xor %21, %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v28[16];
+    #pragma unroll
+    for (int s29 = 0; s29 < 16; ++s29) {
+      v28[s29] = uint32_t(v23[s29] ^ v26[s29]);
+    }
+    // %25 = const {value = 31} : u32
+    const uint32_t v30 = uint32_t(31LL);
+    // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v31[16];
+    #pragma unroll
+    for (int s32 = 0; s32 < 16; ++s32) {
+      v31[s32] = v30;
+    }
+    // %27 = shr %21, %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v33[16];
+    #pragma unroll
+    for (int s34 = 0; s34 < 16; ++s34) {
+      v33[s34] = tsr::ishr<uint32_t>(v23[s34], v31[s34]);
+    }
+    // %28 = const {value = 0} : u32
+    const uint32_t v35 = uint32_t(0LL);
+    // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v36[16];
+    #pragma unroll
+    for (int s37 = 0; s37 < 16; ++s37) {
+      v36[s37] = v35;
+    }
+    // %30 = cmp %27, %29 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v38[16];
+    #pragma unroll
+    for (int s39 = 0; s39 < 16; ++s39) {
+      v38[s39] = uint8_t(v33[s39] == v36[s39]);
+    }
+    // %31 = where %30, %24, %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v40[16];
+    #pragma unroll
+    for (int s41 = 0; s41 < 16; ++s41) {
+      v40[s41] = (v38[s41] ? v28[s41] : v23[s41]);
+    }
+    // %32 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v42[16];
+    #pragma unroll
+    for (int s43 = 0; s43 < 16; ++s43) {
+      v42[s43] = int32_t(0 + (((s43) % 4) + (((s43) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+    }
+    // %33 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v44[16];
+    #pragma unroll
+    for (int s45 = 0; s45 < 16; ++s45) {
+      v44[s45] = v9;
+    }
+    // %34 = cmp %32, %33 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v46[16];
+    #pragma unroll
+    for (int s47 = 0; s47 < 16; ++s47) {
+      v46[s47] = uint8_t(v42[s47] < v44[s47]);
+    }
+    // %35 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v48[16];
+    #pragma unroll
+    for (int s49 = 0; s49 < 16; ++s49) {
+      v48[s49] = v10;
+    }
+    // %36 = where %34, %31, %35 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v50[16];
+    #pragma unroll
+    for (int s51 = 0; s51 < 16; ++s51) {
+      v50[s51] = (v46[s51] ? v40[s51] : v48[s51]);
+    }
+    // %37 = const {value = 64} : i32
+    const int32_t v52 = int32_t(64LL);
+    // %38 = const {value = 32} : u32
+    const uint32_t v53 = uint32_t(32LL);
+    // %39 = const {value = 1} : i1
+    const uint8_t v54 = uint8_t(1);
+    // %40 = min %37, %15 : i32
+    const int32_t v55 = tsr::imin<int32_t>(v52, v9);
+    // %41 = const {value = 3} : i32
+    const int32_t v56 = int32_t(3LL);
+    // %42, %43, %44, %45 = for %17, %41, %8, %28, %40, %38, %39 : u32, i32, u32, i1 {...}
+    uint32_t c57;
+    c57 = v35;
+    int32_t c58;
+    c58 = v55;
+    uint32_t c59;
+    c59 = v53;
+    uint8_t c60;
+    c60 = v54;
+    for (int64_t iv61_ = v11; v2 > 0 && iv61_ < v56; iv61_ += v2) {
+      const int32_t iv61 = int32_t(iv61_);
+      // %51, %52, %53, %54 = if %50 : u32, i32, u32, i1 {...}
+      uint32_t v62;
+      int32_t v63;
+      uint32_t v64;
+      uint8_t v65;
+      if (c60) {
+        // %55 = const {value = 11} : i32
+        const int32_t v66 = int32_t(11LL);
+        // %56 = mul %46, %55 : i32
+        const int32_t v67 = int32_t(uint32_t(iv61) * uint32_t(v66));
+        // %57 = const {value = 32} : i32
+        const int32_t v68 = int32_t(32LL);
+        // %58 = sub %57, %56 : i32
+        const int32_t v69 = int32_t(uint32_t(v68) - uint32_t(v67));
+        // %59 = cast %58 : u32
+        const uint32_t v70 = uint32_t(v69);
+        // %60 = const {value = 11} : u32
+        const uint32_t v71 = uint32_t(11LL);
+        // %61 = max %59, %60 : u32
+        const uint32_t v72 = tsr::imax<uint32_t>(v70, v71);
+        // %62 = sub %61, %60 : u32
+        const uint32_t v73 = uint32_t(uint32_t(v72) - uint32_t(v71));
+        // %63 = splat %17 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v74[4];
+        #pragma unroll
+        for (int s75 = 0; s75 < 4; ++s75) {
+          v74[s75] = v11;
+        }
+        // %64 = splat %62 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v76[16];
+        #pragma unroll
+        for (int s77 = 0; s77 < 16; ++s77) {
+          v76[s77] = v73;
+        }
+        // %65 = shr %36, %64 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v78[16];
+        #pragma unroll
+        for (int s79 = 0; s79 < 16; ++s79) {
+          v78[s79] = tsr::ishr<uint32_t>(v50[s79], v76[s79]);
+        }
+        // %66 = const {value = 2047} : u32
+        const uint32_t v80 = uint32_t(2047LL);
+        // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v81[16];
+        #pragma unroll
+        for (int s82 = 0; s82 < 16; ++s82) {
+          v81[s82] = v80;
+        }
+        // %68 = and %65, %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v83[16];
+        #pragma unroll
+        for (int s84 = 0; s84 < 16; ++s84) {
+          v83[s84] = uint32_t(v78[s84] & v81[s84]);
+        }
+        // %69 = cast %68 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v85[16];
+        #pragma unroll
+        for (int s86 = 0; s86 < 16; ++s86) {
+          v85[s86] = int32_t(v83[s86]);
+        }
+        // %70 = shr %47, %59 : u32
+        const uint32_t v87 = tsr::ishr<uint32_t>(c57, v70);
+        // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v88[16];
+        #pragma unroll
+        for (int s89 = 0; s89 < 16; ++s89) {
+          v88[s89] = v70;
+        }
+        // %72 = shr %36, %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v90[16];
+        #pragma unroll
+        for (int s91 = 0; s91 < 16; ++s91) {
+          v90[s91] = tsr::ishr<uint32_t>(v50[s91], v88[s91]);
+        }
+        // %73 = splat %70 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint32_t v92[16];
+        #pragma unroll
+        for (int s93 = 0; s93 < 16; ++s93) {
+          v92[s93] = v87;
+        }
+        // %74 = cmp %72, %73 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint8_t v94[16];
+        #pragma unroll
+        for (int s95 = 0; s95 < 16; ++s95) {
+          v94[s95] = uint8_t(v90[s95] == v92[s95]);
+        }
+        // %75 = const {value = -1} : i32
+        const int32_t v96 = int32_t(-1LL);
+        // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v97[16];
+        #pragma unroll
+        for (int s98 = 0; s98 < 16; ++s98) {
+          v97[s98] = v96;
+        }
+        // %77 = where %74, %69, %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v99[16];
+        #pragma unroll
+        for (int s100 = 0; s100 < 16; ++s100) {
+          v99[s100] = (v94[s100] ? v85[s100] : v97[s100]);
+        }
+        // %78 = histogram %77 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v101[4];
+        __syncthreads();
+        for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
+        __syncthreads();
+        #pragma unroll
+        for (int s102 = 0; s102 < 16; ++s102) {
+          tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v99[s102]), (int)(2048));
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int s103 = 0; s103 < 4; ++s103) {
+          const int e104 = (((((s103) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
+          v101[s103] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e104]);
+        }
+        // %79 = add %63, %78 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v105[4];
+        #pragma unroll
+        for (int s106 = 0; s106 < 4; ++s106) {
+          v105[s106] = int32_t(uint32_t(v74[s106]) + uint32_t(v101[s106]));
+        }
+        // %80 = scan %79 {axis = 0, kind = "sum"} : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v107[4];
+        uint32_t run108 = uint32_t(0);
+        uint32_t acc109_0 = uint32_t(0);
+        acc109_0 += uint32_t(v105[0]); v107[0] = int32_t(acc109_0);
+        acc109_0 += uint32_t(v105[1]); v107[1] = int32_t(acc109_0);
+        acc109_0 += uint32_t(v105[2]); v107[2] = int32_t(acc109_0);
+        acc109_0 += uint32_t(v105[3]); v107[3] = int32_t(acc109_0);
+        __syncthreads();
+        uint32_t tot111_0;
+        const uint32_t off110_0 = run108 + tsr::block_exclusive_sum<16>(acc109_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot111_0);
+        v107[0] = int32_t(uint32_t(v107[0]) + off110_0);
+        v107[1] = int32_t(uint32_t(v107[1]) + off110_0);
+        v107[2] = int32_t(uint32_t(v107[2]) + off110_0);
+        v107[3] = int32_t(uint32_t(v107[3]) + off110_0);
+        run108 += tot111_0;
+        // %81 = splat %48 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v112[4];
+        #pragma unroll
+        for (int s113 = 0; s113 < 4; ++s113) {
+          v112[s113] = c58;
+        }
+        // %82 = cmp %80, %81 {pred = "lt"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint8_t v114[4];
+        #pragma unroll
+        for (int s115 = 0; s115 < 4; ++s115) {
+          v114[s115] = uint8_t(v107[s115] < v112[s115]);
+        }
+        // %83 = cmp %80, %81 {pred = "eq"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        uint8_t v116[4];
+        #pragma unroll
+        for (int s117 = 0; s117 < 4; ++s117) {
+          v116[s117] = uint8_t(v107[s117] == v112[s117]);
+        }
+        // %84 = const {value = 4096} : i32
+        const int32_t v118 = int32_t(4096LL);
+        // %85 = splat %84 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v119[4];
+        #pragma unroll
+        for (int s120 = 0; s120 < 4; ++s120) {
+          v119[s120] = v118;
+        }
+        // %86 = where %83, %85, %63 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int32_t v121[4];
+        #pragma unroll
+        for (int s122 = 0; s122 < 4; ++s122) {
+          v121[s122] = (v116[s122] ? v119[s122] : v74[s122]);
+        }
+        // %87 = cast %86 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v123[4];
+        #pragma unroll
+        for (int s124 = 0; s124 < 4; ++s124) {
+          v123[s124] = int64_t(v121[s124]);
+        }
+        // %88 = cast %79 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v125[4];
+        #pragma unroll
+        for (int s126 = 0; s126 < 4; ++s126) {
+          v125[s126] = int64_t(v105[s126]);
+        }
+        // %89 = const {value = 24} : i64
+        const int64_t v127 = int64_t(24LL);
+        // %90 = splat %89 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v128[4];
+        #pragma unroll
+        for (int s129 = 0; s129 < 4; ++s129) {
+          v128[s129] = v127;
+        }
+        // %91 = shl %88, %90 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v130[4];
+        #pragma unroll
+        for (int s131 = 0; s131 < 4; ++s131) {
+          v130[s131] = tsr::ishl<int64_t>(v125[s131], v128[s131]);
+        }
+        // %92 = const {value = 1} : i64
+        const int64_t v132 = int64_t(1LL);
+        // %93 = splat %92 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v133[4];
+        #pragma unroll
+        for (int s134 = 0; s134 < 4; ++s134) {
+          v133[s134] = v132;
+        }
+        // %94 = add %91, %93 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v135[4];
+        #pragma unroll
+        for (int s136 = 0; s136 < 4; ++s136) {
+          v135[s136] = int64_t(uint64_t(v130[s136]) + uint64_t(v133[s136]));
+        }
+        // %95 = const {value = 0} : i64
+        const int64_t v137 = int64_t(0LL);
+        // %96 = splat %95 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v138[4];
+        #pragma unroll
+        for (int s139 = 0; s139 < 4; ++s139) {
+          v138[s139] = v137;
+        }
+        // %97 = where %82, %94, %96 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v140[4];
+        #pragma unroll
+        for (int s141 = 0; s141 < 4; ++s141) {
+          v140[s141] = (v114[s141] ? v135[s141] : v138[s141]);
+        }
+        // %98 = add %97, %87 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        int64_t v142[4];
+        #pragma unroll
+        for (int s143 = 0; s143 < 4; ++s143) {
+          v142[s143] = int64_t(uint64_t(v140[s143]) + uint64_t(v123[s143]));
+        }
+        // %99 = reduce %98 {axis = 0, kind = "sum"} : i64
+        int64_t v144 = v142[0];
+        v144 = int64_t(uint64_t(v144) + uint64_t(v142[1]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(v142[2]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(v142[3]));
+        const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v144, 1);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh145));
+        const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v144, 2);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh146));
+        const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v144, 4);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh147));
+        const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v144, 8);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh148));
+        const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v144, 16);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh149));
+        __shared__ int64_t tsr_red150_mem[32];
+        int64_t* const tsr_red150 = tsr_red150_mem + tsr_red150_at;
+        tsr_red150_at ^= 16;
+        if (tsr_lane == 0) tsr_red150[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v144;
+        __syncthreads();
+        v144 = tsr_red150[0];
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[1]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[2]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[3]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[4]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[5]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[6]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[7]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[8]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[9]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[10]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[11]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[12]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[13]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[14]));
+        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[15]));
+        // %100 = const {value = 4095} : i64
+        const int64_t v151 = int64_t(4095LL);
+        // %101 = and %99, %100 : i64
+        const int64_t v152 = int64_t(v144 & v151);
+        // %102 = cast %101 : i32
+        const int32_t v153 = int32_t(v152);
+        // %103 = shr %99, %89 : i64
+        const int64_t v154 = tsr::ishr<int64_t>(v144, v127);
+        // %104 = cast %103 : i32
+        const int32_t v155 = int32_t(v154);
+        // %105 = sub %48, %104 : i32
+        const int32_t v156 = int32_t(uint32_t(c58) - uint32_t(v155));
+        // %106 = cast %102 : u32
+        const uint32_t v157 = uint32_t(v153);
+        // %107 = shl %106, %62 : u32
+        const uint32_t v158 = tsr::ishl<uint32_t>(v157, v73);
+        // %108 = or %47, %107 : u32
+        const uint32_t v159 = uint32_t(c57 | v158);
+        // %109 = const {value = 12} : i64
+        const int64_t v160 = int64_t(12LL);
+        // %110 = shr %99, %109 : i64
+        const int64_t v161 = tsr::ishr<int64_t>(v144, v160);
+        // %111 = and %110, %100 : i64
+        const int64_t v162 = int64_t(v161 & v151);
+        // %112 = cmp %111, %95 {pred = "eq"} : i1
+        const uint8_t v163 = uint8_t(v162 == v137);
+        // yield %108, %105, %62, %112
+        v62 = v159;
+        v63 = v156;
+        v64 = v73;
+        v65 = v163;
+      } else {
+        // yield %47, %48, %49, %50
+        v62 = c57;
+        v63 = c58;
+        v64 = c59;
+        v65 = c60;
       }
-      // %64 = splat %62 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v74[16];
-      #pragma unroll
-      for (int s75 = 0; s75 < 16; ++s75) {
-        v74[s75] = v71;
+      // yield %51, %52, %53, %54
+      c57 = v62;
+      c58 = v63;
+      c59 = v64;
+      c60 = v65;
+    }
+    // %113 = shr %42, %44 : u32
+    const uint32_t v164 = tsr::ishr<uint32_t>(c57, c59);
+    // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v165[16];
+    #pragma unroll
+    for (int s166 = 0; s166 < 16; ++s166) {
+      v165[s166] = c59;
+    }
+    // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v167[16];
+    #pragma unroll
+    for (int s168 = 0; s168 < 16; ++s168) {
+      v167[s168] = tsr::ishr<uint32_t>(v50[s168], v165[s168]);
+    }
+    // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v169[16];
+    #pragma unroll
+    for (int s170 = 0; s170 < 16; ++s170) {
+      v169[s170] = v164;
+    }
+    // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v171[16];
+    #pragma unroll
+    for (int s172 = 0; s172 < 16; ++s172) {
+      v171[s172] = uint8_t(v167[s172] == v169[s172]);
+    }
+    // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v173[16];
+    #pragma unroll
+    for (int s174 = 0; s174 < 16; ++s174) {
+      v173[s174] = uint8_t(v167[s174] < v169[s174]);
+    }
+    // %119 = const {value = 65536} : i32
+    const int32_t v175 = int32_t(65536LL);
+    // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v176[16];
+    #pragma unroll
+    for (int s177 = 0; s177 < 16; ++s177) {
+      v176[s177] = v175;
+    }
+    // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v178[16];
+    #pragma unroll
+    for (int s179 = 0; s179 < 16; ++s179) {
+      v178[s179] = v11;
+    }
+    // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v180[16];
+    #pragma unroll
+    for (int s181 = 0; s181 < 16; ++s181) {
+      v180[s181] = (v173[s181] ? v176[s181] : v178[s181]);
+    }
+    // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v182[16];
+    #pragma unroll
+    for (int s183 = 0; s183 < 16; ++s183) {
+      v182[s183] = v2;
+    }
+    // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v184[16];
+    #pragma unroll
+    for (int s185 = 0; s185 < 16; ++s185) {
+      v184[s185] = (v171[s185] ? v182[s185] : v178[s185]);
+    }
+    // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v186[16];
+    #pragma unroll
+    for (int s187 = 0; s187 < 16; ++s187) {
+      v186[s187] = int32_t(uint32_t(v184[s187]) + uint32_t(v180[s187]));
+    }
+    // %126 = reduce %125 {axis = 0, kind = "sum"} : i32
+    int32_t v188 = v186[0];
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[1]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[2]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[3]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[4]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[5]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[6]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[7]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[8]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[9]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[10]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[11]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[12]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[13]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[14]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(v186[15]));
+    const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v188, 1);
+    v188 = int32_t(uint32_t(v188) + uint32_t(sh189));
+    const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v188, 2);
+    v188 = int32_t(uint32_t(v188) + uint32_t(sh190));
+    const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v188, 4);
+    v188 = int32_t(uint32_t(v188) + uint32_t(sh191));
+    const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v188, 8);
+    v188 = int32_t(uint32_t(v188) + uint32_t(sh192));
+    const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v188, 16);
+    v188 = int32_t(uint32_t(v188) + uint32_t(sh193));
+    __shared__ int32_t tsr_red194_mem[32];
+    int32_t* const tsr_red194 = tsr_red194_mem + tsr_red194_at;
+    tsr_red194_at ^= 16;
+    if (tsr_lane == 0) tsr_red194[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v188;
+    __syncthreads();
+    // the next program's copy of this tile
+    if (tsr_tn < tsr_programs) {
+      // %9 = program_id {axis = 0} : i32
+      const int32_t v195 = tsr_npid0;
+      // %10 = program_id {axis = 1} : i32
+      const int32_t v196 = tsr_npid1;
+      // %11 = mul %10, %8 : i32
+      const int32_t v197 = int32_t(uint32_t(v196) * uint32_t(v2));
+      // %18 = add %11, %17 : i32
+      const int32_t v198 = int32_t(uint32_t(v197) + uint32_t(v11));
+      {
+        const int64_t o199 = int64_t(v195) * 1 + 0;
+        const int64_t o200 = int64_t(v198) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
+        const bool whole201 = int64_t(v195) * 1 >= 0 && int64_t(v195) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v198) * 8192 >= 0 && int64_t(v198) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v195) * 1 * tsr_p0_s0 + int64_t(v198) * 8192 * tsr_p0_s1);
+        if (whole201) {
+          #pragma unroll
+          for (int c202 = 0; c202 < 4; ++c202) {
+            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c202 * 512 + tsr_tid) * 16), tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c202 * 4) % 4) + (((c202 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int c204 = 0; c204 < 4; ++c204) {
+            if ((o199 + 0) < int64_t(tsr_dim_M) && (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c204 * 512 + tsr_tid) * 16), tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+          }
+        }
       }
-      // %65 = shr %36, %64 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v76[16];
+      tsr::cp_async_commit();
+      tsr_pf_tag0 = tsr_tn;
+    }
+    v188 = tsr_red194[0];
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[1]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[2]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[3]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[4]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[5]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[6]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[7]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[8]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[9]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[10]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[11]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[12]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[13]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[14]));
+    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[15]));
+    // %127 = const {value = 65535} : i32
+    const int32_t v206 = int32_t(65535LL);
+    // %128 = and %126, %127 : i32
+    const int32_t v207 = int32_t(v188 & v206);
+    // %129 = const {value = 16} : i32
+    const int32_t v208 = int32_t(16LL);
+    // %130 = shr %126, %129 : i32
+    const int32_t v209 = tsr::ishr<int32_t>(v188, v208);
+    // %131 = add %17, %128 : i32
+    const int32_t v210 = int32_t(uint32_t(v11) + uint32_t(v207));
+    // %132 = cmp %131, %43 {pred = "le"} : i1
+    const uint8_t v211 = uint8_t(v210 <= c58);
+    // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
+    uint8_t v212[16];
+    if (v211) {
+      // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v213[16];
       #pragma unroll
-      for (int s77 = 0; s77 < 16; ++s77) {
-        v76[s77] = tsr::ishr<uint32_t>(v48[s77], v74[s77]);
+      for (int s214 = 0; s214 < 16; ++s214) {
+        v213[s214] = uint8_t(v173[s214] | v171[s214]);
       }
-      // %66 = const {value = 2047} : u32
-      const uint32_t v78 = uint32_t(2047LL);
-      // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v79[16];
+      // yield %134
       #pragma unroll
-      for (int s80 = 0; s80 < 16; ++s80) {
-        v79[s80] = v78;
+      for (int s215 = 0; s215 < 16; ++s215) {
+        v212[s215] = v213[s215];
       }
-      // %68 = and %65, %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v81[16];
-      #pragma unroll
-      for (int s82 = 0; s82 < 16; ++s82) {
-        v81[s82] = uint32_t(v76[s82] & v79[s82]);
-      }
-      // %69 = cast %68 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v83[16];
-      #pragma unroll
-      for (int s84 = 0; s84 < 16; ++s84) {
-        v83[s84] = int32_t(v81[s84]);
-      }
-      // %70 = shr %47, %59 : u32
-      const uint32_t v85 = tsr::ishr<uint32_t>(c55, v68);
-      // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v86[16];
-      #pragma unroll
-      for (int s87 = 0; s87 < 16; ++s87) {
-        v86[s87] = v68;
-      }
-      // %72 = shr %36, %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v88[16];
-      #pragma unroll
-      for (int s89 = 0; s89 < 16; ++s89) {
-        v88[s89] = tsr::ishr<uint32_t>(v48[s89], v86[s89]);
-      }
-      // %73 = splat %70 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v90[16];
-      #pragma unroll
-      for (int s91 = 0; s91 < 16; ++s91) {
-        v90[s91] = v85;
-      }
-      // %74 = cmp %72, %73 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v92[16];
-      #pragma unroll
-      for (int s93 = 0; s93 < 16; ++s93) {
-        v92[s93] = uint8_t(v88[s93] == v90[s93]);
-      }
-      // %75 = const {value = -1} : i32
-      const int32_t v94 = int32_t(-1LL);
-      // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v95[16];
-      #pragma unroll
-      for (int s96 = 0; s96 < 16; ++s96) {
-        v95[s96] = v94;
-      }
-      // %77 = where %74, %69, %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v97[16];
-      #pragma unroll
-      for (int s98 = 0; s98 < 16; ++s98) {
-        v97[s98] = (v92[s98] ? v83[s98] : v95[s98]);
-      }
-      // %78 = histogram %77 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v99[4];
-      __syncthreads();
-      for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
-      __syncthreads();
-      #pragma unroll
-      for (int s100 = 0; s100 < 16; ++s100) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v97[s100]), (int)(2048));
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s101 = 0; s101 < 4; ++s101) {
-        const int e102 = (((((s101) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
-        v99[s101] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e102]);
-      }
-      // %79 = add %63, %78 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v103[4];
-      #pragma unroll
-      for (int s104 = 0; s104 < 4; ++s104) {
-        v103[s104] = int32_t(uint32_t(v72[s104]) + uint32_t(v99[s104]));
-      }
-      // %80 = scan %79 {axis = 0, kind = "sum"} : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v105[4];
-      uint32_t run106 = uint32_t(0);
-      uint32_t acc107_0 = uint32_t(0);
-      acc107_0 += uint32_t(v103[0]); v105[0] = int32_t(acc107_0);
-      acc107_0 += uint32_t(v103[1]); v105[1] = int32_t(acc107_0);
-      acc107_0 += uint32_t(v103[2]); v105[2] = int32_t(acc107_0);
-      acc107_0 += uint32_t(v103[3]); v105[3] = int32_t(acc107_0);
-      __syncthreads();
-      uint32_t tot109_0;
-      const uint32_t off108_0 = run106 + tsr::block_exclusive_sum<16>(acc107_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot109_0);
-      v105[0] = int32_t(uint32_t(v105[0]) + off108_0);
-      v105[1] = int32_t(uint32_t(v105[1]) + off108_0);
-      v105[2] = int32_t(uint32_t(v105[2]) + off108_0);
-      v105[3] = int32_t(uint32_t(v105[3]) + off108_0);
-      run106 += tot109_0;
-      // %81 = splat %48 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v110[4];
-      #pragma unroll
-      for (int s111 = 0; s111 < 4; ++s111) {
-        v110[s111] = c56;
-      }
-      // %82 = cmp %80, %81 {pred = "lt"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v112[4];
-      #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        v112[s113] = uint8_t(v105[s113] < v110[s113]);
-      }
-      // %83 = cmp %80, %81 {pred = "eq"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v114[4];
-      #pragma unroll
-      for (int s115 = 0; s115 < 4; ++s115) {
-        v114[s115] = uint8_t(v105[s115] == v110[s115]);
-      }
-      // %84 = const {value = 4096} : i32
-      const int32_t v116 = int32_t(4096LL);
-      // %85 = splat %84 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v117[4];
-      #pragma unroll
-      for (int s118 = 0; s118 < 4; ++s118) {
-        v117[s118] = v116;
-      }
-      // %86 = where %83, %85, %63 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v119[4];
-      #pragma unroll
-      for (int s120 = 0; s120 < 4; ++s120) {
-        v119[s120] = (v114[s120] ? v117[s120] : v72[s120]);
-      }
-      // %87 = cast %86 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v121[4];
-      #pragma unroll
-      for (int s122 = 0; s122 < 4; ++s122) {
-        v121[s122] = int64_t(v119[s122]);
-      }
-      // %88 = cast %79 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v123[4];
-      #pragma unroll
-      for (int s124 = 0; s124 < 4; ++s124) {
-        v123[s124] = int64_t(v103[s124]);
-      }
-      // %89 = const {value = 24} : i64
-      const int64_t v125 = int64_t(24LL);
-      // %90 = splat %89 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v126[4];
-      #pragma unroll
-      for (int s127 = 0; s127 < 4; ++s127) {
-        v126[s127] = v125;
-      }
-      // %91 = shl %88, %90 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v128[4];
-      #pragma unroll
-      for (int s129 = 0; s129 < 4; ++s129) {
-        v128[s129] = tsr::ishl<int64_t>(v123[s129], v126[s129]);
-      }
-      // %92 = const {value = 1} : i64
-      const int64_t v130 = int64_t(1LL);
-      // %93 = splat %92 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v131[4];
-      #pragma unroll
-      for (int s132 = 0; s132 < 4; ++s132) {
-        v131[s132] = v130;
-      }
-      // %94 = add %91, %93 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v133[4];
-      #pragma unroll
-      for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = int64_t(uint64_t(v128[s134]) + uint64_t(v131[s134]));
-      }
-      // %95 = const {value = 0} : i64
-      const int64_t v135 = int64_t(0LL);
-      // %96 = splat %95 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v136[4];
-      #pragma unroll
-      for (int s137 = 0; s137 < 4; ++s137) {
-        v136[s137] = v135;
-      }
-      // %97 = where %82, %94, %96 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v138[4];
-      #pragma unroll
-      for (int s139 = 0; s139 < 4; ++s139) {
-        v138[s139] = (v112[s139] ? v133[s139] : v136[s139]);
-      }
-      // %98 = add %97, %87 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v140[4];
-      #pragma unroll
-      for (int s141 = 0; s141 < 4; ++s141) {
-        v140[s141] = int64_t(uint64_t(v138[s141]) + uint64_t(v121[s141]));
-      }
-      // %99 = reduce %98 {axis = 0, kind = "sum"} : i64
-      int64_t v142 = v140[0];
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[1]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[2]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[3]));
-      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v142, 1);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh143));
-      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v142, 2);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh144));
-      const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v142, 4);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh145));
-      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v142, 8);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh146));
-      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v142, 16);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh147));
-      __shared__ int64_t tsr_red148_mem[32];
-      int64_t* const tsr_red148 = tsr_red148_mem + tsr_red148_at;
-      tsr_red148_at ^= 16;
-      if (tsr_lane == 0) tsr_red148[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v142;
-      __syncthreads();
-      v142 = tsr_red148[0];
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[1]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[2]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[3]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[4]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[5]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[6]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[7]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[8]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[9]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[10]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[11]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[12]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[13]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[14]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[15]));
-      // %100 = const {value = 4095} : i64
-      const int64_t v149 = int64_t(4095LL);
-      // %101 = and %99, %100 : i64
-      const int64_t v150 = int64_t(v142 & v149);
-      // %102 = cast %101 : i32
-      const int32_t v151 = int32_t(v150);
-      // %103 = shr %99, %89 : i64
-      const int64_t v152 = tsr::ishr<int64_t>(v142, v125);
-      // %104 = cast %103 : i32
-      const int32_t v153 = int32_t(v152);
-      // %105 = sub %48, %104 : i32
-      const int32_t v154 = int32_t(uint32_t(c56) - uint32_t(v153));
-      // %106 = cast %102 : u32
-      const uint32_t v155 = uint32_t(v151);
-      // %107 = shl %106, %62 : u32
-      const uint32_t v156 = tsr::ishl<uint32_t>(v155, v71);
-      // %108 = or %47, %107 : u32
-      const uint32_t v157 = uint32_t(c55 | v156);
-      // %109 = const {value = 12} : i64
-      const int64_t v158 = int64_t(12LL);
-      // %110 = shr %99, %109 : i64
-      const int64_t v159 = tsr::ishr<int64_t>(v142, v158);
-      // %111 = and %110, %100 : i64
-      const int64_t v160 = int64_t(v159 & v149);
-      // %112 = cmp %111, %95 {pred = "eq"} : i1
-      const uint8_t v161 = uint8_t(v160 == v135);
-      // yield %108, %105, %62, %112
-      v60 = v157;
-      v61 = v154;
-      v62 = v71;
-      v63 = v161;
     } else {
-      // yield %47, %48, %49, %50
-      v60 = c55;
-      v61 = c56;
-      v62 = c57;
-      v63 = c58;
+      // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v216[16];
+      #pragma unroll
+      for (int s217 = 0; s217 < 16; ++s217) {
+        v216[s217] = int32_t(v171[s217]);
+      }
+      // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v218[16];
+      uint32_t run219 = uint32_t(0);
+      uint32_t acc220_0 = uint32_t(0);
+      acc220_0 += uint32_t(v216[0]); v218[0] = int32_t(acc220_0);
+      acc220_0 += uint32_t(v216[1]); v218[1] = int32_t(acc220_0);
+      acc220_0 += uint32_t(v216[2]); v218[2] = int32_t(acc220_0);
+      acc220_0 += uint32_t(v216[3]); v218[3] = int32_t(acc220_0);
+      __syncthreads();
+      uint32_t tot222_0;
+      const uint32_t off221_0 = run219 + tsr::block_exclusive_sum<16>(acc220_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_0);
+      v218[0] = int32_t(uint32_t(v218[0]) + off221_0);
+      v218[1] = int32_t(uint32_t(v218[1]) + off221_0);
+      v218[2] = int32_t(uint32_t(v218[2]) + off221_0);
+      v218[3] = int32_t(uint32_t(v218[3]) + off221_0);
+      run219 += tot222_0;
+      uint32_t acc220_1 = uint32_t(0);
+      acc220_1 += uint32_t(v216[4]); v218[4] = int32_t(acc220_1);
+      acc220_1 += uint32_t(v216[5]); v218[5] = int32_t(acc220_1);
+      acc220_1 += uint32_t(v216[6]); v218[6] = int32_t(acc220_1);
+      acc220_1 += uint32_t(v216[7]); v218[7] = int32_t(acc220_1);
+      __syncthreads();
+      uint32_t tot222_1;
+      const uint32_t off221_1 = run219 + tsr::block_exclusive_sum<16>(acc220_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_1);
+      v218[4] = int32_t(uint32_t(v218[4]) + off221_1);
+      v218[5] = int32_t(uint32_t(v218[5]) + off221_1);
+      v218[6] = int32_t(uint32_t(v218[6]) + off221_1);
+      v218[7] = int32_t(uint32_t(v218[7]) + off221_1);
+      run219 += tot222_1;
+      uint32_t acc220_2 = uint32_t(0);
+      acc220_2 += uint32_t(v216[8]); v218[8] = int32_t(acc220_2);
+      acc220_2 += uint32_t(v216[9]); v218[9] = int32_t(acc220_2);
+      acc220_2 += uint32_t(v216[10]); v218[10] = int32_t(acc220_2);
+      acc220_2 += uint32_t(v216[11]); v218[11] = int32_t(acc220_2);
+      __syncthreads();
+      uint32_t tot222_2;
+      const uint32_t off221_2 = run219 + tsr::block_exclusive_sum<16>(acc220_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_2);
+      v218[8] = int32_t(uint32_t(v218[8]) + off221_2);
+      v218[9] = int32_t(uint32_t(v218[9]) + off221_2);
+      v218[10] = int32_t(uint32_t(v218[10]) + off221_2);
+      v218[11] = int32_t(uint32_t(v218[11]) + off221_2);
+      run219 += tot222_2;
+      uint32_t acc220_3 = uint32_t(0);
+      acc220_3 += uint32_t(v216[12]); v218[12] = int32_t(acc220_3);
+      acc220_3 += uint32_t(v216[13]); v218[13] = int32_t(acc220_3);
+      acc220_3 += uint32_t(v216[14]); v218[14] = int32_t(acc220_3);
+      acc220_3 += uint32_t(v216[15]); v218[15] = int32_t(acc220_3);
+      __syncthreads();
+      uint32_t tot222_3;
+      const uint32_t off221_3 = run219 + tsr::block_exclusive_sum<16>(acc220_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_3);
+      v218[12] = int32_t(uint32_t(v218[12]) + off221_3);
+      v218[13] = int32_t(uint32_t(v218[13]) + off221_3);
+      v218[14] = int32_t(uint32_t(v218[14]) + off221_3);
+      v218[15] = int32_t(uint32_t(v218[15]) + off221_3);
+      run219 += tot222_3;
+      // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v223[16];
+      #pragma unroll
+      for (int s224 = 0; s224 < 16; ++s224) {
+        v223[s224] = int32_t(uint32_t(v218[s224]) + uint32_t(v178[s224]));
+      }
+      // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v225[16];
+      #pragma unroll
+      for (int s226 = 0; s226 < 16; ++s226) {
+        v225[s226] = c58;
+      }
+      // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v227[16];
+      #pragma unroll
+      for (int s228 = 0; s228 < 16; ++s228) {
+        v227[s228] = uint8_t(v223[s228] <= v225[s228]);
+      }
+      // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v229[16];
+      #pragma unroll
+      for (int s230 = 0; s230 < 16; ++s230) {
+        v229[s230] = uint8_t(v171[s230] & v227[s230]);
+      }
+      // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      uint8_t v231[16];
+      #pragma unroll
+      for (int s232 = 0; s232 < 16; ++s232) {
+        v231[s232] = uint8_t(v173[s232] | v229[s232]);
+      }
+      // yield %141
+      #pragma unroll
+      for (int s233 = 0; s233 < 16; ++s233) {
+        v212[s233] = v231[s233];
+      }
     }
-    // yield %51, %52, %53, %54
-    c55 = v60;
-    c56 = v61;
-    c57 = v62;
-    c58 = v63;
-  }
-  // %113 = shr %42, %44 : u32
-  const uint32_t v162 = tsr::ishr<uint32_t>(c55, c57);
-  // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v163[16];
-  #pragma unroll
-  for (int s164 = 0; s164 < 16; ++s164) {
-    v163[s164] = c57;
-  }
-  // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v165[16];
-  #pragma unroll
-  for (int s166 = 0; s166 < 16; ++s166) {
-    v165[s166] = tsr::ishr<uint32_t>(v48[s166], v163[s166]);
-  }
-  // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v167[16];
-  #pragma unroll
-  for (int s168 = 0; s168 < 16; ++s168) {
-    v167[s168] = v162;
-  }
-  // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v169[16];
-  #pragma unroll
-  for (int s170 = 0; s170 < 16; ++s170) {
-    v169[s170] = uint8_t(v165[s170] == v167[s170]);
-  }
-  // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v171[16];
-  #pragma unroll
-  for (int s172 = 0; s172 < 16; ++s172) {
-    v171[s172] = uint8_t(v165[s172] < v167[s172]);
-  }
-  // %119 = const {value = 65536} : i32
-  const int32_t v173 = int32_t(65536LL);
-  // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v174[16];
-  #pragma unroll
-  for (int s175 = 0; s175 < 16; ++s175) {
-    v174[s175] = v173;
-  }
-  // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v176[16];
-  #pragma unroll
-  for (int s177 = 0; s177 < 16; ++s177) {
-    v176[s177] = v10;
-  }
-  // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v178[16];
-  #pragma unroll
-  for (int s179 = 0; s179 < 16; ++s179) {
-    v178[s179] = (v171[s179] ? v174[s179] : v176[s179]);
-  }
-  // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v180[16];
-  #pragma unroll
-  for (int s181 = 0; s181 < 16; ++s181) {
-    v180[s181] = v1;
-  }
-  // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v182[16];
-  #pragma unroll
-  for (int s183 = 0; s183 < 16; ++s183) {
-    v182[s183] = (v169[s183] ? v180[s183] : v176[s183]);
-  }
-  // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v184[16];
-  #pragma unroll
-  for (int s185 = 0; s185 < 16; ++s185) {
-    v184[s185] = int32_t(uint32_t(v182[s185]) + uint32_t(v178[s185]));
-  }
-  // %126 = reduce %125 {axis = 0, kind = "sum"} : i32
-  int32_t v186 = v184[0];
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[1]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[2]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[3]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[4]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[5]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[6]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[7]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[8]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[9]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[10]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[11]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[12]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[13]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[14]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(v184[15]));
-  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v186, 1);
-  v186 = int32_t(uint32_t(v186) + uint32_t(sh187));
-  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v186, 2);
-  v186 = int32_t(uint32_t(v186) + uint32_t(sh188));
-  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v186, 4);
-  v186 = int32_t(uint32_t(v186) + uint32_t(sh189));
-  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v186, 8);
-  v186 = int32_t(uint32_t(v186) + uint32_t(sh190));
-  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v186, 16);
-  v186 = int32_t(uint32_t(v186) + uint32_t(sh191));
-  __shared__ int32_t tsr_red192_mem[16];
-  int32_t* const tsr_red192 = tsr_red192_mem;
-  if (tsr_lane == 0) tsr_red192[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v186;
-  __syncthreads();
-  v186 = tsr_red192[0];
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[1]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[2]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[3]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[4]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[5]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[6]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[7]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[8]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[9]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[10]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[11]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[12]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[13]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[14]));
-  v186 = int32_t(uint32_t(v186) + uint32_t(tsr_red192[15]));
-  // %127 = const {value = 65535} : i32
-  const int32_t v193 = int32_t(65535LL);
-  // %128 = and %126, %127 : i32
-  const int32_t v194 = int32_t(v186 & v193);
-  // %129 = const {value = 16} : i32
-  const int32_t v195 = int32_t(16LL);
-  // %130 = shr %126, %129 : i32
-  const int32_t v196 = tsr::ishr<int32_t>(v186, v195);
-  // %131 = add %17, %128 : i32
-  const int32_t v197 = int32_t(uint32_t(v10) + uint32_t(v194));
-  // %132 = cmp %131, %43 {pred = "le"} : i1
-  const uint8_t v198 = uint8_t(v197 <= c56);
-  // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v199[16];
-  if (v198) {
-    // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v200[16];
+    // %142 = const {value = -1} : i32
+    const int32_t v234 = int32_t(-1LL);
+    // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v235[16];
     #pragma unroll
-    for (int s201 = 0; s201 < 16; ++s201) {
-      v200[s201] = uint8_t(v171[s201] | v169[s201]);
+    for (int s236 = 0; s236 < 16; ++s236) {
+      v235[s236] = int32_t(v212[s236]);
     }
-    // yield %134
-    #pragma unroll
-    for (int s202 = 0; s202 < 16; ++s202) {
-      v199[s202] = v200[s202];
-    }
-  } else {
-    // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v203[16];
-    #pragma unroll
-    for (int s204 = 0; s204 < 16; ++s204) {
-      v203[s204] = int32_t(v169[s204]);
-    }
-    // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[16];
-    uint32_t run206 = uint32_t(0);
-    uint32_t acc207_0 = uint32_t(0);
-    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[2]); v205[2] = int32_t(acc207_0);
-    acc207_0 += uint32_t(v203[3]); v205[3] = int32_t(acc207_0);
+    // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v237[16];
+    uint32_t run238 = uint32_t(0);
+    uint32_t acc239_0 = uint32_t(0);
+    acc239_0 += uint32_t(v235[0]); v237[0] = int32_t(acc239_0);
+    acc239_0 += uint32_t(v235[1]); v237[1] = int32_t(acc239_0);
+    acc239_0 += uint32_t(v235[2]); v237[2] = int32_t(acc239_0);
+    acc239_0 += uint32_t(v235[3]); v237[3] = int32_t(acc239_0);
     __syncthreads();
-    uint32_t tot209_0;
-    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>(acc207_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
-    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
-    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
-    v205[2] = int32_t(uint32_t(v205[2]) + off208_0);
-    v205[3] = int32_t(uint32_t(v205[3]) + off208_0);
-    run206 += tot209_0;
-    uint32_t acc207_1 = uint32_t(0);
-    acc207_1 += uint32_t(v203[4]); v205[4] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[5]); v205[5] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[6]); v205[6] = int32_t(acc207_1);
-    acc207_1 += uint32_t(v203[7]); v205[7] = int32_t(acc207_1);
+    uint32_t tot241_0;
+    const uint32_t off240_0 = run238 + tsr::block_exclusive_sum<16>(acc239_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_0);
+    v237[0] = int32_t(uint32_t(v237[0]) + off240_0);
+    v237[1] = int32_t(uint32_t(v237[1]) + off240_0);
+    v237[2] = int32_t(uint32_t(v237[2]) + off240_0);
+    v237[3] = int32_t(uint32_t(v237[3]) + off240_0);
+    run238 += tot241_0;
+    uint32_t acc239_1 = uint32_t(0);
+    acc239_1 += uint32_t(v235[4]); v237[4] = int32_t(acc239_1);
+    acc239_1 += uint32_t(v235[5]); v237[5] = int32_t(acc239_1);
+    acc239_1 += uint32_t(v235[6]); v237[6] = int32_t(acc239_1);
+    acc239_1 += uint32_t(v235[7]); v237[7] = int32_t(acc239_1);
     __syncthreads();
-    uint32_t tot209_1;
-    const uint32_t off208_1 = run206 + tsr::block_exclusive_sum<16>(acc207_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_1);
-    v205[4] = int32_t(uint32_t(v205[4]) + off208_1);
-    v205[5] = int32_t(uint32_t(v205[5]) + off208_1);
-    v205[6] = int32_t(uint32_t(v205[6]) + off208_1);
-    v205[7] = int32_t(uint32_t(v205[7]) + off208_1);
-    run206 += tot209_1;
-    uint32_t acc207_2 = uint32_t(0);
-    acc207_2 += uint32_t(v203[8]); v205[8] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[9]); v205[9] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[10]); v205[10] = int32_t(acc207_2);
-    acc207_2 += uint32_t(v203[11]); v205[11] = int32_t(acc207_2);
+    uint32_t tot241_1;
+    const uint32_t off240_1 = run238 + tsr::block_exclusive_sum<16>(acc239_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_1);
+    v237[4] = int32_t(uint32_t(v237[4]) + off240_1);
+    v237[5] = int32_t(uint32_t(v237[5]) + off240_1);
+    v237[6] = int32_t(uint32_t(v237[6]) + off240_1);
+    v237[7] = int32_t(uint32_t(v237[7]) + off240_1);
+    run238 += tot241_1;
+    uint32_t acc239_2 = uint32_t(0);
+    acc239_2 += uint32_t(v235[8]); v237[8] = int32_t(acc239_2);
+    acc239_2 += uint32_t(v235[9]); v237[9] = int32_t(acc239_2);
+    acc239_2 += uint32_t(v235[10]); v237[10] = int32_t(acc239_2);
+    acc239_2 += uint32_t(v235[11]); v237[11] = int32_t(acc239_2);
     __syncthreads();
-    uint32_t tot209_2;
-    const uint32_t off208_2 = run206 + tsr::block_exclusive_sum<16>(acc207_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_2);
-    v205[8] = int32_t(uint32_t(v205[8]) + off208_2);
-    v205[9] = int32_t(uint32_t(v205[9]) + off208_2);
-    v205[10] = int32_t(uint32_t(v205[10]) + off208_2);
-    v205[11] = int32_t(uint32_t(v205[11]) + off208_2);
-    run206 += tot209_2;
-    uint32_t acc207_3 = uint32_t(0);
-    acc207_3 += uint32_t(v203[12]); v205[12] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[13]); v205[13] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[14]); v205[14] = int32_t(acc207_3);
-    acc207_3 += uint32_t(v203[15]); v205[15] = int32_t(acc207_3);
+    uint32_t tot241_2;
+    const uint32_t off240_2 = run238 + tsr::block_exclusive_sum<16>(acc239_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_2);
+    v237[8] = int32_t(uint32_t(v237[8]) + off240_2);
+    v237[9] = int32_t(uint32_t(v237[9]) + off240_2);
+    v237[10] = int32_t(uint32_t(v237[10]) + off240_2);
+    v237[11] = int32_t(uint32_t(v237[11]) + off240_2);
+    run238 += tot241_2;
+    uint32_t acc239_3 = uint32_t(0);
+    acc239_3 += uint32_t(v235[12]); v237[12] = int32_t(acc239_3);
+    acc239_3 += uint32_t(v235[13]); v237[13] = int32_t(acc239_3);
+    acc239_3 += uint32_t(v235[14]); v237[14] = int32_t(acc239_3);
+    acc239_3 += uint32_t(v235[15]); v237[15] = int32_t(acc239_3);
     __syncthreads();
-    uint32_t tot209_3;
-    const uint32_t off208_3 = run206 + tsr::block_exclusive_sum<16>(acc207_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_3);
-    v205[12] = int32_t(uint32_t(v205[12]) + off208_3);
-    v205[13] = int32_t(uint32_t(v205[13]) + off208_3);
-    v205[14] = int32_t(uint32_t(v205[14]) + off208_3);
-    v205[15] = int32_t(uint32_t(v205[15]) + off208_3);
-    run206 += tot209_3;
-    // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v210[16];
+    uint32_t tot241_3;
+    const uint32_t off240_3 = run238 + tsr::block_exclusive_sum<16>(acc239_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_3);
+    v237[12] = int32_t(uint32_t(v237[12]) + off240_3);
+    v237[13] = int32_t(uint32_t(v237[13]) + off240_3);
+    v237[14] = int32_t(uint32_t(v237[14]) + off240_3);
+    v237[15] = int32_t(uint32_t(v237[15]) + off240_3);
+    run238 += tot241_3;
+    // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v242[16];
     #pragma unroll
-    for (int s211 = 0; s211 < 16; ++s211) {
-      v210[s211] = int32_t(uint32_t(v205[s211]) + uint32_t(v176[s211]));
+    for (int s243 = 0; s243 < 16; ++s243) {
+      v242[s243] = v234;
     }
-    // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v212[16];
+    // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v244[16];
     #pragma unroll
-    for (int s213 = 0; s213 < 16; ++s213) {
-      v212[s213] = c56;
+    for (int s245 = 0; s245 < 16; ++s245) {
+      v244[s245] = int32_t(uint32_t(v237[s245]) + uint32_t(v242[s245]));
     }
-    // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v214[16];
+    // %147 = mul %10, %37 : i32
+    const int32_t v246 = int32_t(uint32_t(v4) * uint32_t(v52));
+    // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v247[16];
     #pragma unroll
-    for (int s215 = 0; s215 < 16; ++s215) {
-      v214[s215] = uint8_t(v210[s215] <= v212[s215]);
+    for (int s248 = 0; s248 < 16; ++s248) {
+      v247[s248] = v246;
     }
-    // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v216[16];
+    // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v249[16];
     #pragma unroll
-    for (int s217 = 0; s217 < 16; ++s217) {
-      v216[s217] = uint8_t(v169[s217] & v214[s217]);
+    for (int s250 = 0; s250 < 16; ++s250) {
+      v249[s250] = int32_t(uint32_t(v244[s250]) + uint32_t(v247[s250]));
     }
-    // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v218[16];
+    // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v251[16];
     #pragma unroll
-    for (int s219 = 0; s219 < 16; ++s219) {
-      v218[s219] = uint8_t(v171[s219] | v216[s219]);
+    for (int s252 = 0; s252 < 16; ++s252) {
+      v251[s252] = v3;
     }
-    // yield %141
+    // scatter %seg_values, %20, %150, %149, %133
     #pragma unroll
-    for (int s220 = 0; s220 < 16; ++s220) {
-      v199[s220] = v218[s220];
+    for (int s253 = 0; s253 < 16; ++s253) {
+      if ((v212[s253] != 0) && (int64_t(v251[s253]) >= 0 && int64_t(v251[s253]) < int64_t(tsr_dim_M) && int64_t(v249[s253]) >= 0 && int64_t(v249[s253]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v251[s253]) * tsr_p1_s0 + int64_t(v249[s253]) * tsr_p1_s1] = v22[s253];
+    }
+    // %151 = mul %18, %7 : i32
+    const int32_t v254 = int32_t(uint32_t(v12) * uint32_t(v1));
+    // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v255[16];
+    #pragma unroll
+    for (int s256 = 0; s256 < 16; ++s256) {
+      v255[s256] = v254;
+    }
+    // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v257[16];
+    #pragma unroll
+    for (int s258 = 0; s258 < 16; ++s258) {
+      v257[s258] = int32_t(uint32_t(v42[s258]) + uint32_t(v255[s258]));
+    }
+    // scatter %seg_indices, %153, %150, %149, %133
+    #pragma unroll
+    for (int s259 = 0; s259 < 16; ++s259) {
+      if ((v212[s259] != 0) && (int64_t(v251[s259]) >= 0 && int64_t(v251[s259]) < int64_t(tsr_dim_M) && int64_t(v249[s259]) >= 0 && int64_t(v249[s259]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v251[s259]) * tsr_p2_s0 + int64_t(v249[s259]) * tsr_p2_s1] = v257[s259];
+    }
+    // %154 = sub %43, %17 : i32
+    const int32_t v260 = int32_t(uint32_t(c58) - uint32_t(v11));
+    // %155 = max %154, %17 : i32
+    const int32_t v261 = tsr::imax<int32_t>(v260, v11);
+    // %156 = min %128, %155 : i32
+    const int32_t v262 = tsr::imin<int32_t>(v207, v261);
+    // %157 = add %17, %130 : i32
+    const int32_t v263 = int32_t(uint32_t(v11) + uint32_t(v209));
+    // %158 = add %157, %156 : i32
+    const int32_t v264 = int32_t(uint32_t(v263) + uint32_t(v262));
+    // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v265[4];
+    #pragma unroll
+    for (int s266 = 0; s266 < 4; ++s266) {
+      v265[s266] = int32_t(0 + (((s266) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    }
+    // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v267[4];
+    #pragma unroll
+    for (int s268 = 0; s268 < 4; ++s268) {
+      v267[s268] = v264;
+    }
+    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v269[4];
+    #pragma unroll
+    for (int s270 = 0; s270 < 4; ++s270) {
+      v269[s270] = uint8_t(v265[s270] >= v267[s270]);
+    }
+    // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v271[4];
+    #pragma unroll
+    for (int s272 = 0; s272 < 4; ++s272) {
+      v271[s272] = v246;
+    }
+    // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v273[4];
+    #pragma unroll
+    for (int s274 = 0; s274 < 4; ++s274) {
+      v273[s274] = int32_t(uint32_t(v265[s274]) + uint32_t(v271[s274]));
+    }
+    // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v275[4];
+    #pragma unroll
+    for (int s276 = 0; s276 < 4; ++s276) {
+      v275[s276] = v234;
+    }
+    // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v277[4];
+    #pragma unroll
+    for (int s278 = 0; s278 < 4; ++s278) {
+      v277[s278] = v3;
+    }
+    // scatter %seg_indices, %164, %165, %163, %161
+    #pragma unroll
+    for (int s279 = 0; s279 < 4; ++s279) {
+      if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
     }
   }
-  // %142 = const {value = -1} : i32
-  const int32_t v221 = int32_t(-1LL);
-  // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v222[16];
-  #pragma unroll
-  for (int s223 = 0; s223 < 16; ++s223) {
-    v222[s223] = int32_t(v199[s223]);
-  }
-  // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v224[16];
-  uint32_t run225 = uint32_t(0);
-  uint32_t acc226_0 = uint32_t(0);
-  acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[2]); v224[2] = int32_t(acc226_0);
-  acc226_0 += uint32_t(v222[3]); v224[3] = int32_t(acc226_0);
-  __syncthreads();
-  uint32_t tot228_0;
-  const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
-  v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
-  v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
-  v224[2] = int32_t(uint32_t(v224[2]) + off227_0);
-  v224[3] = int32_t(uint32_t(v224[3]) + off227_0);
-  run225 += tot228_0;
-  uint32_t acc226_1 = uint32_t(0);
-  acc226_1 += uint32_t(v222[4]); v224[4] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[5]); v224[5] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[6]); v224[6] = int32_t(acc226_1);
-  acc226_1 += uint32_t(v222[7]); v224[7] = int32_t(acc226_1);
-  __syncthreads();
-  uint32_t tot228_1;
-  const uint32_t off227_1 = run225 + tsr::block_exclusive_sum<16>(acc226_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_1);
-  v224[4] = int32_t(uint32_t(v224[4]) + off227_1);
-  v224[5] = int32_t(uint32_t(v224[5]) + off227_1);
-  v224[6] = int32_t(uint32_t(v224[6]) + off227_1);
-  v224[7] = int32_t(uint32_t(v224[7]) + off227_1);
-  run225 += tot228_1;
-  uint32_t acc226_2 = uint32_t(0);
-  acc226_2 += uint32_t(v222[8]); v224[8] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[9]); v224[9] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[10]); v224[10] = int32_t(acc226_2);
-  acc226_2 += uint32_t(v222[11]); v224[11] = int32_t(acc226_2);
-  __syncthreads();
-  uint32_t tot228_2;
-  const uint32_t off227_2 = run225 + tsr::block_exclusive_sum<16>(acc226_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_2);
-  v224[8] = int32_t(uint32_t(v224[8]) + off227_2);
-  v224[9] = int32_t(uint32_t(v224[9]) + off227_2);
-  v224[10] = int32_t(uint32_t(v224[10]) + off227_2);
-  v224[11] = int32_t(uint32_t(v224[11]) + off227_2);
-  run225 += tot228_2;
-  uint32_t acc226_3 = uint32_t(0);
-  acc226_3 += uint32_t(v222[12]); v224[12] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[13]); v224[13] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[14]); v224[14] = int32_t(acc226_3);
-  acc226_3 += uint32_t(v222[15]); v224[15] = int32_t(acc226_3);
-  __syncthreads();
-  uint32_t tot228_3;
-  const uint32_t off227_3 = run225 + tsr::block_exclusive_sum<16>(acc226_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_3);
-  v224[12] = int32_t(uint32_t(v224[12]) + off227_3);
-  v224[13] = int32_t(uint32_t(v224[13]) + off227_3);
-  v224[14] = int32_t(uint32_t(v224[14]) + off227_3);
-  v224[15] = int32_t(uint32_t(v224[15]) + off227_3);
-  run225 += tot228_3;
-  // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v229[16];
-  #pragma unroll
-  for (int s230 = 0; s230 < 16; ++s230) {
-    v229[s230] = v221;
-  }
-  // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v231[16];
-  #pragma unroll
-  for (int s232 = 0; s232 < 16; ++s232) {
-    v231[s232] = int32_t(uint32_t(v224[s232]) + uint32_t(v229[s232]));
-  }
-  // %147 = mul %10, %37 : i32
-  const int32_t v233 = int32_t(uint32_t(v3) * uint32_t(v50));
-  // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v234[16];
-  #pragma unroll
-  for (int s235 = 0; s235 < 16; ++s235) {
-    v234[s235] = v233;
-  }
-  // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v236[16];
-  #pragma unroll
-  for (int s237 = 0; s237 < 16; ++s237) {
-    v236[s237] = int32_t(uint32_t(v231[s237]) + uint32_t(v234[s237]));
-  }
-  // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v238[16];
-  #pragma unroll
-  for (int s239 = 0; s239 < 16; ++s239) {
-    v238[s239] = v2;
-  }
-  // scatter %seg_values, %20, %150, %149, %133
-  #pragma unroll
-  for (int s240 = 0; s240 < 16; ++s240) {
-    if ((v199[s240] != 0) && (int64_t(v238[s240]) >= 0 && int64_t(v238[s240]) < int64_t(tsr_dim_M) && int64_t(v236[s240]) >= 0 && int64_t(v236[s240]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v238[s240]) * tsr_p1_s0 + int64_t(v236[s240]) * tsr_p1_s1] = v20[s240];
-  }
-  // %151 = mul %18, %7 : i32
-  const int32_t v241 = int32_t(uint32_t(v11) * uint32_t(v0));
-  // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v242[16];
-  #pragma unroll
-  for (int s243 = 0; s243 < 16; ++s243) {
-    v242[s243] = v241;
-  }
-  // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v244[16];
-  #pragma unroll
-  for (int s245 = 0; s245 < 16; ++s245) {
-    v244[s245] = int32_t(uint32_t(v40[s245]) + uint32_t(v242[s245]));
-  }
-  // scatter %seg_indices, %153, %150, %149, %133
-  #pragma unroll
-  for (int s246 = 0; s246 < 16; ++s246) {
-    if ((v199[s246] != 0) && (int64_t(v238[s246]) >= 0 && int64_t(v238[s246]) < int64_t(tsr_dim_M) && int64_t(v236[s246]) >= 0 && int64_t(v236[s246]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v238[s246]) * tsr_p2_s0 + int64_t(v236[s246]) * tsr_p2_s1] = v244[s246];
-  }
-  // %154 = sub %43, %17 : i32
-  const int32_t v247 = int32_t(uint32_t(c56) - uint32_t(v10));
-  // %155 = max %154, %17 : i32
-  const int32_t v248 = tsr::imax<int32_t>(v247, v10);
-  // %156 = min %128, %155 : i32
-  const int32_t v249 = tsr::imin<int32_t>(v194, v248);
-  // %157 = add %17, %130 : i32
-  const int32_t v250 = int32_t(uint32_t(v10) + uint32_t(v196));
-  // %158 = add %157, %156 : i32
-  const int32_t v251 = int32_t(uint32_t(v250) + uint32_t(v249));
-  // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v252[4];
-  #pragma unroll
-  for (int s253 = 0; s253 < 4; ++s253) {
-    v252[s253] = int32_t(0 + (((s253) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-  }
-  // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v254[4];
-  #pragma unroll
-  for (int s255 = 0; s255 < 4; ++s255) {
-    v254[s255] = v251;
-  }
-  // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v256[4];
-  #pragma unroll
-  for (int s257 = 0; s257 < 4; ++s257) {
-    v256[s257] = uint8_t(v252[s257] >= v254[s257]);
-  }
-  // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v258[4];
-  #pragma unroll
-  for (int s259 = 0; s259 < 4; ++s259) {
-    v258[s259] = v233;
-  }
-  // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v260[4];
-  #pragma unroll
-  for (int s261 = 0; s261 < 4; ++s261) {
-    v260[s261] = int32_t(uint32_t(v252[s261]) + uint32_t(v258[s261]));
-  }
-  // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v262[4];
-  #pragma unroll
-  for (int s263 = 0; s263 < 4; ++s263) {
-    v262[s263] = v221;
-  }
-  // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v264[4];
-  #pragma unroll
-  for (int s265 = 0; s265 < 4; ++s265) {
-    v264[s265] = v2;
-  }
-  // scatter %seg_indices, %164, %165, %163, %161
-  #pragma unroll
-  for (int s266 = 0; s266 < 4; ++s266) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v256[s266] != 0) && (int64_t(v264[s266]) >= 0 && int64_t(v264[s266]) < int64_t(tsr_dim_M) && int64_t(v260[s266]) >= 0 && int64_t(v260[s266]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v264[s266]) * tsr_p2_s0 + int64_t(v260[s266]) * tsr_p2_s1] = v262[s266];
-  }
+  tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 320, dynamic_smem 8192
-// persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 384, dynamic_smem 40960
+// persistent 1, persistent_fill 1, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x f32 bytes 8 index 0
 // param pointer seg_values f32 bytes 8 index 1
 // param pointer seg_indices i32 bytes 8 index 2
 // param dim M i32 bytes 4 index -1
 // param dim N i32 bytes 4 index -1
 // param dim W i32 bytes 4 index -1
+// param grid_size grid0 i32 bytes 4 index 0
+// param grid_size grid1 i32 bytes 4 index 1
+// param grid_size grid2 i32 bytes 4 index 2
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // stat block-scans = 3
 // stat histograms = 1
 // stat min-blocks-per-sm = 2
+// stat prefetched-program-loads = 1
 // stat producer-warpgroups = 0
 // stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
-// stat smem-bytes = 8192
+// stat smem-bytes = 40960
 // stat threads = 512
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
+// note program prefetch: persistent CTAs (as many as fit) loop over the programs; 1 load(s) of 32768 bytes are copied for the next program while this one computes
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @topk_merge_tile for sm_90a.
 #include "tessera/core.cuh"
