@@ -2,7 +2,8 @@
 # Session 38's GPU call for the pass prefetch-programs (the layout emitter's program prefetch),
 # from the repo root (about 6 minutes on a cold machine):
 #   source .devdeps/setup.sh && bash bench/session38b_gpu.sh
-# 1. GPU tests: ProgramPrefetchGpu (now on both emitters; the layout emitter with one and two
+# 1. GPU tests (the layout emitter's cp.async copies now take 32-bit shared addresses always):
+#    ProgramPrefetchGpu (now on both emitters; the layout emitter with one and two
 #    buffers, loads in branches, a 2-D grid), the layout emitter's library and corpus tests.
 # 2. topk checks on the layout emitter (its segment kernel now prefetches the next segment).
 # 3. cuda_bench --only softmax / layernorm / rmsnorm / topk (bf16 rows 16384 x 4096 and

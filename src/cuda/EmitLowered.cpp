@@ -415,20 +415,14 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     }
     whole += " && tsr::aligned_vec<" + stype(t) + ", " + num(E) + ">(" + vi.ptr + " + " + origin + ")";
     open("if (" + whole + ") {");
-    // TESSERA_CUDA_U32_SHARED_COPIES=1 (an A/B switch, off by default; not yet run on a GPU):
-    // the tile's shared address as one 32-bit value, each chunk's a constant offset from it, as
-    // the planning emitter's cp_tile_async does; otherwise each chunk converts its generic
-    // address (about 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 3).
-    const bool u32 = env_flag("TESSERA_CUDA_U32_SHARED_COPIES");
-    std::string base;
-    if (u32) {
-      base = fresh("sb");
-      line("const uint32_t " + base + " = tsr::smem_u32(" + dst_view.ptr + ");");
-    }
+    // The tile's shared address as one 32-bit value, each chunk's an offset from it, as the
+    // planning emitter's cp_tile_async does: a generic address converted per chunk took about
+    // 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 5 (H100, session 38:
+    // 4096^3 285 / 278 -> 298 TFLOP/s at 128x256x64, the A/B switch it was).
+    const std::string base = fresh("sb");
+    line("const uint32_t " + base + " = tsr::smem_u32(" + dst_view.ptr + ");");
     open_chunks();
-    const std::string dst_addr = u32 ? base + " + uint32_t(" + at_s + ") * " + num(eb) + "u"
-                                     : "tsr::smem_u32(" + dst_view.ptr + " + " + at_s + ")";
-    line("tsr::cp_async_16(" + dst_addr + ", " + vi.ptr + " + " + at_g + ");");
+    line("tsr::cp_async_16(" + base + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + vi.ptr + " + " + at_g + ");");
     close();
     --ind_;
     open("} else {");
@@ -536,11 +530,9 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // thread is done reading the stage of the iteration before, which the copies of iteration
   // + S - 1 then refill (the copies issued before the wait, as the ring did first, needed a
   // second barrier at the end of each iteration).
-  // (Under TESSERA_CUDA_U32_SHARED_COPIES=1 the stage arithmetic is unsigned: a signed % S
-  // of a value the compiler cannot prove non-negative costs a sign fix-up.)
-  const bool u32 = env_flag("TESSERA_CUDA_U32_SHARED_COPIES");
-  const std::string next_stage = u32 ? "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)"
-                                     : "(" + stage + " + " + num(S - 1) + ") % " + num(S);
+  // (The stage arithmetic is unsigned: a signed % S of a value the compiler cannot prove
+  // non-negative costs a sign fix-up.)
+  const std::string next_stage = "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)";
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
               line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
@@ -549,8 +541,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
               issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", next_stage);
             },
             [&] {
-              line(stage + " = " + (u32 ? "int((unsigned(" + stage + ") + 1u) % " + num(S) + "u)"
-                                        : "(" + stage + " + 1) % " + num(S)) + ";");
+              line(stage + " = int((unsigned(" + stage + ") + 1u) % " + num(S) + "u);");
             });
   line("tsr::cp_async_wait<0>();");
   // A ring loop entered again (inside another loop) refills its first stages in its prologue,

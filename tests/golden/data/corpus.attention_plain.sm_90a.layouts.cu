@@ -161,22 +161,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const int64_t o46 = int64_t(nx44) * 64;
         const int64_t o47 = int64_t(v5_c0) * 64;
         if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o46 * tsr_p2_s0 + o47 * tsr_p2_s1)) {
+          const uint32_t sb48 = tsr::smem_u32((sh42 + (pro43) * 4352));
           #pragma unroll
-          for (int i48 = 0; i48 < 8; ++i48) {
-            const int q49 = i48 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh42 + (pro43) * 4352) + (((q49 * 4) / 64)) * 68 + (((q49 * 4) % 64)) * 1), tsr_p2 + (o46 + ((q49 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q49 * 4) % 64)) * tsr_p2_s1);
+          for (int i49 = 0; i49 < 8; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            tsr::cp_async_16(sb48 + uint32_t((((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1) * 4u, tsr_p2 + (o46 + ((q50 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q50 * 4) % 64)) * tsr_p2_s1);
           }
         } else {
           #pragma unroll
-          for (int i50 = 0; i50 < 8; ++i50) {
-            const int q51 = i50 * 128 + tsr_tid;
-            const int64_t n52 = !(true && (o46 + ((q51 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q51 * 4) % 64))) : 4;
-            const float* src53 = tsr_p2 + (n52 > 0 ? (o46 + ((q51 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q51 * 4) % 64)) * tsr_p2_s1 : 0);
-            float* const dst54 = (sh42 + (pro43) * 4352) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src53)) {
-              tsr::cp_async_16(tsr::smem_u32(dst54), src53, int(n52) * 4);
+          for (int i51 = 0; i51 < 8; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            const int64_t n53 = !(true && (o46 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) : 4;
+            const float* src54 = tsr_p2 + (n53 > 0 ? (o46 + ((q52 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q52 * 4) % 64)) * tsr_p2_s1 : 0);
+            float* const dst55 = (sh42 + (pro43) * 4352) + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src54)) {
+              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
             }
           }
         }
@@ -184,34 +185,35 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv55_ = v0; v1 > 0 && iv55_ < v2; iv55_ += v1) {
-    const int32_t iv55 = int32_t(iv55_);
+  for (int64_t iv56_ = v0; v1 > 0 && iv56_ < v2; iv56_ += v1) {
+    const int32_t iv56 = int32_t(iv56_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv55_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx56 = int32_t((iv55_ + 1 * int64_t(v1)));
+    if ((iv56_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v1)));
       // %14 = mul %chunk, %3 : i32
-      const int32_t v57 = int32_t(uint32_t(nx56) * uint32_t(v3));
+      const int32_t v58 = int32_t(uint32_t(nx57) * uint32_t(v3));
       {
-        const int64_t o58 = int64_t(nx56) * 64;
-        const int64_t o59 = int64_t(v5_c0) * 64;
-        if (o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o58 * tsr_p2_s0 + o59 * tsr_p2_s1)) {
-          #pragma unroll
-          for (int i60 = 0; i60 < 8; ++i60) {
-            const int q61 = i60 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh42 + ((rs41 + 1) % 2) * 4352) + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1), tsr_p2 + (o58 + ((q61 * 4) / 64)) * tsr_p2_s0 + (o59 + ((q61 * 4) % 64)) * tsr_p2_s1);
-          }
-        } else {
+        const int64_t o59 = int64_t(nx57) * 64;
+        const int64_t o60 = int64_t(v5_c0) * 64;
+        if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o59 * tsr_p2_s0 + o60 * tsr_p2_s1)) {
+          const uint32_t sb61 = tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i62 = 0; i62 < 8; ++i62) {
             const int q63 = i62 * 128 + tsr_tid;
-            const int64_t n64 = !(true && (o58 + ((q63 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o59 + ((q63 * 4) % 64))) : 4;
-            const float* src65 = tsr_p2 + (n64 > 0 ? (o58 + ((q63 * 4) / 64)) * tsr_p2_s0 + (o59 + ((q63 * 4) % 64)) * tsr_p2_s1 : 0);
-            float* const dst66 = (sh42 + ((rs41 + 1) % 2) * 4352) + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src65)) {
-              tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 4);
+            tsr::cp_async_16(sb61 + uint32_t((((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1) * 4u, tsr_p2 + (o59 + ((q63 * 4) / 64)) * tsr_p2_s0 + (o60 + ((q63 * 4) % 64)) * tsr_p2_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i64 = 0; i64 < 8; ++i64) {
+            const int q65 = i64 * 128 + tsr_tid;
+            const int64_t n66 = !(true && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
+            const float* src67 = tsr_p2 + (n66 > 0 ? (o59 + ((q65 * 4) / 64)) * tsr_p2_s0 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s1 : 0);
+            float* const dst68 = (sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352) + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src67)) {
+              tsr::cp_async_16(tsr::smem_u32(dst68), src67, int(n66) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst68[v_] = v_ < n66 ? src67[v_] : float(0);
             }
           }
         }
@@ -219,95 +221,95 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     }
     tsr::cp_async_commit();
     // %kt = load_tile %k, %chunk, %c0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v67_kt[32];
+    float v69_kt[32];
     {
-      const int64_t o68 = int64_t(iv55) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o69 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole70 = int64_t(iv55) * 64 >= 0 && int64_t(iv55) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv55) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
-      if (whole70) {
-        #pragma unroll
-        for (int c71 = 0; c71 < 8; ++c71) {
-          float vb72[4];
-          tsr::copy_vec<float, 4>(vb72, tsr_p1 + (o68 + ((((c71 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c71 * 4) % 4))) * tsr_p1_s1);
-          v67_kt[c71 * 4 + 0] = vb72[0];
-          v67_kt[c71 * 4 + 1] = vb72[1];
-          v67_kt[c71 * 4 + 2] = vb72[2];
-          v67_kt[c71 * 4 + 3] = vb72[3];
-        }
-      } else {
+      const int64_t o70 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o71 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole72 = int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv56) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
+      if (whole72) {
         #pragma unroll
         for (int c73 = 0; c73 < 8; ++c73) {
           float vb74[4];
-          if ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb74, tsr_p1 + (o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1);
-            v67_kt[c73 * 4 + 0] = vb74[0];
-            v67_kt[c73 * 4 + 1] = vb74[1];
-            v67_kt[c73 * 4 + 2] = vb74[2];
-            v67_kt[c73 * 4 + 3] = vb74[3];
+          tsr::copy_vec<float, 4>(vb74, tsr_p1 + (o70 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c73 * 4) % 4))) * tsr_p1_s1);
+          v69_kt[c73 * 4 + 0] = vb74[0];
+          v69_kt[c73 * 4 + 1] = vb74[1];
+          v69_kt[c73 * 4 + 2] = vb74[2];
+          v69_kt[c73 * 4 + 3] = vb74[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c75 = 0; c75 < 8; ++c75) {
+          float vb76[4];
+          if ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb76, tsr_p1 + (o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1);
+            v69_kt[c75 * 4 + 0] = vb76[0];
+            v69_kt[c75 * 4 + 1] = vb76[1];
+            v69_kt[c75 * 4 + 2] = vb76[2];
+            v69_kt[c75 * 4 + 3] = vb76[3];
           } else {
-            v67_kt[c73 * 4] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v67_kt[c73 * 4 + 1] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v67_kt[c73 * 4 + 2] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v67_kt[c73 * 4 + 3] = ((o68 + ((((c73 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o69 + (((c73 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o68 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o69 + (((c73 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v69_kt[c75 * 4] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v69_kt[c75 * 4 + 1] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v69_kt[c75 * 4 + 2] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v69_kt[c75 * 4 + 3] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v75_ktt[32];
-    v75_ktt[0] = v67_kt[0];
-    v75_ktt[1] = v67_kt[1];
-    v75_ktt[2] = v67_kt[2];
-    v75_ktt[3] = v67_kt[3];
-    v75_ktt[4] = v67_kt[4];
-    v75_ktt[5] = v67_kt[5];
-    v75_ktt[6] = v67_kt[6];
-    v75_ktt[7] = v67_kt[7];
-    v75_ktt[8] = v67_kt[8];
-    v75_ktt[9] = v67_kt[9];
-    v75_ktt[10] = v67_kt[10];
-    v75_ktt[11] = v67_kt[11];
-    v75_ktt[12] = v67_kt[12];
-    v75_ktt[13] = v67_kt[13];
-    v75_ktt[14] = v67_kt[14];
-    v75_ktt[15] = v67_kt[15];
-    v75_ktt[16] = v67_kt[16];
-    v75_ktt[17] = v67_kt[17];
-    v75_ktt[18] = v67_kt[18];
-    v75_ktt[19] = v67_kt[19];
-    v75_ktt[20] = v67_kt[20];
-    v75_ktt[21] = v67_kt[21];
-    v75_ktt[22] = v67_kt[22];
-    v75_ktt[23] = v67_kt[23];
-    v75_ktt[24] = v67_kt[24];
-    v75_ktt[25] = v67_kt[25];
-    v75_ktt[26] = v67_kt[26];
-    v75_ktt[27] = v67_kt[27];
-    v75_ktt[28] = v67_kt[28];
-    v75_ktt[29] = v67_kt[29];
-    v75_ktt[30] = v67_kt[30];
-    v75_ktt[31] = v67_kt[31];
+    float v77_ktt[32];
+    v77_ktt[0] = v69_kt[0];
+    v77_ktt[1] = v69_kt[1];
+    v77_ktt[2] = v69_kt[2];
+    v77_ktt[3] = v69_kt[3];
+    v77_ktt[4] = v69_kt[4];
+    v77_ktt[5] = v69_kt[5];
+    v77_ktt[6] = v69_kt[6];
+    v77_ktt[7] = v69_kt[7];
+    v77_ktt[8] = v69_kt[8];
+    v77_ktt[9] = v69_kt[9];
+    v77_ktt[10] = v69_kt[10];
+    v77_ktt[11] = v69_kt[11];
+    v77_ktt[12] = v69_kt[12];
+    v77_ktt[13] = v69_kt[13];
+    v77_ktt[14] = v69_kt[14];
+    v77_ktt[15] = v69_kt[15];
+    v77_ktt[16] = v69_kt[16];
+    v77_ktt[17] = v69_kt[17];
+    v77_ktt[18] = v69_kt[18];
+    v77_ktt[19] = v69_kt[19];
+    v77_ktt[20] = v69_kt[20];
+    v77_ktt[21] = v69_kt[21];
+    v77_ktt[22] = v69_kt[22];
+    v77_ktt[23] = v69_kt[23];
+    v77_ktt[24] = v69_kt[24];
+    v77_ktt[25] = v69_kt[25];
+    v77_ktt[26] = v69_kt[26];
+    v77_ktt[27] = v69_kt[27];
+    v77_ktt[28] = v69_kt[28];
+    v77_ktt[29] = v69_kt[29];
+    v77_ktt[30] = v69_kt[30];
+    v77_ktt[31] = v69_kt[31];
     // %12 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v76[16];
+    float v78[16];
     #pragma unroll
-    for (int s77 = 0; s77 < 16; ++s77) {
-      v76[s77] = v22_f0;
+    for (int s79 = 0; s79 < 16; ++s79) {
+      v78[s79] = v22_f0;
     }
     // %13 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh78 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh80 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c79 = 0; c79 < 32; ++c79) {
-      float w80[1];
-      w80[0] = v75_ktt[c79 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh78 + ((((c79 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c79 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w80);
+    for (int c81 = 0; c81 < 32; ++c81) {
+      float w82[1];
+      w82[0] = v77_ktt[c81 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh80 + ((((c81 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c81 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w82);
     }
     __syncthreads();
     // %s = dot %6, %13, %12 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_s[16];
+    float v83_s[16];
     #pragma unroll
-    for (int s82 = 0; s82 < 16; ++s82) {
-      v81_s[s82] = v76[s82];
+    for (int s84 = 0; s84 < 16; ++s84) {
+      v83_s[s84] = v78[s84];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -317,442 +319,442 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh78[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh78[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh78[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh78[(k_) * 68 + (tn_ + 3) * 1];
-        v81_s[0] = fmaf(float(a0_), float(b0_), v81_s[0]);
-        v81_s[1] = fmaf(float(a0_), float(b1_), v81_s[1]);
-        v81_s[2] = fmaf(float(a0_), float(b2_), v81_s[2]);
-        v81_s[3] = fmaf(float(a0_), float(b3_), v81_s[3]);
-        v81_s[4] = fmaf(float(a1_), float(b0_), v81_s[4]);
-        v81_s[5] = fmaf(float(a1_), float(b1_), v81_s[5]);
-        v81_s[6] = fmaf(float(a1_), float(b2_), v81_s[6]);
-        v81_s[7] = fmaf(float(a1_), float(b3_), v81_s[7]);
-        v81_s[8] = fmaf(float(a2_), float(b0_), v81_s[8]);
-        v81_s[9] = fmaf(float(a2_), float(b1_), v81_s[9]);
-        v81_s[10] = fmaf(float(a2_), float(b2_), v81_s[10]);
-        v81_s[11] = fmaf(float(a2_), float(b3_), v81_s[11]);
-        v81_s[12] = fmaf(float(a3_), float(b0_), v81_s[12]);
-        v81_s[13] = fmaf(float(a3_), float(b1_), v81_s[13]);
-        v81_s[14] = fmaf(float(a3_), float(b2_), v81_s[14]);
-        v81_s[15] = fmaf(float(a3_), float(b3_), v81_s[15]);
+        const auto b0_ = sh80[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh80[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh80[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh80[(k_) * 68 + (tn_ + 3) * 1];
+        v83_s[0] = fmaf(float(a0_), float(b0_), v83_s[0]);
+        v83_s[1] = fmaf(float(a0_), float(b1_), v83_s[1]);
+        v83_s[2] = fmaf(float(a0_), float(b2_), v83_s[2]);
+        v83_s[3] = fmaf(float(a0_), float(b3_), v83_s[3]);
+        v83_s[4] = fmaf(float(a1_), float(b0_), v83_s[4]);
+        v83_s[5] = fmaf(float(a1_), float(b1_), v83_s[5]);
+        v83_s[6] = fmaf(float(a1_), float(b2_), v83_s[6]);
+        v83_s[7] = fmaf(float(a1_), float(b3_), v83_s[7]);
+        v83_s[8] = fmaf(float(a2_), float(b0_), v83_s[8]);
+        v83_s[9] = fmaf(float(a2_), float(b1_), v83_s[9]);
+        v83_s[10] = fmaf(float(a2_), float(b2_), v83_s[10]);
+        v83_s[11] = fmaf(float(a2_), float(b3_), v83_s[11]);
+        v83_s[12] = fmaf(float(a3_), float(b0_), v83_s[12]);
+        v83_s[13] = fmaf(float(a3_), float(b1_), v83_s[13]);
+        v83_s[14] = fmaf(float(a3_), float(b2_), v83_s[14]);
+        v83_s[15] = fmaf(float(a3_), float(b3_), v83_s[15]);
       }
     }
     // %14 = mul %chunk, %3 : i32
-    const int32_t v83 = int32_t(uint32_t(iv55) * uint32_t(v3));
+    const int32_t v85 = int32_t(uint32_t(iv56) * uint32_t(v3));
     // %15 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v84[4];
-    #pragma unroll
-    for (int s85 = 0; s85 < 4; ++s85) {
-      v84[s85] = int32_t(0 + (((s85) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v86[4];
     #pragma unroll
     for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = v83;
+      v86[s87] = int32_t(0 + (((s87) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v88[4];
     #pragma unroll
     for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = int32_t(uint32_t(v84[s89]) + uint32_t(v86[s89]));
+      v88[s89] = v85;
     }
-    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v90[4];
     #pragma unroll
     for (int s91 = 0; s91 < 4; ++s91) {
-      v90[s91] = v6_t;
+      v90[s91] = int32_t(uint32_t(v86[s91]) + uint32_t(v88[s91]));
     }
-    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v92[4];
+    // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v92[4];
     #pragma unroll
     for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = uint8_t(v88[s93] < v90[s93]);
+      v92[s93] = v6_t;
+    }
+    // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v94[4];
+    #pragma unroll
+    for (int s95 = 0; s95 < 4; ++s95) {
+      v94[s95] = uint8_t(v90[s95] < v92[s95]);
     }
     // %valid2 = expand_dims %19 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v94_valid2[4];
-    v94_valid2[0] = v92[0];
-    v94_valid2[1] = v92[1];
-    v94_valid2[2] = v92[2];
-    v94_valid2[3] = v92[3];
+    uint8_t v96_valid2[4];
+    v96_valid2[0] = v94[0];
+    v96_valid2[1] = v94[1];
+    v96_valid2[2] = v94[2];
+    v96_valid2[3] = v94[3];
     // %validb = broadcast %valid2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v95_validb[16];
-    v95_validb[0] = v94_valid2[0];
-    v95_validb[1] = v94_valid2[1];
-    v95_validb[2] = v94_valid2[2];
-    v95_validb[3] = v94_valid2[3];
-    v95_validb[4] = v94_valid2[0];
-    v95_validb[5] = v94_valid2[1];
-    v95_validb[6] = v94_valid2[2];
-    v95_validb[7] = v94_valid2[3];
-    v95_validb[8] = v94_valid2[0];
-    v95_validb[9] = v94_valid2[1];
-    v95_validb[10] = v94_valid2[2];
-    v95_validb[11] = v94_valid2[3];
-    v95_validb[12] = v94_valid2[0];
-    v95_validb[13] = v94_valid2[1];
-    v95_validb[14] = v94_valid2[2];
-    v95_validb[15] = v94_valid2[3];
+    uint8_t v97_validb[16];
+    v97_validb[0] = v96_valid2[0];
+    v97_validb[1] = v96_valid2[1];
+    v97_validb[2] = v96_valid2[2];
+    v97_validb[3] = v96_valid2[3];
+    v97_validb[4] = v96_valid2[0];
+    v97_validb[5] = v96_valid2[1];
+    v97_validb[6] = v96_valid2[2];
+    v97_validb[7] = v96_valid2[3];
+    v97_validb[8] = v96_valid2[0];
+    v97_validb[9] = v96_valid2[1];
+    v97_validb[10] = v96_valid2[2];
+    v97_validb[11] = v96_valid2[3];
+    v97_validb[12] = v96_valid2[0];
+    v97_validb[13] = v96_valid2[1];
+    v97_validb[14] = v96_valid2[2];
+    v97_validb[15] = v96_valid2[3];
     // %20 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v96[16];
-    #pragma unroll
-    for (int s97 = 0; s97 < 16; ++s97) {
-      v96[s97] = v23_ninf;
-    }
-    // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v98_sm[16];
+    float v98[16];
     #pragma unroll
     for (int s99 = 0; s99 < 16; ++s99) {
-      v98_sm[s99] = (v95_validb[s99] ? v81_s[s99] : v96[s99]);
+      v98[s99] = v23_ninf;
+    }
+    // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v100_sm[16];
+    #pragma unroll
+    for (int s101 = 0; s101 < 16; ++s101) {
+      v100_sm[s101] = (v97_validb[s101] ? v83_s[s101] : v98[s101]);
     }
     // %21 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v100[4];
-    v100[0] = v98_sm[0];
-    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[1]);
-    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[2]);
-    v100[0] = tsr::max_nan_f32(v100[0], v98_sm[3]);
-    v100[1] = v98_sm[4];
-    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[5]);
-    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[6]);
-    v100[1] = tsr::max_nan_f32(v100[1], v98_sm[7]);
-    v100[2] = v98_sm[8];
-    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[9]);
-    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[10]);
-    v100[2] = tsr::max_nan_f32(v100[2], v98_sm[11]);
-    v100[3] = v98_sm[12];
-    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[13]);
-    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[14]);
-    v100[3] = tsr::max_nan_f32(v100[3], v98_sm[15]);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v100[0], 1);
-    v100[0] = tsr::max_nan_f32(v100[0], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v100[1], 1);
-    v100[1] = tsr::max_nan_f32(v100[1], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v100[2], 1);
-    v100[2] = tsr::max_nan_f32(v100[2], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v100[3], 1);
-    v100[3] = tsr::max_nan_f32(v100[3], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v100[0], 2);
-    v100[0] = tsr::max_nan_f32(v100[0], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v100[1], 2);
-    v100[1] = tsr::max_nan_f32(v100[1], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v100[2], 2);
-    v100[2] = tsr::max_nan_f32(v100[2], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v100[3], 2);
-    v100[3] = tsr::max_nan_f32(v100[3], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v100[0], 4);
-    v100[0] = tsr::max_nan_f32(v100[0], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v100[1], 4);
-    v100[1] = tsr::max_nan_f32(v100[1], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v100[2], 4);
-    v100[2] = tsr::max_nan_f32(v100[2], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v100[3], 4);
-    v100[3] = tsr::max_nan_f32(v100[3], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v100[0], 8);
-    v100[0] = tsr::max_nan_f32(v100[0], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v100[1], 8);
-    v100[1] = tsr::max_nan_f32(v100[1], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v100[2], 8);
-    v100[2] = tsr::max_nan_f32(v100[2], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v100[3], 8);
-    v100[3] = tsr::max_nan_f32(v100[3], sh116);
+    float v102[4];
+    v102[0] = v100_sm[0];
+    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[1]);
+    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[2]);
+    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[3]);
+    v102[1] = v100_sm[4];
+    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[5]);
+    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[6]);
+    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[7]);
+    v102[2] = v100_sm[8];
+    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[9]);
+    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[10]);
+    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[11]);
+    v102[3] = v100_sm[12];
+    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[13]);
+    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[14]);
+    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[15]);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v102[0], 1);
+    v102[0] = tsr::max_nan_f32(v102[0], sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v102[1], 1);
+    v102[1] = tsr::max_nan_f32(v102[1], sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v102[2], 1);
+    v102[2] = tsr::max_nan_f32(v102[2], sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v102[3], 1);
+    v102[3] = tsr::max_nan_f32(v102[3], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v102[0], 2);
+    v102[0] = tsr::max_nan_f32(v102[0], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v102[1], 2);
+    v102[1] = tsr::max_nan_f32(v102[1], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v102[2], 2);
+    v102[2] = tsr::max_nan_f32(v102[2], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v102[3], 2);
+    v102[3] = tsr::max_nan_f32(v102[3], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v102[0], 4);
+    v102[0] = tsr::max_nan_f32(v102[0], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v102[1], 4);
+    v102[1] = tsr::max_nan_f32(v102[1], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v102[2], 4);
+    v102[2] = tsr::max_nan_f32(v102[2], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v102[3], 4);
+    v102[3] = tsr::max_nan_f32(v102[3], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v102[0], 8);
+    v102[0] = tsr::max_nan_f32(v102[0], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v102[1], 8);
+    v102[1] = tsr::max_nan_f32(v102[1], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v102[2], 8);
+    v102[2] = tsr::max_nan_f32(v102[2], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v102[3], 8);
+    v102[3] = tsr::max_nan_f32(v102[3], sh118);
     // %22 = max %m_run, %21 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v117_mx[4];
-    #pragma unroll
-    for (int s118 = 0; s118 < 4; ++s118) {
-      v117_mx[s118] = tsr::fmax_nan_z<float>(c35_mx[s118], v100[s118]);
-    }
-    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v119[4];
+    float v119_mx[4];
     #pragma unroll
     for (int s120 = 0; s120 < 4; ++s120) {
-      v119[s120] = v23_ninf;
+      v119_mx[s120] = tsr::fmax_nan_z<float>(c35_mx[s120], v102[s120]);
     }
-    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v121_m_none[4];
+    // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v121[4];
     #pragma unroll
     for (int s122 = 0; s122 < 4; ++s122) {
-      v121_m_none[s122] = uint8_t(v117_mx[s122] == v119[s122]);
+      v121[s122] = v23_ninf;
     }
-    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v123[4];
+    // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v123_m_none[4];
     #pragma unroll
     for (int s124 = 0; s124 < 4; ++s124) {
-      v123[s124] = v22_f0;
+      v123_m_none[s124] = uint8_t(v119_mx[s124] == v121[s124]);
     }
-    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v125_m_shift[4];
+    // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v125[4];
     #pragma unroll
     for (int s126 = 0; s126 < 4; ++s126) {
-      v125_m_shift[s126] = (v121_m_none[s126] ? v123[s126] : v117_mx[s126]);
+      v125[s126] = v22_f0;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v127_m_delta[4];
+    // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v127_m_shift[4];
     #pragma unroll
     for (int s128 = 0; s128 < 4; ++s128) {
-      v127_m_delta[s128] = float(c35_mx[s128] - v125_m_shift[s128]);
+      v127_m_shift[s128] = (v123_m_none[s128] ? v125[s128] : v119_mx[s128]);
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v129_alpha[4];
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v129_m_delta[4];
     #pragma unroll
     for (int s130 = 0; s130 < 4; ++s130) {
-      v129_alpha[s130] = float(tsr::fexp(v127_m_delta[s130]));
+      v129_m_delta[s130] = float(c35_mx[s130] - v127_m_shift[s130]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v131_alpha[4];
+    #pragma unroll
+    for (int s132 = 0; s132 < 4; ++s132) {
+      v131_alpha[s132] = float(tsr::fexp(v129_m_delta[s132]));
     }
     // %25 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v131[4];
-    v131[0] = v125_m_shift[0];
-    v131[1] = v125_m_shift[1];
-    v131[2] = v125_m_shift[2];
-    v131[3] = v125_m_shift[3];
+    float v133[4];
+    v133[0] = v127_m_shift[0];
+    v133[1] = v127_m_shift[1];
+    v133[2] = v127_m_shift[2];
+    v133[3] = v127_m_shift[3];
     // %mxb = broadcast %25 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v132_mxb[16];
-    v132_mxb[0] = v131[0];
-    v132_mxb[1] = v131[0];
-    v132_mxb[2] = v131[0];
-    v132_mxb[3] = v131[0];
-    v132_mxb[4] = v131[1];
-    v132_mxb[5] = v131[1];
-    v132_mxb[6] = v131[1];
-    v132_mxb[7] = v131[1];
-    v132_mxb[8] = v131[2];
-    v132_mxb[9] = v131[2];
-    v132_mxb[10] = v131[2];
-    v132_mxb[11] = v131[2];
-    v132_mxb[12] = v131[3];
-    v132_mxb[13] = v131[3];
-    v132_mxb[14] = v131[3];
-    v132_mxb[15] = v131[3];
+    float v134_mxb[16];
+    v134_mxb[0] = v133[0];
+    v134_mxb[1] = v133[0];
+    v134_mxb[2] = v133[0];
+    v134_mxb[3] = v133[0];
+    v134_mxb[4] = v133[1];
+    v134_mxb[5] = v133[1];
+    v134_mxb[6] = v133[1];
+    v134_mxb[7] = v133[1];
+    v134_mxb[8] = v133[2];
+    v134_mxb[9] = v133[2];
+    v134_mxb[10] = v133[2];
+    v134_mxb[11] = v133[2];
+    v134_mxb[12] = v133[3];
+    v134_mxb[13] = v133[3];
+    v134_mxb[14] = v133[3];
+    v134_mxb[15] = v133[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v133_sd[16];
-    #pragma unroll
-    for (int s134 = 0; s134 < 16; ++s134) {
-      v133_sd[s134] = float(v98_sm[s134] - v132_mxb[s134]);
-    }
-    // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v135_e[16];
+    float v135_sd[16];
     #pragma unroll
     for (int s136 = 0; s136 < 16; ++s136) {
-      v135_e[s136] = float(tsr::fexp(v133_sd[s136]));
+      v135_sd[s136] = float(v100_sm[s136] - v134_mxb[s136]);
+    }
+    // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v137_e[16];
+    #pragma unroll
+    for (int s138 = 0; s138 < 16; ++s138) {
+      v137_e[s138] = float(tsr::fexp(v135_sd[s138]));
     }
     // %26 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v137[4];
-    v137[0] = v135_e[0];
-    v137[0] = float(v137[0] + v135_e[1]);
-    v137[0] = float(v137[0] + v135_e[2]);
-    v137[0] = float(v137[0] + v135_e[3]);
-    v137[1] = v135_e[4];
-    v137[1] = float(v137[1] + v135_e[5]);
-    v137[1] = float(v137[1] + v135_e[6]);
-    v137[1] = float(v137[1] + v135_e[7]);
-    v137[2] = v135_e[8];
-    v137[2] = float(v137[2] + v135_e[9]);
-    v137[2] = float(v137[2] + v135_e[10]);
-    v137[2] = float(v137[2] + v135_e[11]);
-    v137[3] = v135_e[12];
-    v137[3] = float(v137[3] + v135_e[13]);
-    v137[3] = float(v137[3] + v135_e[14]);
-    v137[3] = float(v137[3] + v135_e[15]);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v137[0], 1);
-    v137[0] = float(v137[0] + sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v137[1], 1);
-    v137[1] = float(v137[1] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v137[2], 1);
-    v137[2] = float(v137[2] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v137[3], 1);
-    v137[3] = float(v137[3] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v137[0], 2);
-    v137[0] = float(v137[0] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v137[1], 2);
-    v137[1] = float(v137[1] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v137[2], 2);
-    v137[2] = float(v137[2] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v137[3], 2);
-    v137[3] = float(v137[3] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v137[0], 4);
-    v137[0] = float(v137[0] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v137[1], 4);
-    v137[1] = float(v137[1] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v137[2], 4);
-    v137[2] = float(v137[2] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v137[3], 4);
-    v137[3] = float(v137[3] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v137[0], 8);
-    v137[0] = float(v137[0] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v137[1], 8);
-    v137[1] = float(v137[1] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v137[2], 8);
-    v137[2] = float(v137[2] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v137[3], 8);
-    v137[3] = float(v137[3] + sh153);
+    float v139[4];
+    v139[0] = v137_e[0];
+    v139[0] = float(v139[0] + v137_e[1]);
+    v139[0] = float(v139[0] + v137_e[2]);
+    v139[0] = float(v139[0] + v137_e[3]);
+    v139[1] = v137_e[4];
+    v139[1] = float(v139[1] + v137_e[5]);
+    v139[1] = float(v139[1] + v137_e[6]);
+    v139[1] = float(v139[1] + v137_e[7]);
+    v139[2] = v137_e[8];
+    v139[2] = float(v139[2] + v137_e[9]);
+    v139[2] = float(v139[2] + v137_e[10]);
+    v139[2] = float(v139[2] + v137_e[11]);
+    v139[3] = v137_e[12];
+    v139[3] = float(v139[3] + v137_e[13]);
+    v139[3] = float(v139[3] + v137_e[14]);
+    v139[3] = float(v139[3] + v137_e[15]);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v139[0], 1);
+    v139[0] = float(v139[0] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v139[1], 1);
+    v139[1] = float(v139[1] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v139[2], 1);
+    v139[2] = float(v139[2] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v139[3], 1);
+    v139[3] = float(v139[3] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v139[0], 2);
+    v139[0] = float(v139[0] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v139[1], 2);
+    v139[1] = float(v139[1] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v139[2], 2);
+    v139[2] = float(v139[2] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v139[3], 2);
+    v139[3] = float(v139[3] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v139[0], 4);
+    v139[0] = float(v139[0] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v139[1], 4);
+    v139[1] = float(v139[1] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v139[2], 4);
+    v139[2] = float(v139[2] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v139[3], 4);
+    v139[3] = float(v139[3] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v139[0], 8);
+    v139[0] = float(v139[0] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v139[1], 8);
+    v139[1] = float(v139[1] + sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v139[2], 8);
+    v139[2] = float(v139[2] + sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v139[3], 8);
+    v139[3] = float(v139[3] + sh155);
     // %27 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v154[4];
-    #pragma unroll
-    for (int s155 = 0; s155 < 4; ++s155) {
-      v154[s155] = float(c37_sum[s155] * v129_alpha[s155]);
-    }
-    // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_sum[4];
+    float v156[4];
     #pragma unroll
     for (int s157 = 0; s157 < 4; ++s157) {
-      v156_sum[s157] = float(v154[s157] + v137[s157]);
+      v156[s157] = float(c37_sum[s157] * v131_alpha[s157]);
+    }
+    // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v158_sum[4];
+    #pragma unroll
+    for (int s159 = 0; s159 < 4; ++s159) {
+      v158_sum[s159] = float(v156[s159] + v139[s159]);
     }
     // %vt = load_tile %v, %chunk, %c0 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %29 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v158[4];
-    v158[0] = v129_alpha[0];
-    v158[1] = v129_alpha[1];
-    v158[2] = v129_alpha[2];
-    v158[3] = v129_alpha[3];
+    float v160[4];
+    v160[0] = v131_alpha[0];
+    v160[1] = v131_alpha[1];
+    v160[2] = v131_alpha[2];
+    v160[3] = v131_alpha[3];
     // %30 = broadcast %29 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v159[16];
-    v159[0] = v158[0];
-    v159[1] = v158[0];
-    v159[2] = v158[0];
-    v159[3] = v158[0];
-    v159[4] = v158[1];
-    v159[5] = v158[1];
-    v159[6] = v158[1];
-    v159[7] = v158[1];
-    v159[8] = v158[2];
-    v159[9] = v158[2];
-    v159[10] = v158[2];
-    v159[11] = v158[2];
-    v159[12] = v158[3];
-    v159[13] = v158[3];
-    v159[14] = v158[3];
-    v159[15] = v158[3];
+    float v161[16];
+    v161[0] = v160[0];
+    v161[1] = v160[0];
+    v161[2] = v160[0];
+    v161[3] = v160[0];
+    v161[4] = v160[1];
+    v161[5] = v160[1];
+    v161[6] = v160[1];
+    v161[7] = v160[1];
+    v161[8] = v160[2];
+    v161[9] = v160[2];
+    v161[10] = v160[2];
+    v161[11] = v160[2];
+    v161[12] = v160[3];
+    v161[13] = v160[3];
+    v161[14] = v160[3];
+    v161[15] = v160[3];
     // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v160[16];
+    float v162[16];
     #pragma unroll
-    for (int s161 = 0; s161 < 16; ++s161) {
-      v160[s161] = float(c39_out[s161] * v159[s161]);
+    for (int s163 = 0; s163 < 16; ++s163) {
+      v162[s163] = float(c39_out[s163] * v161[s163]);
     }
     // %32 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh162 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh164 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c163 = 0; c163 < 4; ++c163) {
-      float w164[4];
-      w164[0] = v135_e[c163 * 4 + 0];
-      w164[1] = v135_e[c163 * 4 + 1];
-      w164[2] = v135_e[c163 * 4 + 2];
-      w164[3] = v135_e[c163 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh162 + (((((c163 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c163 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w164);
+    for (int c165 = 0; c165 < 4; ++c165) {
+      float w166[4];
+      w166[0] = v137_e[c165 * 4 + 0];
+      w166[1] = v137_e[c165 * 4 + 1];
+      w166[2] = v137_e[c165 * 4 + 2];
+      w166[3] = v137_e[c165 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh164 + (((((c165 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c165 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w166);
     }
     __syncthreads();
     // %33 = dot %32, %vt, %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v165_out[16];
+    float v167_out[16];
     #pragma unroll
-    for (int s166 = 0; s166 < 16; ++s166) {
-      v165_out[s166] = v160[s166];
+    for (int s168 = 0; s168 < 16; ++s168) {
+      v167_out[s168] = v162[s168];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh162[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh162[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh162[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh162[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh164[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh164[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh164[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh164[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v165_out[0] = fmaf(float(a0_), float(b0_), v165_out[0]);
-        v165_out[1] = fmaf(float(a0_), float(b1_), v165_out[1]);
-        v165_out[2] = fmaf(float(a0_), float(b2_), v165_out[2]);
-        v165_out[3] = fmaf(float(a0_), float(b3_), v165_out[3]);
-        v165_out[4] = fmaf(float(a1_), float(b0_), v165_out[4]);
-        v165_out[5] = fmaf(float(a1_), float(b1_), v165_out[5]);
-        v165_out[6] = fmaf(float(a1_), float(b2_), v165_out[6]);
-        v165_out[7] = fmaf(float(a1_), float(b3_), v165_out[7]);
-        v165_out[8] = fmaf(float(a2_), float(b0_), v165_out[8]);
-        v165_out[9] = fmaf(float(a2_), float(b1_), v165_out[9]);
-        v165_out[10] = fmaf(float(a2_), float(b2_), v165_out[10]);
-        v165_out[11] = fmaf(float(a2_), float(b3_), v165_out[11]);
-        v165_out[12] = fmaf(float(a3_), float(b0_), v165_out[12]);
-        v165_out[13] = fmaf(float(a3_), float(b1_), v165_out[13]);
-        v165_out[14] = fmaf(float(a3_), float(b2_), v165_out[14]);
-        v165_out[15] = fmaf(float(a3_), float(b3_), v165_out[15]);
+        v167_out[0] = fmaf(float(a0_), float(b0_), v167_out[0]);
+        v167_out[1] = fmaf(float(a0_), float(b1_), v167_out[1]);
+        v167_out[2] = fmaf(float(a0_), float(b2_), v167_out[2]);
+        v167_out[3] = fmaf(float(a0_), float(b3_), v167_out[3]);
+        v167_out[4] = fmaf(float(a1_), float(b0_), v167_out[4]);
+        v167_out[5] = fmaf(float(a1_), float(b1_), v167_out[5]);
+        v167_out[6] = fmaf(float(a1_), float(b2_), v167_out[6]);
+        v167_out[7] = fmaf(float(a1_), float(b3_), v167_out[7]);
+        v167_out[8] = fmaf(float(a2_), float(b0_), v167_out[8]);
+        v167_out[9] = fmaf(float(a2_), float(b1_), v167_out[9]);
+        v167_out[10] = fmaf(float(a2_), float(b2_), v167_out[10]);
+        v167_out[11] = fmaf(float(a2_), float(b3_), v167_out[11]);
+        v167_out[12] = fmaf(float(a3_), float(b0_), v167_out[12]);
+        v167_out[13] = fmaf(float(a3_), float(b1_), v167_out[13]);
+        v167_out[14] = fmaf(float(a3_), float(b2_), v167_out[14]);
+        v167_out[15] = fmaf(float(a3_), float(b3_), v167_out[15]);
       }
     }
     // yield %22, %28, %33
     #pragma unroll
-    for (int s167 = 0; s167 < 4; ++s167) {
-      c35_mx[s167] = v117_mx[s167];
+    for (int s169 = 0; s169 < 4; ++s169) {
+      c35_mx[s169] = v119_mx[s169];
     }
     #pragma unroll
-    for (int s168 = 0; s168 < 4; ++s168) {
-      c37_sum[s168] = v156_sum[s168];
+    for (int s170 = 0; s170 < 4; ++s170) {
+      c37_sum[s170] = v158_sum[s170];
     }
     #pragma unroll
-    for (int s169 = 0; s169 < 16; ++s169) {
-      c39_out[s169] = v165_out[s169];
+    for (int s171 = 0; s171 < 16; ++s171) {
+      c39_out[s171] = v167_out[s171];
     }
-    rs41 = (rs41 + 1) % 2;
+    rs41 = int((unsigned(rs41) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %34 = expand_dims %10 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v170[4];
-  v170[0] = c37_sum[0];
-  v170[1] = c37_sum[1];
-  v170[2] = c37_sum[2];
-  v170[3] = c37_sum[3];
+  float v172[4];
+  v172[0] = c37_sum[0];
+  v172[1] = c37_sum[1];
+  v172[2] = c37_sum[2];
+  v172[3] = c37_sum[3];
   // %35 = broadcast %34 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v171[16];
-  v171[0] = v170[0];
-  v171[1] = v170[0];
-  v171[2] = v170[0];
-  v171[3] = v170[0];
-  v171[4] = v170[1];
-  v171[5] = v170[1];
-  v171[6] = v170[1];
-  v171[7] = v170[1];
-  v171[8] = v170[2];
-  v171[9] = v170[2];
-  v171[10] = v170[2];
-  v171[11] = v170[2];
-  v171[12] = v170[3];
-  v171[13] = v170[3];
-  v171[14] = v170[3];
-  v171[15] = v170[3];
+  float v173[16];
+  v173[0] = v172[0];
+  v173[1] = v172[0];
+  v173[2] = v172[0];
+  v173[3] = v172[0];
+  v173[4] = v172[1];
+  v173[5] = v172[1];
+  v173[6] = v172[1];
+  v173[7] = v172[1];
+  v173[8] = v172[2];
+  v173[9] = v172[2];
+  v173[10] = v172[2];
+  v173[11] = v172[2];
+  v173[12] = v172[3];
+  v173[13] = v172[3];
+  v173[14] = v172[3];
+  v173[15] = v172[3];
   // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v172[16];
+  float v174[16];
   #pragma unroll
-  for (int s173 = 0; s173 < 16; ++s173) {
-    v172[s173] = float(c39_out[s173] / v171[s173]);
+  for (int s175 = 0; s175 < 16; ++s175) {
+    v174[s175] = float(c39_out[s175] / v173[s175]);
   }
   // store_tile %o, %36, %pm, %c0
   {
-    const int64_t o174 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o175 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole176 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
-    if (whole176) {
-      #pragma unroll
-      for (int c177 = 0; c177 < 4; ++c177) {
-        float vb178[4];
-        vb178[0] = v172[c177 * 4 + 0];
-        vb178[1] = v172[c177 * 4 + 1];
-        vb178[2] = v172[c177 * 4 + 2];
-        vb178[3] = v172[c177 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o174 + ((((c177 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c177 * 4) % 4))) * tsr_p3_s1, vb178);
-      }
-    } else {
+    const int64_t o176 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o177 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole178 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
+    if (whole178) {
       #pragma unroll
       for (int c179 = 0; c179 < 4; ++c179) {
         float vb180[4];
-        if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1)) {
-          vb180[0] = v172[c179 * 4 + 0];
-          vb180[1] = v172[c179 * 4 + 1];
-          vb180[2] = v172[c179 * 4 + 2];
-          vb180[3] = v172[c179 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1, vb180);
+        vb180[0] = v174[c179 * 4 + 0];
+        vb180[1] = v174[c179 * 4 + 1];
+        vb180[2] = v174[c179 * 4 + 2];
+        vb180[3] = v174[c179 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o176 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c179 * 4) % 4))) * tsr_p3_s1, vb180);
+      }
+    } else {
+      #pragma unroll
+      for (int c181 = 0; c181 < 4; ++c181) {
+        float vb182[4];
+        if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1)) {
+          vb182[0] = v174[c181 * 4 + 0];
+          vb182[1] = v174[c181 * 4 + 1];
+          vb182[2] = v174[c181 * 4 + 2];
+          vb182[3] = v174[c181 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1, vb182);
         } else {
-          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4))) * tsr_p3_s1] = v172[c179 * 4];
-          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 1) * tsr_p3_s1] = v172[c179 * 4 + 1];
-          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 2) * tsr_p3_s1] = v172[c179 * 4 + 2];
-          if ((o174 + ((((c179 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o175 + (((c179 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o174 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o175 + (((c179 * 4) % 4)) + 3) * tsr_p3_s1] = v172[c179 * 4 + 3];
+          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1] = v174[c181 * 4];
+          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 1) * tsr_p3_s1] = v174[c181 * 4 + 1];
+          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 2) * tsr_p3_s1] = v174[c181 * 4 + 2];
+          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 3) * tsr_p3_s1] = v174[c181 * 4 + 3];
         }
       }
     }

@@ -219,22 +219,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const int64_t o59 = int64_t(nx56) * 64;
         const int64_t o60 = int64_t(v6_c0) * 64;
         if (o58 >= 0 && o58 + 1 <= int64_t(tsr_dim_H) && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o58 * tsr_p2_s0 + o59 * tsr_p2_s1 + o60 * tsr_p2_s2)) {
+          const uint32_t sb61 = tsr::smem_u32((sh54 + (pro55) * 4352));
           #pragma unroll
-          for (int i61 = 0; i61 < 8; ++i61) {
-            const int q62 = i61 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh54 + (pro55) * 4352) + (0) * 4352 + (((q62 * 4) / 64)) * 68 + (((q62 * 4) % 64)) * 1), tsr_p2 + (o58 + 0) * tsr_p2_s0 + (o59 + ((q62 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q62 * 4) % 64)) * tsr_p2_s2);
+          for (int i62 = 0; i62 < 8; ++i62) {
+            const int q63 = i62 * 128 + tsr_tid;
+            tsr::cp_async_16(sb61 + uint32_t((0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1) * 4u, tsr_p2 + (o58 + 0) * tsr_p2_s0 + (o59 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q63 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i63 = 0; i63 < 8; ++i63) {
-            const int q64 = i63 * 128 + tsr_tid;
-            const int64_t n65 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q64 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q64 * 4) % 64))) : 4;
-            const float* src66 = tsr_p2 + (n65 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q64 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q64 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst67 = (sh54 + (pro55) * 4352) + (0) * 4352 + (((q64 * 4) / 64)) * 68 + (((q64 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src66)) {
-              tsr::cp_async_16(tsr::smem_u32(dst67), src66, int(n65) * 4);
+          for (int i64 = 0; i64 < 8; ++i64) {
+            const int q65 = i64 * 128 + tsr_tid;
+            const int64_t n66 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
+            const float* src67 = tsr_p2 + (n66 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst68 = (sh54 + (pro55) * 4352) + (0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src67)) {
+              tsr::cp_async_16(tsr::smem_u32(dst68), src67, int(n66) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst67[v_] = v_ < n65 ? src66[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst68[v_] = v_ < n66 ? src67[v_] : float(0);
             }
           }
         }
@@ -242,35 +243,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv68_ = v0; v1 > 0 && iv68_ < v2; iv68_ += v1) {
-    const int32_t iv68 = int32_t(iv68_);
+  for (int64_t iv69_ = v0; v1 > 0 && iv69_ < v2; iv69_ += v1) {
+    const int32_t iv69 = int32_t(iv69_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv68_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx69 = int32_t((iv68_ + 1 * int64_t(v1)));
+    if ((iv69_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx70 = int32_t((iv69_ + 1 * int64_t(v1)));
       // %17 = mul %chunk, %3 : i32
-      const int32_t v70 = int32_t(uint32_t(nx69) * uint32_t(v3));
+      const int32_t v71 = int32_t(uint32_t(nx70) * uint32_t(v3));
       {
-        const int64_t o71 = int64_t(v5_ph) * 1;
-        const int64_t o72 = int64_t(nx69) * 64;
-        const int64_t o73 = int64_t(v6_c0) * 64;
-        if (o71 >= 0 && o71 + 1 <= int64_t(tsr_dim_H) && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o71 * tsr_p2_s0 + o72 * tsr_p2_s1 + o73 * tsr_p2_s2)) {
-          #pragma unroll
-          for (int i74 = 0; i74 < 8; ++i74) {
-            const int q75 = i74 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1), tsr_p2 + (o71 + 0) * tsr_p2_s0 + (o72 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o73 + ((q75 * 4) % 64)) * tsr_p2_s2);
-          }
-        } else {
+        const int64_t o72 = int64_t(v5_ph) * 1;
+        const int64_t o73 = int64_t(nx70) * 64;
+        const int64_t o74 = int64_t(v6_c0) * 64;
+        if (o72 >= 0 && o72 + 1 <= int64_t(tsr_dim_H) && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o74 >= 0 && o74 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o72 * tsr_p2_s0 + o73 * tsr_p2_s1 + o74 * tsr_p2_s2)) {
+          const uint32_t sb75 = tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i76 = 0; i76 < 8; ++i76) {
             const int q77 = i76 * 128 + tsr_tid;
-            const int64_t n78 = !(true && (o71 + 0) < int64_t(tsr_dim_H) && (o72 + ((q77 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o73 + ((q77 * 4) % 64))) : 4;
-            const float* src79 = tsr_p2 + (n78 > 0 ? (o71 + 0) * tsr_p2_s0 + (o72 + ((q77 * 4) / 64)) * tsr_p2_s1 + (o73 + ((q77 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst80 = (sh54 + ((rs53 + 1) % 2) * 4352) + (0) * 4352 + (((q77 * 4) / 64)) * 68 + (((q77 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src79)) {
-              tsr::cp_async_16(tsr::smem_u32(dst80), src79, int(n78) * 4);
+            tsr::cp_async_16(sb75 + uint32_t((0) * 4352 + (((q77 * 4) / 64)) * 68 + (((q77 * 4) % 64)) * 1) * 4u, tsr_p2 + (o72 + 0) * tsr_p2_s0 + (o73 + ((q77 * 4) / 64)) * tsr_p2_s1 + (o74 + ((q77 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i78 = 0; i78 < 8; ++i78) {
+            const int q79 = i78 * 128 + tsr_tid;
+            const int64_t n80 = !(true && (o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((q79 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) : 4;
+            const float* src81 = tsr_p2 + (n80 > 0 ? (o72 + 0) * tsr_p2_s0 + (o73 + ((q79 * 4) / 64)) * tsr_p2_s1 + (o74 + ((q79 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst82 = (sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q79 * 4) / 64)) * 68 + (((q79 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src81)) {
+              tsr::cp_async_16(tsr::smem_u32(dst82), src81, int(n80) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst82[v_] = v_ < n80 ? src81[v_] : float(0);
             }
           }
         }
@@ -278,130 +280,130 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v81_k3[32];
+    float v83_k3[32];
     {
-      const int64_t o82 = int64_t(v5_ph) * 1 + 0;
-      const int64_t o83 = int64_t(iv68) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o84 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole85 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv68) * 64 >= 0 && int64_t(iv68) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv68) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
-      if (whole85) {
-        #pragma unroll
-        for (int c86 = 0; c86 < 8; ++c86) {
-          float vb87[4];
-          tsr::copy_vec<float, 4>(vb87, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c86 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c86 * 4) % 4))) * tsr_p1_s2);
-          v81_k3[c86 * 4 + 0] = vb87[0];
-          v81_k3[c86 * 4 + 1] = vb87[1];
-          v81_k3[c86 * 4 + 2] = vb87[2];
-          v81_k3[c86 * 4 + 3] = vb87[3];
-        }
-      } else {
+      const int64_t o84 = int64_t(v5_ph) * 1 + 0;
+      const int64_t o85 = int64_t(iv69) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o86 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole87 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv69) * 64 >= 0 && int64_t(iv69) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv69) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
+      if (whole87) {
         #pragma unroll
         for (int c88 = 0; c88 < 8; ++c88) {
           float vb89[4];
-          if ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb89, tsr_p1 + (o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2);
-            v81_k3[c88 * 4 + 0] = vb89[0];
-            v81_k3[c88 * 4 + 1] = vb89[1];
-            v81_k3[c88 * 4 + 2] = vb89[2];
-            v81_k3[c88 * 4 + 3] = vb89[3];
+          tsr::copy_vec<float, 4>(vb89, tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c88 * 4) % 4))) * tsr_p1_s2);
+          v83_k3[c88 * 4 + 0] = vb89[0];
+          v83_k3[c88 * 4 + 1] = vb89[1];
+          v83_k3[c88 * 4 + 2] = vb89[2];
+          v83_k3[c88 * 4 + 3] = vb89[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c90 = 0; c90 < 8; ++c90) {
+          float vb91[4];
+          if ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb91, tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2);
+            v83_k3[c90 * 4 + 0] = vb91[0];
+            v83_k3[c90 * 4 + 1] = vb91[1];
+            v83_k3[c90 * 4 + 2] = vb91[2];
+            v83_k3[c90 * 4 + 3] = vb91[3];
           } else {
-            v81_k3[c88 * 4] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v81_k3[c88 * 4 + 1] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v81_k3[c88 * 4 + 2] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v81_k3[c88 * 4 + 3] = ((o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((((c88 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o84 + (((c88 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o82 + 0) * tsr_p1_s0 + (o83 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o84 + (((c88 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v83_k3[c90 * 4] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v83_k3[c90 * 4 + 1] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v83_k3[c90 * 4 + 2] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v83_k3[c90 * 4 + 3] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v90_kt[32];
-    v90_kt[0] = v81_k3[0];
-    v90_kt[1] = v81_k3[1];
-    v90_kt[2] = v81_k3[2];
-    v90_kt[3] = v81_k3[3];
-    v90_kt[4] = v81_k3[4];
-    v90_kt[5] = v81_k3[5];
-    v90_kt[6] = v81_k3[6];
-    v90_kt[7] = v81_k3[7];
-    v90_kt[8] = v81_k3[8];
-    v90_kt[9] = v81_k3[9];
-    v90_kt[10] = v81_k3[10];
-    v90_kt[11] = v81_k3[11];
-    v90_kt[12] = v81_k3[12];
-    v90_kt[13] = v81_k3[13];
-    v90_kt[14] = v81_k3[14];
-    v90_kt[15] = v81_k3[15];
-    v90_kt[16] = v81_k3[16];
-    v90_kt[17] = v81_k3[17];
-    v90_kt[18] = v81_k3[18];
-    v90_kt[19] = v81_k3[19];
-    v90_kt[20] = v81_k3[20];
-    v90_kt[21] = v81_k3[21];
-    v90_kt[22] = v81_k3[22];
-    v90_kt[23] = v81_k3[23];
-    v90_kt[24] = v81_k3[24];
-    v90_kt[25] = v81_k3[25];
-    v90_kt[26] = v81_k3[26];
-    v90_kt[27] = v81_k3[27];
-    v90_kt[28] = v81_k3[28];
-    v90_kt[29] = v81_k3[29];
-    v90_kt[30] = v81_k3[30];
-    v90_kt[31] = v81_k3[31];
+    float v92_kt[32];
+    v92_kt[0] = v83_k3[0];
+    v92_kt[1] = v83_k3[1];
+    v92_kt[2] = v83_k3[2];
+    v92_kt[3] = v83_k3[3];
+    v92_kt[4] = v83_k3[4];
+    v92_kt[5] = v83_k3[5];
+    v92_kt[6] = v83_k3[6];
+    v92_kt[7] = v83_k3[7];
+    v92_kt[8] = v83_k3[8];
+    v92_kt[9] = v83_k3[9];
+    v92_kt[10] = v83_k3[10];
+    v92_kt[11] = v83_k3[11];
+    v92_kt[12] = v83_k3[12];
+    v92_kt[13] = v83_k3[13];
+    v92_kt[14] = v83_k3[14];
+    v92_kt[15] = v83_k3[15];
+    v92_kt[16] = v83_k3[16];
+    v92_kt[17] = v83_k3[17];
+    v92_kt[18] = v83_k3[18];
+    v92_kt[19] = v83_k3[19];
+    v92_kt[20] = v83_k3[20];
+    v92_kt[21] = v83_k3[21];
+    v92_kt[22] = v83_k3[22];
+    v92_kt[23] = v83_k3[23];
+    v92_kt[24] = v83_k3[24];
+    v92_kt[25] = v83_k3[25];
+    v92_kt[26] = v83_k3[26];
+    v92_kt[27] = v83_k3[27];
+    v92_kt[28] = v83_k3[28];
+    v92_kt[29] = v83_k3[29];
+    v92_kt[30] = v83_k3[30];
+    v92_kt[31] = v83_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v91_ktt[32];
-    v91_ktt[0] = v90_kt[0];
-    v91_ktt[1] = v90_kt[1];
-    v91_ktt[2] = v90_kt[2];
-    v91_ktt[3] = v90_kt[3];
-    v91_ktt[4] = v90_kt[4];
-    v91_ktt[5] = v90_kt[5];
-    v91_ktt[6] = v90_kt[6];
-    v91_ktt[7] = v90_kt[7];
-    v91_ktt[8] = v90_kt[8];
-    v91_ktt[9] = v90_kt[9];
-    v91_ktt[10] = v90_kt[10];
-    v91_ktt[11] = v90_kt[11];
-    v91_ktt[12] = v90_kt[12];
-    v91_ktt[13] = v90_kt[13];
-    v91_ktt[14] = v90_kt[14];
-    v91_ktt[15] = v90_kt[15];
-    v91_ktt[16] = v90_kt[16];
-    v91_ktt[17] = v90_kt[17];
-    v91_ktt[18] = v90_kt[18];
-    v91_ktt[19] = v90_kt[19];
-    v91_ktt[20] = v90_kt[20];
-    v91_ktt[21] = v90_kt[21];
-    v91_ktt[22] = v90_kt[22];
-    v91_ktt[23] = v90_kt[23];
-    v91_ktt[24] = v90_kt[24];
-    v91_ktt[25] = v90_kt[25];
-    v91_ktt[26] = v90_kt[26];
-    v91_ktt[27] = v90_kt[27];
-    v91_ktt[28] = v90_kt[28];
-    v91_ktt[29] = v90_kt[29];
-    v91_ktt[30] = v90_kt[30];
-    v91_ktt[31] = v90_kt[31];
+    float v93_ktt[32];
+    v93_ktt[0] = v92_kt[0];
+    v93_ktt[1] = v92_kt[1];
+    v93_ktt[2] = v92_kt[2];
+    v93_ktt[3] = v92_kt[3];
+    v93_ktt[4] = v92_kt[4];
+    v93_ktt[5] = v92_kt[5];
+    v93_ktt[6] = v92_kt[6];
+    v93_ktt[7] = v92_kt[7];
+    v93_ktt[8] = v92_kt[8];
+    v93_ktt[9] = v92_kt[9];
+    v93_ktt[10] = v92_kt[10];
+    v93_ktt[11] = v92_kt[11];
+    v93_ktt[12] = v92_kt[12];
+    v93_ktt[13] = v92_kt[13];
+    v93_ktt[14] = v92_kt[14];
+    v93_ktt[15] = v92_kt[15];
+    v93_ktt[16] = v92_kt[16];
+    v93_ktt[17] = v92_kt[17];
+    v93_ktt[18] = v92_kt[18];
+    v93_ktt[19] = v92_kt[19];
+    v93_ktt[20] = v92_kt[20];
+    v93_ktt[21] = v92_kt[21];
+    v93_ktt[22] = v92_kt[22];
+    v93_ktt[23] = v92_kt[23];
+    v93_ktt[24] = v92_kt[24];
+    v93_ktt[25] = v92_kt[25];
+    v93_ktt[26] = v92_kt[26];
+    v93_ktt[27] = v92_kt[27];
+    v93_ktt[28] = v92_kt[28];
+    v93_ktt[29] = v92_kt[29];
+    v93_ktt[30] = v92_kt[30];
+    v93_ktt[31] = v92_kt[31];
     // %15 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v92[16];
+    float v94[16];
     #pragma unroll
-    for (int s93 = 0; s93 < 16; ++s93) {
-      v92[s93] = v25_f0;
+    for (int s95 = 0; s95 < 16; ++s95) {
+      v94[s95] = v25_f0;
     }
     // %16 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh94 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh96 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c95 = 0; c95 < 32; ++c95) {
-      float w96[1];
-      w96[0] = v91_ktt[c95 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh94 + ((((c95 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c95 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w96);
+    for (int c97 = 0; c97 < 32; ++c97) {
+      float w98[1];
+      w98[0] = v93_ktt[c97 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh96 + ((((c97 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c97 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w98);
     }
     __syncthreads();
     // %s = dot %9, %16, %15 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v97_s[16];
+    float v99_s[16];
     #pragma unroll
-    for (int s98 = 0; s98 < 16; ++s98) {
-      v97_s[s98] = v92[s98];
+    for (int s100 = 0; s100 < 16; ++s100) {
+      v99_s[s100] = v94[s100];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -411,534 +413,534 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const auto a1_ = sh40[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh40[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh40[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh94[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh94[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh94[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh94[(k_) * 68 + (tn_ + 3) * 1];
-        v97_s[0] = fmaf(float(a0_), float(b0_), v97_s[0]);
-        v97_s[1] = fmaf(float(a0_), float(b1_), v97_s[1]);
-        v97_s[2] = fmaf(float(a0_), float(b2_), v97_s[2]);
-        v97_s[3] = fmaf(float(a0_), float(b3_), v97_s[3]);
-        v97_s[4] = fmaf(float(a1_), float(b0_), v97_s[4]);
-        v97_s[5] = fmaf(float(a1_), float(b1_), v97_s[5]);
-        v97_s[6] = fmaf(float(a1_), float(b2_), v97_s[6]);
-        v97_s[7] = fmaf(float(a1_), float(b3_), v97_s[7]);
-        v97_s[8] = fmaf(float(a2_), float(b0_), v97_s[8]);
-        v97_s[9] = fmaf(float(a2_), float(b1_), v97_s[9]);
-        v97_s[10] = fmaf(float(a2_), float(b2_), v97_s[10]);
-        v97_s[11] = fmaf(float(a2_), float(b3_), v97_s[11]);
-        v97_s[12] = fmaf(float(a3_), float(b0_), v97_s[12]);
-        v97_s[13] = fmaf(float(a3_), float(b1_), v97_s[13]);
-        v97_s[14] = fmaf(float(a3_), float(b2_), v97_s[14]);
-        v97_s[15] = fmaf(float(a3_), float(b3_), v97_s[15]);
+        const auto b0_ = sh96[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh96[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh96[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh96[(k_) * 68 + (tn_ + 3) * 1];
+        v99_s[0] = fmaf(float(a0_), float(b0_), v99_s[0]);
+        v99_s[1] = fmaf(float(a0_), float(b1_), v99_s[1]);
+        v99_s[2] = fmaf(float(a0_), float(b2_), v99_s[2]);
+        v99_s[3] = fmaf(float(a0_), float(b3_), v99_s[3]);
+        v99_s[4] = fmaf(float(a1_), float(b0_), v99_s[4]);
+        v99_s[5] = fmaf(float(a1_), float(b1_), v99_s[5]);
+        v99_s[6] = fmaf(float(a1_), float(b2_), v99_s[6]);
+        v99_s[7] = fmaf(float(a1_), float(b3_), v99_s[7]);
+        v99_s[8] = fmaf(float(a2_), float(b0_), v99_s[8]);
+        v99_s[9] = fmaf(float(a2_), float(b1_), v99_s[9]);
+        v99_s[10] = fmaf(float(a2_), float(b2_), v99_s[10]);
+        v99_s[11] = fmaf(float(a2_), float(b3_), v99_s[11]);
+        v99_s[12] = fmaf(float(a3_), float(b0_), v99_s[12]);
+        v99_s[13] = fmaf(float(a3_), float(b1_), v99_s[13]);
+        v99_s[14] = fmaf(float(a3_), float(b2_), v99_s[14]);
+        v99_s[15] = fmaf(float(a3_), float(b3_), v99_s[15]);
       }
     }
     // %17 = mul %chunk, %3 : i32
-    const int32_t v99 = int32_t(uint32_t(iv68) * uint32_t(v3));
+    const int32_t v101 = int32_t(uint32_t(iv69) * uint32_t(v3));
     // %18 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v100[4];
-    #pragma unroll
-    for (int s101 = 0; s101 < 4; ++s101) {
-      v100[s101] = int32_t(0 + (((s101) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v102[4];
     #pragma unroll
     for (int s103 = 0; s103 < 4; ++s103) {
-      v102[s103] = v99;
+      v102[s103] = int32_t(0 + (((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v104[4];
     #pragma unroll
     for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = int32_t(uint32_t(v100[s105]) + uint32_t(v102[s105]));
+      v104[s105] = v101;
     }
-    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v106[4];
     #pragma unroll
     for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = v7_t;
+      v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
     }
-    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v108[4];
+    // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v108[4];
     #pragma unroll
     for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = uint8_t(v104[s109] < v106[s109]);
+      v108[s109] = v7_t;
+    }
+    // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v110[4];
+    #pragma unroll
+    for (int s111 = 0; s111 < 4; ++s111) {
+      v110[s111] = uint8_t(v106[s111] < v108[s111]);
     }
     // %inside2 = expand_dims %22 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v110_inside2[4];
-    v110_inside2[0] = v108[0];
-    v110_inside2[1] = v108[1];
-    v110_inside2[2] = v108[2];
-    v110_inside2[3] = v108[3];
+    uint8_t v112_inside2[4];
+    v112_inside2[0] = v110[0];
+    v112_inside2[1] = v110[1];
+    v112_inside2[2] = v110[2];
+    v112_inside2[3] = v110[3];
     // %insideb = broadcast %inside2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v111_insideb[16];
-    v111_insideb[0] = v110_inside2[0];
-    v111_insideb[1] = v110_inside2[1];
-    v111_insideb[2] = v110_inside2[2];
-    v111_insideb[3] = v110_inside2[3];
-    v111_insideb[4] = v110_inside2[0];
-    v111_insideb[5] = v110_inside2[1];
-    v111_insideb[6] = v110_inside2[2];
-    v111_insideb[7] = v110_inside2[3];
-    v111_insideb[8] = v110_inside2[0];
-    v111_insideb[9] = v110_inside2[1];
-    v111_insideb[10] = v110_inside2[2];
-    v111_insideb[11] = v110_inside2[3];
-    v111_insideb[12] = v110_inside2[0];
-    v111_insideb[13] = v110_inside2[1];
-    v111_insideb[14] = v110_inside2[2];
-    v111_insideb[15] = v110_inside2[3];
+    uint8_t v113_insideb[16];
+    v113_insideb[0] = v112_inside2[0];
+    v113_insideb[1] = v112_inside2[1];
+    v113_insideb[2] = v112_inside2[2];
+    v113_insideb[3] = v112_inside2[3];
+    v113_insideb[4] = v112_inside2[0];
+    v113_insideb[5] = v112_inside2[1];
+    v113_insideb[6] = v112_inside2[2];
+    v113_insideb[7] = v112_inside2[3];
+    v113_insideb[8] = v112_inside2[0];
+    v113_insideb[9] = v112_inside2[1];
+    v113_insideb[10] = v112_inside2[2];
+    v113_insideb[11] = v112_inside2[3];
+    v113_insideb[12] = v112_inside2[0];
+    v113_insideb[13] = v112_inside2[1];
+    v113_insideb[14] = v112_inside2[2];
+    v113_insideb[15] = v112_inside2[3];
     // %rowsb = broadcast %rows2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v112_rowsb[16];
-    v112_rowsb[0] = v34_rows2[0];
-    v112_rowsb[1] = v34_rows2[0];
-    v112_rowsb[2] = v34_rows2[0];
-    v112_rowsb[3] = v34_rows2[0];
-    v112_rowsb[4] = v34_rows2[1];
-    v112_rowsb[5] = v34_rows2[1];
-    v112_rowsb[6] = v34_rows2[1];
-    v112_rowsb[7] = v34_rows2[1];
-    v112_rowsb[8] = v34_rows2[2];
-    v112_rowsb[9] = v34_rows2[2];
-    v112_rowsb[10] = v34_rows2[2];
-    v112_rowsb[11] = v34_rows2[2];
-    v112_rowsb[12] = v34_rows2[3];
-    v112_rowsb[13] = v34_rows2[3];
-    v112_rowsb[14] = v34_rows2[3];
-    v112_rowsb[15] = v34_rows2[3];
+    int32_t v114_rowsb[16];
+    v114_rowsb[0] = v34_rows2[0];
+    v114_rowsb[1] = v34_rows2[0];
+    v114_rowsb[2] = v34_rows2[0];
+    v114_rowsb[3] = v34_rows2[0];
+    v114_rowsb[4] = v34_rows2[1];
+    v114_rowsb[5] = v34_rows2[1];
+    v114_rowsb[6] = v34_rows2[1];
+    v114_rowsb[7] = v34_rows2[1];
+    v114_rowsb[8] = v34_rows2[2];
+    v114_rowsb[9] = v34_rows2[2];
+    v114_rowsb[10] = v34_rows2[2];
+    v114_rowsb[11] = v34_rows2[2];
+    v114_rowsb[12] = v34_rows2[3];
+    v114_rowsb[13] = v34_rows2[3];
+    v114_rowsb[14] = v34_rows2[3];
+    v114_rowsb[15] = v34_rows2[3];
     // %23 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v113[4];
-    #pragma unroll
-    for (int s114 = 0; s114 < 4; ++s114) {
-      v113[s114] = int32_t(0 + (((s114) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v115[4];
     #pragma unroll
     for (int s116 = 0; s116 < 4; ++s116) {
-      v115[s116] = v99;
+      v115[s116] = int32_t(0 + (((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v117[4];
     #pragma unroll
     for (int s118 = 0; s118 < 4; ++s118) {
-      v117[s118] = int32_t(uint32_t(v113[s118]) + uint32_t(v115[s118]));
+      v117[s118] = v101;
+    }
+    // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v119[4];
+    #pragma unroll
+    for (int s120 = 0; s120 < 4; ++s120) {
+      v119[s120] = int32_t(uint32_t(v115[s120]) + uint32_t(v117[s120]));
     }
     // %cols2 = expand_dims %25 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v119_cols2[4];
-    v119_cols2[0] = v117[0];
-    v119_cols2[1] = v117[1];
-    v119_cols2[2] = v117[2];
-    v119_cols2[3] = v117[3];
+    int32_t v121_cols2[4];
+    v121_cols2[0] = v119[0];
+    v121_cols2[1] = v119[1];
+    v121_cols2[2] = v119[2];
+    v121_cols2[3] = v119[3];
     // %colsb = broadcast %cols2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v120_colsb[16];
-    v120_colsb[0] = v119_cols2[0];
-    v120_colsb[1] = v119_cols2[1];
-    v120_colsb[2] = v119_cols2[2];
-    v120_colsb[3] = v119_cols2[3];
-    v120_colsb[4] = v119_cols2[0];
-    v120_colsb[5] = v119_cols2[1];
-    v120_colsb[6] = v119_cols2[2];
-    v120_colsb[7] = v119_cols2[3];
-    v120_colsb[8] = v119_cols2[0];
-    v120_colsb[9] = v119_cols2[1];
-    v120_colsb[10] = v119_cols2[2];
-    v120_colsb[11] = v119_cols2[3];
-    v120_colsb[12] = v119_cols2[0];
-    v120_colsb[13] = v119_cols2[1];
-    v120_colsb[14] = v119_cols2[2];
-    v120_colsb[15] = v119_cols2[3];
+    int32_t v122_colsb[16];
+    v122_colsb[0] = v121_cols2[0];
+    v122_colsb[1] = v121_cols2[1];
+    v122_colsb[2] = v121_cols2[2];
+    v122_colsb[3] = v121_cols2[3];
+    v122_colsb[4] = v121_cols2[0];
+    v122_colsb[5] = v121_cols2[1];
+    v122_colsb[6] = v121_cols2[2];
+    v122_colsb[7] = v121_cols2[3];
+    v122_colsb[8] = v121_cols2[0];
+    v122_colsb[9] = v121_cols2[1];
+    v122_colsb[10] = v121_cols2[2];
+    v122_colsb[11] = v121_cols2[3];
+    v122_colsb[12] = v121_cols2[0];
+    v122_colsb[13] = v121_cols2[1];
+    v122_colsb[14] = v121_cols2[2];
+    v122_colsb[15] = v121_cols2[3];
     // %before = cmp %colsb, %rowsb {pred = "le"} : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v121_before[16];
-    #pragma unroll
-    for (int s122 = 0; s122 < 16; ++s122) {
-      v121_before[s122] = uint8_t(v120_colsb[s122] <= v112_rowsb[s122]);
-    }
-    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v123_valid[16];
+    uint8_t v123_before[16];
     #pragma unroll
     for (int s124 = 0; s124 < 16; ++s124) {
-      v123_valid[s124] = uint8_t(v111_insideb[s124] & v121_before[s124]);
+      v123_before[s124] = uint8_t(v122_colsb[s124] <= v114_rowsb[s124]);
     }
-    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v125[16];
+    // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v125_valid[16];
     #pragma unroll
     for (int s126 = 0; s126 < 16; ++s126) {
-      v125[s126] = v35_ninf;
+      v125_valid[s126] = uint8_t(v113_insideb[s126] & v123_before[s126]);
     }
-    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v127_sm[16];
+    // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v127[16];
     #pragma unroll
     for (int s128 = 0; s128 < 16; ++s128) {
-      v127_sm[s128] = (v123_valid[s128] ? v97_s[s128] : v125[s128]);
+      v127[s128] = v35_ninf;
+    }
+    // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v129_sm[16];
+    #pragma unroll
+    for (int s130 = 0; s130 < 16; ++s130) {
+      v129_sm[s130] = (v125_valid[s130] ? v99_s[s130] : v127[s130]);
     }
     // %27 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v129[4];
-    v129[0] = v127_sm[0];
-    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[1]);
-    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[2]);
-    v129[0] = tsr::max_nan_f32(v129[0], v127_sm[3]);
-    v129[1] = v127_sm[4];
-    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[5]);
-    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[6]);
-    v129[1] = tsr::max_nan_f32(v129[1], v127_sm[7]);
-    v129[2] = v127_sm[8];
-    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[9]);
-    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[10]);
-    v129[2] = tsr::max_nan_f32(v129[2], v127_sm[11]);
-    v129[3] = v127_sm[12];
-    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[13]);
-    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[14]);
-    v129[3] = tsr::max_nan_f32(v129[3], v127_sm[15]);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v129[0], 1);
-    v129[0] = tsr::max_nan_f32(v129[0], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v129[1], 1);
-    v129[1] = tsr::max_nan_f32(v129[1], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v129[2], 1);
-    v129[2] = tsr::max_nan_f32(v129[2], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v129[3], 1);
-    v129[3] = tsr::max_nan_f32(v129[3], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v129[0], 2);
-    v129[0] = tsr::max_nan_f32(v129[0], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v129[1], 2);
-    v129[1] = tsr::max_nan_f32(v129[1], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v129[2], 2);
-    v129[2] = tsr::max_nan_f32(v129[2], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v129[3], 2);
-    v129[3] = tsr::max_nan_f32(v129[3], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v129[0], 4);
-    v129[0] = tsr::max_nan_f32(v129[0], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v129[1], 4);
-    v129[1] = tsr::max_nan_f32(v129[1], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v129[2], 4);
-    v129[2] = tsr::max_nan_f32(v129[2], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v129[3], 4);
-    v129[3] = tsr::max_nan_f32(v129[3], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v129[0], 8);
-    v129[0] = tsr::max_nan_f32(v129[0], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v129[1], 8);
-    v129[1] = tsr::max_nan_f32(v129[1], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v129[2], 8);
-    v129[2] = tsr::max_nan_f32(v129[2], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v129[3], 8);
-    v129[3] = tsr::max_nan_f32(v129[3], sh145);
+    float v131[4];
+    v131[0] = v129_sm[0];
+    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[1]);
+    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[2]);
+    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[3]);
+    v131[1] = v129_sm[4];
+    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[5]);
+    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[6]);
+    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[7]);
+    v131[2] = v129_sm[8];
+    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[9]);
+    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[10]);
+    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[11]);
+    v131[3] = v129_sm[12];
+    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[13]);
+    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[14]);
+    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[15]);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v131[0], 1);
+    v131[0] = tsr::max_nan_f32(v131[0], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v131[1], 1);
+    v131[1] = tsr::max_nan_f32(v131[1], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v131[2], 1);
+    v131[2] = tsr::max_nan_f32(v131[2], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v131[3], 1);
+    v131[3] = tsr::max_nan_f32(v131[3], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v131[0], 2);
+    v131[0] = tsr::max_nan_f32(v131[0], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v131[1], 2);
+    v131[1] = tsr::max_nan_f32(v131[1], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v131[2], 2);
+    v131[2] = tsr::max_nan_f32(v131[2], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v131[3], 2);
+    v131[3] = tsr::max_nan_f32(v131[3], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v131[0], 4);
+    v131[0] = tsr::max_nan_f32(v131[0], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v131[1], 4);
+    v131[1] = tsr::max_nan_f32(v131[1], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v131[2], 4);
+    v131[2] = tsr::max_nan_f32(v131[2], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v131[3], 4);
+    v131[3] = tsr::max_nan_f32(v131[3], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v131[0], 8);
+    v131[0] = tsr::max_nan_f32(v131[0], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v131[1], 8);
+    v131[1] = tsr::max_nan_f32(v131[1], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v131[2], 8);
+    v131[2] = tsr::max_nan_f32(v131[2], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v131[3], 8);
+    v131[3] = tsr::max_nan_f32(v131[3], sh147);
     // %28 = max %m_run, %27 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v146_mx[4];
-    #pragma unroll
-    for (int s147 = 0; s147 < 4; ++s147) {
-      v146_mx[s147] = tsr::fmax_nan_z<float>(c47_mx[s147], v129[s147]);
-    }
-    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148[4];
+    float v148_mx[4];
     #pragma unroll
     for (int s149 = 0; s149 < 4; ++s149) {
-      v148[s149] = v35_ninf;
+      v148_mx[s149] = tsr::fmax_nan_z<float>(c47_mx[s149], v131[s149]);
     }
-    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v150_m_none[4];
+    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v150[4];
     #pragma unroll
     for (int s151 = 0; s151 < 4; ++s151) {
-      v150_m_none[s151] = uint8_t(v146_mx[s151] == v148[s151]);
+      v150[s151] = v35_ninf;
     }
-    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v152[4];
+    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v152_m_none[4];
     #pragma unroll
     for (int s153 = 0; s153 < 4; ++s153) {
-      v152[s153] = v25_f0;
+      v152_m_none[s153] = uint8_t(v148_mx[s153] == v150[s153]);
     }
-    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v154_m_shift[4];
+    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v154[4];
     #pragma unroll
     for (int s155 = 0; s155 < 4; ++s155) {
-      v154_m_shift[s155] = (v150_m_none[s155] ? v152[s155] : v146_mx[s155]);
+      v154[s155] = v25_f0;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_m_delta[4];
+    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v156_m_shift[4];
     #pragma unroll
     for (int s157 = 0; s157 < 4; ++s157) {
-      v156_m_delta[s157] = float(c47_mx[s157] - v154_m_shift[s157]);
+      v156_m_shift[s157] = (v152_m_none[s157] ? v154[s157] : v148_mx[s157]);
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v158_alpha[4];
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v158_m_delta[4];
     #pragma unroll
     for (int s159 = 0; s159 < 4; ++s159) {
-      v158_alpha[s159] = float(tsr::fexp(v156_m_delta[s159]));
+      v158_m_delta[s159] = float(c47_mx[s159] - v156_m_shift[s159]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v160_alpha[4];
+    #pragma unroll
+    for (int s161 = 0; s161 < 4; ++s161) {
+      v160_alpha[s161] = float(tsr::fexp(v158_m_delta[s161]));
     }
     // %31 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v160[4];
-    v160[0] = v154_m_shift[0];
-    v160[1] = v154_m_shift[1];
-    v160[2] = v154_m_shift[2];
-    v160[3] = v154_m_shift[3];
+    float v162[4];
+    v162[0] = v156_m_shift[0];
+    v162[1] = v156_m_shift[1];
+    v162[2] = v156_m_shift[2];
+    v162[3] = v156_m_shift[3];
     // %mxb = broadcast %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v161_mxb[16];
-    v161_mxb[0] = v160[0];
-    v161_mxb[1] = v160[0];
-    v161_mxb[2] = v160[0];
-    v161_mxb[3] = v160[0];
-    v161_mxb[4] = v160[1];
-    v161_mxb[5] = v160[1];
-    v161_mxb[6] = v160[1];
-    v161_mxb[7] = v160[1];
-    v161_mxb[8] = v160[2];
-    v161_mxb[9] = v160[2];
-    v161_mxb[10] = v160[2];
-    v161_mxb[11] = v160[2];
-    v161_mxb[12] = v160[3];
-    v161_mxb[13] = v160[3];
-    v161_mxb[14] = v160[3];
-    v161_mxb[15] = v160[3];
+    float v163_mxb[16];
+    v163_mxb[0] = v162[0];
+    v163_mxb[1] = v162[0];
+    v163_mxb[2] = v162[0];
+    v163_mxb[3] = v162[0];
+    v163_mxb[4] = v162[1];
+    v163_mxb[5] = v162[1];
+    v163_mxb[6] = v162[1];
+    v163_mxb[7] = v162[1];
+    v163_mxb[8] = v162[2];
+    v163_mxb[9] = v162[2];
+    v163_mxb[10] = v162[2];
+    v163_mxb[11] = v162[2];
+    v163_mxb[12] = v162[3];
+    v163_mxb[13] = v162[3];
+    v163_mxb[14] = v162[3];
+    v163_mxb[15] = v162[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v162_sd[16];
-    #pragma unroll
-    for (int s163 = 0; s163 < 16; ++s163) {
-      v162_sd[s163] = float(v127_sm[s163] - v161_mxb[s163]);
-    }
-    // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v164_e[16];
+    float v164_sd[16];
     #pragma unroll
     for (int s165 = 0; s165 < 16; ++s165) {
-      v164_e[s165] = float(tsr::fexp(v162_sd[s165]));
+      v164_sd[s165] = float(v129_sm[s165] - v163_mxb[s165]);
+    }
+    // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v166_e[16];
+    #pragma unroll
+    for (int s167 = 0; s167 < 16; ++s167) {
+      v166_e[s167] = float(tsr::fexp(v164_sd[s167]));
     }
     // %32 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v166[4];
-    v166[0] = v164_e[0];
-    v166[0] = float(v166[0] + v164_e[1]);
-    v166[0] = float(v166[0] + v164_e[2]);
-    v166[0] = float(v166[0] + v164_e[3]);
-    v166[1] = v164_e[4];
-    v166[1] = float(v166[1] + v164_e[5]);
-    v166[1] = float(v166[1] + v164_e[6]);
-    v166[1] = float(v166[1] + v164_e[7]);
-    v166[2] = v164_e[8];
-    v166[2] = float(v166[2] + v164_e[9]);
-    v166[2] = float(v166[2] + v164_e[10]);
-    v166[2] = float(v166[2] + v164_e[11]);
-    v166[3] = v164_e[12];
-    v166[3] = float(v166[3] + v164_e[13]);
-    v166[3] = float(v166[3] + v164_e[14]);
-    v166[3] = float(v166[3] + v164_e[15]);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v166[0], 1);
-    v166[0] = float(v166[0] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v166[1], 1);
-    v166[1] = float(v166[1] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v166[2], 1);
-    v166[2] = float(v166[2] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v166[3], 1);
-    v166[3] = float(v166[3] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v166[0], 2);
-    v166[0] = float(v166[0] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v166[1], 2);
-    v166[1] = float(v166[1] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v166[2], 2);
-    v166[2] = float(v166[2] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v166[3], 2);
-    v166[3] = float(v166[3] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v166[0], 4);
-    v166[0] = float(v166[0] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v166[1], 4);
-    v166[1] = float(v166[1] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v166[2], 4);
-    v166[2] = float(v166[2] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v166[3], 4);
-    v166[3] = float(v166[3] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v166[0], 8);
-    v166[0] = float(v166[0] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v166[1], 8);
-    v166[1] = float(v166[1] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v166[2], 8);
-    v166[2] = float(v166[2] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v166[3], 8);
-    v166[3] = float(v166[3] + sh182);
+    float v168[4];
+    v168[0] = v166_e[0];
+    v168[0] = float(v168[0] + v166_e[1]);
+    v168[0] = float(v168[0] + v166_e[2]);
+    v168[0] = float(v168[0] + v166_e[3]);
+    v168[1] = v166_e[4];
+    v168[1] = float(v168[1] + v166_e[5]);
+    v168[1] = float(v168[1] + v166_e[6]);
+    v168[1] = float(v168[1] + v166_e[7]);
+    v168[2] = v166_e[8];
+    v168[2] = float(v168[2] + v166_e[9]);
+    v168[2] = float(v168[2] + v166_e[10]);
+    v168[2] = float(v168[2] + v166_e[11]);
+    v168[3] = v166_e[12];
+    v168[3] = float(v168[3] + v166_e[13]);
+    v168[3] = float(v168[3] + v166_e[14]);
+    v168[3] = float(v168[3] + v166_e[15]);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v168[0], 1);
+    v168[0] = float(v168[0] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v168[1], 1);
+    v168[1] = float(v168[1] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v168[2], 1);
+    v168[2] = float(v168[2] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v168[3], 1);
+    v168[3] = float(v168[3] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v168[0], 2);
+    v168[0] = float(v168[0] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v168[1], 2);
+    v168[1] = float(v168[1] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v168[2], 2);
+    v168[2] = float(v168[2] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v168[3], 2);
+    v168[3] = float(v168[3] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v168[0], 4);
+    v168[0] = float(v168[0] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v168[1], 4);
+    v168[1] = float(v168[1] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v168[2], 4);
+    v168[2] = float(v168[2] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v168[3], 4);
+    v168[3] = float(v168[3] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v168[0], 8);
+    v168[0] = float(v168[0] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v168[1], 8);
+    v168[1] = float(v168[1] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v168[2], 8);
+    v168[2] = float(v168[2] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v168[3], 8);
+    v168[3] = float(v168[3] + sh184);
     // %33 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v183[4];
-    #pragma unroll
-    for (int s184 = 0; s184 < 4; ++s184) {
-      v183[s184] = float(c49_sum[s184] * v158_alpha[s184]);
-    }
-    // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v185_sum[4];
+    float v185[4];
     #pragma unroll
     for (int s186 = 0; s186 < 4; ++s186) {
-      v185_sum[s186] = float(v183[s186] + v166[s186]);
+      v185[s186] = float(c49_sum[s186] * v160_alpha[s186]);
+    }
+    // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v187_sum[4];
+    #pragma unroll
+    for (int s188 = 0; s188 < 4; ++s188) {
+      v187_sum[s188] = float(v185[s188] + v168[s188]);
     }
     // %v3 = load_tile %v, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %35 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v187[4];
-    v187[0] = v158_alpha[0];
-    v187[1] = v158_alpha[1];
-    v187[2] = v158_alpha[2];
-    v187[3] = v158_alpha[3];
+    float v189[4];
+    v189[0] = v160_alpha[0];
+    v189[1] = v160_alpha[1];
+    v189[2] = v160_alpha[2];
+    v189[3] = v160_alpha[3];
     // %36 = broadcast %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v188[16];
-    v188[0] = v187[0];
-    v188[1] = v187[0];
-    v188[2] = v187[0];
-    v188[3] = v187[0];
-    v188[4] = v187[1];
-    v188[5] = v187[1];
-    v188[6] = v187[1];
-    v188[7] = v187[1];
-    v188[8] = v187[2];
-    v188[9] = v187[2];
-    v188[10] = v187[2];
-    v188[11] = v187[2];
-    v188[12] = v187[3];
-    v188[13] = v187[3];
-    v188[14] = v187[3];
-    v188[15] = v187[3];
+    float v190[16];
+    v190[0] = v189[0];
+    v190[1] = v189[0];
+    v190[2] = v189[0];
+    v190[3] = v189[0];
+    v190[4] = v189[1];
+    v190[5] = v189[1];
+    v190[6] = v189[1];
+    v190[7] = v189[1];
+    v190[8] = v189[2];
+    v190[9] = v189[2];
+    v190[10] = v189[2];
+    v190[11] = v189[2];
+    v190[12] = v189[3];
+    v190[13] = v189[3];
+    v190[14] = v189[3];
+    v190[15] = v189[3];
     // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189[16];
+    float v191[16];
     #pragma unroll
-    for (int s190 = 0; s190 < 16; ++s190) {
-      v189[s190] = float(c51_out[s190] * v188[s190]);
+    for (int s192 = 0; s192 < 16; ++s192) {
+      v191[s192] = float(c51_out[s192] * v190[s192]);
     }
     // %38 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh191 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh193 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c192 = 0; c192 < 4; ++c192) {
-      float w193[4];
-      w193[0] = v164_e[c192 * 4 + 0];
-      w193[1] = v164_e[c192 * 4 + 1];
-      w193[2] = v164_e[c192 * 4 + 2];
-      w193[3] = v164_e[c192 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh191 + (((((c192 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c192 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w193);
+    for (int c194 = 0; c194 < 4; ++c194) {
+      float w195[4];
+      w195[0] = v166_e[c194 * 4 + 0];
+      w195[1] = v166_e[c194 * 4 + 1];
+      w195[2] = v166_e[c194 * 4 + 2];
+      w195[3] = v166_e[c194 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh193 + (((((c194 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c194 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w195);
     }
     __syncthreads();
     // %39 = dot %38, %vt, %37 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v194_out[16];
+    float v196_out[16];
     #pragma unroll
-    for (int s195 = 0; s195 < 16; ++s195) {
-      v194_out[s195] = v189[s195];
+    for (int s197 = 0; s197 < 16; ++s197) {
+      v196_out[s197] = v191[s197];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh191[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh191[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh191[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh191[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh193[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh193[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh193[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh193[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v194_out[0] = fmaf(float(a0_), float(b0_), v194_out[0]);
-        v194_out[1] = fmaf(float(a0_), float(b1_), v194_out[1]);
-        v194_out[2] = fmaf(float(a0_), float(b2_), v194_out[2]);
-        v194_out[3] = fmaf(float(a0_), float(b3_), v194_out[3]);
-        v194_out[4] = fmaf(float(a1_), float(b0_), v194_out[4]);
-        v194_out[5] = fmaf(float(a1_), float(b1_), v194_out[5]);
-        v194_out[6] = fmaf(float(a1_), float(b2_), v194_out[6]);
-        v194_out[7] = fmaf(float(a1_), float(b3_), v194_out[7]);
-        v194_out[8] = fmaf(float(a2_), float(b0_), v194_out[8]);
-        v194_out[9] = fmaf(float(a2_), float(b1_), v194_out[9]);
-        v194_out[10] = fmaf(float(a2_), float(b2_), v194_out[10]);
-        v194_out[11] = fmaf(float(a2_), float(b3_), v194_out[11]);
-        v194_out[12] = fmaf(float(a3_), float(b0_), v194_out[12]);
-        v194_out[13] = fmaf(float(a3_), float(b1_), v194_out[13]);
-        v194_out[14] = fmaf(float(a3_), float(b2_), v194_out[14]);
-        v194_out[15] = fmaf(float(a3_), float(b3_), v194_out[15]);
+        v196_out[0] = fmaf(float(a0_), float(b0_), v196_out[0]);
+        v196_out[1] = fmaf(float(a0_), float(b1_), v196_out[1]);
+        v196_out[2] = fmaf(float(a0_), float(b2_), v196_out[2]);
+        v196_out[3] = fmaf(float(a0_), float(b3_), v196_out[3]);
+        v196_out[4] = fmaf(float(a1_), float(b0_), v196_out[4]);
+        v196_out[5] = fmaf(float(a1_), float(b1_), v196_out[5]);
+        v196_out[6] = fmaf(float(a1_), float(b2_), v196_out[6]);
+        v196_out[7] = fmaf(float(a1_), float(b3_), v196_out[7]);
+        v196_out[8] = fmaf(float(a2_), float(b0_), v196_out[8]);
+        v196_out[9] = fmaf(float(a2_), float(b1_), v196_out[9]);
+        v196_out[10] = fmaf(float(a2_), float(b2_), v196_out[10]);
+        v196_out[11] = fmaf(float(a2_), float(b3_), v196_out[11]);
+        v196_out[12] = fmaf(float(a3_), float(b0_), v196_out[12]);
+        v196_out[13] = fmaf(float(a3_), float(b1_), v196_out[13]);
+        v196_out[14] = fmaf(float(a3_), float(b2_), v196_out[14]);
+        v196_out[15] = fmaf(float(a3_), float(b3_), v196_out[15]);
       }
     }
     // yield %28, %34, %39
     #pragma unroll
-    for (int s196 = 0; s196 < 4; ++s196) {
-      c47_mx[s196] = v146_mx[s196];
+    for (int s198 = 0; s198 < 4; ++s198) {
+      c47_mx[s198] = v148_mx[s198];
     }
     #pragma unroll
-    for (int s197 = 0; s197 < 4; ++s197) {
-      c49_sum[s197] = v185_sum[s197];
+    for (int s199 = 0; s199 < 4; ++s199) {
+      c49_sum[s199] = v187_sum[s199];
     }
     #pragma unroll
-    for (int s198 = 0; s198 < 16; ++s198) {
-      c51_out[s198] = v194_out[s198];
+    for (int s200 = 0; s200 < 16; ++s200) {
+      c51_out[s200] = v196_out[s200];
     }
-    rs53 = (rs53 + 1) % 2;
+    rs53 = int((unsigned(rs53) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %40 = expand_dims %13 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v199[4];
-  v199[0] = c49_sum[0];
-  v199[1] = c49_sum[1];
-  v199[2] = c49_sum[2];
-  v199[3] = c49_sum[3];
+  float v201[4];
+  v201[0] = c49_sum[0];
+  v201[1] = c49_sum[1];
+  v201[2] = c49_sum[2];
+  v201[3] = c49_sum[3];
   // %41 = broadcast %40 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v200[16];
-  v200[0] = v199[0];
-  v200[1] = v199[0];
-  v200[2] = v199[0];
-  v200[3] = v199[0];
-  v200[4] = v199[1];
-  v200[5] = v199[1];
-  v200[6] = v199[1];
-  v200[7] = v199[1];
-  v200[8] = v199[2];
-  v200[9] = v199[2];
-  v200[10] = v199[2];
-  v200[11] = v199[2];
-  v200[12] = v199[3];
-  v200[13] = v199[3];
-  v200[14] = v199[3];
-  v200[15] = v199[3];
+  float v202[16];
+  v202[0] = v201[0];
+  v202[1] = v201[0];
+  v202[2] = v201[0];
+  v202[3] = v201[0];
+  v202[4] = v201[1];
+  v202[5] = v201[1];
+  v202[6] = v201[1];
+  v202[7] = v201[1];
+  v202[8] = v201[2];
+  v202[9] = v201[2];
+  v202[10] = v201[2];
+  v202[11] = v201[2];
+  v202[12] = v201[3];
+  v202[13] = v201[3];
+  v202[14] = v201[3];
+  v202[15] = v201[3];
   // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v201[16];
+  float v203[16];
   #pragma unroll
-  for (int s202 = 0; s202 < 16; ++s202) {
-    v201[s202] = float(c51_out[s202] / v200[s202]);
+  for (int s204 = 0; s204 < 16; ++s204) {
+    v203[s204] = float(c51_out[s204] / v202[s204]);
   }
   // %o3 = reshape %42 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v203_o3[16];
-  v203_o3[0] = v201[0];
-  v203_o3[1] = v201[1];
-  v203_o3[2] = v201[2];
-  v203_o3[3] = v201[3];
-  v203_o3[4] = v201[4];
-  v203_o3[5] = v201[5];
-  v203_o3[6] = v201[6];
-  v203_o3[7] = v201[7];
-  v203_o3[8] = v201[8];
-  v203_o3[9] = v201[9];
-  v203_o3[10] = v201[10];
-  v203_o3[11] = v201[11];
-  v203_o3[12] = v201[12];
-  v203_o3[13] = v201[13];
-  v203_o3[14] = v201[14];
-  v203_o3[15] = v201[15];
+  float v205_o3[16];
+  v205_o3[0] = v203[0];
+  v205_o3[1] = v203[1];
+  v205_o3[2] = v203[2];
+  v205_o3[3] = v203[3];
+  v205_o3[4] = v203[4];
+  v205_o3[5] = v203[5];
+  v205_o3[6] = v203[6];
+  v205_o3[7] = v203[7];
+  v205_o3[8] = v203[8];
+  v205_o3[9] = v203[9];
+  v205_o3[10] = v203[10];
+  v205_o3[11] = v203[11];
+  v205_o3[12] = v203[12];
+  v205_o3[13] = v203[13];
+  v205_o3[14] = v203[14];
+  v205_o3[15] = v203[15];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o204 = int64_t(v5_ph) * 1 + 0;
-    const int64_t o205 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o206 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole207 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
-    if (whole207) {
-      #pragma unroll
-      for (int c208 = 0; c208 < 4; ++c208) {
-        float vb209[4];
-        vb209[0] = v203_o3[c208 * 4 + 0];
-        vb209[1] = v203_o3[c208 * 4 + 1];
-        vb209[2] = v203_o3[c208 * 4 + 2];
-        vb209[3] = v203_o3[c208 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c208 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c208 * 4) % 4))) * tsr_p3_s2, vb209);
-      }
-    } else {
+    const int64_t o206 = int64_t(v5_ph) * 1 + 0;
+    const int64_t o207 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o208 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole209 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
+    if (whole209) {
       #pragma unroll
       for (int c210 = 0; c210 < 4; ++c210) {
         float vb211[4];
-        if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2)) {
-          vb211[0] = v203_o3[c210 * 4 + 0];
-          vb211[1] = v203_o3[c210 * 4 + 1];
-          vb211[2] = v203_o3[c210 * 4 + 2];
-          vb211[3] = v203_o3[c210 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
+        vb211[0] = v205_o3[c210 * 4 + 0];
+        vb211[1] = v205_o3[c210 * 4 + 1];
+        vb211[2] = v205_o3[c210 * 4 + 2];
+        vb211[3] = v205_o3[c210 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
+      }
+    } else {
+      #pragma unroll
+      for (int c212 = 0; c212 < 4; ++c212) {
+        float vb213[4];
+        if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2)) {
+          vb213[0] = v205_o3[c212 * 4 + 0];
+          vb213[1] = v205_o3[c212 * 4 + 1];
+          vb213[2] = v205_o3[c212 * 4 + 2];
+          vb213[3] = v205_o3[c212 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2, vb213);
         } else {
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2] = v203_o3[c210 * 4];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 1) * tsr_p3_s2] = v203_o3[c210 * 4 + 1];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 2) * tsr_p3_s2] = v203_o3[c210 * 4 + 2];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 3) * tsr_p3_s2] = v203_o3[c210 * 4 + 3];
+          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2] = v205_o3[c212 * 4];
+          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 1) * tsr_p3_s2] = v205_o3[c212 * 4 + 1];
+          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 2) * tsr_p3_s2] = v205_o3[c212 * 4 + 2];
+          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 3) * tsr_p3_s2] = v205_o3[c212 * 4 + 3];
         }
       }
     }

@@ -209,22 +209,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const int64_t o50 = int64_t(nx47) * 64;
         const int64_t o51 = int64_t(v2_c0) * 64;
         if (o49 >= 0 && o49 + 1 <= int64_t(tsr_dim_H) && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o49 * tsr_p2_s0 + o50 * tsr_p2_s1 + o51 * tsr_p2_s2)) {
+          const uint32_t sb52 = tsr::smem_u32((sh45 + (pro46) * 4352));
           #pragma unroll
-          for (int i52 = 0; i52 < 8; ++i52) {
-            const int q53 = i52 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352) + (0) * 4352 + (((q53 * 4) / 64)) * 68 + (((q53 * 4) % 64)) * 1), tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q53 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q53 * 4) % 64)) * tsr_p2_s2);
+          for (int i53 = 0; i53 < 8; ++i53) {
+            const int q54 = i53 * 128 + tsr_tid;
+            tsr::cp_async_16(sb52 + uint32_t((0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1) * 4u, tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q54 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i54 = 0; i54 < 8; ++i54) {
-            const int q55 = i54 * 128 + tsr_tid;
-            const int64_t n56 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) : 4;
-            const float* src57 = tsr_p2 + (n56 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q55 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q55 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst58 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src57)) {
-              tsr::cp_async_16(tsr::smem_u32(dst58), src57, int(n56) * 4);
+          for (int i55 = 0; i55 < 8; ++i55) {
+            const int q56 = i55 * 128 + tsr_tid;
+            const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
+            const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst59 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src58)) {
+              tsr::cp_async_16(tsr::smem_u32(dst59), src58, int(n57) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst58[v_] = v_ < n56 ? src57[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : float(0);
             }
           }
         }
@@ -232,35 +233,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv59_ = v2_c0; v3_c1 > 0 && iv59_ < v8_ntiles; iv59_ += v3_c1) {
-    const int32_t iv59 = int32_t(iv59_);
+  for (int64_t iv60_ = v2_c0; v3_c1 > 0 && iv60_ < v8_ntiles; iv60_ += v3_c1) {
+    const int32_t iv60 = int32_t(iv60_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv59_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx60 = int32_t((iv59_ + 1 * int64_t(v3_c1)));
+    if ((iv60_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx61 = int32_t((iv60_ + 1 * int64_t(v3_c1)));
       // %off1 = mul %j1, %bn : i32
-      const int32_t v61_off1 = int32_t(uint32_t(nx60) * uint32_t(v5_bn));
+      const int32_t v62_off1 = int32_t(uint32_t(nx61) * uint32_t(v5_bn));
       {
-        const int64_t o62 = int64_t(v1_ph) * 1;
-        const int64_t o63 = int64_t(nx60) * 64;
-        const int64_t o64 = int64_t(v2_c0) * 64;
-        if (o62 >= 0 && o62 + 1 <= int64_t(tsr_dim_H) && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o62 * tsr_p2_s0 + o63 * tsr_p2_s1 + o64 * tsr_p2_s2)) {
-          #pragma unroll
-          for (int i65 = 0; i65 < 8; ++i65) {
-            const int q66 = i65 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q66 * 4) / 64)) * 68 + (((q66 * 4) % 64)) * 1), tsr_p2 + (o62 + 0) * tsr_p2_s0 + (o63 + ((q66 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q66 * 4) % 64)) * tsr_p2_s2);
-          }
-        } else {
+        const int64_t o63 = int64_t(v1_ph) * 1;
+        const int64_t o64 = int64_t(nx61) * 64;
+        const int64_t o65 = int64_t(v2_c0) * 64;
+        if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
+          const uint32_t sb66 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i67 = 0; i67 < 8; ++i67) {
             const int q68 = i67 * 128 + tsr_tid;
-            const int64_t n69 = !(true && (o62 + 0) < int64_t(tsr_dim_H) && (o63 + ((q68 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) : 4;
-            const float* src70 = tsr_p2 + (n69 > 0 ? (o62 + 0) * tsr_p2_s0 + (o63 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q68 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst71 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src70)) {
-              tsr::cp_async_16(tsr::smem_u32(dst71), src70, int(n69) * 4);
+            tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i69 = 0; i69 < 8; ++i69) {
+            const int q70 = i69 * 128 + tsr_tid;
+            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
+            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst73 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src72)) {
+              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst71[v_] = v_ < n69 ? src70[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
             }
           }
         }
@@ -268,124 +270,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     }
     tsr::cp_async_commit();
     // %kblk1 = load_tile %k, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v72_kblk1[32];
+    float v74_kblk1[32];
     {
-      const int64_t o73 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o74 = int64_t(iv59) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o75 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole76 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv59) * 64 >= 0 && int64_t(iv59) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv59) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole76) {
-        #pragma unroll
-        for (int c77 = 0; c77 < 8; ++c77) {
-          float vb78[4];
-          tsr::copy_vec<float, 4>(vb78, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c77 * 4) % 4))) * tsr_p1_s2);
-          v72_kblk1[c77 * 4 + 0] = vb78[0];
-          v72_kblk1[c77 * 4 + 1] = vb78[1];
-          v72_kblk1[c77 * 4 + 2] = vb78[2];
-          v72_kblk1[c77 * 4 + 3] = vb78[3];
-        }
-      } else {
+      const int64_t o75 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o76 = int64_t(iv60) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o77 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole78 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv60) * 64 >= 0 && int64_t(iv60) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv60) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole78) {
         #pragma unroll
         for (int c79 = 0; c79 < 8; ++c79) {
           float vb80[4];
-          if ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2);
-            v72_kblk1[c79 * 4 + 0] = vb80[0];
-            v72_kblk1[c79 * 4 + 1] = vb80[1];
-            v72_kblk1[c79 * 4 + 2] = vb80[2];
-            v72_kblk1[c79 * 4 + 3] = vb80[3];
+          tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c79 * 4) % 4))) * tsr_p1_s2);
+          v74_kblk1[c79 * 4 + 0] = vb80[0];
+          v74_kblk1[c79 * 4 + 1] = vb80[1];
+          v74_kblk1[c79 * 4 + 2] = vb80[2];
+          v74_kblk1[c79 * 4 + 3] = vb80[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c81 = 0; c81 < 8; ++c81) {
+          float vb82[4];
+          if ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2);
+            v74_kblk1[c81 * 4 + 0] = vb82[0];
+            v74_kblk1[c81 * 4 + 1] = vb82[1];
+            v74_kblk1[c81 * 4 + 2] = vb82[2];
+            v74_kblk1[c81 * 4 + 3] = vb82[3];
           } else {
-            v72_kblk1[c79 * 4] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v72_kblk1[c79 * 4 + 1] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v72_kblk1[c79 * 4 + 2] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v72_kblk1[c79 * 4 + 3] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v74_kblk1[c81 * 4] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v74_kblk1[c81 * 4 + 1] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v74_kblk1[c81 * 4 + 2] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v74_kblk1[c81 * 4 + 3] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt1 = reshape %kblk1 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_kt1[32];
-    v81_kt1[0] = v72_kblk1[0];
-    v81_kt1[1] = v72_kblk1[1];
-    v81_kt1[2] = v72_kblk1[2];
-    v81_kt1[3] = v72_kblk1[3];
-    v81_kt1[4] = v72_kblk1[4];
-    v81_kt1[5] = v72_kblk1[5];
-    v81_kt1[6] = v72_kblk1[6];
-    v81_kt1[7] = v72_kblk1[7];
-    v81_kt1[8] = v72_kblk1[8];
-    v81_kt1[9] = v72_kblk1[9];
-    v81_kt1[10] = v72_kblk1[10];
-    v81_kt1[11] = v72_kblk1[11];
-    v81_kt1[12] = v72_kblk1[12];
-    v81_kt1[13] = v72_kblk1[13];
-    v81_kt1[14] = v72_kblk1[14];
-    v81_kt1[15] = v72_kblk1[15];
-    v81_kt1[16] = v72_kblk1[16];
-    v81_kt1[17] = v72_kblk1[17];
-    v81_kt1[18] = v72_kblk1[18];
-    v81_kt1[19] = v72_kblk1[19];
-    v81_kt1[20] = v72_kblk1[20];
-    v81_kt1[21] = v72_kblk1[21];
-    v81_kt1[22] = v72_kblk1[22];
-    v81_kt1[23] = v72_kblk1[23];
-    v81_kt1[24] = v72_kblk1[24];
-    v81_kt1[25] = v72_kblk1[25];
-    v81_kt1[26] = v72_kblk1[26];
-    v81_kt1[27] = v72_kblk1[27];
-    v81_kt1[28] = v72_kblk1[28];
-    v81_kt1[29] = v72_kblk1[29];
-    v81_kt1[30] = v72_kblk1[30];
-    v81_kt1[31] = v72_kblk1[31];
+    float v83_kt1[32];
+    v83_kt1[0] = v74_kblk1[0];
+    v83_kt1[1] = v74_kblk1[1];
+    v83_kt1[2] = v74_kblk1[2];
+    v83_kt1[3] = v74_kblk1[3];
+    v83_kt1[4] = v74_kblk1[4];
+    v83_kt1[5] = v74_kblk1[5];
+    v83_kt1[6] = v74_kblk1[6];
+    v83_kt1[7] = v74_kblk1[7];
+    v83_kt1[8] = v74_kblk1[8];
+    v83_kt1[9] = v74_kblk1[9];
+    v83_kt1[10] = v74_kblk1[10];
+    v83_kt1[11] = v74_kblk1[11];
+    v83_kt1[12] = v74_kblk1[12];
+    v83_kt1[13] = v74_kblk1[13];
+    v83_kt1[14] = v74_kblk1[14];
+    v83_kt1[15] = v74_kblk1[15];
+    v83_kt1[16] = v74_kblk1[16];
+    v83_kt1[17] = v74_kblk1[17];
+    v83_kt1[18] = v74_kblk1[18];
+    v83_kt1[19] = v74_kblk1[19];
+    v83_kt1[20] = v74_kblk1[20];
+    v83_kt1[21] = v74_kblk1[21];
+    v83_kt1[22] = v74_kblk1[22];
+    v83_kt1[23] = v74_kblk1[23];
+    v83_kt1[24] = v74_kblk1[24];
+    v83_kt1[25] = v74_kblk1[25];
+    v83_kt1[26] = v74_kblk1[26];
+    v83_kt1[27] = v74_kblk1[27];
+    v83_kt1[28] = v74_kblk1[28];
+    v83_kt1[29] = v74_kblk1[29];
+    v83_kt1[30] = v74_kblk1[30];
+    v83_kt1[31] = v74_kblk1[31];
     // %ktt1 = permute %kt1 {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v82_ktt1[32];
-    v82_ktt1[0] = v81_kt1[0];
-    v82_ktt1[1] = v81_kt1[1];
-    v82_ktt1[2] = v81_kt1[2];
-    v82_ktt1[3] = v81_kt1[3];
-    v82_ktt1[4] = v81_kt1[4];
-    v82_ktt1[5] = v81_kt1[5];
-    v82_ktt1[6] = v81_kt1[6];
-    v82_ktt1[7] = v81_kt1[7];
-    v82_ktt1[8] = v81_kt1[8];
-    v82_ktt1[9] = v81_kt1[9];
-    v82_ktt1[10] = v81_kt1[10];
-    v82_ktt1[11] = v81_kt1[11];
-    v82_ktt1[12] = v81_kt1[12];
-    v82_ktt1[13] = v81_kt1[13];
-    v82_ktt1[14] = v81_kt1[14];
-    v82_ktt1[15] = v81_kt1[15];
-    v82_ktt1[16] = v81_kt1[16];
-    v82_ktt1[17] = v81_kt1[17];
-    v82_ktt1[18] = v81_kt1[18];
-    v82_ktt1[19] = v81_kt1[19];
-    v82_ktt1[20] = v81_kt1[20];
-    v82_ktt1[21] = v81_kt1[21];
-    v82_ktt1[22] = v81_kt1[22];
-    v82_ktt1[23] = v81_kt1[23];
-    v82_ktt1[24] = v81_kt1[24];
-    v82_ktt1[25] = v81_kt1[25];
-    v82_ktt1[26] = v81_kt1[26];
-    v82_ktt1[27] = v81_kt1[27];
-    v82_ktt1[28] = v81_kt1[28];
-    v82_ktt1[29] = v81_kt1[29];
-    v82_ktt1[30] = v81_kt1[30];
-    v82_ktt1[31] = v81_kt1[31];
+    float v84_ktt1[32];
+    v84_ktt1[0] = v83_kt1[0];
+    v84_ktt1[1] = v83_kt1[1];
+    v84_ktt1[2] = v83_kt1[2];
+    v84_ktt1[3] = v83_kt1[3];
+    v84_ktt1[4] = v83_kt1[4];
+    v84_ktt1[5] = v83_kt1[5];
+    v84_ktt1[6] = v83_kt1[6];
+    v84_ktt1[7] = v83_kt1[7];
+    v84_ktt1[8] = v83_kt1[8];
+    v84_ktt1[9] = v83_kt1[9];
+    v84_ktt1[10] = v83_kt1[10];
+    v84_ktt1[11] = v83_kt1[11];
+    v84_ktt1[12] = v83_kt1[12];
+    v84_ktt1[13] = v83_kt1[13];
+    v84_ktt1[14] = v83_kt1[14];
+    v84_ktt1[15] = v83_kt1[15];
+    v84_ktt1[16] = v83_kt1[16];
+    v84_ktt1[17] = v83_kt1[17];
+    v84_ktt1[18] = v83_kt1[18];
+    v84_ktt1[19] = v83_kt1[19];
+    v84_ktt1[20] = v83_kt1[20];
+    v84_ktt1[21] = v83_kt1[21];
+    v84_ktt1[22] = v83_kt1[22];
+    v84_ktt1[23] = v83_kt1[23];
+    v84_ktt1[24] = v83_kt1[24];
+    v84_ktt1[25] = v83_kt1[25];
+    v84_ktt1[26] = v83_kt1[26];
+    v84_ktt1[27] = v83_kt1[27];
+    v84_ktt1[28] = v83_kt1[28];
+    v84_ktt1[29] = v83_kt1[29];
+    v84_ktt1[30] = v83_kt1[30];
+    v84_ktt1[31] = v83_kt1[31];
     // %3 = convert_layout %ktt1 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh83 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh85 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c84 = 0; c84 < 32; ++c84) {
-      float w85[1];
-      w85[0] = v82_ktt1[c84 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh83 + ((((c84 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c84 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w85);
+    for (int c86 = 0; c86 < 32; ++c86) {
+      float w87[1];
+      w87[0] = v84_ktt1[c86 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh85 + ((((c86 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c86 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w87);
     }
     __syncthreads();
     // %s1 = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_s1[32];
+    float v88_s1[32];
     #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_s1[s87] = v27_acc0[s87];
+    for (int s89 = 0; s89 < 32; ++s89) {
+      v88_s1[s89] = v27_acc0[s89];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -399,680 +401,680 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh83[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh83[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh83[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh83[(k_) * 68 + (tn_ + 3) * 1];
-        v86_s1[0] = fmaf(float(a0_), float(b0_), v86_s1[0]);
-        v86_s1[1] = fmaf(float(a0_), float(b1_), v86_s1[1]);
-        v86_s1[2] = fmaf(float(a0_), float(b2_), v86_s1[2]);
-        v86_s1[3] = fmaf(float(a0_), float(b3_), v86_s1[3]);
-        v86_s1[4] = fmaf(float(a1_), float(b0_), v86_s1[4]);
-        v86_s1[5] = fmaf(float(a1_), float(b1_), v86_s1[5]);
-        v86_s1[6] = fmaf(float(a1_), float(b2_), v86_s1[6]);
-        v86_s1[7] = fmaf(float(a1_), float(b3_), v86_s1[7]);
-        v86_s1[8] = fmaf(float(a2_), float(b0_), v86_s1[8]);
-        v86_s1[9] = fmaf(float(a2_), float(b1_), v86_s1[9]);
-        v86_s1[10] = fmaf(float(a2_), float(b2_), v86_s1[10]);
-        v86_s1[11] = fmaf(float(a2_), float(b3_), v86_s1[11]);
-        v86_s1[12] = fmaf(float(a3_), float(b0_), v86_s1[12]);
-        v86_s1[13] = fmaf(float(a3_), float(b1_), v86_s1[13]);
-        v86_s1[14] = fmaf(float(a3_), float(b2_), v86_s1[14]);
-        v86_s1[15] = fmaf(float(a3_), float(b3_), v86_s1[15]);
-        v86_s1[16] = fmaf(float(a4_), float(b0_), v86_s1[16]);
-        v86_s1[17] = fmaf(float(a4_), float(b1_), v86_s1[17]);
-        v86_s1[18] = fmaf(float(a4_), float(b2_), v86_s1[18]);
-        v86_s1[19] = fmaf(float(a4_), float(b3_), v86_s1[19]);
-        v86_s1[20] = fmaf(float(a5_), float(b0_), v86_s1[20]);
-        v86_s1[21] = fmaf(float(a5_), float(b1_), v86_s1[21]);
-        v86_s1[22] = fmaf(float(a5_), float(b2_), v86_s1[22]);
-        v86_s1[23] = fmaf(float(a5_), float(b3_), v86_s1[23]);
-        v86_s1[24] = fmaf(float(a6_), float(b0_), v86_s1[24]);
-        v86_s1[25] = fmaf(float(a6_), float(b1_), v86_s1[25]);
-        v86_s1[26] = fmaf(float(a6_), float(b2_), v86_s1[26]);
-        v86_s1[27] = fmaf(float(a6_), float(b3_), v86_s1[27]);
-        v86_s1[28] = fmaf(float(a7_), float(b0_), v86_s1[28]);
-        v86_s1[29] = fmaf(float(a7_), float(b1_), v86_s1[29]);
-        v86_s1[30] = fmaf(float(a7_), float(b2_), v86_s1[30]);
-        v86_s1[31] = fmaf(float(a7_), float(b3_), v86_s1[31]);
+        const auto b0_ = sh85[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh85[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh85[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh85[(k_) * 68 + (tn_ + 3) * 1];
+        v88_s1[0] = fmaf(float(a0_), float(b0_), v88_s1[0]);
+        v88_s1[1] = fmaf(float(a0_), float(b1_), v88_s1[1]);
+        v88_s1[2] = fmaf(float(a0_), float(b2_), v88_s1[2]);
+        v88_s1[3] = fmaf(float(a0_), float(b3_), v88_s1[3]);
+        v88_s1[4] = fmaf(float(a1_), float(b0_), v88_s1[4]);
+        v88_s1[5] = fmaf(float(a1_), float(b1_), v88_s1[5]);
+        v88_s1[6] = fmaf(float(a1_), float(b2_), v88_s1[6]);
+        v88_s1[7] = fmaf(float(a1_), float(b3_), v88_s1[7]);
+        v88_s1[8] = fmaf(float(a2_), float(b0_), v88_s1[8]);
+        v88_s1[9] = fmaf(float(a2_), float(b1_), v88_s1[9]);
+        v88_s1[10] = fmaf(float(a2_), float(b2_), v88_s1[10]);
+        v88_s1[11] = fmaf(float(a2_), float(b3_), v88_s1[11]);
+        v88_s1[12] = fmaf(float(a3_), float(b0_), v88_s1[12]);
+        v88_s1[13] = fmaf(float(a3_), float(b1_), v88_s1[13]);
+        v88_s1[14] = fmaf(float(a3_), float(b2_), v88_s1[14]);
+        v88_s1[15] = fmaf(float(a3_), float(b3_), v88_s1[15]);
+        v88_s1[16] = fmaf(float(a4_), float(b0_), v88_s1[16]);
+        v88_s1[17] = fmaf(float(a4_), float(b1_), v88_s1[17]);
+        v88_s1[18] = fmaf(float(a4_), float(b2_), v88_s1[18]);
+        v88_s1[19] = fmaf(float(a4_), float(b3_), v88_s1[19]);
+        v88_s1[20] = fmaf(float(a5_), float(b0_), v88_s1[20]);
+        v88_s1[21] = fmaf(float(a5_), float(b1_), v88_s1[21]);
+        v88_s1[22] = fmaf(float(a5_), float(b2_), v88_s1[22]);
+        v88_s1[23] = fmaf(float(a5_), float(b3_), v88_s1[23]);
+        v88_s1[24] = fmaf(float(a6_), float(b0_), v88_s1[24]);
+        v88_s1[25] = fmaf(float(a6_), float(b1_), v88_s1[25]);
+        v88_s1[26] = fmaf(float(a6_), float(b2_), v88_s1[26]);
+        v88_s1[27] = fmaf(float(a6_), float(b3_), v88_s1[27]);
+        v88_s1[28] = fmaf(float(a7_), float(b0_), v88_s1[28]);
+        v88_s1[29] = fmaf(float(a7_), float(b1_), v88_s1[29]);
+        v88_s1[30] = fmaf(float(a7_), float(b2_), v88_s1[30]);
+        v88_s1[31] = fmaf(float(a7_), float(b3_), v88_s1[31]);
       }
     }
     // %off1 = mul %j1, %bn : i32
-    const int32_t v88_off1 = int32_t(uint32_t(iv59) * uint32_t(v5_bn));
+    const int32_t v90_off1 = int32_t(uint32_t(iv60) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v89[4];
-    #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89[s90] = int32_t(0 + (((s90) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v91[4];
     #pragma unroll
     for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = v88_off1;
+      v91[s92] = int32_t(0 + (((s92) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v93[4];
     #pragma unroll
     for (int s94 = 0; s94 < 4; ++s94) {
-      v93[s94] = int32_t(uint32_t(v89[s94]) + uint32_t(v91[s94]));
+      v93[s94] = v90_off1;
     }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v95[4];
     #pragma unroll
     for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = v4_t;
+      v95[s96] = int32_t(uint32_t(v91[s96]) + uint32_t(v93[s96]));
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v97[4];
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v97[4];
     #pragma unroll
     for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = uint8_t(v93[s98] < v95[s98]);
+      v97[s98] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v99[4];
+    #pragma unroll
+    for (int s100 = 0; s100 < 4; ++s100) {
+      v99[s100] = uint8_t(v95[s100] < v97[s100]);
     }
     // %validr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v99_validr1[4];
-    v99_validr1[0] = v97[0];
-    v99_validr1[1] = v97[1];
-    v99_validr1[2] = v97[2];
-    v99_validr1[3] = v97[3];
+    uint8_t v101_validr1[4];
+    v101_validr1[0] = v99[0];
+    v101_validr1[1] = v99[1];
+    v101_validr1[2] = v99[2];
+    v101_validr1[3] = v99[3];
     // %validb1 = broadcast %validr1 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v100_validb1[32];
-    v100_validb1[0] = v99_validr1[0];
-    v100_validb1[1] = v99_validr1[1];
-    v100_validb1[2] = v99_validr1[2];
-    v100_validb1[3] = v99_validr1[3];
-    v100_validb1[4] = v99_validr1[0];
-    v100_validb1[5] = v99_validr1[1];
-    v100_validb1[6] = v99_validr1[2];
-    v100_validb1[7] = v99_validr1[3];
-    v100_validb1[8] = v99_validr1[0];
-    v100_validb1[9] = v99_validr1[1];
-    v100_validb1[10] = v99_validr1[2];
-    v100_validb1[11] = v99_validr1[3];
-    v100_validb1[12] = v99_validr1[0];
-    v100_validb1[13] = v99_validr1[1];
-    v100_validb1[14] = v99_validr1[2];
-    v100_validb1[15] = v99_validr1[3];
-    v100_validb1[16] = v99_validr1[0];
-    v100_validb1[17] = v99_validr1[1];
-    v100_validb1[18] = v99_validr1[2];
-    v100_validb1[19] = v99_validr1[3];
-    v100_validb1[20] = v99_validr1[0];
-    v100_validb1[21] = v99_validr1[1];
-    v100_validb1[22] = v99_validr1[2];
-    v100_validb1[23] = v99_validr1[3];
-    v100_validb1[24] = v99_validr1[0];
-    v100_validb1[25] = v99_validr1[1];
-    v100_validb1[26] = v99_validr1[2];
-    v100_validb1[27] = v99_validr1[3];
-    v100_validb1[28] = v99_validr1[0];
-    v100_validb1[29] = v99_validr1[1];
-    v100_validb1[30] = v99_validr1[2];
-    v100_validb1[31] = v99_validr1[3];
+    uint8_t v102_validb1[32];
+    v102_validb1[0] = v101_validr1[0];
+    v102_validb1[1] = v101_validr1[1];
+    v102_validb1[2] = v101_validr1[2];
+    v102_validb1[3] = v101_validr1[3];
+    v102_validb1[4] = v101_validr1[0];
+    v102_validb1[5] = v101_validr1[1];
+    v102_validb1[6] = v101_validr1[2];
+    v102_validb1[7] = v101_validr1[3];
+    v102_validb1[8] = v101_validr1[0];
+    v102_validb1[9] = v101_validr1[1];
+    v102_validb1[10] = v101_validr1[2];
+    v102_validb1[11] = v101_validr1[3];
+    v102_validb1[12] = v101_validr1[0];
+    v102_validb1[13] = v101_validr1[1];
+    v102_validb1[14] = v101_validr1[2];
+    v102_validb1[15] = v101_validr1[3];
+    v102_validb1[16] = v101_validr1[0];
+    v102_validb1[17] = v101_validr1[1];
+    v102_validb1[18] = v101_validr1[2];
+    v102_validb1[19] = v101_validr1[3];
+    v102_validb1[20] = v101_validr1[0];
+    v102_validb1[21] = v101_validr1[1];
+    v102_validb1[22] = v101_validr1[2];
+    v102_validb1[23] = v101_validr1[3];
+    v102_validb1[24] = v101_validr1[0];
+    v102_validb1[25] = v101_validr1[1];
+    v102_validb1[26] = v101_validr1[2];
+    v102_validb1[27] = v101_validr1[3];
+    v102_validb1[28] = v101_validr1[0];
+    v102_validb1[29] = v101_validr1[1];
+    v102_validb1[30] = v101_validr1[2];
+    v102_validb1[31] = v101_validr1[3];
     // %sm1 = where %validb1, %s1, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v101_sm1[32];
+    float v103_sm1[32];
     #pragma unroll
-    for (int s102 = 0; s102 < 32; ++s102) {
-      v101_sm1[s102] = (v100_validb1[s102] ? v86_s1[s102] : v29_ninfs[s102]);
+    for (int s104 = 0; s104 < 32; ++s104) {
+      v103_sm1[s104] = (v102_validb1[s104] ? v88_s1[s104] : v29_ninfs[s104]);
     }
     // %rmax = reduce %sm1 {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v103_rmax[8];
-    v103_rmax[0] = v101_sm1[0];
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[1]);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[2]);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm1[3]);
-    v103_rmax[1] = v101_sm1[4];
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[5]);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[6]);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm1[7]);
-    v103_rmax[2] = v101_sm1[8];
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[9]);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[10]);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm1[11]);
-    v103_rmax[3] = v101_sm1[12];
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[13]);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[14]);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm1[15]);
-    v103_rmax[4] = v101_sm1[16];
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[17]);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[18]);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm1[19]);
-    v103_rmax[5] = v101_sm1[20];
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[21]);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[22]);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm1[23]);
-    v103_rmax[6] = v101_sm1[24];
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[25]);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[26]);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm1[27]);
-    v103_rmax[7] = v101_sm1[28];
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[29]);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[30]);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm1[31]);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 1);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 1);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 1);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 1);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 1);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 1);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 1);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 1);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 2);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 2);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 2);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 2);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 2);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 2);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 2);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 2);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 4);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 4);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 4);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 4);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 4);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 4);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 4);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 4);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 8);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 8);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 8);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 8);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 8);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 8);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 8);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 8);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh135);
+    float v105_rmax[8];
+    v105_rmax[0] = v103_sm1[0];
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[1]);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[2]);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[3]);
+    v105_rmax[1] = v103_sm1[4];
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[5]);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[6]);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[7]);
+    v105_rmax[2] = v103_sm1[8];
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[9]);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[10]);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[11]);
+    v105_rmax[3] = v103_sm1[12];
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[13]);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[14]);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[15]);
+    v105_rmax[4] = v103_sm1[16];
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[17]);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[18]);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[19]);
+    v105_rmax[5] = v103_sm1[20];
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[21]);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[22]);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[23]);
+    v105_rmax[6] = v103_sm1[24];
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[25]);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[26]);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[27]);
+    v105_rmax[7] = v103_sm1[28];
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[29]);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[30]);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[31]);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 1);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 1);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 1);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 1);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 1);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 1);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 1);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 1);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 2);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 2);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 2);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 2);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 2);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 2);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 2);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 2);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 4);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 4);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 4);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 4);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 4);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 4);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 4);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 4);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 8);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 8);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 8);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 8);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 8);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 8);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 8);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 8);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh137);
     // %mn = max %m_run, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v136_mn[8];
-    #pragma unroll
-    for (int s137 = 0; s137 < 8; ++s137) {
-      v136_mn[s137] = tsr::fmax_nan_z<float>(c38_m[s137], v103_rmax[s137]);
-    }
-    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v138[8];
+    float v138_mn[8];
     #pragma unroll
     for (int s139 = 0; s139 < 8; ++s139) {
-      v138[s139] = v25_ninf;
+      v138_mn[s139] = tsr::fmax_nan_z<float>(c38_m[s139], v105_rmax[s139]);
     }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v140_m_none[8];
+    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v140[8];
     #pragma unroll
     for (int s141 = 0; s141 < 8; ++s141) {
-      v140_m_none[s141] = uint8_t(v136_mn[s141] == v138[s141]);
+      v140[s141] = v25_ninf;
     }
-    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v142[8];
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v142_m_none[8];
     #pragma unroll
     for (int s143 = 0; s143 < 8; ++s143) {
-      v142[s143] = v26_f0;
+      v142_m_none[s143] = uint8_t(v138_mn[s143] == v140[s143]);
     }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v144_m_shift[8];
+    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v144[8];
     #pragma unroll
     for (int s145 = 0; s145 < 8; ++s145) {
-      v144_m_shift[s145] = (v140_m_none[s145] ? v142[s145] : v136_mn[s145]);
+      v144[s145] = v26_f0;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v146_m_delta[8];
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v146_m_shift[8];
     #pragma unroll
     for (int s147 = 0; s147 < 8; ++s147) {
-      v146_m_delta[s147] = float(c38_m[s147] - v144_m_shift[s147]);
+      v146_m_shift[s147] = (v142_m_none[s147] ? v144[s147] : v138_mn[s147]);
     }
-    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148_alpha[8];
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v148_m_delta[8];
     #pragma unroll
     for (int s149 = 0; s149 < 8; ++s149) {
-      v148_alpha[s149] = float(tsr::fexp(v146_m_delta[s149]));
+      v148_m_delta[s149] = float(c38_m[s149] - v146_m_shift[s149]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v150_alpha[8];
+    #pragma unroll
+    for (int s151 = 0; s151 < 8; ++s151) {
+      v150_alpha[s151] = float(tsr::fexp(v148_m_delta[s151]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v150[8];
-    v150[0] = v144_m_shift[0];
-    v150[1] = v144_m_shift[1];
-    v150[2] = v144_m_shift[2];
-    v150[3] = v144_m_shift[3];
-    v150[4] = v144_m_shift[4];
-    v150[5] = v144_m_shift[5];
-    v150[6] = v144_m_shift[6];
-    v150[7] = v144_m_shift[7];
+    float v152[8];
+    v152[0] = v146_m_shift[0];
+    v152[1] = v146_m_shift[1];
+    v152[2] = v146_m_shift[2];
+    v152[3] = v146_m_shift[3];
+    v152[4] = v146_m_shift[4];
+    v152[5] = v146_m_shift[5];
+    v152[6] = v146_m_shift[6];
+    v152[7] = v146_m_shift[7];
     // %12 = broadcast %11 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v151[32];
-    v151[0] = v150[0];
-    v151[1] = v150[0];
-    v151[2] = v150[0];
-    v151[3] = v150[0];
-    v151[4] = v150[1];
-    v151[5] = v150[1];
-    v151[6] = v150[1];
-    v151[7] = v150[1];
-    v151[8] = v150[2];
-    v151[9] = v150[2];
-    v151[10] = v150[2];
-    v151[11] = v150[2];
-    v151[12] = v150[3];
-    v151[13] = v150[3];
-    v151[14] = v150[3];
-    v151[15] = v150[3];
-    v151[16] = v150[4];
-    v151[17] = v150[4];
-    v151[18] = v150[4];
-    v151[19] = v150[4];
-    v151[20] = v150[5];
-    v151[21] = v150[5];
-    v151[22] = v150[5];
-    v151[23] = v150[5];
-    v151[24] = v150[6];
-    v151[25] = v150[6];
-    v151[26] = v150[6];
-    v151[27] = v150[6];
-    v151[28] = v150[7];
-    v151[29] = v150[7];
-    v151[30] = v150[7];
-    v151[31] = v150[7];
+    float v153[32];
+    v153[0] = v152[0];
+    v153[1] = v152[0];
+    v153[2] = v152[0];
+    v153[3] = v152[0];
+    v153[4] = v152[1];
+    v153[5] = v152[1];
+    v153[6] = v152[1];
+    v153[7] = v152[1];
+    v153[8] = v152[2];
+    v153[9] = v152[2];
+    v153[10] = v152[2];
+    v153[11] = v152[2];
+    v153[12] = v152[3];
+    v153[13] = v152[3];
+    v153[14] = v152[3];
+    v153[15] = v152[3];
+    v153[16] = v152[4];
+    v153[17] = v152[4];
+    v153[18] = v152[4];
+    v153[19] = v152[4];
+    v153[20] = v152[5];
+    v153[21] = v152[5];
+    v153[22] = v152[5];
+    v153[23] = v152[5];
+    v153[24] = v152[6];
+    v153[25] = v152[6];
+    v153[26] = v152[6];
+    v153[27] = v152[6];
+    v153[28] = v152[7];
+    v153[29] = v152[7];
+    v153[30] = v152[7];
+    v153[31] = v152[7];
     // %sd2 = sub %sm1, %12 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v152_sd2[32];
-    #pragma unroll
-    for (int s153 = 0; s153 < 32; ++s153) {
-      v152_sd2[s153] = float(v101_sm1[s153] - v151[s153]);
-    }
-    // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v154_p2[32];
+    float v154_sd2[32];
     #pragma unroll
     for (int s155 = 0; s155 < 32; ++s155) {
-      v154_p2[s155] = float(tsr::fexp(v152_sd2[s155]));
+      v154_sd2[s155] = float(v103_sm1[s155] - v153[s155]);
+    }
+    // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v156_p2[32];
+    #pragma unroll
+    for (int s157 = 0; s157 < 32; ++s157) {
+      v156_p2[s157] = float(tsr::fexp(v154_sd2[s157]));
     }
     // %psum = reduce %p2 {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_psum[8];
-    v156_psum[0] = v154_p2[0];
-    v156_psum[0] = float(v156_psum[0] + v154_p2[1]);
-    v156_psum[0] = float(v156_psum[0] + v154_p2[2]);
-    v156_psum[0] = float(v156_psum[0] + v154_p2[3]);
-    v156_psum[1] = v154_p2[4];
-    v156_psum[1] = float(v156_psum[1] + v154_p2[5]);
-    v156_psum[1] = float(v156_psum[1] + v154_p2[6]);
-    v156_psum[1] = float(v156_psum[1] + v154_p2[7]);
-    v156_psum[2] = v154_p2[8];
-    v156_psum[2] = float(v156_psum[2] + v154_p2[9]);
-    v156_psum[2] = float(v156_psum[2] + v154_p2[10]);
-    v156_psum[2] = float(v156_psum[2] + v154_p2[11]);
-    v156_psum[3] = v154_p2[12];
-    v156_psum[3] = float(v156_psum[3] + v154_p2[13]);
-    v156_psum[3] = float(v156_psum[3] + v154_p2[14]);
-    v156_psum[3] = float(v156_psum[3] + v154_p2[15]);
-    v156_psum[4] = v154_p2[16];
-    v156_psum[4] = float(v156_psum[4] + v154_p2[17]);
-    v156_psum[4] = float(v156_psum[4] + v154_p2[18]);
-    v156_psum[4] = float(v156_psum[4] + v154_p2[19]);
-    v156_psum[5] = v154_p2[20];
-    v156_psum[5] = float(v156_psum[5] + v154_p2[21]);
-    v156_psum[5] = float(v156_psum[5] + v154_p2[22]);
-    v156_psum[5] = float(v156_psum[5] + v154_p2[23]);
-    v156_psum[6] = v154_p2[24];
-    v156_psum[6] = float(v156_psum[6] + v154_p2[25]);
-    v156_psum[6] = float(v156_psum[6] + v154_p2[26]);
-    v156_psum[6] = float(v156_psum[6] + v154_p2[27]);
-    v156_psum[7] = v154_p2[28];
-    v156_psum[7] = float(v156_psum[7] + v154_p2[29]);
-    v156_psum[7] = float(v156_psum[7] + v154_p2[30]);
-    v156_psum[7] = float(v156_psum[7] + v154_p2[31]);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 1);
-    v156_psum[0] = float(v156_psum[0] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 1);
-    v156_psum[1] = float(v156_psum[1] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 1);
-    v156_psum[2] = float(v156_psum[2] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 1);
-    v156_psum[3] = float(v156_psum[3] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 1);
-    v156_psum[4] = float(v156_psum[4] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 1);
-    v156_psum[5] = float(v156_psum[5] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 1);
-    v156_psum[6] = float(v156_psum[6] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 1);
-    v156_psum[7] = float(v156_psum[7] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 2);
-    v156_psum[0] = float(v156_psum[0] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 2);
-    v156_psum[1] = float(v156_psum[1] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 2);
-    v156_psum[2] = float(v156_psum[2] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 2);
-    v156_psum[3] = float(v156_psum[3] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 2);
-    v156_psum[4] = float(v156_psum[4] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 2);
-    v156_psum[5] = float(v156_psum[5] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 2);
-    v156_psum[6] = float(v156_psum[6] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 2);
-    v156_psum[7] = float(v156_psum[7] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 4);
-    v156_psum[0] = float(v156_psum[0] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 4);
-    v156_psum[1] = float(v156_psum[1] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 4);
-    v156_psum[2] = float(v156_psum[2] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 4);
-    v156_psum[3] = float(v156_psum[3] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 4);
-    v156_psum[4] = float(v156_psum[4] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 4);
-    v156_psum[5] = float(v156_psum[5] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 4);
-    v156_psum[6] = float(v156_psum[6] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 4);
-    v156_psum[7] = float(v156_psum[7] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v156_psum[0], 8);
-    v156_psum[0] = float(v156_psum[0] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v156_psum[1], 8);
-    v156_psum[1] = float(v156_psum[1] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v156_psum[2], 8);
-    v156_psum[2] = float(v156_psum[2] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v156_psum[3], 8);
-    v156_psum[3] = float(v156_psum[3] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v156_psum[4], 8);
-    v156_psum[4] = float(v156_psum[4] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v156_psum[5], 8);
-    v156_psum[5] = float(v156_psum[5] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v156_psum[6], 8);
-    v156_psum[6] = float(v156_psum[6] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v156_psum[7], 8);
-    v156_psum[7] = float(v156_psum[7] + sh188);
+    float v158_psum[8];
+    v158_psum[0] = v156_p2[0];
+    v158_psum[0] = float(v158_psum[0] + v156_p2[1]);
+    v158_psum[0] = float(v158_psum[0] + v156_p2[2]);
+    v158_psum[0] = float(v158_psum[0] + v156_p2[3]);
+    v158_psum[1] = v156_p2[4];
+    v158_psum[1] = float(v158_psum[1] + v156_p2[5]);
+    v158_psum[1] = float(v158_psum[1] + v156_p2[6]);
+    v158_psum[1] = float(v158_psum[1] + v156_p2[7]);
+    v158_psum[2] = v156_p2[8];
+    v158_psum[2] = float(v158_psum[2] + v156_p2[9]);
+    v158_psum[2] = float(v158_psum[2] + v156_p2[10]);
+    v158_psum[2] = float(v158_psum[2] + v156_p2[11]);
+    v158_psum[3] = v156_p2[12];
+    v158_psum[3] = float(v158_psum[3] + v156_p2[13]);
+    v158_psum[3] = float(v158_psum[3] + v156_p2[14]);
+    v158_psum[3] = float(v158_psum[3] + v156_p2[15]);
+    v158_psum[4] = v156_p2[16];
+    v158_psum[4] = float(v158_psum[4] + v156_p2[17]);
+    v158_psum[4] = float(v158_psum[4] + v156_p2[18]);
+    v158_psum[4] = float(v158_psum[4] + v156_p2[19]);
+    v158_psum[5] = v156_p2[20];
+    v158_psum[5] = float(v158_psum[5] + v156_p2[21]);
+    v158_psum[5] = float(v158_psum[5] + v156_p2[22]);
+    v158_psum[5] = float(v158_psum[5] + v156_p2[23]);
+    v158_psum[6] = v156_p2[24];
+    v158_psum[6] = float(v158_psum[6] + v156_p2[25]);
+    v158_psum[6] = float(v158_psum[6] + v156_p2[26]);
+    v158_psum[6] = float(v158_psum[6] + v156_p2[27]);
+    v158_psum[7] = v156_p2[28];
+    v158_psum[7] = float(v158_psum[7] + v156_p2[29]);
+    v158_psum[7] = float(v158_psum[7] + v156_p2[30]);
+    v158_psum[7] = float(v158_psum[7] + v156_p2[31]);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 1);
+    v158_psum[0] = float(v158_psum[0] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 1);
+    v158_psum[1] = float(v158_psum[1] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 1);
+    v158_psum[2] = float(v158_psum[2] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 1);
+    v158_psum[3] = float(v158_psum[3] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 1);
+    v158_psum[4] = float(v158_psum[4] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 1);
+    v158_psum[5] = float(v158_psum[5] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 1);
+    v158_psum[6] = float(v158_psum[6] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 1);
+    v158_psum[7] = float(v158_psum[7] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 2);
+    v158_psum[0] = float(v158_psum[0] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 2);
+    v158_psum[1] = float(v158_psum[1] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 2);
+    v158_psum[2] = float(v158_psum[2] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 2);
+    v158_psum[3] = float(v158_psum[3] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 2);
+    v158_psum[4] = float(v158_psum[4] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 2);
+    v158_psum[5] = float(v158_psum[5] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 2);
+    v158_psum[6] = float(v158_psum[6] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 2);
+    v158_psum[7] = float(v158_psum[7] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 4);
+    v158_psum[0] = float(v158_psum[0] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 4);
+    v158_psum[1] = float(v158_psum[1] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 4);
+    v158_psum[2] = float(v158_psum[2] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 4);
+    v158_psum[3] = float(v158_psum[3] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 4);
+    v158_psum[4] = float(v158_psum[4] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 4);
+    v158_psum[5] = float(v158_psum[5] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 4);
+    v158_psum[6] = float(v158_psum[6] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 4);
+    v158_psum[7] = float(v158_psum[7] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 8);
+    v158_psum[0] = float(v158_psum[0] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 8);
+    v158_psum[1] = float(v158_psum[1] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 8);
+    v158_psum[2] = float(v158_psum[2] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 8);
+    v158_psum[3] = float(v158_psum[3] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 8);
+    v158_psum[4] = float(v158_psum[4] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 8);
+    v158_psum[5] = float(v158_psum[5] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 8);
+    v158_psum[6] = float(v158_psum[6] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 8);
+    v158_psum[7] = float(v158_psum[7] + sh190);
     // %13 = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v189[8];
-    #pragma unroll
-    for (int s190 = 0; s190 < 8; ++s190) {
-      v189[s190] = float(c40_l[s190] * v148_alpha[s190]);
-    }
-    // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v191_ln[8];
+    float v191[8];
     #pragma unroll
     for (int s192 = 0; s192 < 8; ++s192) {
-      v191_ln[s192] = float(v189[s192] + v156_psum[s192]);
+      v191[s192] = float(c40_l[s192] * v150_alpha[s192]);
+    }
+    // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v193_ln[8];
+    #pragma unroll
+    for (int s194 = 0; s194 < 8; ++s194) {
+      v193_ln[s194] = float(v191[s194] + v158_psum[s194]);
     }
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %14 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v193[8];
-    v193[0] = v148_alpha[0];
-    v193[1] = v148_alpha[1];
-    v193[2] = v148_alpha[2];
-    v193[3] = v148_alpha[3];
-    v193[4] = v148_alpha[4];
-    v193[5] = v148_alpha[5];
-    v193[6] = v148_alpha[6];
-    v193[7] = v148_alpha[7];
+    float v195[8];
+    v195[0] = v150_alpha[0];
+    v195[1] = v150_alpha[1];
+    v195[2] = v150_alpha[2];
+    v195[3] = v150_alpha[3];
+    v195[4] = v150_alpha[4];
+    v195[5] = v150_alpha[5];
+    v195[6] = v150_alpha[6];
+    v195[7] = v150_alpha[7];
     // %15 = broadcast %14 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v194[32];
-    v194[0] = v193[0];
-    v194[1] = v193[0];
-    v194[2] = v193[0];
-    v194[3] = v193[0];
-    v194[4] = v193[1];
-    v194[5] = v193[1];
-    v194[6] = v193[1];
-    v194[7] = v193[1];
-    v194[8] = v193[2];
-    v194[9] = v193[2];
-    v194[10] = v193[2];
-    v194[11] = v193[2];
-    v194[12] = v193[3];
-    v194[13] = v193[3];
-    v194[14] = v193[3];
-    v194[15] = v193[3];
-    v194[16] = v193[4];
-    v194[17] = v193[4];
-    v194[18] = v193[4];
-    v194[19] = v193[4];
-    v194[20] = v193[5];
-    v194[21] = v193[5];
-    v194[22] = v193[5];
-    v194[23] = v193[5];
-    v194[24] = v193[6];
-    v194[25] = v193[6];
-    v194[26] = v193[6];
-    v194[27] = v193[6];
-    v194[28] = v193[7];
-    v194[29] = v193[7];
-    v194[30] = v193[7];
-    v194[31] = v193[7];
+    float v196[32];
+    v196[0] = v195[0];
+    v196[1] = v195[0];
+    v196[2] = v195[0];
+    v196[3] = v195[0];
+    v196[4] = v195[1];
+    v196[5] = v195[1];
+    v196[6] = v195[1];
+    v196[7] = v195[1];
+    v196[8] = v195[2];
+    v196[9] = v195[2];
+    v196[10] = v195[2];
+    v196[11] = v195[2];
+    v196[12] = v195[3];
+    v196[13] = v195[3];
+    v196[14] = v195[3];
+    v196[15] = v195[3];
+    v196[16] = v195[4];
+    v196[17] = v195[4];
+    v196[18] = v195[4];
+    v196[19] = v195[4];
+    v196[20] = v195[5];
+    v196[21] = v195[5];
+    v196[22] = v195[5];
+    v196[23] = v195[5];
+    v196[24] = v195[6];
+    v196[25] = v195[6];
+    v196[26] = v195[6];
+    v196[27] = v195[6];
+    v196[28] = v195[7];
+    v196[29] = v195[7];
+    v196[30] = v195[7];
+    v196[31] = v195[7];
     // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v195[32];
+    float v197[32];
     #pragma unroll
-    for (int s196 = 0; s196 < 32; ++s196) {
-      v195[s196] = float(c42_acc[s196] * v194[s196]);
+    for (int s198 = 0; s198 < 32; ++s198) {
+      v197[s198] = float(c42_acc[s198] * v196[s198]);
     }
     // %17 = convert_layout %p2 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh197 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh199 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c198 = 0; c198 < 8; ++c198) {
-      float w199[4];
-      w199[0] = v154_p2[c198 * 4 + 0];
-      w199[1] = v154_p2[c198 * 4 + 1];
-      w199[2] = v154_p2[c198 * 4 + 2];
-      w199[3] = v154_p2[c198 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh197 + (((((c198 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c198 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w199);
+    for (int c200 = 0; c200 < 8; ++c200) {
+      float w201[4];
+      w201[0] = v156_p2[c200 * 4 + 0];
+      w201[1] = v156_p2[c200 * 4 + 1];
+      w201[2] = v156_p2[c200 * 4 + 2];
+      w201[3] = v156_p2[c200 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh199 + (((((c200 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c200 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w201);
     }
     __syncthreads();
     // %accn = dot %17, %vt, %16 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v200_accn[32];
+    float v202_accn[32];
     #pragma unroll
-    for (int s201 = 0; s201 < 32; ++s201) {
-      v200_accn[s201] = v195[s201];
+    for (int s203 = 0; s203 < 32; ++s203) {
+      v202_accn[s203] = v197[s203];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh197[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh197[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh197[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh197[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh197[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh197[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh197[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh197[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh199[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh199[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh199[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh199[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh199[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh199[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh199[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh199[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v200_accn[0] = fmaf(float(a0_), float(b0_), v200_accn[0]);
-        v200_accn[1] = fmaf(float(a0_), float(b1_), v200_accn[1]);
-        v200_accn[2] = fmaf(float(a0_), float(b2_), v200_accn[2]);
-        v200_accn[3] = fmaf(float(a0_), float(b3_), v200_accn[3]);
-        v200_accn[4] = fmaf(float(a1_), float(b0_), v200_accn[4]);
-        v200_accn[5] = fmaf(float(a1_), float(b1_), v200_accn[5]);
-        v200_accn[6] = fmaf(float(a1_), float(b2_), v200_accn[6]);
-        v200_accn[7] = fmaf(float(a1_), float(b3_), v200_accn[7]);
-        v200_accn[8] = fmaf(float(a2_), float(b0_), v200_accn[8]);
-        v200_accn[9] = fmaf(float(a2_), float(b1_), v200_accn[9]);
-        v200_accn[10] = fmaf(float(a2_), float(b2_), v200_accn[10]);
-        v200_accn[11] = fmaf(float(a2_), float(b3_), v200_accn[11]);
-        v200_accn[12] = fmaf(float(a3_), float(b0_), v200_accn[12]);
-        v200_accn[13] = fmaf(float(a3_), float(b1_), v200_accn[13]);
-        v200_accn[14] = fmaf(float(a3_), float(b2_), v200_accn[14]);
-        v200_accn[15] = fmaf(float(a3_), float(b3_), v200_accn[15]);
-        v200_accn[16] = fmaf(float(a4_), float(b0_), v200_accn[16]);
-        v200_accn[17] = fmaf(float(a4_), float(b1_), v200_accn[17]);
-        v200_accn[18] = fmaf(float(a4_), float(b2_), v200_accn[18]);
-        v200_accn[19] = fmaf(float(a4_), float(b3_), v200_accn[19]);
-        v200_accn[20] = fmaf(float(a5_), float(b0_), v200_accn[20]);
-        v200_accn[21] = fmaf(float(a5_), float(b1_), v200_accn[21]);
-        v200_accn[22] = fmaf(float(a5_), float(b2_), v200_accn[22]);
-        v200_accn[23] = fmaf(float(a5_), float(b3_), v200_accn[23]);
-        v200_accn[24] = fmaf(float(a6_), float(b0_), v200_accn[24]);
-        v200_accn[25] = fmaf(float(a6_), float(b1_), v200_accn[25]);
-        v200_accn[26] = fmaf(float(a6_), float(b2_), v200_accn[26]);
-        v200_accn[27] = fmaf(float(a6_), float(b3_), v200_accn[27]);
-        v200_accn[28] = fmaf(float(a7_), float(b0_), v200_accn[28]);
-        v200_accn[29] = fmaf(float(a7_), float(b1_), v200_accn[29]);
-        v200_accn[30] = fmaf(float(a7_), float(b2_), v200_accn[30]);
-        v200_accn[31] = fmaf(float(a7_), float(b3_), v200_accn[31]);
+        v202_accn[0] = fmaf(float(a0_), float(b0_), v202_accn[0]);
+        v202_accn[1] = fmaf(float(a0_), float(b1_), v202_accn[1]);
+        v202_accn[2] = fmaf(float(a0_), float(b2_), v202_accn[2]);
+        v202_accn[3] = fmaf(float(a0_), float(b3_), v202_accn[3]);
+        v202_accn[4] = fmaf(float(a1_), float(b0_), v202_accn[4]);
+        v202_accn[5] = fmaf(float(a1_), float(b1_), v202_accn[5]);
+        v202_accn[6] = fmaf(float(a1_), float(b2_), v202_accn[6]);
+        v202_accn[7] = fmaf(float(a1_), float(b3_), v202_accn[7]);
+        v202_accn[8] = fmaf(float(a2_), float(b0_), v202_accn[8]);
+        v202_accn[9] = fmaf(float(a2_), float(b1_), v202_accn[9]);
+        v202_accn[10] = fmaf(float(a2_), float(b2_), v202_accn[10]);
+        v202_accn[11] = fmaf(float(a2_), float(b3_), v202_accn[11]);
+        v202_accn[12] = fmaf(float(a3_), float(b0_), v202_accn[12]);
+        v202_accn[13] = fmaf(float(a3_), float(b1_), v202_accn[13]);
+        v202_accn[14] = fmaf(float(a3_), float(b2_), v202_accn[14]);
+        v202_accn[15] = fmaf(float(a3_), float(b3_), v202_accn[15]);
+        v202_accn[16] = fmaf(float(a4_), float(b0_), v202_accn[16]);
+        v202_accn[17] = fmaf(float(a4_), float(b1_), v202_accn[17]);
+        v202_accn[18] = fmaf(float(a4_), float(b2_), v202_accn[18]);
+        v202_accn[19] = fmaf(float(a4_), float(b3_), v202_accn[19]);
+        v202_accn[20] = fmaf(float(a5_), float(b0_), v202_accn[20]);
+        v202_accn[21] = fmaf(float(a5_), float(b1_), v202_accn[21]);
+        v202_accn[22] = fmaf(float(a5_), float(b2_), v202_accn[22]);
+        v202_accn[23] = fmaf(float(a5_), float(b3_), v202_accn[23]);
+        v202_accn[24] = fmaf(float(a6_), float(b0_), v202_accn[24]);
+        v202_accn[25] = fmaf(float(a6_), float(b1_), v202_accn[25]);
+        v202_accn[26] = fmaf(float(a6_), float(b2_), v202_accn[26]);
+        v202_accn[27] = fmaf(float(a6_), float(b3_), v202_accn[27]);
+        v202_accn[28] = fmaf(float(a7_), float(b0_), v202_accn[28]);
+        v202_accn[29] = fmaf(float(a7_), float(b1_), v202_accn[29]);
+        v202_accn[30] = fmaf(float(a7_), float(b2_), v202_accn[30]);
+        v202_accn[31] = fmaf(float(a7_), float(b3_), v202_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s202 = 0; s202 < 8; ++s202) {
-      c38_m[s202] = v136_mn[s202];
+    for (int s204 = 0; s204 < 8; ++s204) {
+      c38_m[s204] = v138_mn[s204];
     }
     #pragma unroll
-    for (int s203 = 0; s203 < 8; ++s203) {
-      c40_l[s203] = v191_ln[s203];
+    for (int s205 = 0; s205 < 8; ++s205) {
+      c40_l[s205] = v193_ln[s205];
     }
     #pragma unroll
-    for (int s204 = 0; s204 < 32; ++s204) {
-      c42_acc[s204] = v200_accn[s204];
+    for (int s206 = 0; s206 < 32; ++s206) {
+      c42_acc[s206] = v202_accn[s206];
     }
-    rs44 = (rs44 + 1) % 2;
+    rs44 = int((unsigned(rs44) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %18 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v205[8];
-  v205[0] = c40_l[0];
-  v205[1] = c40_l[1];
-  v205[2] = c40_l[2];
-  v205[3] = c40_l[3];
-  v205[4] = c40_l[4];
-  v205[5] = c40_l[5];
-  v205[6] = c40_l[6];
-  v205[7] = c40_l[7];
+  float v207[8];
+  v207[0] = c40_l[0];
+  v207[1] = c40_l[1];
+  v207[2] = c40_l[2];
+  v207[3] = c40_l[3];
+  v207[4] = c40_l[4];
+  v207[5] = c40_l[5];
+  v207[6] = c40_l[6];
+  v207[7] = c40_l[7];
   // %19 = broadcast %18 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v206[32];
-  v206[0] = v205[0];
-  v206[1] = v205[0];
-  v206[2] = v205[0];
-  v206[3] = v205[0];
-  v206[4] = v205[1];
-  v206[5] = v205[1];
-  v206[6] = v205[1];
-  v206[7] = v205[1];
-  v206[8] = v205[2];
-  v206[9] = v205[2];
-  v206[10] = v205[2];
-  v206[11] = v205[2];
-  v206[12] = v205[3];
-  v206[13] = v205[3];
-  v206[14] = v205[3];
-  v206[15] = v205[3];
-  v206[16] = v205[4];
-  v206[17] = v205[4];
-  v206[18] = v205[4];
-  v206[19] = v205[4];
-  v206[20] = v205[5];
-  v206[21] = v205[5];
-  v206[22] = v205[5];
-  v206[23] = v205[5];
-  v206[24] = v205[6];
-  v206[25] = v205[6];
-  v206[26] = v205[6];
-  v206[27] = v205[6];
-  v206[28] = v205[7];
-  v206[29] = v205[7];
-  v206[30] = v205[7];
-  v206[31] = v205[7];
+  float v208[32];
+  v208[0] = v207[0];
+  v208[1] = v207[0];
+  v208[2] = v207[0];
+  v208[3] = v207[0];
+  v208[4] = v207[1];
+  v208[5] = v207[1];
+  v208[6] = v207[1];
+  v208[7] = v207[1];
+  v208[8] = v207[2];
+  v208[9] = v207[2];
+  v208[10] = v207[2];
+  v208[11] = v207[2];
+  v208[12] = v207[3];
+  v208[13] = v207[3];
+  v208[14] = v207[3];
+  v208[15] = v207[3];
+  v208[16] = v207[4];
+  v208[17] = v207[4];
+  v208[18] = v207[4];
+  v208[19] = v207[4];
+  v208[20] = v207[5];
+  v208[21] = v207[5];
+  v208[22] = v207[5];
+  v208[23] = v207[5];
+  v208[24] = v207[6];
+  v208[25] = v207[6];
+  v208[26] = v207[6];
+  v208[27] = v207[6];
+  v208[28] = v207[7];
+  v208[29] = v207[7];
+  v208[30] = v207[7];
+  v208[31] = v207[7];
   // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v207[32];
+  float v209[32];
   #pragma unroll
-  for (int s208 = 0; s208 < 32; ++s208) {
-    v207[s208] = float(c42_acc[s208] / v206[s208]);
+  for (int s210 = 0; s210 < 32; ++s210) {
+    v209[s210] = float(c42_acc[s210] / v208[s210]);
   }
   // %o3 = reshape %20 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v209_o3[32];
-  v209_o3[0] = v207[0];
-  v209_o3[1] = v207[1];
-  v209_o3[2] = v207[2];
-  v209_o3[3] = v207[3];
-  v209_o3[4] = v207[4];
-  v209_o3[5] = v207[5];
-  v209_o3[6] = v207[6];
-  v209_o3[7] = v207[7];
-  v209_o3[8] = v207[8];
-  v209_o3[9] = v207[9];
-  v209_o3[10] = v207[10];
-  v209_o3[11] = v207[11];
-  v209_o3[12] = v207[12];
-  v209_o3[13] = v207[13];
-  v209_o3[14] = v207[14];
-  v209_o3[15] = v207[15];
-  v209_o3[16] = v207[16];
-  v209_o3[17] = v207[17];
-  v209_o3[18] = v207[18];
-  v209_o3[19] = v207[19];
-  v209_o3[20] = v207[20];
-  v209_o3[21] = v207[21];
-  v209_o3[22] = v207[22];
-  v209_o3[23] = v207[23];
-  v209_o3[24] = v207[24];
-  v209_o3[25] = v207[25];
-  v209_o3[26] = v207[26];
-  v209_o3[27] = v207[27];
-  v209_o3[28] = v207[28];
-  v209_o3[29] = v207[29];
-  v209_o3[30] = v207[30];
-  v209_o3[31] = v207[31];
+  float v211_o3[32];
+  v211_o3[0] = v209[0];
+  v211_o3[1] = v209[1];
+  v211_o3[2] = v209[2];
+  v211_o3[3] = v209[3];
+  v211_o3[4] = v209[4];
+  v211_o3[5] = v209[5];
+  v211_o3[6] = v209[6];
+  v211_o3[7] = v209[7];
+  v211_o3[8] = v209[8];
+  v211_o3[9] = v209[9];
+  v211_o3[10] = v209[10];
+  v211_o3[11] = v209[11];
+  v211_o3[12] = v209[12];
+  v211_o3[13] = v209[13];
+  v211_o3[14] = v209[14];
+  v211_o3[15] = v209[15];
+  v211_o3[16] = v209[16];
+  v211_o3[17] = v209[17];
+  v211_o3[18] = v209[18];
+  v211_o3[19] = v209[19];
+  v211_o3[20] = v209[20];
+  v211_o3[21] = v209[21];
+  v211_o3[22] = v209[22];
+  v211_o3[23] = v209[23];
+  v211_o3[24] = v209[24];
+  v211_o3[25] = v209[25];
+  v211_o3[26] = v209[26];
+  v211_o3[27] = v209[27];
+  v211_o3[28] = v209[28];
+  v211_o3[29] = v209[29];
+  v211_o3[30] = v209[30];
+  v211_o3[31] = v209[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o210 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o211 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o212 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole213 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole213) {
-      #pragma unroll
-      for (int c214 = 0; c214 < 8; ++c214) {
-        float vb215[4];
-        vb215[0] = v209_o3[c214 * 4 + 0];
-        vb215[1] = v209_o3[c214 * 4 + 1];
-        vb215[2] = v209_o3[c214 * 4 + 2];
-        vb215[3] = v209_o3[c214 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c214 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c214 * 4) % 4))) * tsr_p3_s2, vb215);
-      }
-    } else {
+    const int64_t o212 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o213 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o214 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole215 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole215) {
       #pragma unroll
       for (int c216 = 0; c216 < 8; ++c216) {
         float vb217[4];
-        if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2)) {
-          vb217[0] = v209_o3[c216 * 4 + 0];
-          vb217[1] = v209_o3[c216 * 4 + 1];
-          vb217[2] = v209_o3[c216 * 4 + 2];
-          vb217[3] = v209_o3[c216 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2, vb217);
+        vb217[0] = v211_o3[c216 * 4 + 0];
+        vb217[1] = v211_o3[c216 * 4 + 1];
+        vb217[2] = v211_o3[c216 * 4 + 2];
+        vb217[3] = v211_o3[c216 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c216 * 4) % 4))) * tsr_p3_s2, vb217);
+      }
+    } else {
+      #pragma unroll
+      for (int c218 = 0; c218 < 8; ++c218) {
+        float vb219[4];
+        if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2)) {
+          vb219[0] = v211_o3[c218 * 4 + 0];
+          vb219[1] = v211_o3[c218 * 4 + 1];
+          vb219[2] = v211_o3[c218 * 4 + 2];
+          vb219[3] = v211_o3[c218 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2, vb219);
         } else {
-          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4))) * tsr_p3_s2] = v209_o3[c216 * 4];
-          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 1) * tsr_p3_s2] = v209_o3[c216 * 4 + 1];
-          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 2) * tsr_p3_s2] = v209_o3[c216 * 4 + 2];
-          if ((o210 + 0) < int64_t(tsr_dim_H) && (o211 + ((((c216 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o212 + (((c216 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o210 + 0) * tsr_p3_s0 + (o211 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o212 + (((c216 * 4) % 4)) + 3) * tsr_p3_s2] = v209_o3[c216 * 4 + 3];
+          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2] = v211_o3[c218 * 4];
+          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 1) * tsr_p3_s2] = v211_o3[c218 * 4 + 1];
+          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 2) * tsr_p3_s2] = v211_o3[c218 * 4 + 2];
+          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 3) * tsr_p3_s2] = v211_o3[c218 * 4 + 3];
         }
       }
     }

@@ -65,22 +65,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int64_t o13 = int64_t(v0_pm) * 64;
     const int64_t o14 = int64_t(v2_c0) * 64;
     if (o12 >= 0 && o12 + 1 <= int64_t(tsr_dim_H) && o13 >= 0 && o13 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 8 == 0 && o14 >= 0 && o14 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o12 * tsr_p0_s0 + o13 * tsr_p0_s1 + o14 * tsr_p0_s2)) {
+      const uint32_t sb15 = tsr::smem_u32(sh11);
       #pragma unroll
-      for (int i15 = 0; i15 < 4; ++i15) {
-        const int q16 = i15 * 128 + tsr_tid;
-        tsr::cp_async_16(tsr::smem_u32(sh11 + (0) * 4608 + (((q16 * 8) / 64)) * 72 + (((q16 * 8) % 64)) * 1), tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2);
+      for (int i16 = 0; i16 < 4; ++i16) {
+        const int q17 = i16 * 128 + tsr_tid;
+        tsr::cp_async_16(sb15 + uint32_t((0) * 4608 + (((q17 * 8) / 64)) * 72 + (((q17 * 8) % 64)) * 1) * 2u, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q17 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q17 * 8) % 64)) * tsr_p0_s2);
       }
     } else {
       #pragma unroll
-      for (int i17 = 0; i17 < 4; ++i17) {
-        const int q18 = i17 * 128 + tsr_tid;
-        const int64_t n19 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q18 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) : 8;
-        const uint16_t* src20 = tsr_p0 + (n19 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q18 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q18 * 8) % 64)) * tsr_p0_s2 : 0);
-        uint16_t* const dst21 = sh11 + (0) * 4608 + (((q18 * 8) / 64)) * 72 + (((q18 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src20)) {
-          tsr::cp_async_16(tsr::smem_u32(dst21), src20, int(n19) * 2);
+      for (int i18 = 0; i18 < 4; ++i18) {
+        const int q19 = i18 * 128 + tsr_tid;
+        const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
+        const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
+        uint16_t* const dst22 = sh11 + (0) * 4608 + (((q19 * 8) / 64)) * 72 + (((q19 * 8) % 64)) * 1;
+        if (tsr::aligned_vec<uint16_t, 8>(src21)) {
+          tsr::cp_async_16(tsr::smem_u32(dst22), src21, int(n20) * 2);
         } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst21[v_] = v_ < n19 ? src20[v_] : uint16_t(0);
+          for (int v_ = 0; v_ < 8; ++v_) dst22[v_] = v_ < n20 ? src21[v_] : uint16_t(0);
         }
       }
     }
@@ -90,104 +91,106 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v22_ninf = (-tsr::inf_f());
+  const float v23_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v23_f0 = 0x0p+0f;
+  const float v24_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v24[32];
+  float v25[32];
   #pragma unroll
-  for (int s25 = 0; s25 < 32; ++s25) {
-    v24[s25] = v23_f0;
+  for (int s26 = 0; s26 < 32; ++s26) {
+    v25[s26] = v24_f0;
   }
   // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v26[32];
+  float v27[32];
   #pragma unroll
-  for (int s27 = 0; s27 < 32; ++s27) {
-    v26[s27] = v23_f0;
+  for (int s28 = 0; s28 < 32; ++s28) {
+    v27[s28] = v24_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v28[2];
+  float v29[2];
   #pragma unroll
-  for (int s29 = 0; s29 < 2; ++s29) {
-    v28[s29] = v22_ninf;
+  for (int s30 = 0; s30 < 2; ++s30) {
+    v29[s30] = v23_ninf;
   }
   // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v30[2];
+  float v31[2];
   #pragma unroll
-  for (int s31 = 0; s31 < 2; ++s31) {
-    v30[s31] = v23_f0;
+  for (int s32 = 0; s32 < 2; ++s32) {
+    v31[s32] = v24_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
-  float c32_m[2];
+  float c33_m[2];
   #pragma unroll
-  for (int s33 = 0; s33 < 2; ++s33) {
-    c32_m[s33] = v28[s33];
+  for (int s34 = 0; s34 < 2; ++s34) {
+    c33_m[s34] = v29[s34];
   }
-  float c34_l[2];
+  float c35_l[2];
   #pragma unroll
-  for (int s35 = 0; s35 < 2; ++s35) {
-    c34_l[s35] = v30[s35];
+  for (int s36 = 0; s36 < 2; ++s36) {
+    c35_l[s36] = v31[s36];
   }
-  float c36_acc[32];
+  float c37_acc[32];
   #pragma unroll
-  for (int s37 = 0; s37 < 32; ++s37) {
-    c36_acc[s37] = v26[s37];
+  for (int s38 = 0; s38 < 32; ++s38) {
+    c37_acc[s38] = v27[s38];
   }
-  uint16_t* const sh39 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
-  uint16_t* const sh40 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
-  int rs38 = 0;
+  uint16_t* const sh40 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
+  uint16_t* const sh41 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
+  int rs39 = 0;
   #pragma unroll 1
-  for (int pro41 = 0; pro41 < 1; ++pro41) {
-    if ((int64_t(v2_c0) + int64_t(pro41) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx42 = int32_t((int64_t(v2_c0) + int64_t(pro41) * int64_t(v3_c1)));
+  for (int pro42 = 0; pro42 < 1; ++pro42) {
+    if ((int64_t(v2_c0) + int64_t(pro42) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx43 = int32_t((int64_t(v2_c0) + int64_t(pro42) * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v43_off = int32_t(uint32_t(nx42) * uint32_t(v5_bn));
+      const int32_t v44_off = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
       {
-        const int64_t o44 = int64_t(v1_ph) * 1;
-        const int64_t o45 = int64_t(nx42) * 64;
-        const int64_t o46 = int64_t(v2_c0) * 64;
-        if (o44 >= 0 && o44 + 1 <= int64_t(tsr_dim_H) && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o44 * tsr_p1_s0 + o45 * tsr_p1_s1 + o46 * tsr_p1_s2)) {
-          #pragma unroll
-          for (int i47 = 0; i47 < 4; ++i47) {
-            const int q48 = i47 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh39 + (pro41) * 4608) + (0) * 4608 + (((q48 * 8) / 64)) * 72 + (((q48 * 8) % 64)) * 1), tsr_p1 + (o44 + 0) * tsr_p1_s0 + (o45 + ((q48 * 8) / 64)) * tsr_p1_s1 + (o46 + ((q48 * 8) % 64)) * tsr_p1_s2);
-          }
-        } else {
+        const int64_t o45 = int64_t(v1_ph) * 1;
+        const int64_t o46 = int64_t(nx43) * 64;
+        const int64_t o47 = int64_t(v2_c0) * 64;
+        if (o45 >= 0 && o45 + 1 <= int64_t(tsr_dim_H) && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o45 * tsr_p1_s0 + o46 * tsr_p1_s1 + o47 * tsr_p1_s2)) {
+          const uint32_t sb48 = tsr::smem_u32((sh40 + (pro42) * 4608));
           #pragma unroll
           for (int i49 = 0; i49 < 4; ++i49) {
             const int q50 = i49 * 128 + tsr_tid;
-            const int64_t n51 = !(true && (o44 + 0) < int64_t(tsr_dim_H) && (o45 + ((q50 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o46 + ((q50 * 8) % 64))) : 8;
-            const uint16_t* src52 = tsr_p1 + (n51 > 0 ? (o44 + 0) * tsr_p1_s0 + (o45 + ((q50 * 8) / 64)) * tsr_p1_s1 + (o46 + ((q50 * 8) % 64)) * tsr_p1_s2 : 0);
-            uint16_t* const dst53 = (sh39 + (pro41) * 4608) + (0) * 4608 + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src52)) {
-              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 2);
+            tsr::cp_async_16(sb48 + uint32_t((0) * 4608 + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1) * 2u, tsr_p1 + (o45 + 0) * tsr_p1_s0 + (o46 + ((q50 * 8) / 64)) * tsr_p1_s1 + (o47 + ((q50 * 8) % 64)) * tsr_p1_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i51 = 0; i51 < 4; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            const int64_t n53 = !(true && (o45 + 0) < int64_t(tsr_dim_H) && (o46 + ((q52 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) : 8;
+            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o45 + 0) * tsr_p1_s0 + (o46 + ((q52 * 8) / 64)) * tsr_p1_s1 + (o47 + ((q52 * 8) % 64)) * tsr_p1_s2 : 0);
+            uint16_t* const dst55 = (sh40 + (pro42) * 4608) + (0) * 4608 + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
+              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o54 = int64_t(v1_ph) * 1;
-        const int64_t o55 = int64_t(nx42) * 64;
-        const int64_t o56 = int64_t(v2_c0) * 64;
-        if (o54 >= 0 && o54 + 1 <= int64_t(tsr_dim_H) && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o56 >= 0 && o56 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o54 * tsr_p2_s0 + o55 * tsr_p2_s1 + o56 * tsr_p2_s2)) {
+        const int64_t o56 = int64_t(v1_ph) * 1;
+        const int64_t o57 = int64_t(nx43) * 64;
+        const int64_t o58 = int64_t(v2_c0) * 64;
+        if (o56 >= 0 && o56 + 1 <= int64_t(tsr_dim_H) && o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o56 * tsr_p2_s0 + o57 * tsr_p2_s1 + o58 * tsr_p2_s2)) {
+          const uint32_t sb59 = tsr::smem_u32((sh41 + (pro42) * 4608));
           #pragma unroll
-          for (int i57 = 0; i57 < 4; ++i57) {
-            const int q58 = i57 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 4608) + (0) * 4608 + (((q58 * 8) / 64)) * 72 + (((q58 * 8) % 64)) * 1), tsr_p2 + (o54 + 0) * tsr_p2_s0 + (o55 + ((q58 * 8) / 64)) * tsr_p2_s1 + (o56 + ((q58 * 8) % 64)) * tsr_p2_s2);
+          for (int i60 = 0; i60 < 4; ++i60) {
+            const int q61 = i60 * 128 + tsr_tid;
+            tsr::cp_async_16(sb59 + uint32_t((0) * 4608 + (((q61 * 8) / 64)) * 72 + (((q61 * 8) % 64)) * 1) * 2u, tsr_p2 + (o56 + 0) * tsr_p2_s0 + (o57 + ((q61 * 8) / 64)) * tsr_p2_s1 + (o58 + ((q61 * 8) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i59 = 0; i59 < 4; ++i59) {
-            const int q60 = i59 * 128 + tsr_tid;
-            const int64_t n61 = !(true && (o54 + 0) < int64_t(tsr_dim_H) && (o55 + ((q60 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o56 + ((q60 * 8) % 64))) : 8;
-            const uint16_t* src62 = tsr_p2 + (n61 > 0 ? (o54 + 0) * tsr_p2_s0 + (o55 + ((q60 * 8) / 64)) * tsr_p2_s1 + (o56 + ((q60 * 8) % 64)) * tsr_p2_s2 : 0);
-            uint16_t* const dst63 = (sh40 + (pro41) * 4608) + (0) * 4608 + (((q60 * 8) / 64)) * 72 + (((q60 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src62)) {
-              tsr::cp_async_16(tsr::smem_u32(dst63), src62, int(n61) * 2);
+          for (int i62 = 0; i62 < 4; ++i62) {
+            const int q63 = i62 * 128 + tsr_tid;
+            const int64_t n64 = !(true && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + ((q63 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) : 8;
+            const uint16_t* src65 = tsr_p2 + (n64 > 0 ? (o56 + 0) * tsr_p2_s0 + (o57 + ((q63 * 8) / 64)) * tsr_p2_s1 + (o58 + ((q63 * 8) % 64)) * tsr_p2_s2 : 0);
+            uint16_t* const dst66 = (sh41 + (pro42) * 4608) + (0) * 4608 + (((q63 * 8) / 64)) * 72 + (((q63 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src65)) {
+              tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst63[v_] = v_ < n61 ? src62[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : uint16_t(0);
             }
           }
         }
@@ -195,60 +198,62 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv64_ = v2_c0; v3_c1 > 0 && iv64_ < v8_ntiles; iv64_ += v3_c1) {
-    const int32_t iv64 = int32_t(iv64_);
+  for (int64_t iv67_ = v2_c0; v3_c1 > 0 && iv67_ < v8_ntiles; iv67_ += v3_c1) {
+    const int32_t iv67 = int32_t(iv67_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv64_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx65 = int32_t((iv64_ + 1 * int64_t(v3_c1)));
+    if ((iv67_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx68 = int32_t((iv67_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v66_off = int32_t(uint32_t(nx65) * uint32_t(v5_bn));
+      const int32_t v69_off = int32_t(uint32_t(nx68) * uint32_t(v5_bn));
       {
-        const int64_t o67 = int64_t(v1_ph) * 1;
-        const int64_t o68 = int64_t(nx65) * 64;
-        const int64_t o69 = int64_t(v2_c0) * 64;
-        if (o67 >= 0 && o67 + 1 <= int64_t(tsr_dim_H) && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o67 * tsr_p1_s0 + o68 * tsr_p1_s1 + o69 * tsr_p1_s2)) {
+        const int64_t o70 = int64_t(v1_ph) * 1;
+        const int64_t o71 = int64_t(nx68) * 64;
+        const int64_t o72 = int64_t(v2_c0) * 64;
+        if (o70 >= 0 && o70 + 1 <= int64_t(tsr_dim_H) && o71 >= 0 && o71 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o70 * tsr_p1_s0 + o71 * tsr_p1_s1 + o72 * tsr_p1_s2)) {
+          const uint32_t sb73 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
           #pragma unroll
-          for (int i70 = 0; i70 < 4; ++i70) {
-            const int q71 = i70 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q71 * 8) / 64)) * 72 + (((q71 * 8) % 64)) * 1), tsr_p1 + (o67 + 0) * tsr_p1_s0 + (o68 + ((q71 * 8) / 64)) * tsr_p1_s1 + (o69 + ((q71 * 8) % 64)) * tsr_p1_s2);
+          for (int i74 = 0; i74 < 4; ++i74) {
+            const int q75 = i74 * 128 + tsr_tid;
+            tsr::cp_async_16(sb73 + uint32_t((0) * 4608 + (((q75 * 8) / 64)) * 72 + (((q75 * 8) % 64)) * 1) * 2u, tsr_p1 + (o70 + 0) * tsr_p1_s0 + (o71 + ((q75 * 8) / 64)) * tsr_p1_s1 + (o72 + ((q75 * 8) % 64)) * tsr_p1_s2);
           }
         } else {
           #pragma unroll
-          for (int i72 = 0; i72 < 4; ++i72) {
-            const int q73 = i72 * 128 + tsr_tid;
-            const int64_t n74 = !(true && (o67 + 0) < int64_t(tsr_dim_H) && (o68 + ((q73 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o69 + ((q73 * 8) % 64))) : 8;
-            const uint16_t* src75 = tsr_p1 + (n74 > 0 ? (o67 + 0) * tsr_p1_s0 + (o68 + ((q73 * 8) / 64)) * tsr_p1_s1 + (o69 + ((q73 * 8) % 64)) * tsr_p1_s2 : 0);
-            uint16_t* const dst76 = (sh39 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src75)) {
-              tsr::cp_async_16(tsr::smem_u32(dst76), src75, int(n74) * 2);
+          for (int i76 = 0; i76 < 4; ++i76) {
+            const int q77 = i76 * 128 + tsr_tid;
+            const int64_t n78 = !(true && (o70 + 0) < int64_t(tsr_dim_H) && (o71 + ((q77 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) : 8;
+            const uint16_t* src79 = tsr_p1 + (n78 > 0 ? (o70 + 0) * tsr_p1_s0 + (o71 + ((q77 * 8) / 64)) * tsr_p1_s1 + (o72 + ((q77 * 8) % 64)) * tsr_p1_s2 : 0);
+            uint16_t* const dst80 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q77 * 8) / 64)) * 72 + (((q77 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src79)) {
+              tsr::cp_async_16(tsr::smem_u32(dst80), src79, int(n78) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o77 = int64_t(v1_ph) * 1;
-        const int64_t o78 = int64_t(nx65) * 64;
-        const int64_t o79 = int64_t(v2_c0) * 64;
-        if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
+        const int64_t o81 = int64_t(v1_ph) * 1;
+        const int64_t o82 = int64_t(nx68) * 64;
+        const int64_t o83 = int64_t(v2_c0) * 64;
+        if (o81 >= 0 && o81 + 1 <= int64_t(tsr_dim_H) && o82 >= 0 && o82 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o83 >= 0 && o83 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o81 * tsr_p2_s0 + o82 * tsr_p2_s1 + o83 * tsr_p2_s2)) {
+          const uint32_t sb84 = tsr::smem_u32((sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
           #pragma unroll
-          for (int i80 = 0; i80 < 4; ++i80) {
-            const int q81 = i80 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q81 * 8) / 64)) * 72 + (((q81 * 8) % 64)) * 1), tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + ((q81 * 8) / 64)) * tsr_p2_s1 + (o79 + ((q81 * 8) % 64)) * tsr_p2_s2);
+          for (int i85 = 0; i85 < 4; ++i85) {
+            const int q86 = i85 * 128 + tsr_tid;
+            tsr::cp_async_16(sb84 + uint32_t((0) * 4608 + (((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + ((q86 * 8) / 64)) * tsr_p2_s1 + (o83 + ((q86 * 8) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i82 = 0; i82 < 4; ++i82) {
-            const int q83 = i82 * 128 + tsr_tid;
-            const int64_t n84 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q83 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o79 + ((q83 * 8) % 64))) : 8;
-            const uint16_t* src85 = tsr_p2 + (n84 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q83 * 8) / 64)) * tsr_p2_s1 + (o79 + ((q83 * 8) % 64)) * tsr_p2_s2 : 0);
-            uint16_t* const dst86 = (sh40 + ((rs38 + 1) % 2) * 4608) + (0) * 4608 + (((q83 * 8) / 64)) * 72 + (((q83 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src85)) {
-              tsr::cp_async_16(tsr::smem_u32(dst86), src85, int(n84) * 2);
+          for (int i87 = 0; i87 < 4; ++i87) {
+            const int q88 = i87 * 128 + tsr_tid;
+            const int64_t n89 = !(true && (o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((q88 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) : 8;
+            const uint16_t* src90 = tsr_p2 + (n89 > 0 ? (o81 + 0) * tsr_p2_s0 + (o82 + ((q88 * 8) / 64)) * tsr_p2_s1 + (o83 + ((q88 * 8) % 64)) * tsr_p2_s2 : 0);
+            uint16_t* const dst91 = (sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src90)) {
+              tsr::cp_async_16(tsr::smem_u32(dst91), src90, int(n89) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst86[v_] = v_ < n84 ? src85[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst91[v_] = v_ < n89 ? src90[v_] : uint16_t(0);
             }
           }
         }
@@ -259,604 +264,604 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v87_s0[32];
+    float v92_s0[32];
     #pragma unroll
-    for (int s88 = 0; s88 < 32; ++s88) {
-      v87_s0[s88] = v24[s88];
+    for (int s93 = 0; s93 < 32; ++s93) {
+      v92_s0[s93] = v25[s93];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][8][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh39 + rs38 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
-        tsr::mma_bf16_16816(&v87_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v87_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v87_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v87_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v87_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v87_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v87_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v87_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v92_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v92_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v92_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v92_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v92_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v92_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v92_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v92_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v89_scs[32];
+    float v94_scs[32];
     #pragma unroll
-    for (int s90 = 0; s90 < 32; ++s90) {
-      v89_scs[s90] = v10_scale;
+    for (int s95 = 0; s95 < 32; ++s95) {
+      v94_scs[s95] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v91[32];
+    float v96[32];
     #pragma unroll
-    for (int s92 = 0; s92 < 32; ++s92) {
-      v91[s92] = v10_scale;
+    for (int s97 = 0; s97 < 32; ++s97) {
+      v96[s97] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v93_s[32];
+    float v98_s[32];
     #pragma unroll
-    for (int s94 = 0; s94 < 32; ++s94) {
-      v93_s[s94] = float(v87_s0[s94] * v91[s94]);
+    for (int s99 = 0; s99 < 32; ++s99) {
+      v98_s[s99] = float(v92_s0[s99] * v96[s99]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v95_off = int32_t(uint32_t(iv64) * uint32_t(v5_bn));
+    const int32_t v100_off = int32_t(uint32_t(iv67) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v96[16];
+    int32_t v101[16];
     #pragma unroll
-    for (int s97 = 0; s97 < 16; ++s97) {
-      v96[s97] = int32_t(0 + (((s97) % 2) + (((s97) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s102 = 0; s102 < 16; ++s102) {
+      v101[s102] = int32_t(0 + (((s102) % 2) + (((s102) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v98[16];
+    int32_t v103[16];
     #pragma unroll
-    for (int s99 = 0; s99 < 16; ++s99) {
-      v98[s99] = v95_off;
+    for (int s104 = 0; s104 < 16; ++s104) {
+      v103[s104] = v100_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v100[16];
+    int32_t v105[16];
     #pragma unroll
-    for (int s101 = 0; s101 < 16; ++s101) {
-      v100[s101] = int32_t(uint32_t(v96[s101]) + uint32_t(v98[s101]));
+    for (int s106 = 0; s106 < 16; ++s106) {
+      v105[s106] = int32_t(uint32_t(v101[s106]) + uint32_t(v103[s106]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v102[16];
+    int32_t v107[16];
     #pragma unroll
-    for (int s103 = 0; s103 < 16; ++s103) {
-      v102[s103] = v4_t;
+    for (int s108 = 0; s108 < 16; ++s108) {
+      v107[s108] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    uint8_t v104[16];
+    uint8_t v109[16];
     #pragma unroll
-    for (int s105 = 0; s105 < 16; ++s105) {
-      v104[s105] = uint8_t(v100[s105] < v102[s105]);
+    for (int s110 = 0; s110 < 16; ++s110) {
+      v109[s110] = uint8_t(v105[s110] < v107[s110]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v106_valid2[16];
-    v106_valid2[0] = v104[0];
-    v106_valid2[1] = v104[1];
-    v106_valid2[2] = v104[2];
-    v106_valid2[3] = v104[3];
-    v106_valid2[4] = v104[4];
-    v106_valid2[5] = v104[5];
-    v106_valid2[6] = v104[6];
-    v106_valid2[7] = v104[7];
-    v106_valid2[8] = v104[8];
-    v106_valid2[9] = v104[9];
-    v106_valid2[10] = v104[10];
-    v106_valid2[11] = v104[11];
-    v106_valid2[12] = v104[12];
-    v106_valid2[13] = v104[13];
-    v106_valid2[14] = v104[14];
-    v106_valid2[15] = v104[15];
+    uint8_t v111_valid2[16];
+    v111_valid2[0] = v109[0];
+    v111_valid2[1] = v109[1];
+    v111_valid2[2] = v109[2];
+    v111_valid2[3] = v109[3];
+    v111_valid2[4] = v109[4];
+    v111_valid2[5] = v109[5];
+    v111_valid2[6] = v109[6];
+    v111_valid2[7] = v109[7];
+    v111_valid2[8] = v109[8];
+    v111_valid2[9] = v109[9];
+    v111_valid2[10] = v109[10];
+    v111_valid2[11] = v109[11];
+    v111_valid2[12] = v109[12];
+    v111_valid2[13] = v109[13];
+    v111_valid2[14] = v109[14];
+    v111_valid2[15] = v109[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v107_validb[32];
-    v107_validb[0] = v106_valid2[0];
-    v107_validb[1] = v106_valid2[1];
-    v107_validb[2] = v106_valid2[0];
-    v107_validb[3] = v106_valid2[1];
-    v107_validb[4] = v106_valid2[2];
-    v107_validb[5] = v106_valid2[3];
-    v107_validb[6] = v106_valid2[2];
-    v107_validb[7] = v106_valid2[3];
-    v107_validb[8] = v106_valid2[4];
-    v107_validb[9] = v106_valid2[5];
-    v107_validb[10] = v106_valid2[4];
-    v107_validb[11] = v106_valid2[5];
-    v107_validb[12] = v106_valid2[6];
-    v107_validb[13] = v106_valid2[7];
-    v107_validb[14] = v106_valid2[6];
-    v107_validb[15] = v106_valid2[7];
-    v107_validb[16] = v106_valid2[8];
-    v107_validb[17] = v106_valid2[9];
-    v107_validb[18] = v106_valid2[8];
-    v107_validb[19] = v106_valid2[9];
-    v107_validb[20] = v106_valid2[10];
-    v107_validb[21] = v106_valid2[11];
-    v107_validb[22] = v106_valid2[10];
-    v107_validb[23] = v106_valid2[11];
-    v107_validb[24] = v106_valid2[12];
-    v107_validb[25] = v106_valid2[13];
-    v107_validb[26] = v106_valid2[12];
-    v107_validb[27] = v106_valid2[13];
-    v107_validb[28] = v106_valid2[14];
-    v107_validb[29] = v106_valid2[15];
-    v107_validb[30] = v106_valid2[14];
-    v107_validb[31] = v106_valid2[15];
+    uint8_t v112_validb[32];
+    v112_validb[0] = v111_valid2[0];
+    v112_validb[1] = v111_valid2[1];
+    v112_validb[2] = v111_valid2[0];
+    v112_validb[3] = v111_valid2[1];
+    v112_validb[4] = v111_valid2[2];
+    v112_validb[5] = v111_valid2[3];
+    v112_validb[6] = v111_valid2[2];
+    v112_validb[7] = v111_valid2[3];
+    v112_validb[8] = v111_valid2[4];
+    v112_validb[9] = v111_valid2[5];
+    v112_validb[10] = v111_valid2[4];
+    v112_validb[11] = v111_valid2[5];
+    v112_validb[12] = v111_valid2[6];
+    v112_validb[13] = v111_valid2[7];
+    v112_validb[14] = v111_valid2[6];
+    v112_validb[15] = v111_valid2[7];
+    v112_validb[16] = v111_valid2[8];
+    v112_validb[17] = v111_valid2[9];
+    v112_validb[18] = v111_valid2[8];
+    v112_validb[19] = v111_valid2[9];
+    v112_validb[20] = v111_valid2[10];
+    v112_validb[21] = v111_valid2[11];
+    v112_validb[22] = v111_valid2[10];
+    v112_validb[23] = v111_valid2[11];
+    v112_validb[24] = v111_valid2[12];
+    v112_validb[25] = v111_valid2[13];
+    v112_validb[26] = v111_valid2[12];
+    v112_validb[27] = v111_valid2[13];
+    v112_validb[28] = v111_valid2[14];
+    v112_validb[29] = v111_valid2[15];
+    v112_validb[30] = v111_valid2[14];
+    v112_validb[31] = v111_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v108[32];
+    float v113[32];
     #pragma unroll
-    for (int s109 = 0; s109 < 32; ++s109) {
-      v108[s109] = v22_ninf;
+    for (int s114 = 0; s114 < 32; ++s114) {
+      v113[s114] = v23_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v110_sm[32];
+    float v115_sm[32];
     #pragma unroll
-    for (int s111 = 0; s111 < 32; ++s111) {
-      v110_sm[s111] = (v107_validb[s111] ? v93_s[s111] : v108[s111]);
+    for (int s116 = 0; s116 < 32; ++s116) {
+      v115_sm[s116] = (v112_validb[s116] ? v98_s[s116] : v113[s116]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v112_rmax[2];
-    float part113[8];
-    part113[0] = v110_sm[0];
-    part113[1] = v110_sm[1];
-    part113[2] = v110_sm[4];
-    part113[3] = v110_sm[5];
-    part113[4] = v110_sm[8];
-    part113[5] = v110_sm[9];
-    part113[6] = v110_sm[12];
-    part113[7] = v110_sm[13];
-    part113[0] = tsr::max_nan_f32(part113[0], v110_sm[16]);
-    part113[1] = tsr::max_nan_f32(part113[1], v110_sm[17]);
-    part113[2] = tsr::max_nan_f32(part113[2], v110_sm[20]);
-    part113[3] = tsr::max_nan_f32(part113[3], v110_sm[21]);
-    part113[4] = tsr::max_nan_f32(part113[4], v110_sm[24]);
-    part113[5] = tsr::max_nan_f32(part113[5], v110_sm[25]);
-    part113[6] = tsr::max_nan_f32(part113[6], v110_sm[28]);
-    part113[7] = tsr::max_nan_f32(part113[7], v110_sm[29]);
-    part113[0] = tsr::max_nan_f32(part113[0], part113[4]);
-    part113[1] = tsr::max_nan_f32(part113[1], part113[5]);
-    part113[2] = tsr::max_nan_f32(part113[2], part113[6]);
-    part113[3] = tsr::max_nan_f32(part113[3], part113[7]);
-    part113[0] = tsr::max_nan_f32(part113[0], part113[2]);
-    part113[1] = tsr::max_nan_f32(part113[1], part113[3]);
-    part113[0] = tsr::max_nan_f32(part113[0], part113[1]);
-    v112_rmax[0] = part113[0];
-    float part114[8];
-    part114[0] = v110_sm[2];
-    part114[1] = v110_sm[3];
-    part114[2] = v110_sm[6];
-    part114[3] = v110_sm[7];
-    part114[4] = v110_sm[10];
-    part114[5] = v110_sm[11];
-    part114[6] = v110_sm[14];
-    part114[7] = v110_sm[15];
-    part114[0] = tsr::max_nan_f32(part114[0], v110_sm[18]);
-    part114[1] = tsr::max_nan_f32(part114[1], v110_sm[19]);
-    part114[2] = tsr::max_nan_f32(part114[2], v110_sm[22]);
-    part114[3] = tsr::max_nan_f32(part114[3], v110_sm[23]);
-    part114[4] = tsr::max_nan_f32(part114[4], v110_sm[26]);
-    part114[5] = tsr::max_nan_f32(part114[5], v110_sm[27]);
-    part114[6] = tsr::max_nan_f32(part114[6], v110_sm[30]);
-    part114[7] = tsr::max_nan_f32(part114[7], v110_sm[31]);
-    part114[0] = tsr::max_nan_f32(part114[0], part114[4]);
-    part114[1] = tsr::max_nan_f32(part114[1], part114[5]);
-    part114[2] = tsr::max_nan_f32(part114[2], part114[6]);
-    part114[3] = tsr::max_nan_f32(part114[3], part114[7]);
-    part114[0] = tsr::max_nan_f32(part114[0], part114[2]);
-    part114[1] = tsr::max_nan_f32(part114[1], part114[3]);
-    part114[0] = tsr::max_nan_f32(part114[0], part114[1]);
-    v112_rmax[1] = part114[0];
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v112_rmax[0], 1);
-    v112_rmax[0] = tsr::max_nan_f32(v112_rmax[0], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v112_rmax[1], 1);
-    v112_rmax[1] = tsr::max_nan_f32(v112_rmax[1], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v112_rmax[0], 2);
-    v112_rmax[0] = tsr::max_nan_f32(v112_rmax[0], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v112_rmax[1], 2);
-    v112_rmax[1] = tsr::max_nan_f32(v112_rmax[1], sh118);
+    float v117_rmax[2];
+    float part118[8];
+    part118[0] = v115_sm[0];
+    part118[1] = v115_sm[1];
+    part118[2] = v115_sm[4];
+    part118[3] = v115_sm[5];
+    part118[4] = v115_sm[8];
+    part118[5] = v115_sm[9];
+    part118[6] = v115_sm[12];
+    part118[7] = v115_sm[13];
+    part118[0] = tsr::max_nan_f32(part118[0], v115_sm[16]);
+    part118[1] = tsr::max_nan_f32(part118[1], v115_sm[17]);
+    part118[2] = tsr::max_nan_f32(part118[2], v115_sm[20]);
+    part118[3] = tsr::max_nan_f32(part118[3], v115_sm[21]);
+    part118[4] = tsr::max_nan_f32(part118[4], v115_sm[24]);
+    part118[5] = tsr::max_nan_f32(part118[5], v115_sm[25]);
+    part118[6] = tsr::max_nan_f32(part118[6], v115_sm[28]);
+    part118[7] = tsr::max_nan_f32(part118[7], v115_sm[29]);
+    part118[0] = tsr::max_nan_f32(part118[0], part118[4]);
+    part118[1] = tsr::max_nan_f32(part118[1], part118[5]);
+    part118[2] = tsr::max_nan_f32(part118[2], part118[6]);
+    part118[3] = tsr::max_nan_f32(part118[3], part118[7]);
+    part118[0] = tsr::max_nan_f32(part118[0], part118[2]);
+    part118[1] = tsr::max_nan_f32(part118[1], part118[3]);
+    part118[0] = tsr::max_nan_f32(part118[0], part118[1]);
+    v117_rmax[0] = part118[0];
+    float part119[8];
+    part119[0] = v115_sm[2];
+    part119[1] = v115_sm[3];
+    part119[2] = v115_sm[6];
+    part119[3] = v115_sm[7];
+    part119[4] = v115_sm[10];
+    part119[5] = v115_sm[11];
+    part119[6] = v115_sm[14];
+    part119[7] = v115_sm[15];
+    part119[0] = tsr::max_nan_f32(part119[0], v115_sm[18]);
+    part119[1] = tsr::max_nan_f32(part119[1], v115_sm[19]);
+    part119[2] = tsr::max_nan_f32(part119[2], v115_sm[22]);
+    part119[3] = tsr::max_nan_f32(part119[3], v115_sm[23]);
+    part119[4] = tsr::max_nan_f32(part119[4], v115_sm[26]);
+    part119[5] = tsr::max_nan_f32(part119[5], v115_sm[27]);
+    part119[6] = tsr::max_nan_f32(part119[6], v115_sm[30]);
+    part119[7] = tsr::max_nan_f32(part119[7], v115_sm[31]);
+    part119[0] = tsr::max_nan_f32(part119[0], part119[4]);
+    part119[1] = tsr::max_nan_f32(part119[1], part119[5]);
+    part119[2] = tsr::max_nan_f32(part119[2], part119[6]);
+    part119[3] = tsr::max_nan_f32(part119[3], part119[7]);
+    part119[0] = tsr::max_nan_f32(part119[0], part119[2]);
+    part119[1] = tsr::max_nan_f32(part119[1], part119[3]);
+    part119[0] = tsr::max_nan_f32(part119[0], part119[1]);
+    v117_rmax[1] = part119[0];
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_rmax[0], 1);
+    v117_rmax[0] = tsr::max_nan_f32(v117_rmax[0], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_rmax[1], 1);
+    v117_rmax[1] = tsr::max_nan_f32(v117_rmax[1], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v117_rmax[0], 2);
+    v117_rmax[0] = tsr::max_nan_f32(v117_rmax[0], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v117_rmax[1], 2);
+    v117_rmax[1] = tsr::max_nan_f32(v117_rmax[1], sh123);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v119_mn[2];
+    float v124_mn[2];
     #pragma unroll
-    for (int s120 = 0; s120 < 2; ++s120) {
-      v119_mn[s120] = tsr::fmax_nan_z<float>(c32_m[s120], v112_rmax[s120]);
+    for (int s125 = 0; s125 < 2; ++s125) {
+      v124_mn[s125] = tsr::fmax_nan_z<float>(c33_m[s125], v117_rmax[s125]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v121_dm[2];
+    float v126_dm[2];
     #pragma unroll
-    for (int s122 = 0; s122 < 2; ++s122) {
-      v121_dm[s122] = float(c32_m[s122] - v119_mn[s122]);
+    for (int s127 = 0; s127 < 2; ++s127) {
+      v126_dm[s127] = float(c33_m[s127] - v124_mn[s127]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v123_alpha[2];
+    float v128_alpha[2];
     #pragma unroll
-    for (int s124 = 0; s124 < 2; ++s124) {
-      v123_alpha[s124] = float(tsr::fexp(v121_dm[s124]));
+    for (int s129 = 0; s129 < 2; ++s129) {
+      v128_alpha[s129] = float(tsr::fexp(v126_dm[s129]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v125_mn2[2];
-    v125_mn2[0] = v119_mn[0];
-    v125_mn2[1] = v119_mn[1];
+    float v130_mn2[2];
+    v130_mn2[0] = v124_mn[0];
+    v130_mn2[1] = v124_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v126_mnb[32];
-    v126_mnb[0] = v125_mn2[0];
-    v126_mnb[1] = v125_mn2[0];
-    v126_mnb[2] = v125_mn2[1];
-    v126_mnb[3] = v125_mn2[1];
-    v126_mnb[4] = v125_mn2[0];
-    v126_mnb[5] = v125_mn2[0];
-    v126_mnb[6] = v125_mn2[1];
-    v126_mnb[7] = v125_mn2[1];
-    v126_mnb[8] = v125_mn2[0];
-    v126_mnb[9] = v125_mn2[0];
-    v126_mnb[10] = v125_mn2[1];
-    v126_mnb[11] = v125_mn2[1];
-    v126_mnb[12] = v125_mn2[0];
-    v126_mnb[13] = v125_mn2[0];
-    v126_mnb[14] = v125_mn2[1];
-    v126_mnb[15] = v125_mn2[1];
-    v126_mnb[16] = v125_mn2[0];
-    v126_mnb[17] = v125_mn2[0];
-    v126_mnb[18] = v125_mn2[1];
-    v126_mnb[19] = v125_mn2[1];
-    v126_mnb[20] = v125_mn2[0];
-    v126_mnb[21] = v125_mn2[0];
-    v126_mnb[22] = v125_mn2[1];
-    v126_mnb[23] = v125_mn2[1];
-    v126_mnb[24] = v125_mn2[0];
-    v126_mnb[25] = v125_mn2[0];
-    v126_mnb[26] = v125_mn2[1];
-    v126_mnb[27] = v125_mn2[1];
-    v126_mnb[28] = v125_mn2[0];
-    v126_mnb[29] = v125_mn2[0];
-    v126_mnb[30] = v125_mn2[1];
-    v126_mnb[31] = v125_mn2[1];
+    float v131_mnb[32];
+    v131_mnb[0] = v130_mn2[0];
+    v131_mnb[1] = v130_mn2[0];
+    v131_mnb[2] = v130_mn2[1];
+    v131_mnb[3] = v130_mn2[1];
+    v131_mnb[4] = v130_mn2[0];
+    v131_mnb[5] = v130_mn2[0];
+    v131_mnb[6] = v130_mn2[1];
+    v131_mnb[7] = v130_mn2[1];
+    v131_mnb[8] = v130_mn2[0];
+    v131_mnb[9] = v130_mn2[0];
+    v131_mnb[10] = v130_mn2[1];
+    v131_mnb[11] = v130_mn2[1];
+    v131_mnb[12] = v130_mn2[0];
+    v131_mnb[13] = v130_mn2[0];
+    v131_mnb[14] = v130_mn2[1];
+    v131_mnb[15] = v130_mn2[1];
+    v131_mnb[16] = v130_mn2[0];
+    v131_mnb[17] = v130_mn2[0];
+    v131_mnb[18] = v130_mn2[1];
+    v131_mnb[19] = v130_mn2[1];
+    v131_mnb[20] = v130_mn2[0];
+    v131_mnb[21] = v130_mn2[0];
+    v131_mnb[22] = v130_mn2[1];
+    v131_mnb[23] = v130_mn2[1];
+    v131_mnb[24] = v130_mn2[0];
+    v131_mnb[25] = v130_mn2[0];
+    v131_mnb[26] = v130_mn2[1];
+    v131_mnb[27] = v130_mn2[1];
+    v131_mnb[28] = v130_mn2[0];
+    v131_mnb[29] = v130_mn2[0];
+    v131_mnb[30] = v130_mn2[1];
+    v131_mnb[31] = v130_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v127_sd[32];
+    float v132_sd[32];
     #pragma unroll
-    for (int s128 = 0; s128 < 32; ++s128) {
-      v127_sd[s128] = float(v110_sm[s128] - v126_mnb[s128]);
+    for (int s133 = 0; s133 < 32; ++s133) {
+      v132_sd[s133] = float(v115_sm[s133] - v131_mnb[s133]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v129_p[32];
+    float v134_p[32];
     #pragma unroll
-    for (int s130 = 0; s130 < 32; ++s130) {
-      v129_p[s130] = float(tsr::fexp(v127_sd[s130]));
+    for (int s135 = 0; s135 < 32; ++s135) {
+      v134_p[s135] = float(tsr::fexp(v132_sd[s135]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v131_psum[2];
-    float part132[8];
-    part132[0] = v129_p[0];
-    part132[1] = v129_p[1];
-    part132[2] = v129_p[4];
-    part132[3] = v129_p[5];
-    part132[4] = v129_p[8];
-    part132[5] = v129_p[9];
-    part132[6] = v129_p[12];
-    part132[7] = v129_p[13];
-    part132[0] = float(part132[0] + v129_p[16]);
-    part132[1] = float(part132[1] + v129_p[17]);
-    part132[2] = float(part132[2] + v129_p[20]);
-    part132[3] = float(part132[3] + v129_p[21]);
-    part132[4] = float(part132[4] + v129_p[24]);
-    part132[5] = float(part132[5] + v129_p[25]);
-    part132[6] = float(part132[6] + v129_p[28]);
-    part132[7] = float(part132[7] + v129_p[29]);
-    part132[0] = float(part132[0] + part132[4]);
-    part132[1] = float(part132[1] + part132[5]);
-    part132[2] = float(part132[2] + part132[6]);
-    part132[3] = float(part132[3] + part132[7]);
-    part132[0] = float(part132[0] + part132[2]);
-    part132[1] = float(part132[1] + part132[3]);
-    part132[0] = float(part132[0] + part132[1]);
-    v131_psum[0] = part132[0];
-    float part133[8];
-    part133[0] = v129_p[2];
-    part133[1] = v129_p[3];
-    part133[2] = v129_p[6];
-    part133[3] = v129_p[7];
-    part133[4] = v129_p[10];
-    part133[5] = v129_p[11];
-    part133[6] = v129_p[14];
-    part133[7] = v129_p[15];
-    part133[0] = float(part133[0] + v129_p[18]);
-    part133[1] = float(part133[1] + v129_p[19]);
-    part133[2] = float(part133[2] + v129_p[22]);
-    part133[3] = float(part133[3] + v129_p[23]);
-    part133[4] = float(part133[4] + v129_p[26]);
-    part133[5] = float(part133[5] + v129_p[27]);
-    part133[6] = float(part133[6] + v129_p[30]);
-    part133[7] = float(part133[7] + v129_p[31]);
-    part133[0] = float(part133[0] + part133[4]);
-    part133[1] = float(part133[1] + part133[5]);
-    part133[2] = float(part133[2] + part133[6]);
-    part133[3] = float(part133[3] + part133[7]);
-    part133[0] = float(part133[0] + part133[2]);
-    part133[1] = float(part133[1] + part133[3]);
-    part133[0] = float(part133[0] + part133[1]);
-    v131_psum[1] = part133[0];
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v131_psum[0], 1);
-    v131_psum[0] = float(v131_psum[0] + sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v131_psum[1], 1);
-    v131_psum[1] = float(v131_psum[1] + sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v131_psum[0], 2);
-    v131_psum[0] = float(v131_psum[0] + sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v131_psum[1], 2);
-    v131_psum[1] = float(v131_psum[1] + sh137);
+    float v136_psum[2];
+    float part137[8];
+    part137[0] = v134_p[0];
+    part137[1] = v134_p[1];
+    part137[2] = v134_p[4];
+    part137[3] = v134_p[5];
+    part137[4] = v134_p[8];
+    part137[5] = v134_p[9];
+    part137[6] = v134_p[12];
+    part137[7] = v134_p[13];
+    part137[0] = float(part137[0] + v134_p[16]);
+    part137[1] = float(part137[1] + v134_p[17]);
+    part137[2] = float(part137[2] + v134_p[20]);
+    part137[3] = float(part137[3] + v134_p[21]);
+    part137[4] = float(part137[4] + v134_p[24]);
+    part137[5] = float(part137[5] + v134_p[25]);
+    part137[6] = float(part137[6] + v134_p[28]);
+    part137[7] = float(part137[7] + v134_p[29]);
+    part137[0] = float(part137[0] + part137[4]);
+    part137[1] = float(part137[1] + part137[5]);
+    part137[2] = float(part137[2] + part137[6]);
+    part137[3] = float(part137[3] + part137[7]);
+    part137[0] = float(part137[0] + part137[2]);
+    part137[1] = float(part137[1] + part137[3]);
+    part137[0] = float(part137[0] + part137[1]);
+    v136_psum[0] = part137[0];
+    float part138[8];
+    part138[0] = v134_p[2];
+    part138[1] = v134_p[3];
+    part138[2] = v134_p[6];
+    part138[3] = v134_p[7];
+    part138[4] = v134_p[10];
+    part138[5] = v134_p[11];
+    part138[6] = v134_p[14];
+    part138[7] = v134_p[15];
+    part138[0] = float(part138[0] + v134_p[18]);
+    part138[1] = float(part138[1] + v134_p[19]);
+    part138[2] = float(part138[2] + v134_p[22]);
+    part138[3] = float(part138[3] + v134_p[23]);
+    part138[4] = float(part138[4] + v134_p[26]);
+    part138[5] = float(part138[5] + v134_p[27]);
+    part138[6] = float(part138[6] + v134_p[30]);
+    part138[7] = float(part138[7] + v134_p[31]);
+    part138[0] = float(part138[0] + part138[4]);
+    part138[1] = float(part138[1] + part138[5]);
+    part138[2] = float(part138[2] + part138[6]);
+    part138[3] = float(part138[3] + part138[7]);
+    part138[0] = float(part138[0] + part138[2]);
+    part138[1] = float(part138[1] + part138[3]);
+    part138[0] = float(part138[0] + part138[1]);
+    v136_psum[1] = part138[0];
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v136_psum[0], 1);
+    v136_psum[0] = float(v136_psum[0] + sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v136_psum[1], 1);
+    v136_psum[1] = float(v136_psum[1] + sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v136_psum[0], 2);
+    v136_psum[0] = float(v136_psum[0] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v136_psum[1], 2);
+    v136_psum[1] = float(v136_psum[1] + sh142);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v138_la[2];
+    float v143_la[2];
     #pragma unroll
-    for (int s139 = 0; s139 < 2; ++s139) {
-      v138_la[s139] = float(c34_l[s139] * v123_alpha[s139]);
+    for (int s144 = 0; s144 < 2; ++s144) {
+      v143_la[s144] = float(c35_l[s144] * v128_alpha[s144]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v140_ln[2];
+    float v145_ln[2];
     #pragma unroll
-    for (int s141 = 0; s141 < 2; ++s141) {
-      v140_ln[s141] = float(v138_la[s141] + v131_psum[s141]);
+    for (int s146 = 0; s146 < 2; ++s146) {
+      v145_ln[s146] = float(v143_la[s146] + v136_psum[s146]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v142_alpha2[2];
-    v142_alpha2[0] = v123_alpha[0];
-    v142_alpha2[1] = v123_alpha[1];
+    float v147_alpha2[2];
+    v147_alpha2[0] = v128_alpha[0];
+    v147_alpha2[1] = v128_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v143_alphab[32];
-    v143_alphab[0] = v142_alpha2[0];
-    v143_alphab[1] = v142_alpha2[0];
-    v143_alphab[2] = v142_alpha2[1];
-    v143_alphab[3] = v142_alpha2[1];
-    v143_alphab[4] = v142_alpha2[0];
-    v143_alphab[5] = v142_alpha2[0];
-    v143_alphab[6] = v142_alpha2[1];
-    v143_alphab[7] = v142_alpha2[1];
-    v143_alphab[8] = v142_alpha2[0];
-    v143_alphab[9] = v142_alpha2[0];
-    v143_alphab[10] = v142_alpha2[1];
-    v143_alphab[11] = v142_alpha2[1];
-    v143_alphab[12] = v142_alpha2[0];
-    v143_alphab[13] = v142_alpha2[0];
-    v143_alphab[14] = v142_alpha2[1];
-    v143_alphab[15] = v142_alpha2[1];
-    v143_alphab[16] = v142_alpha2[0];
-    v143_alphab[17] = v142_alpha2[0];
-    v143_alphab[18] = v142_alpha2[1];
-    v143_alphab[19] = v142_alpha2[1];
-    v143_alphab[20] = v142_alpha2[0];
-    v143_alphab[21] = v142_alpha2[0];
-    v143_alphab[22] = v142_alpha2[1];
-    v143_alphab[23] = v142_alpha2[1];
-    v143_alphab[24] = v142_alpha2[0];
-    v143_alphab[25] = v142_alpha2[0];
-    v143_alphab[26] = v142_alpha2[1];
-    v143_alphab[27] = v142_alpha2[1];
-    v143_alphab[28] = v142_alpha2[0];
-    v143_alphab[29] = v142_alpha2[0];
-    v143_alphab[30] = v142_alpha2[1];
-    v143_alphab[31] = v142_alpha2[1];
+    float v148_alphab[32];
+    v148_alphab[0] = v147_alpha2[0];
+    v148_alphab[1] = v147_alpha2[0];
+    v148_alphab[2] = v147_alpha2[1];
+    v148_alphab[3] = v147_alpha2[1];
+    v148_alphab[4] = v147_alpha2[0];
+    v148_alphab[5] = v147_alpha2[0];
+    v148_alphab[6] = v147_alpha2[1];
+    v148_alphab[7] = v147_alpha2[1];
+    v148_alphab[8] = v147_alpha2[0];
+    v148_alphab[9] = v147_alpha2[0];
+    v148_alphab[10] = v147_alpha2[1];
+    v148_alphab[11] = v147_alpha2[1];
+    v148_alphab[12] = v147_alpha2[0];
+    v148_alphab[13] = v147_alpha2[0];
+    v148_alphab[14] = v147_alpha2[1];
+    v148_alphab[15] = v147_alpha2[1];
+    v148_alphab[16] = v147_alpha2[0];
+    v148_alphab[17] = v147_alpha2[0];
+    v148_alphab[18] = v147_alpha2[1];
+    v148_alphab[19] = v147_alpha2[1];
+    v148_alphab[20] = v147_alpha2[0];
+    v148_alphab[21] = v147_alpha2[0];
+    v148_alphab[22] = v147_alpha2[1];
+    v148_alphab[23] = v147_alpha2[1];
+    v148_alphab[24] = v147_alpha2[0];
+    v148_alphab[25] = v147_alpha2[0];
+    v148_alphab[26] = v147_alpha2[1];
+    v148_alphab[27] = v147_alpha2[1];
+    v148_alphab[28] = v147_alpha2[0];
+    v148_alphab[29] = v147_alpha2[0];
+    v148_alphab[30] = v147_alpha2[1];
+    v148_alphab[31] = v147_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v144_accs[32];
+    float v149_accs[32];
     #pragma unroll
-    for (int s145 = 0; s145 < 32; ++s145) {
-      v144_accs[s145] = float(c36_acc[s145] * v143_alphab[s145]);
+    for (int s150 = 0; s150 < 32; ++s150) {
+      v149_accs[s150] = float(c37_acc[s150] * v148_alphab[s150]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v146_pb[32];
+    float v151_pb[32];
     #pragma unroll
-    for (int s147 = 0; s147 < 32; ++s147) {
-      v146_pb[s147] = tsr::rbf16(float(float(v129_p[s147])));
+    for (int s152 = 0; s152 < 32; ++s152) {
+      v151_pb[s152] = tsr::rbf16(float(float(v134_p[s152])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v148[32];
-    v148[0] = v146_pb[0];
-    v148[1] = v146_pb[1];
-    v148[2] = v146_pb[2];
-    v148[3] = v146_pb[3];
-    v148[4] = v146_pb[4];
-    v148[5] = v146_pb[5];
-    v148[6] = v146_pb[6];
-    v148[7] = v146_pb[7];
-    v148[8] = v146_pb[8];
-    v148[9] = v146_pb[9];
-    v148[10] = v146_pb[10];
-    v148[11] = v146_pb[11];
-    v148[12] = v146_pb[12];
-    v148[13] = v146_pb[13];
-    v148[14] = v146_pb[14];
-    v148[15] = v146_pb[15];
-    v148[16] = v146_pb[16];
-    v148[17] = v146_pb[17];
-    v148[18] = v146_pb[18];
-    v148[19] = v146_pb[19];
-    v148[20] = v146_pb[20];
-    v148[21] = v146_pb[21];
-    v148[22] = v146_pb[22];
-    v148[23] = v146_pb[23];
-    v148[24] = v146_pb[24];
-    v148[25] = v146_pb[25];
-    v148[26] = v146_pb[26];
-    v148[27] = v146_pb[27];
-    v148[28] = v146_pb[28];
-    v148[29] = v146_pb[29];
-    v148[30] = v146_pb[30];
-    v148[31] = v146_pb[31];
+    float v153[32];
+    v153[0] = v151_pb[0];
+    v153[1] = v151_pb[1];
+    v153[2] = v151_pb[2];
+    v153[3] = v151_pb[3];
+    v153[4] = v151_pb[4];
+    v153[5] = v151_pb[5];
+    v153[6] = v151_pb[6];
+    v153[7] = v151_pb[7];
+    v153[8] = v151_pb[8];
+    v153[9] = v151_pb[9];
+    v153[10] = v151_pb[10];
+    v153[11] = v151_pb[11];
+    v153[12] = v151_pb[12];
+    v153[13] = v151_pb[13];
+    v153[14] = v151_pb[14];
+    v153[15] = v151_pb[15];
+    v153[16] = v151_pb[16];
+    v153[17] = v151_pb[17];
+    v153[18] = v151_pb[18];
+    v153[19] = v151_pb[19];
+    v153[20] = v151_pb[20];
+    v153[21] = v151_pb[21];
+    v153[22] = v151_pb[22];
+    v153[23] = v151_pb[23];
+    v153[24] = v151_pb[24];
+    v153[25] = v151_pb[25];
+    v153[26] = v151_pb[26];
+    v153[27] = v151_pb[27];
+    v153[28] = v151_pb[28];
+    v153[29] = v151_pb[29];
+    v153[30] = v151_pb[30];
+    v153[31] = v151_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v149_accn[32];
+    float v154_accn[32];
     #pragma unroll
-    for (int s150 = 0; s150 < 32; ++s150) {
-      v149_accn[s150] = v144_accs[s150];
+    for (int s155 = 0; s155 < 32; ++s155) {
+      v154_accn[s155] = v149_accs[s155];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][8][2];
-      fa[0][0][0] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 0], v148[8 * (0 + 4 * 0) + 0 + 1]);
-      fa[0][0][1] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 2], v148[8 * (0 + 4 * 0) + 2 + 1]);
-      fa[0][0][2] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 4], v148[8 * (0 + 4 * 0) + 4 + 1]);
-      fa[0][0][3] = tsr::f2bf2(v148[8 * (0 + 4 * 0) + 6], v148[8 * (0 + 4 * 0) + 6 + 1]);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      fa[0][0][0] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 0], v153[8 * (0 + 4 * 0) + 0 + 1]);
+      fa[0][0][1] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 2], v153[8 * (0 + 4 * 0) + 2 + 1]);
+      fa[0][0][2] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 4], v153[8 * (0 + 4 * 0) + 4 + 1]);
+      fa[0][0][3] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 6], v153[8 * (0 + 4 * 0) + 6 + 1]);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 0], v148[8 * (ks + 1 + 4 * 0) + 0 + 1]);
-          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 2], v148[8 * (ks + 1 + 4 * 0) + 2 + 1]);
-          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 4], v148[8 * (ks + 1 + 4 * 0) + 4 + 1]);
-          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v148[8 * (ks + 1 + 4 * 0) + 6], v148[8 * (ks + 1 + 4 * 0) + 6 + 1]);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs38 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 0], v153[8 * (ks + 1 + 4 * 0) + 0 + 1]);
+          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 2], v153[8 * (ks + 1 + 4 * 0) + 2 + 1]);
+          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 4], v153[8 * (ks + 1 + 4 * 0) + 4 + 1]);
+          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 6], v153[8 * (ks + 1 + 4 * 0) + 6 + 1]);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v149_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v149_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v149_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v149_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v149_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v149_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v149_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v149_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v154_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v154_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v154_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v154_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v154_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v154_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v154_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v154_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s151 = 0; s151 < 2; ++s151) {
-      c32_m[s151] = v119_mn[s151];
+    for (int s156 = 0; s156 < 2; ++s156) {
+      c33_m[s156] = v124_mn[s156];
     }
     #pragma unroll
-    for (int s152 = 0; s152 < 2; ++s152) {
-      c34_l[s152] = v140_ln[s152];
+    for (int s157 = 0; s157 < 2; ++s157) {
+      c35_l[s157] = v145_ln[s157];
     }
     #pragma unroll
-    for (int s153 = 0; s153 < 32; ++s153) {
-      c36_acc[s153] = v149_accn[s153];
+    for (int s158 = 0; s158 < 32; ++s158) {
+      c37_acc[s158] = v154_accn[s158];
     }
-    rs38 = (rs38 + 1) % 2;
+    rs39 = int((unsigned(rs39) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v154_l2[2];
-  v154_l2[0] = c34_l[0];
-  v154_l2[1] = c34_l[1];
+  float v159_l2[2];
+  v159_l2[0] = c35_l[0];
+  v159_l2[1] = c35_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v155_lb[32];
-  v155_lb[0] = v154_l2[0];
-  v155_lb[1] = v154_l2[0];
-  v155_lb[2] = v154_l2[1];
-  v155_lb[3] = v154_l2[1];
-  v155_lb[4] = v154_l2[0];
-  v155_lb[5] = v154_l2[0];
-  v155_lb[6] = v154_l2[1];
-  v155_lb[7] = v154_l2[1];
-  v155_lb[8] = v154_l2[0];
-  v155_lb[9] = v154_l2[0];
-  v155_lb[10] = v154_l2[1];
-  v155_lb[11] = v154_l2[1];
-  v155_lb[12] = v154_l2[0];
-  v155_lb[13] = v154_l2[0];
-  v155_lb[14] = v154_l2[1];
-  v155_lb[15] = v154_l2[1];
-  v155_lb[16] = v154_l2[0];
-  v155_lb[17] = v154_l2[0];
-  v155_lb[18] = v154_l2[1];
-  v155_lb[19] = v154_l2[1];
-  v155_lb[20] = v154_l2[0];
-  v155_lb[21] = v154_l2[0];
-  v155_lb[22] = v154_l2[1];
-  v155_lb[23] = v154_l2[1];
-  v155_lb[24] = v154_l2[0];
-  v155_lb[25] = v154_l2[0];
-  v155_lb[26] = v154_l2[1];
-  v155_lb[27] = v154_l2[1];
-  v155_lb[28] = v154_l2[0];
-  v155_lb[29] = v154_l2[0];
-  v155_lb[30] = v154_l2[1];
-  v155_lb[31] = v154_l2[1];
+  float v160_lb[32];
+  v160_lb[0] = v159_l2[0];
+  v160_lb[1] = v159_l2[0];
+  v160_lb[2] = v159_l2[1];
+  v160_lb[3] = v159_l2[1];
+  v160_lb[4] = v159_l2[0];
+  v160_lb[5] = v159_l2[0];
+  v160_lb[6] = v159_l2[1];
+  v160_lb[7] = v159_l2[1];
+  v160_lb[8] = v159_l2[0];
+  v160_lb[9] = v159_l2[0];
+  v160_lb[10] = v159_l2[1];
+  v160_lb[11] = v159_l2[1];
+  v160_lb[12] = v159_l2[0];
+  v160_lb[13] = v159_l2[0];
+  v160_lb[14] = v159_l2[1];
+  v160_lb[15] = v159_l2[1];
+  v160_lb[16] = v159_l2[0];
+  v160_lb[17] = v159_l2[0];
+  v160_lb[18] = v159_l2[1];
+  v160_lb[19] = v159_l2[1];
+  v160_lb[20] = v159_l2[0];
+  v160_lb[21] = v159_l2[0];
+  v160_lb[22] = v159_l2[1];
+  v160_lb[23] = v159_l2[1];
+  v160_lb[24] = v159_l2[0];
+  v160_lb[25] = v159_l2[0];
+  v160_lb[26] = v159_l2[1];
+  v160_lb[27] = v159_l2[1];
+  v160_lb[28] = v159_l2[0];
+  v160_lb[29] = v159_l2[0];
+  v160_lb[30] = v159_l2[1];
+  v160_lb[31] = v159_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v156_out[32];
+  float v161_out[32];
   #pragma unroll
-  for (int s157 = 0; s157 < 32; ++s157) {
-    v156_out[s157] = float(c36_acc[s157] / v155_lb[s157]);
+  for (int s162 = 0; s162 < 32; ++s162) {
+    v161_out[s162] = float(c37_acc[s162] / v160_lb[s162]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v158_outb[32];
+  float v163_outb[32];
   #pragma unroll
-  for (int s159 = 0; s159 < 32; ++s159) {
-    v158_outb[s159] = tsr::rbf16(float(float(v156_out[s159])));
+  for (int s164 = 0; s164 < 32; ++s164) {
+    v163_outb[s164] = tsr::rbf16(float(float(v161_out[s164])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v160_o3[32];
-  v160_o3[0] = v158_outb[0];
-  v160_o3[1] = v158_outb[1];
-  v160_o3[2] = v158_outb[2];
-  v160_o3[3] = v158_outb[3];
-  v160_o3[4] = v158_outb[4];
-  v160_o3[5] = v158_outb[5];
-  v160_o3[6] = v158_outb[6];
-  v160_o3[7] = v158_outb[7];
-  v160_o3[8] = v158_outb[8];
-  v160_o3[9] = v158_outb[9];
-  v160_o3[10] = v158_outb[10];
-  v160_o3[11] = v158_outb[11];
-  v160_o3[12] = v158_outb[12];
-  v160_o3[13] = v158_outb[13];
-  v160_o3[14] = v158_outb[14];
-  v160_o3[15] = v158_outb[15];
-  v160_o3[16] = v158_outb[16];
-  v160_o3[17] = v158_outb[17];
-  v160_o3[18] = v158_outb[18];
-  v160_o3[19] = v158_outb[19];
-  v160_o3[20] = v158_outb[20];
-  v160_o3[21] = v158_outb[21];
-  v160_o3[22] = v158_outb[22];
-  v160_o3[23] = v158_outb[23];
-  v160_o3[24] = v158_outb[24];
-  v160_o3[25] = v158_outb[25];
-  v160_o3[26] = v158_outb[26];
-  v160_o3[27] = v158_outb[27];
-  v160_o3[28] = v158_outb[28];
-  v160_o3[29] = v158_outb[29];
-  v160_o3[30] = v158_outb[30];
-  v160_o3[31] = v158_outb[31];
+  float v165_o3[32];
+  v165_o3[0] = v163_outb[0];
+  v165_o3[1] = v163_outb[1];
+  v165_o3[2] = v163_outb[2];
+  v165_o3[3] = v163_outb[3];
+  v165_o3[4] = v163_outb[4];
+  v165_o3[5] = v163_outb[5];
+  v165_o3[6] = v163_outb[6];
+  v165_o3[7] = v163_outb[7];
+  v165_o3[8] = v163_outb[8];
+  v165_o3[9] = v163_outb[9];
+  v165_o3[10] = v163_outb[10];
+  v165_o3[11] = v163_outb[11];
+  v165_o3[12] = v163_outb[12];
+  v165_o3[13] = v163_outb[13];
+  v165_o3[14] = v163_outb[14];
+  v165_o3[15] = v163_outb[15];
+  v165_o3[16] = v163_outb[16];
+  v165_o3[17] = v163_outb[17];
+  v165_o3[18] = v163_outb[18];
+  v165_o3[19] = v163_outb[19];
+  v165_o3[20] = v163_outb[20];
+  v165_o3[21] = v163_outb[21];
+  v165_o3[22] = v163_outb[22];
+  v165_o3[23] = v163_outb[23];
+  v165_o3[24] = v163_outb[24];
+  v165_o3[25] = v163_outb[25];
+  v165_o3[26] = v163_outb[26];
+  v165_o3[27] = v163_outb[27];
+  v165_o3[28] = v163_outb[28];
+  v165_o3[29] = v163_outb[29];
+  v165_o3[30] = v163_outb[30];
+  v165_o3[31] = v163_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o161 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o162 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o163 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole164 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole164) {
+    const int64_t o166 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o167 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o168 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole169 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole169) {
       #pragma unroll
-      for (int c165 = 0; c165 < 16; ++c165) {
-        uint16_t vb166[2];
-        vb166[0] = tsr::f2bf(v160_o3[c165 * 2 + 0]);
-        vb166[1] = tsr::f2bf(v160_o3[c165 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c165 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c165 * 2) % 2) + (((c165 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb166);
+      for (int c170 = 0; c170 < 16; ++c170) {
+        uint16_t vb171[2];
+        vb171[0] = tsr::f2bf(v165_o3[c170 * 2 + 0]);
+        vb171[1] = tsr::f2bf(v165_o3[c170 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c170 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c170 * 2) % 2) + (((c170 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb171);
       }
     } else {
       #pragma unroll
-      for (int c167 = 0; c167 < 16; ++c167) {
-        uint16_t vb168[2];
-        if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb168[0] = tsr::f2bf(v160_o3[c167 * 2 + 0]);
-          vb168[1] = tsr::f2bf(v160_o3[c167 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb168);
+      for (int c172 = 0; c172 < 16; ++c172) {
+        uint16_t vb173[2];
+        if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb173[0] = tsr::f2bf(v165_o3[c172 * 2 + 0]);
+          vb173[1] = tsr::f2bf(v165_o3[c172 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb173);
         } else {
-          if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v160_o3[c167 * 2]);
-          if ((o161 + 0) < int64_t(tsr_dim_H) && (o162 + ((((c167 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o161 + 0) * tsr_p3_s0 + (o162 + ((((c167 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o163 + (((c167 * 2) % 2) + (((c167 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v160_o3[c167 * 2 + 1]);
+          if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v165_o3[c172 * 2]);
+          if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v165_o3[c172 * 2 + 1]);
         }
       }
     }

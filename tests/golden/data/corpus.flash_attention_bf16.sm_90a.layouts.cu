@@ -67,22 +67,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int64_t o13 = int64_t(v0_pm) * 64;
     const int64_t o14 = int64_t(v2_c0) * 64;
     if (o12 >= 0 && o12 + 1 <= int64_t(tsr_dim_H) && o13 >= 0 && o13 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 8 == 0 && o14 >= 0 && o14 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o12 * tsr_p0_s0 + o13 * tsr_p0_s1 + o14 * tsr_p0_s2)) {
+      const uint32_t sb15 = tsr::smem_u32(sh11);
       #pragma unroll
-      for (int i15 = 0; i15 < 4; ++i15) {
-        const int q16 = i15 * 128 + tsr_tid;
-        tsr::cp_async_16(tsr::smem_u32(sh11 + tsr::sw128_index(int((((q16 * 8) / 64)) * 1), int(((q16 * 8) % 64)), 64)), tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q16 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q16 * 8) % 64)) * tsr_p0_s2);
+      for (int i16 = 0; i16 < 4; ++i16) {
+        const int q17 = i16 * 128 + tsr_tid;
+        tsr::cp_async_16(sb15 + uint32_t(tsr::sw128_index(int((((q17 * 8) / 64)) * 1), int(((q17 * 8) % 64)), 64)) * 2u, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q17 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q17 * 8) % 64)) * tsr_p0_s2);
       }
     } else {
       #pragma unroll
-      for (int i17 = 0; i17 < 4; ++i17) {
-        const int q18 = i17 * 128 + tsr_tid;
-        const int64_t n19 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q18 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q18 * 8) % 64))) : 8;
-        const uint16_t* src20 = tsr_p0 + (n19 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q18 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q18 * 8) % 64)) * tsr_p0_s2 : 0);
-        uint16_t* const dst21 = sh11 + tsr::sw128_index(int((((q18 * 8) / 64)) * 1), int(((q18 * 8) % 64)), 64);
-        if (tsr::aligned_vec<uint16_t, 8>(src20)) {
-          tsr::cp_async_16(tsr::smem_u32(dst21), src20, int(n19) * 2);
+      for (int i18 = 0; i18 < 4; ++i18) {
+        const int q19 = i18 * 128 + tsr_tid;
+        const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
+        const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
+        uint16_t* const dst22 = sh11 + tsr::sw128_index(int((((q19 * 8) / 64)) * 1), int(((q19 * 8) % 64)), 64);
+        if (tsr::aligned_vec<uint16_t, 8>(src21)) {
+          tsr::cp_async_16(tsr::smem_u32(dst22), src21, int(n20) * 2);
         } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst21[v_] = v_ < n19 ? src20[v_] : uint16_t(0);
+          for (int v_ = 0; v_ < 8; ++v_) dst22[v_] = v_ < n20 ? src21[v_] : uint16_t(0);
         }
       }
     }
@@ -93,266 +94,241 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v22_ninf = (-tsr::inf_f());
+  const float v23_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v23_f0 = 0x0p+0f;
+  const float v24_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v24[32];
+  float v25[32];
   #pragma unroll
-  for (int s25 = 0; s25 < 32; ++s25) {
-    v24[s25] = v23_f0;
+  for (int s26 = 0; s26 < 32; ++s26) {
+    v25[s26] = v24_f0;
   }
   // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v26[32];
+  float v27[32];
   #pragma unroll
-  for (int s27 = 0; s27 < 32; ++s27) {
-    v26[s27] = v23_f0;
+  for (int s28 = 0; s28 < 32; ++s28) {
+    v27[s28] = v24_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-  float v28[2];
+  float v29[2];
   #pragma unroll
-  for (int s29 = 0; s29 < 2; ++s29) {
-    v28[s29] = v22_ninf;
+  for (int s30 = 0; s30 < 2; ++s30) {
+    v29[s30] = v23_ninf;
   }
   // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-  float v30[2];
+  float v31[2];
   #pragma unroll
-  for (int s31 = 0; s31 < 2; ++s31) {
-    v30[s31] = v23_f0;
+  for (int s32 = 0; s32 < 2; ++s32) {
+    v31[s32] = v24_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>> {...}
-  float c32_m[2];
+  float c33_m[2];
   #pragma unroll
-  for (int s33 = 0; s33 < 2; ++s33) {
-    c32_m[s33] = v28[s33];
+  for (int s34 = 0; s34 < 2; ++s34) {
+    c33_m[s34] = v29[s34];
   }
-  float c34_l[2];
+  float c35_l[2];
   #pragma unroll
-  for (int s35 = 0; s35 < 2; ++s35) {
-    c34_l[s35] = v30[s35];
+  for (int s36 = 0; s36 < 2; ++s36) {
+    c35_l[s36] = v31[s36];
   }
-  float c36_acc[32];
+  float c37_acc[32];
   #pragma unroll
-  for (int s37 = 0; s37 < 32; ++s37) {
-    c36_acc[s37] = v26[s37];
+  for (int s38 = 0; s38 < 32; ++s38) {
+    c37_acc[s38] = v27[s38];
   }
-  uint16_t* const sh39 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
-  uint16_t* const sh40 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
-  const uint32_t mb41 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
+  uint16_t* const sh40 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
+  uint16_t* const sh41 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
+  const uint32_t mb42 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 2u; ++s_) {
-      tsr::mbar_init(mb41 + 8u * s_, 1);
-      tsr::mbar_init(mb41 + 8u * (2u + s_), 4);
+      tsr::mbar_init(mb42 + 8u * s_, 1);
+      tsr::mbar_init(mb42 + 8u * (2u + s_), 4);
     }
     tsr::mbar_init_fence();
   }
   __syncthreads();
-  int rs38 = 0;
-  uint32_t rn42 = 0;  // iterations begun
+  int rs39 = 0;
+  uint32_t rn43 = 0;  // iterations begun
   if (tsr_tid == 0 && (int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx43 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    const uint32_t st44 = (0u) % 2u;
-    if ((0u) >= 2u) tsr::mbar_wait(mb41 + 8u * (2u + st44), ((0u) / 2u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb41 + 8u * st44, 16384u);
+    const int32_t nx44 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const uint32_t st45 = (0u) % 2u;
+    if ((0u) >= 2u) tsr::mbar_wait(mb42 + 8u * (2u + st45), ((0u) / 2u - 1u) & 1u);
+    tsr::mbar_arrive_expect_tx(mb42 + 8u * st45, 16384u);
     // %off = mul %j, %bn : i32
-    const int32_t v45_off = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
-    tsr::tma_load_3d(tsr::smem_u32(sh39) + st44 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx43) * 64, int(v1_ph) * 1, mb41 + 8u * st44);
-    tsr::tma_load_3d(tsr::smem_u32(sh40) + st44 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx43) * 64, int(v1_ph) * 1, mb41 + 8u * st44);
+    const int32_t v46_off = int32_t(uint32_t(nx44) * uint32_t(v5_bn));
+    tsr::tma_load_3d(tsr::smem_u32(sh40) + st45 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx44) * 64, int(v1_ph) * 1, mb42 + 8u * st45);
+    tsr::tma_load_3d(tsr::smem_u32(sh41) + st45 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx44) * 64, int(v1_ph) * 1, mb42 + 8u * st45);
   }
-  for (int64_t iv46_ = v2_c0; v3_c1 > 0 && iv46_ < v8_ntiles; iv46_ += v3_c1) {
-    const int32_t iv46 = int32_t(iv46_);
-    if (tsr_tid == 0 && (iv46_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx47 = int32_t((iv46_ + 1 * int64_t(v3_c1)));
-      const uint32_t st48 = (rn42 + 1u) % 2u;
-      if ((rn42 + 1u) >= 2u) tsr::mbar_wait(mb41 + 8u * (2u + st48), ((rn42 + 1u) / 2u - 1u) & 1u);
-      tsr::mbar_arrive_expect_tx(mb41 + 8u * st48, 16384u);
+  for (int64_t iv47_ = v2_c0; v3_c1 > 0 && iv47_ < v8_ntiles; iv47_ += v3_c1) {
+    const int32_t iv47 = int32_t(iv47_);
+    if (tsr_tid == 0 && (iv47_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx48 = int32_t((iv47_ + 1 * int64_t(v3_c1)));
+      const uint32_t st49 = (rn43 + 1u) % 2u;
+      if ((rn43 + 1u) >= 2u) tsr::mbar_wait(mb42 + 8u * (2u + st49), ((rn43 + 1u) / 2u - 1u) & 1u);
+      tsr::mbar_arrive_expect_tx(mb42 + 8u * st49, 16384u);
       // %off = mul %j, %bn : i32
-      const int32_t v49_off = int32_t(uint32_t(nx47) * uint32_t(v5_bn));
-      tsr::tma_load_3d(tsr::smem_u32(sh39) + st48 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx47) * 64, int(v1_ph) * 1, mb41 + 8u * st48);
-      tsr::tma_load_3d(tsr::smem_u32(sh40) + st48 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx47) * 64, int(v1_ph) * 1, mb41 + 8u * st48);
+      const int32_t v50_off = int32_t(uint32_t(nx48) * uint32_t(v5_bn));
+      tsr::tma_load_3d(tsr::smem_u32(sh40) + st49 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx48) * 64, int(v1_ph) * 1, mb42 + 8u * st49);
+      tsr::tma_load_3d(tsr::smem_u32(sh41) + st49 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx48) * 64, int(v1_ph) * 1, mb42 + 8u * st49);
     }
-    tsr::mbar_wait(mb41 + 8u * (rn42 % 2u), (rn42 / 2u) & 1u);  // this iteration's copies are in
+    tsr::mbar_wait(mb42 + 8u * (rn43 % 2u), (rn43 / 2u) & 1u);  // this iteration's copies are in
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v50_s0[32];
+    float v51_s0[32];
     #pragma unroll
-    for (int s51 = 0; s51 < 32; ++s51) {
-      v50_s0[s51] = v24[s51];
+    for (int s52 = 0; s52 < 32; ++s52) {
+      v51_s0[s52] = v25[s52];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       const uint32_t sa_ = tsr::smem_u32(sh11);
-      const uint32_t sb_ = tsr::smem_u32((sh39 + rs38 * 4096));
+      const uint32_t sb_ = tsr::smem_u32((sh40 + rs39 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v50_s0[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]));
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v52_scs[32];
+    float v53_scs[32];
     #pragma unroll
-    for (int s53 = 0; s53 < 32; ++s53) {
-      v52_scs[s53] = v10_scale;
+    for (int s54 = 0; s54 < 32; ++s54) {
+      v53_scs[s54] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v54[32];
+    float v55[32];
     #pragma unroll
-    for (int s55 = 0; s55 < 32; ++s55) {
-      v54[s55] = v10_scale;
+    for (int s56 = 0; s56 < 32; ++s56) {
+      v55[s56] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v56_s[32];
+    float v57_s[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56_s[s57] = float(v50_s0[s57] * v54[s57]);
+    for (int s58 = 0; s58 < 32; ++s58) {
+      v57_s[s58] = float(v51_s0[s58] * v55[s58]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v58_off = int32_t(uint32_t(iv46) * uint32_t(v5_bn));
+    const int32_t v59_off = int32_t(uint32_t(iv47) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v59[16];
+    int32_t v60[16];
     #pragma unroll
-    for (int s60 = 0; s60 < 16; ++s60) {
-      v59[s60] = int32_t(0 + (((s60) % 2) + (((s60) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s61 = 0; s61 < 16; ++s61) {
+      v60[s61] = int32_t(0 + (((s61) % 2) + (((s61) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v61[16];
+    int32_t v62[16];
     #pragma unroll
-    for (int s62 = 0; s62 < 16; ++s62) {
-      v61[s62] = v58_off;
+    for (int s63 = 0; s63 < 16; ++s63) {
+      v62[s63] = v59_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v63[16];
+    int32_t v64[16];
     #pragma unroll
-    for (int s64 = 0; s64 < 16; ++s64) {
-      v63[s64] = int32_t(uint32_t(v59[s64]) + uint32_t(v61[s64]));
+    for (int s65 = 0; s65 < 16; ++s65) {
+      v64[s65] = int32_t(uint32_t(v60[s65]) + uint32_t(v62[s65]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v65[16];
+    int32_t v66[16];
     #pragma unroll
-    for (int s66 = 0; s66 < 16; ++s66) {
-      v65[s66] = v4_t;
+    for (int s67 = 0; s67 < 16; ++s67) {
+      v66[s67] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    uint8_t v67[16];
+    uint8_t v68[16];
     #pragma unroll
-    for (int s68 = 0; s68 < 16; ++s68) {
-      v67[s68] = uint8_t(v63[s68] < v65[s68]);
+    for (int s69 = 0; s69 < 16; ++s69) {
+      v68[s69] = uint8_t(v64[s69] < v66[s69]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v69_valid2[16];
-    v69_valid2[0] = v67[0];
-    v69_valid2[1] = v67[1];
-    v69_valid2[2] = v67[2];
-    v69_valid2[3] = v67[3];
-    v69_valid2[4] = v67[4];
-    v69_valid2[5] = v67[5];
-    v69_valid2[6] = v67[6];
-    v69_valid2[7] = v67[7];
-    v69_valid2[8] = v67[8];
-    v69_valid2[9] = v67[9];
-    v69_valid2[10] = v67[10];
-    v69_valid2[11] = v67[11];
-    v69_valid2[12] = v67[12];
-    v69_valid2[13] = v67[13];
-    v69_valid2[14] = v67[14];
-    v69_valid2[15] = v67[15];
+    uint8_t v70_valid2[16];
+    v70_valid2[0] = v68[0];
+    v70_valid2[1] = v68[1];
+    v70_valid2[2] = v68[2];
+    v70_valid2[3] = v68[3];
+    v70_valid2[4] = v68[4];
+    v70_valid2[5] = v68[5];
+    v70_valid2[6] = v68[6];
+    v70_valid2[7] = v68[7];
+    v70_valid2[8] = v68[8];
+    v70_valid2[9] = v68[9];
+    v70_valid2[10] = v68[10];
+    v70_valid2[11] = v68[11];
+    v70_valid2[12] = v68[12];
+    v70_valid2[13] = v68[13];
+    v70_valid2[14] = v68[14];
+    v70_valid2[15] = v68[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v70_validb[32];
-    v70_validb[0] = v69_valid2[0];
-    v70_validb[1] = v69_valid2[1];
-    v70_validb[2] = v69_valid2[0];
-    v70_validb[3] = v69_valid2[1];
-    v70_validb[4] = v69_valid2[2];
-    v70_validb[5] = v69_valid2[3];
-    v70_validb[6] = v69_valid2[2];
-    v70_validb[7] = v69_valid2[3];
-    v70_validb[8] = v69_valid2[4];
-    v70_validb[9] = v69_valid2[5];
-    v70_validb[10] = v69_valid2[4];
-    v70_validb[11] = v69_valid2[5];
-    v70_validb[12] = v69_valid2[6];
-    v70_validb[13] = v69_valid2[7];
-    v70_validb[14] = v69_valid2[6];
-    v70_validb[15] = v69_valid2[7];
-    v70_validb[16] = v69_valid2[8];
-    v70_validb[17] = v69_valid2[9];
-    v70_validb[18] = v69_valid2[8];
-    v70_validb[19] = v69_valid2[9];
-    v70_validb[20] = v69_valid2[10];
-    v70_validb[21] = v69_valid2[11];
-    v70_validb[22] = v69_valid2[10];
-    v70_validb[23] = v69_valid2[11];
-    v70_validb[24] = v69_valid2[12];
-    v70_validb[25] = v69_valid2[13];
-    v70_validb[26] = v69_valid2[12];
-    v70_validb[27] = v69_valid2[13];
-    v70_validb[28] = v69_valid2[14];
-    v70_validb[29] = v69_valid2[15];
-    v70_validb[30] = v69_valid2[14];
-    v70_validb[31] = v69_valid2[15];
+    uint8_t v71_validb[32];
+    v71_validb[0] = v70_valid2[0];
+    v71_validb[1] = v70_valid2[1];
+    v71_validb[2] = v70_valid2[0];
+    v71_validb[3] = v70_valid2[1];
+    v71_validb[4] = v70_valid2[2];
+    v71_validb[5] = v70_valid2[3];
+    v71_validb[6] = v70_valid2[2];
+    v71_validb[7] = v70_valid2[3];
+    v71_validb[8] = v70_valid2[4];
+    v71_validb[9] = v70_valid2[5];
+    v71_validb[10] = v70_valid2[4];
+    v71_validb[11] = v70_valid2[5];
+    v71_validb[12] = v70_valid2[6];
+    v71_validb[13] = v70_valid2[7];
+    v71_validb[14] = v70_valid2[6];
+    v71_validb[15] = v70_valid2[7];
+    v71_validb[16] = v70_valid2[8];
+    v71_validb[17] = v70_valid2[9];
+    v71_validb[18] = v70_valid2[8];
+    v71_validb[19] = v70_valid2[9];
+    v71_validb[20] = v70_valid2[10];
+    v71_validb[21] = v70_valid2[11];
+    v71_validb[22] = v70_valid2[10];
+    v71_validb[23] = v70_valid2[11];
+    v71_validb[24] = v70_valid2[12];
+    v71_validb[25] = v70_valid2[13];
+    v71_validb[26] = v70_valid2[12];
+    v71_validb[27] = v70_valid2[13];
+    v71_validb[28] = v70_valid2[14];
+    v71_validb[29] = v70_valid2[15];
+    v71_validb[30] = v70_valid2[14];
+    v71_validb[31] = v70_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v71[32];
+    float v72[32];
     #pragma unroll
-    for (int s72 = 0; s72 < 32; ++s72) {
-      v71[s72] = v22_ninf;
+    for (int s73 = 0; s73 < 32; ++s73) {
+      v72[s73] = v23_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v73_sm[32];
+    float v74_sm[32];
     #pragma unroll
-    for (int s74 = 0; s74 < 32; ++s74) {
-      v73_sm[s74] = (v70_validb[s74] ? v56_s[s74] : v71[s74]);
+    for (int s75 = 0; s75 < 32; ++s75) {
+      v74_sm[s75] = (v71_validb[s75] ? v57_s[s75] : v72[s75]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v75_rmax[2];
-    float part76[8];
-    part76[0] = v73_sm[0];
-    part76[1] = v73_sm[1];
-    part76[2] = v73_sm[4];
-    part76[3] = v73_sm[5];
-    part76[4] = v73_sm[8];
-    part76[5] = v73_sm[9];
-    part76[6] = v73_sm[12];
-    part76[7] = v73_sm[13];
-    part76[0] = tsr::max_nan_f32(part76[0], v73_sm[16]);
-    part76[1] = tsr::max_nan_f32(part76[1], v73_sm[17]);
-    part76[2] = tsr::max_nan_f32(part76[2], v73_sm[20]);
-    part76[3] = tsr::max_nan_f32(part76[3], v73_sm[21]);
-    part76[4] = tsr::max_nan_f32(part76[4], v73_sm[24]);
-    part76[5] = tsr::max_nan_f32(part76[5], v73_sm[25]);
-    part76[6] = tsr::max_nan_f32(part76[6], v73_sm[28]);
-    part76[7] = tsr::max_nan_f32(part76[7], v73_sm[29]);
-    part76[0] = tsr::max_nan_f32(part76[0], part76[4]);
-    part76[1] = tsr::max_nan_f32(part76[1], part76[5]);
-    part76[2] = tsr::max_nan_f32(part76[2], part76[6]);
-    part76[3] = tsr::max_nan_f32(part76[3], part76[7]);
-    part76[0] = tsr::max_nan_f32(part76[0], part76[2]);
-    part76[1] = tsr::max_nan_f32(part76[1], part76[3]);
-    part76[0] = tsr::max_nan_f32(part76[0], part76[1]);
-    v75_rmax[0] = part76[0];
+    float v76_rmax[2];
     float part77[8];
-    part77[0] = v73_sm[2];
-    part77[1] = v73_sm[3];
-    part77[2] = v73_sm[6];
-    part77[3] = v73_sm[7];
-    part77[4] = v73_sm[10];
-    part77[5] = v73_sm[11];
-    part77[6] = v73_sm[14];
-    part77[7] = v73_sm[15];
-    part77[0] = tsr::max_nan_f32(part77[0], v73_sm[18]);
-    part77[1] = tsr::max_nan_f32(part77[1], v73_sm[19]);
-    part77[2] = tsr::max_nan_f32(part77[2], v73_sm[22]);
-    part77[3] = tsr::max_nan_f32(part77[3], v73_sm[23]);
-    part77[4] = tsr::max_nan_f32(part77[4], v73_sm[26]);
-    part77[5] = tsr::max_nan_f32(part77[5], v73_sm[27]);
-    part77[6] = tsr::max_nan_f32(part77[6], v73_sm[30]);
-    part77[7] = tsr::max_nan_f32(part77[7], v73_sm[31]);
+    part77[0] = v74_sm[0];
+    part77[1] = v74_sm[1];
+    part77[2] = v74_sm[4];
+    part77[3] = v74_sm[5];
+    part77[4] = v74_sm[8];
+    part77[5] = v74_sm[9];
+    part77[6] = v74_sm[12];
+    part77[7] = v74_sm[13];
+    part77[0] = tsr::max_nan_f32(part77[0], v74_sm[16]);
+    part77[1] = tsr::max_nan_f32(part77[1], v74_sm[17]);
+    part77[2] = tsr::max_nan_f32(part77[2], v74_sm[20]);
+    part77[3] = tsr::max_nan_f32(part77[3], v74_sm[21]);
+    part77[4] = tsr::max_nan_f32(part77[4], v74_sm[24]);
+    part77[5] = tsr::max_nan_f32(part77[5], v74_sm[25]);
+    part77[6] = tsr::max_nan_f32(part77[6], v74_sm[28]);
+    part77[7] = tsr::max_nan_f32(part77[7], v74_sm[29]);
     part77[0] = tsr::max_nan_f32(part77[0], part77[4]);
     part77[1] = tsr::max_nan_f32(part77[1], part77[5]);
     part77[2] = tsr::max_nan_f32(part77[2], part77[6]);
@@ -360,127 +336,127 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     part77[0] = tsr::max_nan_f32(part77[0], part77[2]);
     part77[1] = tsr::max_nan_f32(part77[1], part77[3]);
     part77[0] = tsr::max_nan_f32(part77[0], part77[1]);
-    v75_rmax[1] = part77[0];
-    const float sh78 = __shfl_xor_sync(0xffffffffu, v75_rmax[0], 1);
-    v75_rmax[0] = tsr::max_nan_f32(v75_rmax[0], sh78);
-    const float sh79 = __shfl_xor_sync(0xffffffffu, v75_rmax[1], 1);
-    v75_rmax[1] = tsr::max_nan_f32(v75_rmax[1], sh79);
-    const float sh80 = __shfl_xor_sync(0xffffffffu, v75_rmax[0], 2);
-    v75_rmax[0] = tsr::max_nan_f32(v75_rmax[0], sh80);
-    const float sh81 = __shfl_xor_sync(0xffffffffu, v75_rmax[1], 2);
-    v75_rmax[1] = tsr::max_nan_f32(v75_rmax[1], sh81);
+    v76_rmax[0] = part77[0];
+    float part78[8];
+    part78[0] = v74_sm[2];
+    part78[1] = v74_sm[3];
+    part78[2] = v74_sm[6];
+    part78[3] = v74_sm[7];
+    part78[4] = v74_sm[10];
+    part78[5] = v74_sm[11];
+    part78[6] = v74_sm[14];
+    part78[7] = v74_sm[15];
+    part78[0] = tsr::max_nan_f32(part78[0], v74_sm[18]);
+    part78[1] = tsr::max_nan_f32(part78[1], v74_sm[19]);
+    part78[2] = tsr::max_nan_f32(part78[2], v74_sm[22]);
+    part78[3] = tsr::max_nan_f32(part78[3], v74_sm[23]);
+    part78[4] = tsr::max_nan_f32(part78[4], v74_sm[26]);
+    part78[5] = tsr::max_nan_f32(part78[5], v74_sm[27]);
+    part78[6] = tsr::max_nan_f32(part78[6], v74_sm[30]);
+    part78[7] = tsr::max_nan_f32(part78[7], v74_sm[31]);
+    part78[0] = tsr::max_nan_f32(part78[0], part78[4]);
+    part78[1] = tsr::max_nan_f32(part78[1], part78[5]);
+    part78[2] = tsr::max_nan_f32(part78[2], part78[6]);
+    part78[3] = tsr::max_nan_f32(part78[3], part78[7]);
+    part78[0] = tsr::max_nan_f32(part78[0], part78[2]);
+    part78[1] = tsr::max_nan_f32(part78[1], part78[3]);
+    part78[0] = tsr::max_nan_f32(part78[0], part78[1]);
+    v76_rmax[1] = part78[0];
+    const float sh79 = __shfl_xor_sync(0xffffffffu, v76_rmax[0], 1);
+    v76_rmax[0] = tsr::max_nan_f32(v76_rmax[0], sh79);
+    const float sh80 = __shfl_xor_sync(0xffffffffu, v76_rmax[1], 1);
+    v76_rmax[1] = tsr::max_nan_f32(v76_rmax[1], sh80);
+    const float sh81 = __shfl_xor_sync(0xffffffffu, v76_rmax[0], 2);
+    v76_rmax[0] = tsr::max_nan_f32(v76_rmax[0], sh81);
+    const float sh82 = __shfl_xor_sync(0xffffffffu, v76_rmax[1], 2);
+    v76_rmax[1] = tsr::max_nan_f32(v76_rmax[1], sh82);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v82_mn[2];
+    float v83_mn[2];
     #pragma unroll
-    for (int s83 = 0; s83 < 2; ++s83) {
-      v82_mn[s83] = tsr::fmax_nan_z<float>(c32_m[s83], v75_rmax[s83]);
+    for (int s84 = 0; s84 < 2; ++s84) {
+      v83_mn[s84] = tsr::fmax_nan_z<float>(c33_m[s84], v76_rmax[s84]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v84_dm[2];
+    float v85_dm[2];
     #pragma unroll
-    for (int s85 = 0; s85 < 2; ++s85) {
-      v84_dm[s85] = float(c32_m[s85] - v82_mn[s85]);
+    for (int s86 = 0; s86 < 2; ++s86) {
+      v85_dm[s86] = float(c33_m[s86] - v83_mn[s86]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v86_alpha[2];
+    float v87_alpha[2];
     #pragma unroll
-    for (int s87 = 0; s87 < 2; ++s87) {
-      v86_alpha[s87] = float(tsr::fexp(v84_dm[s87]));
+    for (int s88 = 0; s88 < 2; ++s88) {
+      v87_alpha[s88] = float(tsr::fexp(v85_dm[s88]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v88_mn2[2];
-    v88_mn2[0] = v82_mn[0];
-    v88_mn2[1] = v82_mn[1];
+    float v89_mn2[2];
+    v89_mn2[0] = v83_mn[0];
+    v89_mn2[1] = v83_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v89_mnb[32];
-    v89_mnb[0] = v88_mn2[0];
-    v89_mnb[1] = v88_mn2[0];
-    v89_mnb[2] = v88_mn2[1];
-    v89_mnb[3] = v88_mn2[1];
-    v89_mnb[4] = v88_mn2[0];
-    v89_mnb[5] = v88_mn2[0];
-    v89_mnb[6] = v88_mn2[1];
-    v89_mnb[7] = v88_mn2[1];
-    v89_mnb[8] = v88_mn2[0];
-    v89_mnb[9] = v88_mn2[0];
-    v89_mnb[10] = v88_mn2[1];
-    v89_mnb[11] = v88_mn2[1];
-    v89_mnb[12] = v88_mn2[0];
-    v89_mnb[13] = v88_mn2[0];
-    v89_mnb[14] = v88_mn2[1];
-    v89_mnb[15] = v88_mn2[1];
-    v89_mnb[16] = v88_mn2[0];
-    v89_mnb[17] = v88_mn2[0];
-    v89_mnb[18] = v88_mn2[1];
-    v89_mnb[19] = v88_mn2[1];
-    v89_mnb[20] = v88_mn2[0];
-    v89_mnb[21] = v88_mn2[0];
-    v89_mnb[22] = v88_mn2[1];
-    v89_mnb[23] = v88_mn2[1];
-    v89_mnb[24] = v88_mn2[0];
-    v89_mnb[25] = v88_mn2[0];
-    v89_mnb[26] = v88_mn2[1];
-    v89_mnb[27] = v88_mn2[1];
-    v89_mnb[28] = v88_mn2[0];
-    v89_mnb[29] = v88_mn2[0];
-    v89_mnb[30] = v88_mn2[1];
-    v89_mnb[31] = v88_mn2[1];
+    float v90_mnb[32];
+    v90_mnb[0] = v89_mn2[0];
+    v90_mnb[1] = v89_mn2[0];
+    v90_mnb[2] = v89_mn2[1];
+    v90_mnb[3] = v89_mn2[1];
+    v90_mnb[4] = v89_mn2[0];
+    v90_mnb[5] = v89_mn2[0];
+    v90_mnb[6] = v89_mn2[1];
+    v90_mnb[7] = v89_mn2[1];
+    v90_mnb[8] = v89_mn2[0];
+    v90_mnb[9] = v89_mn2[0];
+    v90_mnb[10] = v89_mn2[1];
+    v90_mnb[11] = v89_mn2[1];
+    v90_mnb[12] = v89_mn2[0];
+    v90_mnb[13] = v89_mn2[0];
+    v90_mnb[14] = v89_mn2[1];
+    v90_mnb[15] = v89_mn2[1];
+    v90_mnb[16] = v89_mn2[0];
+    v90_mnb[17] = v89_mn2[0];
+    v90_mnb[18] = v89_mn2[1];
+    v90_mnb[19] = v89_mn2[1];
+    v90_mnb[20] = v89_mn2[0];
+    v90_mnb[21] = v89_mn2[0];
+    v90_mnb[22] = v89_mn2[1];
+    v90_mnb[23] = v89_mn2[1];
+    v90_mnb[24] = v89_mn2[0];
+    v90_mnb[25] = v89_mn2[0];
+    v90_mnb[26] = v89_mn2[1];
+    v90_mnb[27] = v89_mn2[1];
+    v90_mnb[28] = v89_mn2[0];
+    v90_mnb[29] = v89_mn2[0];
+    v90_mnb[30] = v89_mn2[1];
+    v90_mnb[31] = v89_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v90_sd[32];
+    float v91_sd[32];
     #pragma unroll
-    for (int s91 = 0; s91 < 32; ++s91) {
-      v90_sd[s91] = float(v73_sm[s91] - v89_mnb[s91]);
+    for (int s92 = 0; s92 < 32; ++s92) {
+      v91_sd[s92] = float(v74_sm[s92] - v90_mnb[s92]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v92_p[32];
+    float v93_p[32];
     #pragma unroll
-    for (int s93 = 0; s93 < 32; ++s93) {
-      v92_p[s93] = float(tsr::fexp(v90_sd[s93]));
+    for (int s94 = 0; s94 < 32; ++s94) {
+      v93_p[s94] = float(tsr::fexp(v91_sd[s94]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v94_psum[2];
-    float part95[8];
-    part95[0] = v92_p[0];
-    part95[1] = v92_p[1];
-    part95[2] = v92_p[4];
-    part95[3] = v92_p[5];
-    part95[4] = v92_p[8];
-    part95[5] = v92_p[9];
-    part95[6] = v92_p[12];
-    part95[7] = v92_p[13];
-    part95[0] = float(part95[0] + v92_p[16]);
-    part95[1] = float(part95[1] + v92_p[17]);
-    part95[2] = float(part95[2] + v92_p[20]);
-    part95[3] = float(part95[3] + v92_p[21]);
-    part95[4] = float(part95[4] + v92_p[24]);
-    part95[5] = float(part95[5] + v92_p[25]);
-    part95[6] = float(part95[6] + v92_p[28]);
-    part95[7] = float(part95[7] + v92_p[29]);
-    part95[0] = float(part95[0] + part95[4]);
-    part95[1] = float(part95[1] + part95[5]);
-    part95[2] = float(part95[2] + part95[6]);
-    part95[3] = float(part95[3] + part95[7]);
-    part95[0] = float(part95[0] + part95[2]);
-    part95[1] = float(part95[1] + part95[3]);
-    part95[0] = float(part95[0] + part95[1]);
-    v94_psum[0] = part95[0];
+    float v95_psum[2];
     float part96[8];
-    part96[0] = v92_p[2];
-    part96[1] = v92_p[3];
-    part96[2] = v92_p[6];
-    part96[3] = v92_p[7];
-    part96[4] = v92_p[10];
-    part96[5] = v92_p[11];
-    part96[6] = v92_p[14];
-    part96[7] = v92_p[15];
-    part96[0] = float(part96[0] + v92_p[18]);
-    part96[1] = float(part96[1] + v92_p[19]);
-    part96[2] = float(part96[2] + v92_p[22]);
-    part96[3] = float(part96[3] + v92_p[23]);
-    part96[4] = float(part96[4] + v92_p[26]);
-    part96[5] = float(part96[5] + v92_p[27]);
-    part96[6] = float(part96[6] + v92_p[30]);
-    part96[7] = float(part96[7] + v92_p[31]);
+    part96[0] = v93_p[0];
+    part96[1] = v93_p[1];
+    part96[2] = v93_p[4];
+    part96[3] = v93_p[5];
+    part96[4] = v93_p[8];
+    part96[5] = v93_p[9];
+    part96[6] = v93_p[12];
+    part96[7] = v93_p[13];
+    part96[0] = float(part96[0] + v93_p[16]);
+    part96[1] = float(part96[1] + v93_p[17]);
+    part96[2] = float(part96[2] + v93_p[20]);
+    part96[3] = float(part96[3] + v93_p[21]);
+    part96[4] = float(part96[4] + v93_p[24]);
+    part96[5] = float(part96[5] + v93_p[25]);
+    part96[6] = float(part96[6] + v93_p[28]);
+    part96[7] = float(part96[7] + v93_p[29]);
     part96[0] = float(part96[0] + part96[4]);
     part96[1] = float(part96[1] + part96[5]);
     part96[2] = float(part96[2] + part96[6]);
@@ -488,148 +464,173 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     part96[0] = float(part96[0] + part96[2]);
     part96[1] = float(part96[1] + part96[3]);
     part96[0] = float(part96[0] + part96[1]);
-    v94_psum[1] = part96[0];
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v94_psum[0], 1);
-    v94_psum[0] = float(v94_psum[0] + sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v94_psum[1], 1);
-    v94_psum[1] = float(v94_psum[1] + sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v94_psum[0], 2);
-    v94_psum[0] = float(v94_psum[0] + sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v94_psum[1], 2);
-    v94_psum[1] = float(v94_psum[1] + sh100);
+    v95_psum[0] = part96[0];
+    float part97[8];
+    part97[0] = v93_p[2];
+    part97[1] = v93_p[3];
+    part97[2] = v93_p[6];
+    part97[3] = v93_p[7];
+    part97[4] = v93_p[10];
+    part97[5] = v93_p[11];
+    part97[6] = v93_p[14];
+    part97[7] = v93_p[15];
+    part97[0] = float(part97[0] + v93_p[18]);
+    part97[1] = float(part97[1] + v93_p[19]);
+    part97[2] = float(part97[2] + v93_p[22]);
+    part97[3] = float(part97[3] + v93_p[23]);
+    part97[4] = float(part97[4] + v93_p[26]);
+    part97[5] = float(part97[5] + v93_p[27]);
+    part97[6] = float(part97[6] + v93_p[30]);
+    part97[7] = float(part97[7] + v93_p[31]);
+    part97[0] = float(part97[0] + part97[4]);
+    part97[1] = float(part97[1] + part97[5]);
+    part97[2] = float(part97[2] + part97[6]);
+    part97[3] = float(part97[3] + part97[7]);
+    part97[0] = float(part97[0] + part97[2]);
+    part97[1] = float(part97[1] + part97[3]);
+    part97[0] = float(part97[0] + part97[1]);
+    v95_psum[1] = part97[0];
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v95_psum[0], 1);
+    v95_psum[0] = float(v95_psum[0] + sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v95_psum[1], 1);
+    v95_psum[1] = float(v95_psum[1] + sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v95_psum[0], 2);
+    v95_psum[0] = float(v95_psum[0] + sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v95_psum[1], 2);
+    v95_psum[1] = float(v95_psum[1] + sh101);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v101_la[2];
+    float v102_la[2];
     #pragma unroll
-    for (int s102 = 0; s102 < 2; ++s102) {
-      v101_la[s102] = float(c34_l[s102] * v86_alpha[s102]);
+    for (int s103 = 0; s103 < 2; ++s103) {
+      v102_la[s103] = float(c35_l[s103] * v87_alpha[s103]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v103_ln[2];
+    float v104_ln[2];
     #pragma unroll
-    for (int s104 = 0; s104 < 2; ++s104) {
-      v103_ln[s104] = float(v101_la[s104] + v94_psum[s104]);
+    for (int s105 = 0; s105 < 2; ++s105) {
+      v104_ln[s105] = float(v102_la[s105] + v95_psum[s105]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v105_alpha2[2];
-    v105_alpha2[0] = v86_alpha[0];
-    v105_alpha2[1] = v86_alpha[1];
+    float v106_alpha2[2];
+    v106_alpha2[0] = v87_alpha[0];
+    v106_alpha2[1] = v87_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v106_alphab[32];
-    v106_alphab[0] = v105_alpha2[0];
-    v106_alphab[1] = v105_alpha2[0];
-    v106_alphab[2] = v105_alpha2[1];
-    v106_alphab[3] = v105_alpha2[1];
-    v106_alphab[4] = v105_alpha2[0];
-    v106_alphab[5] = v105_alpha2[0];
-    v106_alphab[6] = v105_alpha2[1];
-    v106_alphab[7] = v105_alpha2[1];
-    v106_alphab[8] = v105_alpha2[0];
-    v106_alphab[9] = v105_alpha2[0];
-    v106_alphab[10] = v105_alpha2[1];
-    v106_alphab[11] = v105_alpha2[1];
-    v106_alphab[12] = v105_alpha2[0];
-    v106_alphab[13] = v105_alpha2[0];
-    v106_alphab[14] = v105_alpha2[1];
-    v106_alphab[15] = v105_alpha2[1];
-    v106_alphab[16] = v105_alpha2[0];
-    v106_alphab[17] = v105_alpha2[0];
-    v106_alphab[18] = v105_alpha2[1];
-    v106_alphab[19] = v105_alpha2[1];
-    v106_alphab[20] = v105_alpha2[0];
-    v106_alphab[21] = v105_alpha2[0];
-    v106_alphab[22] = v105_alpha2[1];
-    v106_alphab[23] = v105_alpha2[1];
-    v106_alphab[24] = v105_alpha2[0];
-    v106_alphab[25] = v105_alpha2[0];
-    v106_alphab[26] = v105_alpha2[1];
-    v106_alphab[27] = v105_alpha2[1];
-    v106_alphab[28] = v105_alpha2[0];
-    v106_alphab[29] = v105_alpha2[0];
-    v106_alphab[30] = v105_alpha2[1];
-    v106_alphab[31] = v105_alpha2[1];
+    float v107_alphab[32];
+    v107_alphab[0] = v106_alpha2[0];
+    v107_alphab[1] = v106_alpha2[0];
+    v107_alphab[2] = v106_alpha2[1];
+    v107_alphab[3] = v106_alpha2[1];
+    v107_alphab[4] = v106_alpha2[0];
+    v107_alphab[5] = v106_alpha2[0];
+    v107_alphab[6] = v106_alpha2[1];
+    v107_alphab[7] = v106_alpha2[1];
+    v107_alphab[8] = v106_alpha2[0];
+    v107_alphab[9] = v106_alpha2[0];
+    v107_alphab[10] = v106_alpha2[1];
+    v107_alphab[11] = v106_alpha2[1];
+    v107_alphab[12] = v106_alpha2[0];
+    v107_alphab[13] = v106_alpha2[0];
+    v107_alphab[14] = v106_alpha2[1];
+    v107_alphab[15] = v106_alpha2[1];
+    v107_alphab[16] = v106_alpha2[0];
+    v107_alphab[17] = v106_alpha2[0];
+    v107_alphab[18] = v106_alpha2[1];
+    v107_alphab[19] = v106_alpha2[1];
+    v107_alphab[20] = v106_alpha2[0];
+    v107_alphab[21] = v106_alpha2[0];
+    v107_alphab[22] = v106_alpha2[1];
+    v107_alphab[23] = v106_alpha2[1];
+    v107_alphab[24] = v106_alpha2[0];
+    v107_alphab[25] = v106_alpha2[0];
+    v107_alphab[26] = v106_alpha2[1];
+    v107_alphab[27] = v106_alpha2[1];
+    v107_alphab[28] = v106_alpha2[0];
+    v107_alphab[29] = v106_alpha2[0];
+    v107_alphab[30] = v106_alpha2[1];
+    v107_alphab[31] = v106_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v107_accs[32];
+    float v108_accs[32];
     #pragma unroll
-    for (int s108 = 0; s108 < 32; ++s108) {
-      v107_accs[s108] = float(c36_acc[s108] * v106_alphab[s108]);
+    for (int s109 = 0; s109 < 32; ++s109) {
+      v108_accs[s109] = float(c37_acc[s109] * v107_alphab[s109]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v109_pb[32];
+    float v110_pb[32];
     #pragma unroll
-    for (int s110 = 0; s110 < 32; ++s110) {
-      v109_pb[s110] = tsr::rbf16(float(float(v92_p[s110])));
+    for (int s111 = 0; s111 < 32; ++s111) {
+      v110_pb[s111] = tsr::rbf16(float(float(v93_p[s111])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v111[32];
-    v111[0] = v109_pb[0];
-    v111[1] = v109_pb[1];
-    v111[2] = v109_pb[2];
-    v111[3] = v109_pb[3];
-    v111[4] = v109_pb[4];
-    v111[5] = v109_pb[5];
-    v111[6] = v109_pb[6];
-    v111[7] = v109_pb[7];
-    v111[8] = v109_pb[8];
-    v111[9] = v109_pb[9];
-    v111[10] = v109_pb[10];
-    v111[11] = v109_pb[11];
-    v111[12] = v109_pb[12];
-    v111[13] = v109_pb[13];
-    v111[14] = v109_pb[14];
-    v111[15] = v109_pb[15];
-    v111[16] = v109_pb[16];
-    v111[17] = v109_pb[17];
-    v111[18] = v109_pb[18];
-    v111[19] = v109_pb[19];
-    v111[20] = v109_pb[20];
-    v111[21] = v109_pb[21];
-    v111[22] = v109_pb[22];
-    v111[23] = v109_pb[23];
-    v111[24] = v109_pb[24];
-    v111[25] = v109_pb[25];
-    v111[26] = v109_pb[26];
-    v111[27] = v109_pb[27];
-    v111[28] = v109_pb[28];
-    v111[29] = v109_pb[29];
-    v111[30] = v109_pb[30];
-    v111[31] = v109_pb[31];
+    float v112[32];
+    v112[0] = v110_pb[0];
+    v112[1] = v110_pb[1];
+    v112[2] = v110_pb[2];
+    v112[3] = v110_pb[3];
+    v112[4] = v110_pb[4];
+    v112[5] = v110_pb[5];
+    v112[6] = v110_pb[6];
+    v112[7] = v110_pb[7];
+    v112[8] = v110_pb[8];
+    v112[9] = v110_pb[9];
+    v112[10] = v110_pb[10];
+    v112[11] = v110_pb[11];
+    v112[12] = v110_pb[12];
+    v112[13] = v110_pb[13];
+    v112[14] = v110_pb[14];
+    v112[15] = v110_pb[15];
+    v112[16] = v110_pb[16];
+    v112[17] = v110_pb[17];
+    v112[18] = v110_pb[18];
+    v112[19] = v110_pb[19];
+    v112[20] = v110_pb[20];
+    v112[21] = v110_pb[21];
+    v112[22] = v110_pb[22];
+    v112[23] = v110_pb[23];
+    v112[24] = v110_pb[24];
+    v112[25] = v110_pb[25];
+    v112[26] = v110_pb[26];
+    v112[27] = v110_pb[27];
+    v112[28] = v110_pb[28];
+    v112[29] = v110_pb[29];
+    v112[30] = v110_pb[30];
+    v112[31] = v110_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v112_accn[32];
+    float v113_accn[32];
     #pragma unroll
-    for (int s113 = 0; s113 < 32; ++s113) {
-      v112_accn[s113] = v107_accs[s113];
+    for (int s114 = 0; s114 < 32; ++s114) {
+      v113_accn[s114] = v108_accs[s114];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       uint32_t fa_[1][4][4];
-      fa_[0][0][0] = tsr::f2bf2(v111[0], v111[1]);
-      fa_[0][0][1] = tsr::f2bf2(v111[2], v111[3]);
-      fa_[0][0][2] = tsr::f2bf2(v111[4], v111[5]);
-      fa_[0][0][3] = tsr::f2bf2(v111[6], v111[7]);
-      fa_[0][1][0] = tsr::f2bf2(v111[8], v111[9]);
-      fa_[0][1][1] = tsr::f2bf2(v111[10], v111[11]);
-      fa_[0][1][2] = tsr::f2bf2(v111[12], v111[13]);
-      fa_[0][1][3] = tsr::f2bf2(v111[14], v111[15]);
-      fa_[0][2][0] = tsr::f2bf2(v111[16], v111[17]);
-      fa_[0][2][1] = tsr::f2bf2(v111[18], v111[19]);
-      fa_[0][2][2] = tsr::f2bf2(v111[20], v111[21]);
-      fa_[0][2][3] = tsr::f2bf2(v111[22], v111[23]);
-      fa_[0][3][0] = tsr::f2bf2(v111[24], v111[25]);
-      fa_[0][3][1] = tsr::f2bf2(v111[26], v111[27]);
-      fa_[0][3][2] = tsr::f2bf2(v111[28], v111[29]);
-      fa_[0][3][3] = tsr::f2bf2(v111[30], v111[31]);
-      const uint32_t sb_ = tsr::smem_u32((sh40 + rs38 * 4096));
+      fa_[0][0][0] = tsr::f2bf2(v112[0], v112[1]);
+      fa_[0][0][1] = tsr::f2bf2(v112[2], v112[3]);
+      fa_[0][0][2] = tsr::f2bf2(v112[4], v112[5]);
+      fa_[0][0][3] = tsr::f2bf2(v112[6], v112[7]);
+      fa_[0][1][0] = tsr::f2bf2(v112[8], v112[9]);
+      fa_[0][1][1] = tsr::f2bf2(v112[10], v112[11]);
+      fa_[0][1][2] = tsr::f2bf2(v112[12], v112[13]);
+      fa_[0][1][3] = tsr::f2bf2(v112[14], v112[15]);
+      fa_[0][2][0] = tsr::f2bf2(v112[16], v112[17]);
+      fa_[0][2][1] = tsr::f2bf2(v112[18], v112[19]);
+      fa_[0][2][2] = tsr::f2bf2(v112[20], v112[21]);
+      fa_[0][2][3] = tsr::f2bf2(v112[22], v112[23]);
+      fa_[0][3][0] = tsr::f2bf2(v112[24], v112[25]);
+      fa_[0][3][1] = tsr::f2bf2(v112[26], v112[27]);
+      fa_[0][3][2] = tsr::f2bf2(v112[28], v112[29]);
+      fa_[0][3][3] = tsr::f2bf2(v112[30], v112[31]);
+      const uint32_t sb_ = tsr::smem_u32((sh41 + rs39 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v112_accn[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]));
       tsr::wgmma_fence_a(fa_[0][0]);
       tsr::wgmma_fence_a(fa_[0][1]);
       tsr::wgmma_fence_a(fa_[0][2]);
@@ -637,131 +638,131 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s114 = 0; s114 < 2; ++s114) {
-      c32_m[s114] = v82_mn[s114];
-    }
-    #pragma unroll
     for (int s115 = 0; s115 < 2; ++s115) {
-      c34_l[s115] = v103_ln[s115];
+      c33_m[s115] = v83_mn[s115];
     }
     #pragma unroll
-    for (int s116 = 0; s116 < 32; ++s116) {
-      c36_acc[s116] = v112_accn[s116];
+    for (int s116 = 0; s116 < 2; ++s116) {
+      c35_l[s116] = v104_ln[s116];
+    }
+    #pragma unroll
+    for (int s117 = 0; s117 < 32; ++s117) {
+      c37_acc[s117] = v113_accn[s117];
     }
     __syncwarp();
-    if (tsr_lane == 0) tsr::mbar_arrive(mb41 + 8u * (2u + rn42 % 2u));
-    ++rn42;
-    rs38 = (rs38 + 1) % 2;
+    if (tsr_lane == 0) tsr::mbar_arrive(mb42 + 8u * (2u + rn43 % 2u));
+    ++rn43;
+    rs39 = (rs39 + 1) % 2;
   }
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v117_l2[2];
-  v117_l2[0] = c34_l[0];
-  v117_l2[1] = c34_l[1];
+  float v118_l2[2];
+  v118_l2[0] = c35_l[0];
+  v118_l2[1] = c35_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v118_lb[32];
-  v118_lb[0] = v117_l2[0];
-  v118_lb[1] = v117_l2[0];
-  v118_lb[2] = v117_l2[1];
-  v118_lb[3] = v117_l2[1];
-  v118_lb[4] = v117_l2[0];
-  v118_lb[5] = v117_l2[0];
-  v118_lb[6] = v117_l2[1];
-  v118_lb[7] = v117_l2[1];
-  v118_lb[8] = v117_l2[0];
-  v118_lb[9] = v117_l2[0];
-  v118_lb[10] = v117_l2[1];
-  v118_lb[11] = v117_l2[1];
-  v118_lb[12] = v117_l2[0];
-  v118_lb[13] = v117_l2[0];
-  v118_lb[14] = v117_l2[1];
-  v118_lb[15] = v117_l2[1];
-  v118_lb[16] = v117_l2[0];
-  v118_lb[17] = v117_l2[0];
-  v118_lb[18] = v117_l2[1];
-  v118_lb[19] = v117_l2[1];
-  v118_lb[20] = v117_l2[0];
-  v118_lb[21] = v117_l2[0];
-  v118_lb[22] = v117_l2[1];
-  v118_lb[23] = v117_l2[1];
-  v118_lb[24] = v117_l2[0];
-  v118_lb[25] = v117_l2[0];
-  v118_lb[26] = v117_l2[1];
-  v118_lb[27] = v117_l2[1];
-  v118_lb[28] = v117_l2[0];
-  v118_lb[29] = v117_l2[0];
-  v118_lb[30] = v117_l2[1];
-  v118_lb[31] = v117_l2[1];
+  float v119_lb[32];
+  v119_lb[0] = v118_l2[0];
+  v119_lb[1] = v118_l2[0];
+  v119_lb[2] = v118_l2[1];
+  v119_lb[3] = v118_l2[1];
+  v119_lb[4] = v118_l2[0];
+  v119_lb[5] = v118_l2[0];
+  v119_lb[6] = v118_l2[1];
+  v119_lb[7] = v118_l2[1];
+  v119_lb[8] = v118_l2[0];
+  v119_lb[9] = v118_l2[0];
+  v119_lb[10] = v118_l2[1];
+  v119_lb[11] = v118_l2[1];
+  v119_lb[12] = v118_l2[0];
+  v119_lb[13] = v118_l2[0];
+  v119_lb[14] = v118_l2[1];
+  v119_lb[15] = v118_l2[1];
+  v119_lb[16] = v118_l2[0];
+  v119_lb[17] = v118_l2[0];
+  v119_lb[18] = v118_l2[1];
+  v119_lb[19] = v118_l2[1];
+  v119_lb[20] = v118_l2[0];
+  v119_lb[21] = v118_l2[0];
+  v119_lb[22] = v118_l2[1];
+  v119_lb[23] = v118_l2[1];
+  v119_lb[24] = v118_l2[0];
+  v119_lb[25] = v118_l2[0];
+  v119_lb[26] = v118_l2[1];
+  v119_lb[27] = v118_l2[1];
+  v119_lb[28] = v118_l2[0];
+  v119_lb[29] = v118_l2[0];
+  v119_lb[30] = v118_l2[1];
+  v119_lb[31] = v118_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v119_out[32];
+  float v120_out[32];
   #pragma unroll
-  for (int s120 = 0; s120 < 32; ++s120) {
-    v119_out[s120] = float(c36_acc[s120] / v118_lb[s120]);
+  for (int s121 = 0; s121 < 32; ++s121) {
+    v120_out[s121] = float(c37_acc[s121] / v119_lb[s121]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v121_outb[32];
+  float v122_outb[32];
   #pragma unroll
-  for (int s122 = 0; s122 < 32; ++s122) {
-    v121_outb[s122] = tsr::rbf16(float(float(v119_out[s122])));
+  for (int s123 = 0; s123 < 32; ++s123) {
+    v122_outb[s123] = tsr::rbf16(float(float(v120_out[s123])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v123_o3[32];
-  v123_o3[0] = v121_outb[0];
-  v123_o3[1] = v121_outb[1];
-  v123_o3[2] = v121_outb[2];
-  v123_o3[3] = v121_outb[3];
-  v123_o3[4] = v121_outb[4];
-  v123_o3[5] = v121_outb[5];
-  v123_o3[6] = v121_outb[6];
-  v123_o3[7] = v121_outb[7];
-  v123_o3[8] = v121_outb[8];
-  v123_o3[9] = v121_outb[9];
-  v123_o3[10] = v121_outb[10];
-  v123_o3[11] = v121_outb[11];
-  v123_o3[12] = v121_outb[12];
-  v123_o3[13] = v121_outb[13];
-  v123_o3[14] = v121_outb[14];
-  v123_o3[15] = v121_outb[15];
-  v123_o3[16] = v121_outb[16];
-  v123_o3[17] = v121_outb[17];
-  v123_o3[18] = v121_outb[18];
-  v123_o3[19] = v121_outb[19];
-  v123_o3[20] = v121_outb[20];
-  v123_o3[21] = v121_outb[21];
-  v123_o3[22] = v121_outb[22];
-  v123_o3[23] = v121_outb[23];
-  v123_o3[24] = v121_outb[24];
-  v123_o3[25] = v121_outb[25];
-  v123_o3[26] = v121_outb[26];
-  v123_o3[27] = v121_outb[27];
-  v123_o3[28] = v121_outb[28];
-  v123_o3[29] = v121_outb[29];
-  v123_o3[30] = v121_outb[30];
-  v123_o3[31] = v121_outb[31];
+  float v124_o3[32];
+  v124_o3[0] = v122_outb[0];
+  v124_o3[1] = v122_outb[1];
+  v124_o3[2] = v122_outb[2];
+  v124_o3[3] = v122_outb[3];
+  v124_o3[4] = v122_outb[4];
+  v124_o3[5] = v122_outb[5];
+  v124_o3[6] = v122_outb[6];
+  v124_o3[7] = v122_outb[7];
+  v124_o3[8] = v122_outb[8];
+  v124_o3[9] = v122_outb[9];
+  v124_o3[10] = v122_outb[10];
+  v124_o3[11] = v122_outb[11];
+  v124_o3[12] = v122_outb[12];
+  v124_o3[13] = v122_outb[13];
+  v124_o3[14] = v122_outb[14];
+  v124_o3[15] = v122_outb[15];
+  v124_o3[16] = v122_outb[16];
+  v124_o3[17] = v122_outb[17];
+  v124_o3[18] = v122_outb[18];
+  v124_o3[19] = v122_outb[19];
+  v124_o3[20] = v122_outb[20];
+  v124_o3[21] = v122_outb[21];
+  v124_o3[22] = v122_outb[22];
+  v124_o3[23] = v122_outb[23];
+  v124_o3[24] = v122_outb[24];
+  v124_o3[25] = v122_outb[25];
+  v124_o3[26] = v122_outb[26];
+  v124_o3[27] = v122_outb[27];
+  v124_o3[28] = v122_outb[28];
+  v124_o3[29] = v122_outb[29];
+  v124_o3[30] = v122_outb[30];
+  v124_o3[31] = v122_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o124 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o125 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o126 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole127 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole127) {
+    const int64_t o125 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o126 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o127 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole128 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole128) {
       #pragma unroll
-      for (int c128 = 0; c128 < 16; ++c128) {
-        uint16_t vb129[2];
-        vb129[0] = tsr::f2bf(v123_o3[c128 * 2 + 0]);
-        vb129[1] = tsr::f2bf(v123_o3[c128 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c128 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c128 * 2) % 2) + (((c128 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb129);
+      for (int c129 = 0; c129 < 16; ++c129) {
+        uint16_t vb130[2];
+        vb130[0] = tsr::f2bf(v124_o3[c129 * 2 + 0]);
+        vb130[1] = tsr::f2bf(v124_o3[c129 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c129 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c129 * 2) % 2) + (((c129 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb130);
       }
     } else {
       #pragma unroll
-      for (int c130 = 0; c130 < 16; ++c130) {
-        uint16_t vb131[2];
-        if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb131[0] = tsr::f2bf(v123_o3[c130 * 2 + 0]);
-          vb131[1] = tsr::f2bf(v123_o3[c130 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb131);
+      for (int c131 = 0; c131 < 16; ++c131) {
+        uint16_t vb132[2];
+        if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb132[0] = tsr::f2bf(v124_o3[c131 * 2 + 0]);
+          vb132[1] = tsr::f2bf(v124_o3[c131 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb132);
         } else {
-          if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v123_o3[c130 * 2]);
-          if ((o124 + 0) < int64_t(tsr_dim_H) && (o125 + ((((c130 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o124 + 0) * tsr_p3_s0 + (o125 + ((((c130 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o126 + (((c130 * 2) % 2) + (((c130 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v123_o3[c130 * 2 + 1]);
+          if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v124_o3[c131 * 2]);
+          if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v124_o3[c131 * 2 + 1]);
         }
       }
     }

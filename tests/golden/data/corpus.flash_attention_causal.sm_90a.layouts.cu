@@ -283,22 +283,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const int64_t o64 = int64_t(nx61) * 64;
         const int64_t o65 = int64_t(v2_c0) * 64;
         if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
+          const uint32_t sb66 = tsr::smem_u32((sh59 + (pro60) * 4352));
           #pragma unroll
-          for (int i66 = 0; i66 < 8; ++i66) {
-            const int q67 = i66 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh59 + (pro60) * 4352) + (0) * 4352 + (((q67 * 4) / 64)) * 68 + (((q67 * 4) % 64)) * 1), tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q67 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q67 * 4) % 64)) * tsr_p2_s2);
+          for (int i67 = 0; i67 < 8; ++i67) {
+            const int q68 = i67 * 128 + tsr_tid;
+            tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i68 = 0; i68 < 8; ++i68) {
-            const int q69 = i68 * 128 + tsr_tid;
-            const int64_t n70 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q69 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q69 * 4) % 64))) : 4;
-            const float* src71 = tsr_p2 + (n70 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q69 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q69 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst72 = (sh59 + (pro60) * 4352) + (0) * 4352 + (((q69 * 4) / 64)) * 68 + (((q69 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src71)) {
-              tsr::cp_async_16(tsr::smem_u32(dst72), src71, int(n70) * 4);
+          for (int i69 = 0; i69 < 8; ++i69) {
+            const int q70 = i69 * 128 + tsr_tid;
+            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
+            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst73 = (sh59 + (pro60) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src72)) {
+              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst72[v_] = v_ < n70 ? src71[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
             }
           }
         }
@@ -306,35 +307,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv73_ = v2_c0; v3_c1 > 0 && iv73_ < v13_hi; iv73_ += v3_c1) {
-    const int32_t iv73 = int32_t(iv73_);
+  for (int64_t iv74_ = v2_c0; v3_c1 > 0 && iv74_ < v13_hi; iv74_ += v3_c1) {
+    const int32_t iv74 = int32_t(iv74_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv73_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-      const int32_t nx74 = int32_t((iv73_ + 1 * int64_t(v3_c1)));
+    if ((iv74_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
+      const int32_t nx75 = int32_t((iv74_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bm : i32
-      const int32_t v75_off = int32_t(uint32_t(nx74) * uint32_t(v5_bm));
+      const int32_t v76_off = int32_t(uint32_t(nx75) * uint32_t(v5_bm));
       {
-        const int64_t o76 = int64_t(v1_ph) * 1;
-        const int64_t o77 = int64_t(nx74) * 64;
-        const int64_t o78 = int64_t(v2_c0) * 64;
-        if (o76 >= 0 && o76 + 1 <= int64_t(tsr_dim_H) && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1 + o78 * tsr_p2_s2)) {
-          #pragma unroll
-          for (int i79 = 0; i79 < 8; ++i79) {
-            const int q80 = i79 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q80 * 4) / 64)) * 68 + (((q80 * 4) % 64)) * 1), tsr_p2 + (o76 + 0) * tsr_p2_s0 + (o77 + ((q80 * 4) / 64)) * tsr_p2_s1 + (o78 + ((q80 * 4) % 64)) * tsr_p2_s2);
-          }
-        } else {
+        const int64_t o77 = int64_t(v1_ph) * 1;
+        const int64_t o78 = int64_t(nx75) * 64;
+        const int64_t o79 = int64_t(v2_c0) * 64;
+        if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
+          const uint32_t sb80 = tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i81 = 0; i81 < 8; ++i81) {
             const int q82 = i81 * 128 + tsr_tid;
-            const int64_t n83 = !(true && (o76 + 0) < int64_t(tsr_dim_H) && (o77 + ((q82 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o78 + ((q82 * 4) % 64))) : 4;
-            const float* src84 = tsr_p2 + (n83 > 0 ? (o76 + 0) * tsr_p2_s0 + (o77 + ((q82 * 4) / 64)) * tsr_p2_s1 + (o78 + ((q82 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst85 = (sh59 + ((rs58 + 1) % 2) * 4352) + (0) * 4352 + (((q82 * 4) / 64)) * 68 + (((q82 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src84)) {
-              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 4);
+            tsr::cp_async_16(sb80 + uint32_t((0) * 4352 + (((q82 * 4) / 64)) * 68 + (((q82 * 4) % 64)) * 1) * 4u, tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + ((q82 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q82 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i83 = 0; i83 < 8; ++i83) {
+            const int q84 = i83 * 128 + tsr_tid;
+            const int64_t n85 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q84 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) : 4;
+            const float* src86 = tsr_p2 + (n85 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q84 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q84 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst87 = (sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src86)) {
+              tsr::cp_async_16(tsr::smem_u32(dst87), src86, int(n85) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst87[v_] = v_ < n85 ? src86[v_] : float(0);
             }
           }
         }
@@ -342,124 +344,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v86_k3[32];
+    float v88_k3[32];
     {
-      const int64_t o87 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o88 = int64_t(iv73) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o89 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole90 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv73) * 64 >= 0 && int64_t(iv73) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv73) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole90) {
-        #pragma unroll
-        for (int c91 = 0; c91 < 8; ++c91) {
-          float vb92[4];
-          tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c91 * 4) % 4))) * tsr_p1_s2);
-          v86_k3[c91 * 4 + 0] = vb92[0];
-          v86_k3[c91 * 4 + 1] = vb92[1];
-          v86_k3[c91 * 4 + 2] = vb92[2];
-          v86_k3[c91 * 4 + 3] = vb92[3];
-        }
-      } else {
+      const int64_t o89 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o90 = int64_t(iv74) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o91 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole92 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv74) * 64 >= 0 && int64_t(iv74) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv74) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole92) {
         #pragma unroll
         for (int c93 = 0; c93 < 8; ++c93) {
           float vb94[4];
-          if ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb94, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2);
-            v86_k3[c93 * 4 + 0] = vb94[0];
-            v86_k3[c93 * 4 + 1] = vb94[1];
-            v86_k3[c93 * 4 + 2] = vb94[2];
-            v86_k3[c93 * 4 + 3] = vb94[3];
+          tsr::copy_vec<float, 4>(vb94, tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c93 * 4) % 4))) * tsr_p1_s2);
+          v88_k3[c93 * 4 + 0] = vb94[0];
+          v88_k3[c93 * 4 + 1] = vb94[1];
+          v88_k3[c93 * 4 + 2] = vb94[2];
+          v88_k3[c93 * 4 + 3] = vb94[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c95 = 0; c95 < 8; ++c95) {
+          float vb96[4];
+          if ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb96, tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2);
+            v88_k3[c95 * 4 + 0] = vb96[0];
+            v88_k3[c95 * 4 + 1] = vb96[1];
+            v88_k3[c95 * 4 + 2] = vb96[2];
+            v88_k3[c95 * 4 + 3] = vb96[3];
           } else {
-            v86_k3[c93 * 4] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v86_k3[c93 * 4 + 1] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v86_k3[c93 * 4 + 2] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v86_k3[c93 * 4 + 3] = ((o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((((c93 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o89 + (((c93 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o87 + 0) * tsr_p1_s0 + (o88 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o89 + (((c93 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v88_k3[c95 * 4] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v88_k3[c95 * 4 + 1] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v88_k3[c95 * 4 + 2] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v88_k3[c95 * 4 + 3] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v95_kt[32];
-    v95_kt[0] = v86_k3[0];
-    v95_kt[1] = v86_k3[1];
-    v95_kt[2] = v86_k3[2];
-    v95_kt[3] = v86_k3[3];
-    v95_kt[4] = v86_k3[4];
-    v95_kt[5] = v86_k3[5];
-    v95_kt[6] = v86_k3[6];
-    v95_kt[7] = v86_k3[7];
-    v95_kt[8] = v86_k3[8];
-    v95_kt[9] = v86_k3[9];
-    v95_kt[10] = v86_k3[10];
-    v95_kt[11] = v86_k3[11];
-    v95_kt[12] = v86_k3[12];
-    v95_kt[13] = v86_k3[13];
-    v95_kt[14] = v86_k3[14];
-    v95_kt[15] = v86_k3[15];
-    v95_kt[16] = v86_k3[16];
-    v95_kt[17] = v86_k3[17];
-    v95_kt[18] = v86_k3[18];
-    v95_kt[19] = v86_k3[19];
-    v95_kt[20] = v86_k3[20];
-    v95_kt[21] = v86_k3[21];
-    v95_kt[22] = v86_k3[22];
-    v95_kt[23] = v86_k3[23];
-    v95_kt[24] = v86_k3[24];
-    v95_kt[25] = v86_k3[25];
-    v95_kt[26] = v86_k3[26];
-    v95_kt[27] = v86_k3[27];
-    v95_kt[28] = v86_k3[28];
-    v95_kt[29] = v86_k3[29];
-    v95_kt[30] = v86_k3[30];
-    v95_kt[31] = v86_k3[31];
+    float v97_kt[32];
+    v97_kt[0] = v88_k3[0];
+    v97_kt[1] = v88_k3[1];
+    v97_kt[2] = v88_k3[2];
+    v97_kt[3] = v88_k3[3];
+    v97_kt[4] = v88_k3[4];
+    v97_kt[5] = v88_k3[5];
+    v97_kt[6] = v88_k3[6];
+    v97_kt[7] = v88_k3[7];
+    v97_kt[8] = v88_k3[8];
+    v97_kt[9] = v88_k3[9];
+    v97_kt[10] = v88_k3[10];
+    v97_kt[11] = v88_k3[11];
+    v97_kt[12] = v88_k3[12];
+    v97_kt[13] = v88_k3[13];
+    v97_kt[14] = v88_k3[14];
+    v97_kt[15] = v88_k3[15];
+    v97_kt[16] = v88_k3[16];
+    v97_kt[17] = v88_k3[17];
+    v97_kt[18] = v88_k3[18];
+    v97_kt[19] = v88_k3[19];
+    v97_kt[20] = v88_k3[20];
+    v97_kt[21] = v88_k3[21];
+    v97_kt[22] = v88_k3[22];
+    v97_kt[23] = v88_k3[23];
+    v97_kt[24] = v88_k3[24];
+    v97_kt[25] = v88_k3[25];
+    v97_kt[26] = v88_k3[26];
+    v97_kt[27] = v88_k3[27];
+    v97_kt[28] = v88_k3[28];
+    v97_kt[29] = v88_k3[29];
+    v97_kt[30] = v88_k3[30];
+    v97_kt[31] = v88_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v96_ktt[32];
-    v96_ktt[0] = v95_kt[0];
-    v96_ktt[1] = v95_kt[1];
-    v96_ktt[2] = v95_kt[2];
-    v96_ktt[3] = v95_kt[3];
-    v96_ktt[4] = v95_kt[4];
-    v96_ktt[5] = v95_kt[5];
-    v96_ktt[6] = v95_kt[6];
-    v96_ktt[7] = v95_kt[7];
-    v96_ktt[8] = v95_kt[8];
-    v96_ktt[9] = v95_kt[9];
-    v96_ktt[10] = v95_kt[10];
-    v96_ktt[11] = v95_kt[11];
-    v96_ktt[12] = v95_kt[12];
-    v96_ktt[13] = v95_kt[13];
-    v96_ktt[14] = v95_kt[14];
-    v96_ktt[15] = v95_kt[15];
-    v96_ktt[16] = v95_kt[16];
-    v96_ktt[17] = v95_kt[17];
-    v96_ktt[18] = v95_kt[18];
-    v96_ktt[19] = v95_kt[19];
-    v96_ktt[20] = v95_kt[20];
-    v96_ktt[21] = v95_kt[21];
-    v96_ktt[22] = v95_kt[22];
-    v96_ktt[23] = v95_kt[23];
-    v96_ktt[24] = v95_kt[24];
-    v96_ktt[25] = v95_kt[25];
-    v96_ktt[26] = v95_kt[26];
-    v96_ktt[27] = v95_kt[27];
-    v96_ktt[28] = v95_kt[28];
-    v96_ktt[29] = v95_kt[29];
-    v96_ktt[30] = v95_kt[30];
-    v96_ktt[31] = v95_kt[31];
+    float v98_ktt[32];
+    v98_ktt[0] = v97_kt[0];
+    v98_ktt[1] = v97_kt[1];
+    v98_ktt[2] = v97_kt[2];
+    v98_ktt[3] = v97_kt[3];
+    v98_ktt[4] = v97_kt[4];
+    v98_ktt[5] = v97_kt[5];
+    v98_ktt[6] = v97_kt[6];
+    v98_ktt[7] = v97_kt[7];
+    v98_ktt[8] = v97_kt[8];
+    v98_ktt[9] = v97_kt[9];
+    v98_ktt[10] = v97_kt[10];
+    v98_ktt[11] = v97_kt[11];
+    v98_ktt[12] = v97_kt[12];
+    v98_ktt[13] = v97_kt[13];
+    v98_ktt[14] = v97_kt[14];
+    v98_ktt[15] = v97_kt[15];
+    v98_ktt[16] = v97_kt[16];
+    v98_ktt[17] = v97_kt[17];
+    v98_ktt[18] = v97_kt[18];
+    v98_ktt[19] = v97_kt[19];
+    v98_ktt[20] = v97_kt[20];
+    v98_ktt[21] = v97_kt[21];
+    v98_ktt[22] = v97_kt[22];
+    v98_ktt[23] = v97_kt[23];
+    v98_ktt[24] = v97_kt[24];
+    v98_ktt[25] = v97_kt[25];
+    v98_ktt[26] = v97_kt[26];
+    v98_ktt[27] = v97_kt[27];
+    v98_ktt[28] = v97_kt[28];
+    v98_ktt[29] = v97_kt[29];
+    v98_ktt[30] = v97_kt[30];
+    v98_ktt[31] = v97_kt[31];
     // %6 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh97 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh99 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c98 = 0; c98 < 32; ++c98) {
-      float w99[1];
-      w99[0] = v96_ktt[c98 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh97 + ((((c98 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c98 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w99);
+    for (int c100 = 0; c100 < 32; ++c100) {
+      float w101[1];
+      w101[0] = v98_ktt[c100 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh99 + ((((c100 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c100 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w101);
     }
     __syncthreads();
     // %s = dot %3, %6, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v100_s[32];
+    float v102_s[32];
     #pragma unroll
-    for (int s101 = 0; s101 < 32; ++s101) {
-      v100_s[s101] = v32_acc0[s101];
+    for (int s103 = 0; s103 < 32; ++s103) {
+      v102_s[s103] = v32_acc0[s103];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -473,726 +475,726 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const auto a5_ = sh45[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh45[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh45[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh97[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh97[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh97[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh97[(k_) * 68 + (tn_ + 3) * 1];
-        v100_s[0] = fmaf(float(a0_), float(b0_), v100_s[0]);
-        v100_s[1] = fmaf(float(a0_), float(b1_), v100_s[1]);
-        v100_s[2] = fmaf(float(a0_), float(b2_), v100_s[2]);
-        v100_s[3] = fmaf(float(a0_), float(b3_), v100_s[3]);
-        v100_s[4] = fmaf(float(a1_), float(b0_), v100_s[4]);
-        v100_s[5] = fmaf(float(a1_), float(b1_), v100_s[5]);
-        v100_s[6] = fmaf(float(a1_), float(b2_), v100_s[6]);
-        v100_s[7] = fmaf(float(a1_), float(b3_), v100_s[7]);
-        v100_s[8] = fmaf(float(a2_), float(b0_), v100_s[8]);
-        v100_s[9] = fmaf(float(a2_), float(b1_), v100_s[9]);
-        v100_s[10] = fmaf(float(a2_), float(b2_), v100_s[10]);
-        v100_s[11] = fmaf(float(a2_), float(b3_), v100_s[11]);
-        v100_s[12] = fmaf(float(a3_), float(b0_), v100_s[12]);
-        v100_s[13] = fmaf(float(a3_), float(b1_), v100_s[13]);
-        v100_s[14] = fmaf(float(a3_), float(b2_), v100_s[14]);
-        v100_s[15] = fmaf(float(a3_), float(b3_), v100_s[15]);
-        v100_s[16] = fmaf(float(a4_), float(b0_), v100_s[16]);
-        v100_s[17] = fmaf(float(a4_), float(b1_), v100_s[17]);
-        v100_s[18] = fmaf(float(a4_), float(b2_), v100_s[18]);
-        v100_s[19] = fmaf(float(a4_), float(b3_), v100_s[19]);
-        v100_s[20] = fmaf(float(a5_), float(b0_), v100_s[20]);
-        v100_s[21] = fmaf(float(a5_), float(b1_), v100_s[21]);
-        v100_s[22] = fmaf(float(a5_), float(b2_), v100_s[22]);
-        v100_s[23] = fmaf(float(a5_), float(b3_), v100_s[23]);
-        v100_s[24] = fmaf(float(a6_), float(b0_), v100_s[24]);
-        v100_s[25] = fmaf(float(a6_), float(b1_), v100_s[25]);
-        v100_s[26] = fmaf(float(a6_), float(b2_), v100_s[26]);
-        v100_s[27] = fmaf(float(a6_), float(b3_), v100_s[27]);
-        v100_s[28] = fmaf(float(a7_), float(b0_), v100_s[28]);
-        v100_s[29] = fmaf(float(a7_), float(b1_), v100_s[29]);
-        v100_s[30] = fmaf(float(a7_), float(b2_), v100_s[30]);
-        v100_s[31] = fmaf(float(a7_), float(b3_), v100_s[31]);
+        const auto b0_ = sh99[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh99[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh99[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh99[(k_) * 68 + (tn_ + 3) * 1];
+        v102_s[0] = fmaf(float(a0_), float(b0_), v102_s[0]);
+        v102_s[1] = fmaf(float(a0_), float(b1_), v102_s[1]);
+        v102_s[2] = fmaf(float(a0_), float(b2_), v102_s[2]);
+        v102_s[3] = fmaf(float(a0_), float(b3_), v102_s[3]);
+        v102_s[4] = fmaf(float(a1_), float(b0_), v102_s[4]);
+        v102_s[5] = fmaf(float(a1_), float(b1_), v102_s[5]);
+        v102_s[6] = fmaf(float(a1_), float(b2_), v102_s[6]);
+        v102_s[7] = fmaf(float(a1_), float(b3_), v102_s[7]);
+        v102_s[8] = fmaf(float(a2_), float(b0_), v102_s[8]);
+        v102_s[9] = fmaf(float(a2_), float(b1_), v102_s[9]);
+        v102_s[10] = fmaf(float(a2_), float(b2_), v102_s[10]);
+        v102_s[11] = fmaf(float(a2_), float(b3_), v102_s[11]);
+        v102_s[12] = fmaf(float(a3_), float(b0_), v102_s[12]);
+        v102_s[13] = fmaf(float(a3_), float(b1_), v102_s[13]);
+        v102_s[14] = fmaf(float(a3_), float(b2_), v102_s[14]);
+        v102_s[15] = fmaf(float(a3_), float(b3_), v102_s[15]);
+        v102_s[16] = fmaf(float(a4_), float(b0_), v102_s[16]);
+        v102_s[17] = fmaf(float(a4_), float(b1_), v102_s[17]);
+        v102_s[18] = fmaf(float(a4_), float(b2_), v102_s[18]);
+        v102_s[19] = fmaf(float(a4_), float(b3_), v102_s[19]);
+        v102_s[20] = fmaf(float(a5_), float(b0_), v102_s[20]);
+        v102_s[21] = fmaf(float(a5_), float(b1_), v102_s[21]);
+        v102_s[22] = fmaf(float(a5_), float(b2_), v102_s[22]);
+        v102_s[23] = fmaf(float(a5_), float(b3_), v102_s[23]);
+        v102_s[24] = fmaf(float(a6_), float(b0_), v102_s[24]);
+        v102_s[25] = fmaf(float(a6_), float(b1_), v102_s[25]);
+        v102_s[26] = fmaf(float(a6_), float(b2_), v102_s[26]);
+        v102_s[27] = fmaf(float(a6_), float(b3_), v102_s[27]);
+        v102_s[28] = fmaf(float(a7_), float(b0_), v102_s[28]);
+        v102_s[29] = fmaf(float(a7_), float(b1_), v102_s[29]);
+        v102_s[30] = fmaf(float(a7_), float(b2_), v102_s[30]);
+        v102_s[31] = fmaf(float(a7_), float(b3_), v102_s[31]);
       }
     }
     // %off = mul %j, %bm : i32
-    const int32_t v102_off = int32_t(uint32_t(iv73) * uint32_t(v5_bm));
+    const int32_t v104_off = int32_t(uint32_t(iv74) * uint32_t(v5_bm));
     // %7 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v103[4];
-    #pragma unroll
-    for (int s104 = 0; s104 < 4; ++s104) {
-      v103[s104] = int32_t(0 + (((s104) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v105[4];
     #pragma unroll
     for (int s106 = 0; s106 < 4; ++s106) {
-      v105[s106] = v102_off;
+      v105[s106] = int32_t(0 + (((s106) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v107[4];
     #pragma unroll
     for (int s108 = 0; s108 < 4; ++s108) {
-      v107[s108] = int32_t(uint32_t(v103[s108]) + uint32_t(v105[s108]));
+      v107[s108] = v104_off;
     }
-    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v109[4];
     #pragma unroll
     for (int s110 = 0; s110 < 4; ++s110) {
-      v109[s110] = v4_n;
+      v109[s110] = int32_t(uint32_t(v105[s110]) + uint32_t(v107[s110]));
     }
-    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v111[4];
+    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v111[4];
     #pragma unroll
     for (int s112 = 0; s112 < 4; ++s112) {
-      v111[s112] = uint8_t(v107[s112] < v109[s112]);
+      v111[s112] = v4_n;
+    }
+    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v113[4];
+    #pragma unroll
+    for (int s114 = 0; s114 < 4; ++s114) {
+      v113[s114] = uint8_t(v109[s114] < v111[s114]);
     }
     // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v113_inseq2[4];
-    v113_inseq2[0] = v111[0];
-    v113_inseq2[1] = v111[1];
-    v113_inseq2[2] = v111[2];
-    v113_inseq2[3] = v111[3];
+    uint8_t v115_inseq2[4];
+    v115_inseq2[0] = v113[0];
+    v115_inseq2[1] = v113[1];
+    v115_inseq2[2] = v113[2];
+    v115_inseq2[3] = v113[3];
     // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v114_inseqb[32];
-    v114_inseqb[0] = v113_inseq2[0];
-    v114_inseqb[1] = v113_inseq2[1];
-    v114_inseqb[2] = v113_inseq2[2];
-    v114_inseqb[3] = v113_inseq2[3];
-    v114_inseqb[4] = v113_inseq2[0];
-    v114_inseqb[5] = v113_inseq2[1];
-    v114_inseqb[6] = v113_inseq2[2];
-    v114_inseqb[7] = v113_inseq2[3];
-    v114_inseqb[8] = v113_inseq2[0];
-    v114_inseqb[9] = v113_inseq2[1];
-    v114_inseqb[10] = v113_inseq2[2];
-    v114_inseqb[11] = v113_inseq2[3];
-    v114_inseqb[12] = v113_inseq2[0];
-    v114_inseqb[13] = v113_inseq2[1];
-    v114_inseqb[14] = v113_inseq2[2];
-    v114_inseqb[15] = v113_inseq2[3];
-    v114_inseqb[16] = v113_inseq2[0];
-    v114_inseqb[17] = v113_inseq2[1];
-    v114_inseqb[18] = v113_inseq2[2];
-    v114_inseqb[19] = v113_inseq2[3];
-    v114_inseqb[20] = v113_inseq2[0];
-    v114_inseqb[21] = v113_inseq2[1];
-    v114_inseqb[22] = v113_inseq2[2];
-    v114_inseqb[23] = v113_inseq2[3];
-    v114_inseqb[24] = v113_inseq2[0];
-    v114_inseqb[25] = v113_inseq2[1];
-    v114_inseqb[26] = v113_inseq2[2];
-    v114_inseqb[27] = v113_inseq2[3];
-    v114_inseqb[28] = v113_inseq2[0];
-    v114_inseqb[29] = v113_inseq2[1];
-    v114_inseqb[30] = v113_inseq2[2];
-    v114_inseqb[31] = v113_inseq2[3];
+    uint8_t v116_inseqb[32];
+    v116_inseqb[0] = v115_inseq2[0];
+    v116_inseqb[1] = v115_inseq2[1];
+    v116_inseqb[2] = v115_inseq2[2];
+    v116_inseqb[3] = v115_inseq2[3];
+    v116_inseqb[4] = v115_inseq2[0];
+    v116_inseqb[5] = v115_inseq2[1];
+    v116_inseqb[6] = v115_inseq2[2];
+    v116_inseqb[7] = v115_inseq2[3];
+    v116_inseqb[8] = v115_inseq2[0];
+    v116_inseqb[9] = v115_inseq2[1];
+    v116_inseqb[10] = v115_inseq2[2];
+    v116_inseqb[11] = v115_inseq2[3];
+    v116_inseqb[12] = v115_inseq2[0];
+    v116_inseqb[13] = v115_inseq2[1];
+    v116_inseqb[14] = v115_inseq2[2];
+    v116_inseqb[15] = v115_inseq2[3];
+    v116_inseqb[16] = v115_inseq2[0];
+    v116_inseqb[17] = v115_inseq2[1];
+    v116_inseqb[18] = v115_inseq2[2];
+    v116_inseqb[19] = v115_inseq2[3];
+    v116_inseqb[20] = v115_inseq2[0];
+    v116_inseqb[21] = v115_inseq2[1];
+    v116_inseqb[22] = v115_inseq2[2];
+    v116_inseqb[23] = v115_inseq2[3];
+    v116_inseqb[24] = v115_inseq2[0];
+    v116_inseqb[25] = v115_inseq2[1];
+    v116_inseqb[26] = v115_inseq2[2];
+    v116_inseqb[27] = v115_inseq2[3];
+    v116_inseqb[28] = v115_inseq2[0];
+    v116_inseqb[29] = v115_inseq2[1];
+    v116_inseqb[30] = v115_inseq2[2];
+    v116_inseqb[31] = v115_inseq2[3];
     // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v115[4];
-    #pragma unroll
-    for (int s116 = 0; s116 < 4; ++s116) {
-      v115[s116] = int32_t(0 + (((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v117[4];
     #pragma unroll
     for (int s118 = 0; s118 < 4; ++s118) {
-      v117[s118] = v102_off;
+      v117[s118] = int32_t(0 + (((s118) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v119[4];
     #pragma unroll
     for (int s120 = 0; s120 < 4; ++s120) {
-      v119[s120] = int32_t(uint32_t(v115[s120]) + uint32_t(v117[s120]));
+      v119[s120] = v104_off;
+    }
+    // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v121[4];
+    #pragma unroll
+    for (int s122 = 0; s122 < 4; ++s122) {
+      v121[s122] = int32_t(uint32_t(v117[s122]) + uint32_t(v119[s122]));
     }
     // %col2 = expand_dims %14 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v121_col2[4];
-    v121_col2[0] = v119[0];
-    v121_col2[1] = v119[1];
-    v121_col2[2] = v119[2];
-    v121_col2[3] = v119[3];
+    int32_t v123_col2[4];
+    v123_col2[0] = v121[0];
+    v123_col2[1] = v121[1];
+    v123_col2[2] = v121[2];
+    v123_col2[3] = v121[3];
     // %colb = broadcast %col2 : tile<i32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v122_colb[32];
-    v122_colb[0] = v121_col2[0];
-    v122_colb[1] = v121_col2[1];
-    v122_colb[2] = v121_col2[2];
-    v122_colb[3] = v121_col2[3];
-    v122_colb[4] = v121_col2[0];
-    v122_colb[5] = v121_col2[1];
-    v122_colb[6] = v121_col2[2];
-    v122_colb[7] = v121_col2[3];
-    v122_colb[8] = v121_col2[0];
-    v122_colb[9] = v121_col2[1];
-    v122_colb[10] = v121_col2[2];
-    v122_colb[11] = v121_col2[3];
-    v122_colb[12] = v121_col2[0];
-    v122_colb[13] = v121_col2[1];
-    v122_colb[14] = v121_col2[2];
-    v122_colb[15] = v121_col2[3];
-    v122_colb[16] = v121_col2[0];
-    v122_colb[17] = v121_col2[1];
-    v122_colb[18] = v121_col2[2];
-    v122_colb[19] = v121_col2[3];
-    v122_colb[20] = v121_col2[0];
-    v122_colb[21] = v121_col2[1];
-    v122_colb[22] = v121_col2[2];
-    v122_colb[23] = v121_col2[3];
-    v122_colb[24] = v121_col2[0];
-    v122_colb[25] = v121_col2[1];
-    v122_colb[26] = v121_col2[2];
-    v122_colb[27] = v121_col2[3];
-    v122_colb[28] = v121_col2[0];
-    v122_colb[29] = v121_col2[1];
-    v122_colb[30] = v121_col2[2];
-    v122_colb[31] = v121_col2[3];
+    int32_t v124_colb[32];
+    v124_colb[0] = v123_col2[0];
+    v124_colb[1] = v123_col2[1];
+    v124_colb[2] = v123_col2[2];
+    v124_colb[3] = v123_col2[3];
+    v124_colb[4] = v123_col2[0];
+    v124_colb[5] = v123_col2[1];
+    v124_colb[6] = v123_col2[2];
+    v124_colb[7] = v123_col2[3];
+    v124_colb[8] = v123_col2[0];
+    v124_colb[9] = v123_col2[1];
+    v124_colb[10] = v123_col2[2];
+    v124_colb[11] = v123_col2[3];
+    v124_colb[12] = v123_col2[0];
+    v124_colb[13] = v123_col2[1];
+    v124_colb[14] = v123_col2[2];
+    v124_colb[15] = v123_col2[3];
+    v124_colb[16] = v123_col2[0];
+    v124_colb[17] = v123_col2[1];
+    v124_colb[18] = v123_col2[2];
+    v124_colb[19] = v123_col2[3];
+    v124_colb[20] = v123_col2[0];
+    v124_colb[21] = v123_col2[1];
+    v124_colb[22] = v123_col2[2];
+    v124_colb[23] = v123_col2[3];
+    v124_colb[24] = v123_col2[0];
+    v124_colb[25] = v123_col2[1];
+    v124_colb[26] = v123_col2[2];
+    v124_colb[27] = v123_col2[3];
+    v124_colb[28] = v123_col2[0];
+    v124_colb[29] = v123_col2[1];
+    v124_colb[30] = v123_col2[2];
+    v124_colb[31] = v123_col2[3];
     // %causal = cmp %colb, %rowsb {pred = "le"} : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v123_causal[32];
-    #pragma unroll
-    for (int s124 = 0; s124 < 32; ++s124) {
-      v123_causal[s124] = uint8_t(v122_colb[s124] <= v44_rowsb[s124]);
-    }
-    // %keep = and %causal, %inseqb : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v125_keep[32];
+    uint8_t v125_causal[32];
     #pragma unroll
     for (int s126 = 0; s126 < 32; ++s126) {
-      v125_keep[s126] = uint8_t(v123_causal[s126] & v114_inseqb[s126]);
+      v125_causal[s126] = uint8_t(v124_colb[s126] <= v44_rowsb[s126]);
     }
-    // %sm = where %keep, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v127_sm[32];
+    // %keep = and %causal, %inseqb : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v127_keep[32];
     #pragma unroll
     for (int s128 = 0; s128 < 32; ++s128) {
-      v127_sm[s128] = (v125_keep[s128] ? v100_s[s128] : v34_ninfs[s128]);
+      v127_keep[s128] = uint8_t(v125_causal[s128] & v116_inseqb[s128]);
+    }
+    // %sm = where %keep, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v129_sm[32];
+    #pragma unroll
+    for (int s130 = 0; s130 < 32; ++s130) {
+      v129_sm[s130] = (v127_keep[s130] ? v102_s[s130] : v34_ninfs[s130]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v129_rmax[8];
-    v129_rmax[0] = v127_sm[0];
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[1]);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[2]);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], v127_sm[3]);
-    v129_rmax[1] = v127_sm[4];
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[5]);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[6]);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], v127_sm[7]);
-    v129_rmax[2] = v127_sm[8];
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[9]);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[10]);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], v127_sm[11]);
-    v129_rmax[3] = v127_sm[12];
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[13]);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[14]);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], v127_sm[15]);
-    v129_rmax[4] = v127_sm[16];
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[17]);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[18]);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], v127_sm[19]);
-    v129_rmax[5] = v127_sm[20];
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[21]);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[22]);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], v127_sm[23]);
-    v129_rmax[6] = v127_sm[24];
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[25]);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[26]);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], v127_sm[27]);
-    v129_rmax[7] = v127_sm[28];
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[29]);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[30]);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], v127_sm[31]);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 1);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 1);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 1);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 1);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 1);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 1);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 1);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 1);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 2);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 2);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 2);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 2);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 2);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 2);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 2);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 2);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 4);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 4);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 4);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 4);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 4);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 4);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 4);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 4);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v129_rmax[0], 8);
-    v129_rmax[0] = tsr::max_nan_f32(v129_rmax[0], sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v129_rmax[1], 8);
-    v129_rmax[1] = tsr::max_nan_f32(v129_rmax[1], sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v129_rmax[2], 8);
-    v129_rmax[2] = tsr::max_nan_f32(v129_rmax[2], sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v129_rmax[3], 8);
-    v129_rmax[3] = tsr::max_nan_f32(v129_rmax[3], sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v129_rmax[4], 8);
-    v129_rmax[4] = tsr::max_nan_f32(v129_rmax[4], sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v129_rmax[5], 8);
-    v129_rmax[5] = tsr::max_nan_f32(v129_rmax[5], sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v129_rmax[6], 8);
-    v129_rmax[6] = tsr::max_nan_f32(v129_rmax[6], sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v129_rmax[7], 8);
-    v129_rmax[7] = tsr::max_nan_f32(v129_rmax[7], sh161);
+    float v131_rmax[8];
+    v131_rmax[0] = v129_sm[0];
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[1]);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[2]);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[3]);
+    v131_rmax[1] = v129_sm[4];
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[5]);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[6]);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[7]);
+    v131_rmax[2] = v129_sm[8];
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[9]);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[10]);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[11]);
+    v131_rmax[3] = v129_sm[12];
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[13]);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[14]);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[15]);
+    v131_rmax[4] = v129_sm[16];
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[17]);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[18]);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[19]);
+    v131_rmax[5] = v129_sm[20];
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[21]);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[22]);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[23]);
+    v131_rmax[6] = v129_sm[24];
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[25]);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[26]);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[27]);
+    v131_rmax[7] = v129_sm[28];
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[29]);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[30]);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[31]);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 1);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 1);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 1);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 1);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 1);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 1);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 1);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 1);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 2);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 2);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 2);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 2);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 2);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 2);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 2);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 2);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 4);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 4);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 4);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 4);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 4);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 4);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 4);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 4);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 8);
+    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 8);
+    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 8);
+    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 8);
+    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 8);
+    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 8);
+    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 8);
+    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 8);
+    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh163);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v162_mn[8];
-    #pragma unroll
-    for (int s163 = 0; s163 < 8; ++s163) {
-      v162_mn[s163] = tsr::fmax_nan_z<float>(c52_m[s163], v129_rmax[s163]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v164_dm[8];
+    float v164_mn[8];
     #pragma unroll
     for (int s165 = 0; s165 < 8; ++s165) {
-      v164_dm[s165] = float(c52_m[s165] - v162_mn[s165]);
+      v164_mn[s165] = tsr::fmax_nan_z<float>(c52_m[s165], v131_rmax[s165]);
     }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v166_alpha[8];
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v166_dm[8];
     #pragma unroll
     for (int s167 = 0; s167 < 8; ++s167) {
-      v166_alpha[s167] = float(tsr::fexp(v164_dm[s167]));
+      v166_dm[s167] = float(c52_m[s167] - v164_mn[s167]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v168_alpha[8];
+    #pragma unroll
+    for (int s169 = 0; s169 < 8; ++s169) {
+      v168_alpha[s169] = float(tsr::fexp(v166_dm[s169]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v168_mn2[8];
-    v168_mn2[0] = v162_mn[0];
-    v168_mn2[1] = v162_mn[1];
-    v168_mn2[2] = v162_mn[2];
-    v168_mn2[3] = v162_mn[3];
-    v168_mn2[4] = v162_mn[4];
-    v168_mn2[5] = v162_mn[5];
-    v168_mn2[6] = v162_mn[6];
-    v168_mn2[7] = v162_mn[7];
+    float v170_mn2[8];
+    v170_mn2[0] = v164_mn[0];
+    v170_mn2[1] = v164_mn[1];
+    v170_mn2[2] = v164_mn[2];
+    v170_mn2[3] = v164_mn[3];
+    v170_mn2[4] = v164_mn[4];
+    v170_mn2[5] = v164_mn[5];
+    v170_mn2[6] = v164_mn[6];
+    v170_mn2[7] = v164_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v169_mnb[32];
-    v169_mnb[0] = v168_mn2[0];
-    v169_mnb[1] = v168_mn2[0];
-    v169_mnb[2] = v168_mn2[0];
-    v169_mnb[3] = v168_mn2[0];
-    v169_mnb[4] = v168_mn2[1];
-    v169_mnb[5] = v168_mn2[1];
-    v169_mnb[6] = v168_mn2[1];
-    v169_mnb[7] = v168_mn2[1];
-    v169_mnb[8] = v168_mn2[2];
-    v169_mnb[9] = v168_mn2[2];
-    v169_mnb[10] = v168_mn2[2];
-    v169_mnb[11] = v168_mn2[2];
-    v169_mnb[12] = v168_mn2[3];
-    v169_mnb[13] = v168_mn2[3];
-    v169_mnb[14] = v168_mn2[3];
-    v169_mnb[15] = v168_mn2[3];
-    v169_mnb[16] = v168_mn2[4];
-    v169_mnb[17] = v168_mn2[4];
-    v169_mnb[18] = v168_mn2[4];
-    v169_mnb[19] = v168_mn2[4];
-    v169_mnb[20] = v168_mn2[5];
-    v169_mnb[21] = v168_mn2[5];
-    v169_mnb[22] = v168_mn2[5];
-    v169_mnb[23] = v168_mn2[5];
-    v169_mnb[24] = v168_mn2[6];
-    v169_mnb[25] = v168_mn2[6];
-    v169_mnb[26] = v168_mn2[6];
-    v169_mnb[27] = v168_mn2[6];
-    v169_mnb[28] = v168_mn2[7];
-    v169_mnb[29] = v168_mn2[7];
-    v169_mnb[30] = v168_mn2[7];
-    v169_mnb[31] = v168_mn2[7];
+    float v171_mnb[32];
+    v171_mnb[0] = v170_mn2[0];
+    v171_mnb[1] = v170_mn2[0];
+    v171_mnb[2] = v170_mn2[0];
+    v171_mnb[3] = v170_mn2[0];
+    v171_mnb[4] = v170_mn2[1];
+    v171_mnb[5] = v170_mn2[1];
+    v171_mnb[6] = v170_mn2[1];
+    v171_mnb[7] = v170_mn2[1];
+    v171_mnb[8] = v170_mn2[2];
+    v171_mnb[9] = v170_mn2[2];
+    v171_mnb[10] = v170_mn2[2];
+    v171_mnb[11] = v170_mn2[2];
+    v171_mnb[12] = v170_mn2[3];
+    v171_mnb[13] = v170_mn2[3];
+    v171_mnb[14] = v170_mn2[3];
+    v171_mnb[15] = v170_mn2[3];
+    v171_mnb[16] = v170_mn2[4];
+    v171_mnb[17] = v170_mn2[4];
+    v171_mnb[18] = v170_mn2[4];
+    v171_mnb[19] = v170_mn2[4];
+    v171_mnb[20] = v170_mn2[5];
+    v171_mnb[21] = v170_mn2[5];
+    v171_mnb[22] = v170_mn2[5];
+    v171_mnb[23] = v170_mn2[5];
+    v171_mnb[24] = v170_mn2[6];
+    v171_mnb[25] = v170_mn2[6];
+    v171_mnb[26] = v170_mn2[6];
+    v171_mnb[27] = v170_mn2[6];
+    v171_mnb[28] = v170_mn2[7];
+    v171_mnb[29] = v170_mn2[7];
+    v171_mnb[30] = v170_mn2[7];
+    v171_mnb[31] = v170_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v170_sd[32];
-    #pragma unroll
-    for (int s171 = 0; s171 < 32; ++s171) {
-      v170_sd[s171] = float(v127_sm[s171] - v169_mnb[s171]);
-    }
-    // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v172_p[32];
+    float v172_sd[32];
     #pragma unroll
     for (int s173 = 0; s173 < 32; ++s173) {
-      v172_p[s173] = float(tsr::fexp(v170_sd[s173]));
+      v172_sd[s173] = float(v129_sm[s173] - v171_mnb[s173]);
+    }
+    // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v174_p[32];
+    #pragma unroll
+    for (int s175 = 0; s175 < 32; ++s175) {
+      v174_p[s175] = float(tsr::fexp(v172_sd[s175]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v174_psum[8];
-    v174_psum[0] = v172_p[0];
-    v174_psum[0] = float(v174_psum[0] + v172_p[1]);
-    v174_psum[0] = float(v174_psum[0] + v172_p[2]);
-    v174_psum[0] = float(v174_psum[0] + v172_p[3]);
-    v174_psum[1] = v172_p[4];
-    v174_psum[1] = float(v174_psum[1] + v172_p[5]);
-    v174_psum[1] = float(v174_psum[1] + v172_p[6]);
-    v174_psum[1] = float(v174_psum[1] + v172_p[7]);
-    v174_psum[2] = v172_p[8];
-    v174_psum[2] = float(v174_psum[2] + v172_p[9]);
-    v174_psum[2] = float(v174_psum[2] + v172_p[10]);
-    v174_psum[2] = float(v174_psum[2] + v172_p[11]);
-    v174_psum[3] = v172_p[12];
-    v174_psum[3] = float(v174_psum[3] + v172_p[13]);
-    v174_psum[3] = float(v174_psum[3] + v172_p[14]);
-    v174_psum[3] = float(v174_psum[3] + v172_p[15]);
-    v174_psum[4] = v172_p[16];
-    v174_psum[4] = float(v174_psum[4] + v172_p[17]);
-    v174_psum[4] = float(v174_psum[4] + v172_p[18]);
-    v174_psum[4] = float(v174_psum[4] + v172_p[19]);
-    v174_psum[5] = v172_p[20];
-    v174_psum[5] = float(v174_psum[5] + v172_p[21]);
-    v174_psum[5] = float(v174_psum[5] + v172_p[22]);
-    v174_psum[5] = float(v174_psum[5] + v172_p[23]);
-    v174_psum[6] = v172_p[24];
-    v174_psum[6] = float(v174_psum[6] + v172_p[25]);
-    v174_psum[6] = float(v174_psum[6] + v172_p[26]);
-    v174_psum[6] = float(v174_psum[6] + v172_p[27]);
-    v174_psum[7] = v172_p[28];
-    v174_psum[7] = float(v174_psum[7] + v172_p[29]);
-    v174_psum[7] = float(v174_psum[7] + v172_p[30]);
-    v174_psum[7] = float(v174_psum[7] + v172_p[31]);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 1);
-    v174_psum[0] = float(v174_psum[0] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 1);
-    v174_psum[1] = float(v174_psum[1] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 1);
-    v174_psum[2] = float(v174_psum[2] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 1);
-    v174_psum[3] = float(v174_psum[3] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 1);
-    v174_psum[4] = float(v174_psum[4] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 1);
-    v174_psum[5] = float(v174_psum[5] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 1);
-    v174_psum[6] = float(v174_psum[6] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 1);
-    v174_psum[7] = float(v174_psum[7] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 2);
-    v174_psum[0] = float(v174_psum[0] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 2);
-    v174_psum[1] = float(v174_psum[1] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 2);
-    v174_psum[2] = float(v174_psum[2] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 2);
-    v174_psum[3] = float(v174_psum[3] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 2);
-    v174_psum[4] = float(v174_psum[4] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 2);
-    v174_psum[5] = float(v174_psum[5] + sh188);
-    const float sh189 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 2);
-    v174_psum[6] = float(v174_psum[6] + sh189);
-    const float sh190 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 2);
-    v174_psum[7] = float(v174_psum[7] + sh190);
-    const float sh191 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 4);
-    v174_psum[0] = float(v174_psum[0] + sh191);
-    const float sh192 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 4);
-    v174_psum[1] = float(v174_psum[1] + sh192);
-    const float sh193 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 4);
-    v174_psum[2] = float(v174_psum[2] + sh193);
-    const float sh194 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 4);
-    v174_psum[3] = float(v174_psum[3] + sh194);
-    const float sh195 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 4);
-    v174_psum[4] = float(v174_psum[4] + sh195);
-    const float sh196 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 4);
-    v174_psum[5] = float(v174_psum[5] + sh196);
-    const float sh197 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 4);
-    v174_psum[6] = float(v174_psum[6] + sh197);
-    const float sh198 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 4);
-    v174_psum[7] = float(v174_psum[7] + sh198);
-    const float sh199 = __shfl_xor_sync(0xffffffffu, v174_psum[0], 8);
-    v174_psum[0] = float(v174_psum[0] + sh199);
-    const float sh200 = __shfl_xor_sync(0xffffffffu, v174_psum[1], 8);
-    v174_psum[1] = float(v174_psum[1] + sh200);
-    const float sh201 = __shfl_xor_sync(0xffffffffu, v174_psum[2], 8);
-    v174_psum[2] = float(v174_psum[2] + sh201);
-    const float sh202 = __shfl_xor_sync(0xffffffffu, v174_psum[3], 8);
-    v174_psum[3] = float(v174_psum[3] + sh202);
-    const float sh203 = __shfl_xor_sync(0xffffffffu, v174_psum[4], 8);
-    v174_psum[4] = float(v174_psum[4] + sh203);
-    const float sh204 = __shfl_xor_sync(0xffffffffu, v174_psum[5], 8);
-    v174_psum[5] = float(v174_psum[5] + sh204);
-    const float sh205 = __shfl_xor_sync(0xffffffffu, v174_psum[6], 8);
-    v174_psum[6] = float(v174_psum[6] + sh205);
-    const float sh206 = __shfl_xor_sync(0xffffffffu, v174_psum[7], 8);
-    v174_psum[7] = float(v174_psum[7] + sh206);
+    float v176_psum[8];
+    v176_psum[0] = v174_p[0];
+    v176_psum[0] = float(v176_psum[0] + v174_p[1]);
+    v176_psum[0] = float(v176_psum[0] + v174_p[2]);
+    v176_psum[0] = float(v176_psum[0] + v174_p[3]);
+    v176_psum[1] = v174_p[4];
+    v176_psum[1] = float(v176_psum[1] + v174_p[5]);
+    v176_psum[1] = float(v176_psum[1] + v174_p[6]);
+    v176_psum[1] = float(v176_psum[1] + v174_p[7]);
+    v176_psum[2] = v174_p[8];
+    v176_psum[2] = float(v176_psum[2] + v174_p[9]);
+    v176_psum[2] = float(v176_psum[2] + v174_p[10]);
+    v176_psum[2] = float(v176_psum[2] + v174_p[11]);
+    v176_psum[3] = v174_p[12];
+    v176_psum[3] = float(v176_psum[3] + v174_p[13]);
+    v176_psum[3] = float(v176_psum[3] + v174_p[14]);
+    v176_psum[3] = float(v176_psum[3] + v174_p[15]);
+    v176_psum[4] = v174_p[16];
+    v176_psum[4] = float(v176_psum[4] + v174_p[17]);
+    v176_psum[4] = float(v176_psum[4] + v174_p[18]);
+    v176_psum[4] = float(v176_psum[4] + v174_p[19]);
+    v176_psum[5] = v174_p[20];
+    v176_psum[5] = float(v176_psum[5] + v174_p[21]);
+    v176_psum[5] = float(v176_psum[5] + v174_p[22]);
+    v176_psum[5] = float(v176_psum[5] + v174_p[23]);
+    v176_psum[6] = v174_p[24];
+    v176_psum[6] = float(v176_psum[6] + v174_p[25]);
+    v176_psum[6] = float(v176_psum[6] + v174_p[26]);
+    v176_psum[6] = float(v176_psum[6] + v174_p[27]);
+    v176_psum[7] = v174_p[28];
+    v176_psum[7] = float(v176_psum[7] + v174_p[29]);
+    v176_psum[7] = float(v176_psum[7] + v174_p[30]);
+    v176_psum[7] = float(v176_psum[7] + v174_p[31]);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 1);
+    v176_psum[0] = float(v176_psum[0] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 1);
+    v176_psum[1] = float(v176_psum[1] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 1);
+    v176_psum[2] = float(v176_psum[2] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 1);
+    v176_psum[3] = float(v176_psum[3] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 1);
+    v176_psum[4] = float(v176_psum[4] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 1);
+    v176_psum[5] = float(v176_psum[5] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 1);
+    v176_psum[6] = float(v176_psum[6] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 1);
+    v176_psum[7] = float(v176_psum[7] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 2);
+    v176_psum[0] = float(v176_psum[0] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 2);
+    v176_psum[1] = float(v176_psum[1] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 2);
+    v176_psum[2] = float(v176_psum[2] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 2);
+    v176_psum[3] = float(v176_psum[3] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 2);
+    v176_psum[4] = float(v176_psum[4] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 2);
+    v176_psum[5] = float(v176_psum[5] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 2);
+    v176_psum[6] = float(v176_psum[6] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 2);
+    v176_psum[7] = float(v176_psum[7] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 4);
+    v176_psum[0] = float(v176_psum[0] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 4);
+    v176_psum[1] = float(v176_psum[1] + sh194);
+    const float sh195 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 4);
+    v176_psum[2] = float(v176_psum[2] + sh195);
+    const float sh196 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 4);
+    v176_psum[3] = float(v176_psum[3] + sh196);
+    const float sh197 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 4);
+    v176_psum[4] = float(v176_psum[4] + sh197);
+    const float sh198 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 4);
+    v176_psum[5] = float(v176_psum[5] + sh198);
+    const float sh199 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 4);
+    v176_psum[6] = float(v176_psum[6] + sh199);
+    const float sh200 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 4);
+    v176_psum[7] = float(v176_psum[7] + sh200);
+    const float sh201 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 8);
+    v176_psum[0] = float(v176_psum[0] + sh201);
+    const float sh202 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 8);
+    v176_psum[1] = float(v176_psum[1] + sh202);
+    const float sh203 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 8);
+    v176_psum[2] = float(v176_psum[2] + sh203);
+    const float sh204 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 8);
+    v176_psum[3] = float(v176_psum[3] + sh204);
+    const float sh205 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 8);
+    v176_psum[4] = float(v176_psum[4] + sh205);
+    const float sh206 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 8);
+    v176_psum[5] = float(v176_psum[5] + sh206);
+    const float sh207 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 8);
+    v176_psum[6] = float(v176_psum[6] + sh207);
+    const float sh208 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 8);
+    v176_psum[7] = float(v176_psum[7] + sh208);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v207_la[8];
-    #pragma unroll
-    for (int s208 = 0; s208 < 8; ++s208) {
-      v207_la[s208] = float(c54_l[s208] * v166_alpha[s208]);
-    }
-    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v209_ln[8];
+    float v209_la[8];
     #pragma unroll
     for (int s210 = 0; s210 < 8; ++s210) {
-      v209_ln[s210] = float(v207_la[s210] + v174_psum[s210]);
+      v209_la[s210] = float(c54_l[s210] * v168_alpha[s210]);
+    }
+    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v211_ln[8];
+    #pragma unroll
+    for (int s212 = 0; s212 < 8; ++s212) {
+      v211_ln[s212] = float(v209_la[s212] + v176_psum[s212]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v211_alpha2[8];
-    v211_alpha2[0] = v166_alpha[0];
-    v211_alpha2[1] = v166_alpha[1];
-    v211_alpha2[2] = v166_alpha[2];
-    v211_alpha2[3] = v166_alpha[3];
-    v211_alpha2[4] = v166_alpha[4];
-    v211_alpha2[5] = v166_alpha[5];
-    v211_alpha2[6] = v166_alpha[6];
-    v211_alpha2[7] = v166_alpha[7];
+    float v213_alpha2[8];
+    v213_alpha2[0] = v168_alpha[0];
+    v213_alpha2[1] = v168_alpha[1];
+    v213_alpha2[2] = v168_alpha[2];
+    v213_alpha2[3] = v168_alpha[3];
+    v213_alpha2[4] = v168_alpha[4];
+    v213_alpha2[5] = v168_alpha[5];
+    v213_alpha2[6] = v168_alpha[6];
+    v213_alpha2[7] = v168_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v212_alphab[32];
-    v212_alphab[0] = v211_alpha2[0];
-    v212_alphab[1] = v211_alpha2[0];
-    v212_alphab[2] = v211_alpha2[0];
-    v212_alphab[3] = v211_alpha2[0];
-    v212_alphab[4] = v211_alpha2[1];
-    v212_alphab[5] = v211_alpha2[1];
-    v212_alphab[6] = v211_alpha2[1];
-    v212_alphab[7] = v211_alpha2[1];
-    v212_alphab[8] = v211_alpha2[2];
-    v212_alphab[9] = v211_alpha2[2];
-    v212_alphab[10] = v211_alpha2[2];
-    v212_alphab[11] = v211_alpha2[2];
-    v212_alphab[12] = v211_alpha2[3];
-    v212_alphab[13] = v211_alpha2[3];
-    v212_alphab[14] = v211_alpha2[3];
-    v212_alphab[15] = v211_alpha2[3];
-    v212_alphab[16] = v211_alpha2[4];
-    v212_alphab[17] = v211_alpha2[4];
-    v212_alphab[18] = v211_alpha2[4];
-    v212_alphab[19] = v211_alpha2[4];
-    v212_alphab[20] = v211_alpha2[5];
-    v212_alphab[21] = v211_alpha2[5];
-    v212_alphab[22] = v211_alpha2[5];
-    v212_alphab[23] = v211_alpha2[5];
-    v212_alphab[24] = v211_alpha2[6];
-    v212_alphab[25] = v211_alpha2[6];
-    v212_alphab[26] = v211_alpha2[6];
-    v212_alphab[27] = v211_alpha2[6];
-    v212_alphab[28] = v211_alpha2[7];
-    v212_alphab[29] = v211_alpha2[7];
-    v212_alphab[30] = v211_alpha2[7];
-    v212_alphab[31] = v211_alpha2[7];
+    float v214_alphab[32];
+    v214_alphab[0] = v213_alpha2[0];
+    v214_alphab[1] = v213_alpha2[0];
+    v214_alphab[2] = v213_alpha2[0];
+    v214_alphab[3] = v213_alpha2[0];
+    v214_alphab[4] = v213_alpha2[1];
+    v214_alphab[5] = v213_alpha2[1];
+    v214_alphab[6] = v213_alpha2[1];
+    v214_alphab[7] = v213_alpha2[1];
+    v214_alphab[8] = v213_alpha2[2];
+    v214_alphab[9] = v213_alpha2[2];
+    v214_alphab[10] = v213_alpha2[2];
+    v214_alphab[11] = v213_alpha2[2];
+    v214_alphab[12] = v213_alpha2[3];
+    v214_alphab[13] = v213_alpha2[3];
+    v214_alphab[14] = v213_alpha2[3];
+    v214_alphab[15] = v213_alpha2[3];
+    v214_alphab[16] = v213_alpha2[4];
+    v214_alphab[17] = v213_alpha2[4];
+    v214_alphab[18] = v213_alpha2[4];
+    v214_alphab[19] = v213_alpha2[4];
+    v214_alphab[20] = v213_alpha2[5];
+    v214_alphab[21] = v213_alpha2[5];
+    v214_alphab[22] = v213_alpha2[5];
+    v214_alphab[23] = v213_alpha2[5];
+    v214_alphab[24] = v213_alpha2[6];
+    v214_alphab[25] = v213_alpha2[6];
+    v214_alphab[26] = v213_alpha2[6];
+    v214_alphab[27] = v213_alpha2[6];
+    v214_alphab[28] = v213_alpha2[7];
+    v214_alphab[29] = v213_alpha2[7];
+    v214_alphab[30] = v213_alpha2[7];
+    v214_alphab[31] = v213_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v213_accs[32];
+    float v215_accs[32];
     #pragma unroll
-    for (int s214 = 0; s214 < 32; ++s214) {
-      v213_accs[s214] = float(c56_acc[s214] * v212_alphab[s214]);
+    for (int s216 = 0; s216 < 32; ++s216) {
+      v215_accs[s216] = float(c56_acc[s216] * v214_alphab[s216]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %15 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh215 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh217 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c216 = 0; c216 < 8; ++c216) {
-      float w217[4];
-      w217[0] = v172_p[c216 * 4 + 0];
-      w217[1] = v172_p[c216 * 4 + 1];
-      w217[2] = v172_p[c216 * 4 + 2];
-      w217[3] = v172_p[c216 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh215 + (((((c216 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c216 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w217);
+    for (int c218 = 0; c218 < 8; ++c218) {
+      float w219[4];
+      w219[0] = v174_p[c218 * 4 + 0];
+      w219[1] = v174_p[c218 * 4 + 1];
+      w219[2] = v174_p[c218 * 4 + 2];
+      w219[3] = v174_p[c218 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh217 + (((((c218 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c218 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w219);
     }
     __syncthreads();
     // %accn = dot %15, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v218_accn[32];
+    float v220_accn[32];
     #pragma unroll
-    for (int s219 = 0; s219 < 32; ++s219) {
-      v218_accn[s219] = v213_accs[s219];
+    for (int s221 = 0; s221 < 32; ++s221) {
+      v220_accn[s221] = v215_accs[s221];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh215[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh215[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh215[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh215[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh215[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh215[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh215[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh215[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh217[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh217[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh217[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh217[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh217[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh217[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh217[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh217[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v218_accn[0] = fmaf(float(a0_), float(b0_), v218_accn[0]);
-        v218_accn[1] = fmaf(float(a0_), float(b1_), v218_accn[1]);
-        v218_accn[2] = fmaf(float(a0_), float(b2_), v218_accn[2]);
-        v218_accn[3] = fmaf(float(a0_), float(b3_), v218_accn[3]);
-        v218_accn[4] = fmaf(float(a1_), float(b0_), v218_accn[4]);
-        v218_accn[5] = fmaf(float(a1_), float(b1_), v218_accn[5]);
-        v218_accn[6] = fmaf(float(a1_), float(b2_), v218_accn[6]);
-        v218_accn[7] = fmaf(float(a1_), float(b3_), v218_accn[7]);
-        v218_accn[8] = fmaf(float(a2_), float(b0_), v218_accn[8]);
-        v218_accn[9] = fmaf(float(a2_), float(b1_), v218_accn[9]);
-        v218_accn[10] = fmaf(float(a2_), float(b2_), v218_accn[10]);
-        v218_accn[11] = fmaf(float(a2_), float(b3_), v218_accn[11]);
-        v218_accn[12] = fmaf(float(a3_), float(b0_), v218_accn[12]);
-        v218_accn[13] = fmaf(float(a3_), float(b1_), v218_accn[13]);
-        v218_accn[14] = fmaf(float(a3_), float(b2_), v218_accn[14]);
-        v218_accn[15] = fmaf(float(a3_), float(b3_), v218_accn[15]);
-        v218_accn[16] = fmaf(float(a4_), float(b0_), v218_accn[16]);
-        v218_accn[17] = fmaf(float(a4_), float(b1_), v218_accn[17]);
-        v218_accn[18] = fmaf(float(a4_), float(b2_), v218_accn[18]);
-        v218_accn[19] = fmaf(float(a4_), float(b3_), v218_accn[19]);
-        v218_accn[20] = fmaf(float(a5_), float(b0_), v218_accn[20]);
-        v218_accn[21] = fmaf(float(a5_), float(b1_), v218_accn[21]);
-        v218_accn[22] = fmaf(float(a5_), float(b2_), v218_accn[22]);
-        v218_accn[23] = fmaf(float(a5_), float(b3_), v218_accn[23]);
-        v218_accn[24] = fmaf(float(a6_), float(b0_), v218_accn[24]);
-        v218_accn[25] = fmaf(float(a6_), float(b1_), v218_accn[25]);
-        v218_accn[26] = fmaf(float(a6_), float(b2_), v218_accn[26]);
-        v218_accn[27] = fmaf(float(a6_), float(b3_), v218_accn[27]);
-        v218_accn[28] = fmaf(float(a7_), float(b0_), v218_accn[28]);
-        v218_accn[29] = fmaf(float(a7_), float(b1_), v218_accn[29]);
-        v218_accn[30] = fmaf(float(a7_), float(b2_), v218_accn[30]);
-        v218_accn[31] = fmaf(float(a7_), float(b3_), v218_accn[31]);
+        v220_accn[0] = fmaf(float(a0_), float(b0_), v220_accn[0]);
+        v220_accn[1] = fmaf(float(a0_), float(b1_), v220_accn[1]);
+        v220_accn[2] = fmaf(float(a0_), float(b2_), v220_accn[2]);
+        v220_accn[3] = fmaf(float(a0_), float(b3_), v220_accn[3]);
+        v220_accn[4] = fmaf(float(a1_), float(b0_), v220_accn[4]);
+        v220_accn[5] = fmaf(float(a1_), float(b1_), v220_accn[5]);
+        v220_accn[6] = fmaf(float(a1_), float(b2_), v220_accn[6]);
+        v220_accn[7] = fmaf(float(a1_), float(b3_), v220_accn[7]);
+        v220_accn[8] = fmaf(float(a2_), float(b0_), v220_accn[8]);
+        v220_accn[9] = fmaf(float(a2_), float(b1_), v220_accn[9]);
+        v220_accn[10] = fmaf(float(a2_), float(b2_), v220_accn[10]);
+        v220_accn[11] = fmaf(float(a2_), float(b3_), v220_accn[11]);
+        v220_accn[12] = fmaf(float(a3_), float(b0_), v220_accn[12]);
+        v220_accn[13] = fmaf(float(a3_), float(b1_), v220_accn[13]);
+        v220_accn[14] = fmaf(float(a3_), float(b2_), v220_accn[14]);
+        v220_accn[15] = fmaf(float(a3_), float(b3_), v220_accn[15]);
+        v220_accn[16] = fmaf(float(a4_), float(b0_), v220_accn[16]);
+        v220_accn[17] = fmaf(float(a4_), float(b1_), v220_accn[17]);
+        v220_accn[18] = fmaf(float(a4_), float(b2_), v220_accn[18]);
+        v220_accn[19] = fmaf(float(a4_), float(b3_), v220_accn[19]);
+        v220_accn[20] = fmaf(float(a5_), float(b0_), v220_accn[20]);
+        v220_accn[21] = fmaf(float(a5_), float(b1_), v220_accn[21]);
+        v220_accn[22] = fmaf(float(a5_), float(b2_), v220_accn[22]);
+        v220_accn[23] = fmaf(float(a5_), float(b3_), v220_accn[23]);
+        v220_accn[24] = fmaf(float(a6_), float(b0_), v220_accn[24]);
+        v220_accn[25] = fmaf(float(a6_), float(b1_), v220_accn[25]);
+        v220_accn[26] = fmaf(float(a6_), float(b2_), v220_accn[26]);
+        v220_accn[27] = fmaf(float(a6_), float(b3_), v220_accn[27]);
+        v220_accn[28] = fmaf(float(a7_), float(b0_), v220_accn[28]);
+        v220_accn[29] = fmaf(float(a7_), float(b1_), v220_accn[29]);
+        v220_accn[30] = fmaf(float(a7_), float(b2_), v220_accn[30]);
+        v220_accn[31] = fmaf(float(a7_), float(b3_), v220_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s220 = 0; s220 < 8; ++s220) {
-      c52_m[s220] = v162_mn[s220];
+    for (int s222 = 0; s222 < 8; ++s222) {
+      c52_m[s222] = v164_mn[s222];
     }
     #pragma unroll
-    for (int s221 = 0; s221 < 8; ++s221) {
-      c54_l[s221] = v209_ln[s221];
+    for (int s223 = 0; s223 < 8; ++s223) {
+      c54_l[s223] = v211_ln[s223];
     }
     #pragma unroll
-    for (int s222 = 0; s222 < 32; ++s222) {
-      c56_acc[s222] = v218_accn[s222];
+    for (int s224 = 0; s224 < 32; ++s224) {
+      c56_acc[s224] = v220_accn[s224];
     }
-    rs58 = (rs58 + 1) % 2;
+    rs58 = int((unsigned(rs58) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v223_l2[8];
-  v223_l2[0] = c54_l[0];
-  v223_l2[1] = c54_l[1];
-  v223_l2[2] = c54_l[2];
-  v223_l2[3] = c54_l[3];
-  v223_l2[4] = c54_l[4];
-  v223_l2[5] = c54_l[5];
-  v223_l2[6] = c54_l[6];
-  v223_l2[7] = c54_l[7];
+  float v225_l2[8];
+  v225_l2[0] = c54_l[0];
+  v225_l2[1] = c54_l[1];
+  v225_l2[2] = c54_l[2];
+  v225_l2[3] = c54_l[3];
+  v225_l2[4] = c54_l[4];
+  v225_l2[5] = c54_l[5];
+  v225_l2[6] = c54_l[6];
+  v225_l2[7] = c54_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v224_lb[32];
-  v224_lb[0] = v223_l2[0];
-  v224_lb[1] = v223_l2[0];
-  v224_lb[2] = v223_l2[0];
-  v224_lb[3] = v223_l2[0];
-  v224_lb[4] = v223_l2[1];
-  v224_lb[5] = v223_l2[1];
-  v224_lb[6] = v223_l2[1];
-  v224_lb[7] = v223_l2[1];
-  v224_lb[8] = v223_l2[2];
-  v224_lb[9] = v223_l2[2];
-  v224_lb[10] = v223_l2[2];
-  v224_lb[11] = v223_l2[2];
-  v224_lb[12] = v223_l2[3];
-  v224_lb[13] = v223_l2[3];
-  v224_lb[14] = v223_l2[3];
-  v224_lb[15] = v223_l2[3];
-  v224_lb[16] = v223_l2[4];
-  v224_lb[17] = v223_l2[4];
-  v224_lb[18] = v223_l2[4];
-  v224_lb[19] = v223_l2[4];
-  v224_lb[20] = v223_l2[5];
-  v224_lb[21] = v223_l2[5];
-  v224_lb[22] = v223_l2[5];
-  v224_lb[23] = v223_l2[5];
-  v224_lb[24] = v223_l2[6];
-  v224_lb[25] = v223_l2[6];
-  v224_lb[26] = v223_l2[6];
-  v224_lb[27] = v223_l2[6];
-  v224_lb[28] = v223_l2[7];
-  v224_lb[29] = v223_l2[7];
-  v224_lb[30] = v223_l2[7];
-  v224_lb[31] = v223_l2[7];
+  float v226_lb[32];
+  v226_lb[0] = v225_l2[0];
+  v226_lb[1] = v225_l2[0];
+  v226_lb[2] = v225_l2[0];
+  v226_lb[3] = v225_l2[0];
+  v226_lb[4] = v225_l2[1];
+  v226_lb[5] = v225_l2[1];
+  v226_lb[6] = v225_l2[1];
+  v226_lb[7] = v225_l2[1];
+  v226_lb[8] = v225_l2[2];
+  v226_lb[9] = v225_l2[2];
+  v226_lb[10] = v225_l2[2];
+  v226_lb[11] = v225_l2[2];
+  v226_lb[12] = v225_l2[3];
+  v226_lb[13] = v225_l2[3];
+  v226_lb[14] = v225_l2[3];
+  v226_lb[15] = v225_l2[3];
+  v226_lb[16] = v225_l2[4];
+  v226_lb[17] = v225_l2[4];
+  v226_lb[18] = v225_l2[4];
+  v226_lb[19] = v225_l2[4];
+  v226_lb[20] = v225_l2[5];
+  v226_lb[21] = v225_l2[5];
+  v226_lb[22] = v225_l2[5];
+  v226_lb[23] = v225_l2[5];
+  v226_lb[24] = v225_l2[6];
+  v226_lb[25] = v225_l2[6];
+  v226_lb[26] = v225_l2[6];
+  v226_lb[27] = v225_l2[6];
+  v226_lb[28] = v225_l2[7];
+  v226_lb[29] = v225_l2[7];
+  v226_lb[30] = v225_l2[7];
+  v226_lb[31] = v225_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v225_out[32];
+  float v227_out[32];
   #pragma unroll
-  for (int s226 = 0; s226 < 32; ++s226) {
-    v225_out[s226] = float(c56_acc[s226] / v224_lb[s226]);
+  for (int s228 = 0; s228 < 32; ++s228) {
+    v227_out[s228] = float(c56_acc[s228] / v226_lb[s228]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v227_o3[32];
-  v227_o3[0] = v225_out[0];
-  v227_o3[1] = v225_out[1];
-  v227_o3[2] = v225_out[2];
-  v227_o3[3] = v225_out[3];
-  v227_o3[4] = v225_out[4];
-  v227_o3[5] = v225_out[5];
-  v227_o3[6] = v225_out[6];
-  v227_o3[7] = v225_out[7];
-  v227_o3[8] = v225_out[8];
-  v227_o3[9] = v225_out[9];
-  v227_o3[10] = v225_out[10];
-  v227_o3[11] = v225_out[11];
-  v227_o3[12] = v225_out[12];
-  v227_o3[13] = v225_out[13];
-  v227_o3[14] = v225_out[14];
-  v227_o3[15] = v225_out[15];
-  v227_o3[16] = v225_out[16];
-  v227_o3[17] = v225_out[17];
-  v227_o3[18] = v225_out[18];
-  v227_o3[19] = v225_out[19];
-  v227_o3[20] = v225_out[20];
-  v227_o3[21] = v225_out[21];
-  v227_o3[22] = v225_out[22];
-  v227_o3[23] = v225_out[23];
-  v227_o3[24] = v225_out[24];
-  v227_o3[25] = v225_out[25];
-  v227_o3[26] = v225_out[26];
-  v227_o3[27] = v225_out[27];
-  v227_o3[28] = v225_out[28];
-  v227_o3[29] = v225_out[29];
-  v227_o3[30] = v225_out[30];
-  v227_o3[31] = v225_out[31];
+  float v229_o3[32];
+  v229_o3[0] = v227_out[0];
+  v229_o3[1] = v227_out[1];
+  v229_o3[2] = v227_out[2];
+  v229_o3[3] = v227_out[3];
+  v229_o3[4] = v227_out[4];
+  v229_o3[5] = v227_out[5];
+  v229_o3[6] = v227_out[6];
+  v229_o3[7] = v227_out[7];
+  v229_o3[8] = v227_out[8];
+  v229_o3[9] = v227_out[9];
+  v229_o3[10] = v227_out[10];
+  v229_o3[11] = v227_out[11];
+  v229_o3[12] = v227_out[12];
+  v229_o3[13] = v227_out[13];
+  v229_o3[14] = v227_out[14];
+  v229_o3[15] = v227_out[15];
+  v229_o3[16] = v227_out[16];
+  v229_o3[17] = v227_out[17];
+  v229_o3[18] = v227_out[18];
+  v229_o3[19] = v227_out[19];
+  v229_o3[20] = v227_out[20];
+  v229_o3[21] = v227_out[21];
+  v229_o3[22] = v227_out[22];
+  v229_o3[23] = v227_out[23];
+  v229_o3[24] = v227_out[24];
+  v229_o3[25] = v227_out[25];
+  v229_o3[26] = v227_out[26];
+  v229_o3[27] = v227_out[27];
+  v229_o3[28] = v227_out[28];
+  v229_o3[29] = v227_out[29];
+  v229_o3[30] = v227_out[30];
+  v229_o3[31] = v227_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o228 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o229 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o230 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole231 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole231) {
-      #pragma unroll
-      for (int c232 = 0; c232 < 8; ++c232) {
-        float vb233[4];
-        vb233[0] = v227_o3[c232 * 4 + 0];
-        vb233[1] = v227_o3[c232 * 4 + 1];
-        vb233[2] = v227_o3[c232 * 4 + 2];
-        vb233[3] = v227_o3[c232 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c232 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c232 * 4) % 4))) * tsr_p3_s2, vb233);
-      }
-    } else {
+    const int64_t o230 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o231 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o232 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole233 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole233) {
       #pragma unroll
       for (int c234 = 0; c234 < 8; ++c234) {
         float vb235[4];
-        if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2)) {
-          vb235[0] = v227_o3[c234 * 4 + 0];
-          vb235[1] = v227_o3[c234 * 4 + 1];
-          vb235[2] = v227_o3[c234 * 4 + 2];
-          vb235[3] = v227_o3[c234 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2, vb235);
+        vb235[0] = v229_o3[c234 * 4 + 0];
+        vb235[1] = v229_o3[c234 * 4 + 1];
+        vb235[2] = v229_o3[c234 * 4 + 2];
+        vb235[3] = v229_o3[c234 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c234 * 4) % 4))) * tsr_p3_s2, vb235);
+      }
+    } else {
+      #pragma unroll
+      for (int c236 = 0; c236 < 8; ++c236) {
+        float vb237[4];
+        if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2)) {
+          vb237[0] = v229_o3[c236 * 4 + 0];
+          vb237[1] = v229_o3[c236 * 4 + 1];
+          vb237[2] = v229_o3[c236 * 4 + 2];
+          vb237[3] = v229_o3[c236 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2, vb237);
         } else {
-          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4))) * tsr_p3_s2] = v227_o3[c234 * 4];
-          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 1) * tsr_p3_s2] = v227_o3[c234 * 4 + 1];
-          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 2) * tsr_p3_s2] = v227_o3[c234 * 4 + 2];
-          if ((o228 + 0) < int64_t(tsr_dim_H) && (o229 + ((((c234 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o230 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o228 + 0) * tsr_p3_s0 + (o229 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o230 + (((c234 * 4) % 4)) + 3) * tsr_p3_s2] = v227_o3[c234 * 4 + 3];
+          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2] = v229_o3[c236 * 4];
+          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 1) * tsr_p3_s2] = v229_o3[c236 * 4 + 1];
+          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 2) * tsr_p3_s2] = v229_o3[c236 * 4 + 2];
+          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 3) * tsr_p3_s2] = v229_o3[c236 * 4 + 3];
         }
       }
     }

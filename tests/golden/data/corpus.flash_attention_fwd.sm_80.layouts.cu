@@ -209,22 +209,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
         const int64_t o50 = int64_t(nx47) * 64;
         const int64_t o51 = int64_t(v2_c0) * 64;
         if (o49 >= 0 && o49 + 1 <= int64_t(tsr_dim_H) && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o49 * tsr_p2_s0 + o50 * tsr_p2_s1 + o51 * tsr_p2_s2)) {
+          const uint32_t sb52 = tsr::smem_u32((sh45 + (pro46) * 4352));
           #pragma unroll
-          for (int i52 = 0; i52 < 8; ++i52) {
-            const int q53 = i52 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352) + (0) * 4352 + (((q53 * 4) / 64)) * 68 + (((q53 * 4) % 64)) * 1), tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q53 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q53 * 4) % 64)) * tsr_p2_s2);
+          for (int i53 = 0; i53 < 8; ++i53) {
+            const int q54 = i53 * 128 + tsr_tid;
+            tsr::cp_async_16(sb52 + uint32_t((0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1) * 4u, tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q54 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
           #pragma unroll
-          for (int i54 = 0; i54 < 8; ++i54) {
-            const int q55 = i54 * 128 + tsr_tid;
-            const int64_t n56 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q55 * 4) % 64))) : 4;
-            const float* src57 = tsr_p2 + (n56 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q55 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q55 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst58 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src57)) {
-              tsr::cp_async_16(tsr::smem_u32(dst58), src57, int(n56) * 4);
+          for (int i55 = 0; i55 < 8; ++i55) {
+            const int q56 = i55 * 128 + tsr_tid;
+            const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
+            const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst59 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src58)) {
+              tsr::cp_async_16(tsr::smem_u32(dst59), src58, int(n57) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst58[v_] = v_ < n56 ? src57[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : float(0);
             }
           }
         }
@@ -232,35 +233,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv59_ = v2_c0; v3_c1 > 0 && iv59_ < v8_ntiles; iv59_ += v3_c1) {
-    const int32_t iv59 = int32_t(iv59_);
+  for (int64_t iv60_ = v2_c0; v3_c1 > 0 && iv60_ < v8_ntiles; iv60_ += v3_c1) {
+    const int32_t iv60 = int32_t(iv60_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv59_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx60 = int32_t((iv59_ + 1 * int64_t(v3_c1)));
+    if ((iv60_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx61 = int32_t((iv60_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v61_off = int32_t(uint32_t(nx60) * uint32_t(v5_bn));
+      const int32_t v62_off = int32_t(uint32_t(nx61) * uint32_t(v5_bn));
       {
-        const int64_t o62 = int64_t(v1_ph) * 1;
-        const int64_t o63 = int64_t(nx60) * 64;
-        const int64_t o64 = int64_t(v2_c0) * 64;
-        if (o62 >= 0 && o62 + 1 <= int64_t(tsr_dim_H) && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o62 * tsr_p2_s0 + o63 * tsr_p2_s1 + o64 * tsr_p2_s2)) {
-          #pragma unroll
-          for (int i65 = 0; i65 < 8; ++i65) {
-            const int q66 = i65 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q66 * 4) / 64)) * 68 + (((q66 * 4) % 64)) * 1), tsr_p2 + (o62 + 0) * tsr_p2_s0 + (o63 + ((q66 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q66 * 4) % 64)) * tsr_p2_s2);
-          }
-        } else {
+        const int64_t o63 = int64_t(v1_ph) * 1;
+        const int64_t o64 = int64_t(nx61) * 64;
+        const int64_t o65 = int64_t(v2_c0) * 64;
+        if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
+          const uint32_t sb66 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i67 = 0; i67 < 8; ++i67) {
             const int q68 = i67 * 128 + tsr_tid;
-            const int64_t n69 = !(true && (o62 + 0) < int64_t(tsr_dim_H) && (o63 + ((q68 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o64 + ((q68 * 4) % 64))) : 4;
-            const float* src70 = tsr_p2 + (n69 > 0 ? (o62 + 0) * tsr_p2_s0 + (o63 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o64 + ((q68 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst71 = (sh45 + ((rs44 + 1) % 2) * 4352) + (0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src70)) {
-              tsr::cp_async_16(tsr::smem_u32(dst71), src70, int(n69) * 4);
+            tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          #pragma unroll
+          for (int i69 = 0; i69 < 8; ++i69) {
+            const int q70 = i69 * 128 + tsr_tid;
+            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
+            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
+            float* const dst73 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src72)) {
+              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst71[v_] = v_ < n69 ? src70[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
             }
           }
         }
@@ -268,124 +270,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v72_k3[32];
+    float v74_k3[32];
     {
-      const int64_t o73 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o74 = int64_t(iv59) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o75 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole76 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv59) * 64 >= 0 && int64_t(iv59) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv59) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole76) {
-        #pragma unroll
-        for (int c77 = 0; c77 < 8; ++c77) {
-          float vb78[4];
-          tsr::copy_vec<float, 4>(vb78, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c77 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c77 * 4) % 4))) * tsr_p1_s2);
-          v72_k3[c77 * 4 + 0] = vb78[0];
-          v72_k3[c77 * 4 + 1] = vb78[1];
-          v72_k3[c77 * 4 + 2] = vb78[2];
-          v72_k3[c77 * 4 + 3] = vb78[3];
-        }
-      } else {
+      const int64_t o75 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o76 = int64_t(iv60) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o77 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole78 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv60) * 64 >= 0 && int64_t(iv60) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv60) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole78) {
         #pragma unroll
         for (int c79 = 0; c79 < 8; ++c79) {
           float vb80[4];
-          if ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2);
-            v72_k3[c79 * 4 + 0] = vb80[0];
-            v72_k3[c79 * 4 + 1] = vb80[1];
-            v72_k3[c79 * 4 + 2] = vb80[2];
-            v72_k3[c79 * 4 + 3] = vb80[3];
+          tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c79 * 4) % 4))) * tsr_p1_s2);
+          v74_k3[c79 * 4 + 0] = vb80[0];
+          v74_k3[c79 * 4 + 1] = vb80[1];
+          v74_k3[c79 * 4 + 2] = vb80[2];
+          v74_k3[c79 * 4 + 3] = vb80[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c81 = 0; c81 < 8; ++c81) {
+          float vb82[4];
+          if ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2);
+            v74_k3[c81 * 4 + 0] = vb82[0];
+            v74_k3[c81 * 4 + 1] = vb82[1];
+            v74_k3[c81 * 4 + 2] = vb82[2];
+            v74_k3[c81 * 4 + 3] = vb82[3];
           } else {
-            v72_k3[c79 * 4] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v72_k3[c79 * 4 + 1] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v72_k3[c79 * 4 + 2] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v72_k3[c79 * 4 + 3] = ((o73 + 0) < int64_t(tsr_dim_H) && (o74 + ((((c79 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o75 + (((c79 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o73 + 0) * tsr_p1_s0 + (o74 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o75 + (((c79 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v74_k3[c81 * 4] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v74_k3[c81 * 4 + 1] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v74_k3[c81 * 4 + 2] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v74_k3[c81 * 4 + 3] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_kt[32];
-    v81_kt[0] = v72_k3[0];
-    v81_kt[1] = v72_k3[1];
-    v81_kt[2] = v72_k3[2];
-    v81_kt[3] = v72_k3[3];
-    v81_kt[4] = v72_k3[4];
-    v81_kt[5] = v72_k3[5];
-    v81_kt[6] = v72_k3[6];
-    v81_kt[7] = v72_k3[7];
-    v81_kt[8] = v72_k3[8];
-    v81_kt[9] = v72_k3[9];
-    v81_kt[10] = v72_k3[10];
-    v81_kt[11] = v72_k3[11];
-    v81_kt[12] = v72_k3[12];
-    v81_kt[13] = v72_k3[13];
-    v81_kt[14] = v72_k3[14];
-    v81_kt[15] = v72_k3[15];
-    v81_kt[16] = v72_k3[16];
-    v81_kt[17] = v72_k3[17];
-    v81_kt[18] = v72_k3[18];
-    v81_kt[19] = v72_k3[19];
-    v81_kt[20] = v72_k3[20];
-    v81_kt[21] = v72_k3[21];
-    v81_kt[22] = v72_k3[22];
-    v81_kt[23] = v72_k3[23];
-    v81_kt[24] = v72_k3[24];
-    v81_kt[25] = v72_k3[25];
-    v81_kt[26] = v72_k3[26];
-    v81_kt[27] = v72_k3[27];
-    v81_kt[28] = v72_k3[28];
-    v81_kt[29] = v72_k3[29];
-    v81_kt[30] = v72_k3[30];
-    v81_kt[31] = v72_k3[31];
+    float v83_kt[32];
+    v83_kt[0] = v74_k3[0];
+    v83_kt[1] = v74_k3[1];
+    v83_kt[2] = v74_k3[2];
+    v83_kt[3] = v74_k3[3];
+    v83_kt[4] = v74_k3[4];
+    v83_kt[5] = v74_k3[5];
+    v83_kt[6] = v74_k3[6];
+    v83_kt[7] = v74_k3[7];
+    v83_kt[8] = v74_k3[8];
+    v83_kt[9] = v74_k3[9];
+    v83_kt[10] = v74_k3[10];
+    v83_kt[11] = v74_k3[11];
+    v83_kt[12] = v74_k3[12];
+    v83_kt[13] = v74_k3[13];
+    v83_kt[14] = v74_k3[14];
+    v83_kt[15] = v74_k3[15];
+    v83_kt[16] = v74_k3[16];
+    v83_kt[17] = v74_k3[17];
+    v83_kt[18] = v74_k3[18];
+    v83_kt[19] = v74_k3[19];
+    v83_kt[20] = v74_k3[20];
+    v83_kt[21] = v74_k3[21];
+    v83_kt[22] = v74_k3[22];
+    v83_kt[23] = v74_k3[23];
+    v83_kt[24] = v74_k3[24];
+    v83_kt[25] = v74_k3[25];
+    v83_kt[26] = v74_k3[26];
+    v83_kt[27] = v74_k3[27];
+    v83_kt[28] = v74_k3[28];
+    v83_kt[29] = v74_k3[29];
+    v83_kt[30] = v74_k3[30];
+    v83_kt[31] = v74_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v82_ktt[32];
-    v82_ktt[0] = v81_kt[0];
-    v82_ktt[1] = v81_kt[1];
-    v82_ktt[2] = v81_kt[2];
-    v82_ktt[3] = v81_kt[3];
-    v82_ktt[4] = v81_kt[4];
-    v82_ktt[5] = v81_kt[5];
-    v82_ktt[6] = v81_kt[6];
-    v82_ktt[7] = v81_kt[7];
-    v82_ktt[8] = v81_kt[8];
-    v82_ktt[9] = v81_kt[9];
-    v82_ktt[10] = v81_kt[10];
-    v82_ktt[11] = v81_kt[11];
-    v82_ktt[12] = v81_kt[12];
-    v82_ktt[13] = v81_kt[13];
-    v82_ktt[14] = v81_kt[14];
-    v82_ktt[15] = v81_kt[15];
-    v82_ktt[16] = v81_kt[16];
-    v82_ktt[17] = v81_kt[17];
-    v82_ktt[18] = v81_kt[18];
-    v82_ktt[19] = v81_kt[19];
-    v82_ktt[20] = v81_kt[20];
-    v82_ktt[21] = v81_kt[21];
-    v82_ktt[22] = v81_kt[22];
-    v82_ktt[23] = v81_kt[23];
-    v82_ktt[24] = v81_kt[24];
-    v82_ktt[25] = v81_kt[25];
-    v82_ktt[26] = v81_kt[26];
-    v82_ktt[27] = v81_kt[27];
-    v82_ktt[28] = v81_kt[28];
-    v82_ktt[29] = v81_kt[29];
-    v82_ktt[30] = v81_kt[30];
-    v82_ktt[31] = v81_kt[31];
+    float v84_ktt[32];
+    v84_ktt[0] = v83_kt[0];
+    v84_ktt[1] = v83_kt[1];
+    v84_ktt[2] = v83_kt[2];
+    v84_ktt[3] = v83_kt[3];
+    v84_ktt[4] = v83_kt[4];
+    v84_ktt[5] = v83_kt[5];
+    v84_ktt[6] = v83_kt[6];
+    v84_ktt[7] = v83_kt[7];
+    v84_ktt[8] = v83_kt[8];
+    v84_ktt[9] = v83_kt[9];
+    v84_ktt[10] = v83_kt[10];
+    v84_ktt[11] = v83_kt[11];
+    v84_ktt[12] = v83_kt[12];
+    v84_ktt[13] = v83_kt[13];
+    v84_ktt[14] = v83_kt[14];
+    v84_ktt[15] = v83_kt[15];
+    v84_ktt[16] = v83_kt[16];
+    v84_ktt[17] = v83_kt[17];
+    v84_ktt[18] = v83_kt[18];
+    v84_ktt[19] = v83_kt[19];
+    v84_ktt[20] = v83_kt[20];
+    v84_ktt[21] = v83_kt[21];
+    v84_ktt[22] = v83_kt[22];
+    v84_ktt[23] = v83_kt[23];
+    v84_ktt[24] = v83_kt[24];
+    v84_ktt[25] = v83_kt[25];
+    v84_ktt[26] = v83_kt[26];
+    v84_ktt[27] = v83_kt[27];
+    v84_ktt[28] = v83_kt[28];
+    v84_ktt[29] = v83_kt[29];
+    v84_ktt[30] = v83_kt[30];
+    v84_ktt[31] = v83_kt[31];
     // %3 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh83 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh85 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c84 = 0; c84 < 32; ++c84) {
-      float w85[1];
-      w85[0] = v82_ktt[c84 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh83 + ((((c84 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c84 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w85);
+    for (int c86 = 0; c86 < 32; ++c86) {
+      float w87[1];
+      w87[0] = v84_ktt[c86 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh85 + ((((c86 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c86 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w87);
     }
     __syncthreads();
     // %s = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_s[32];
+    float v88_s[32];
     #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_s[s87] = v27_acc0[s87];
+    for (int s89 = 0; s89 < 32; ++s89) {
+      v88_s[s89] = v27_acc0[s89];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -399,656 +401,656 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh83[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh83[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh83[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh83[(k_) * 68 + (tn_ + 3) * 1];
-        v86_s[0] = fmaf(float(a0_), float(b0_), v86_s[0]);
-        v86_s[1] = fmaf(float(a0_), float(b1_), v86_s[1]);
-        v86_s[2] = fmaf(float(a0_), float(b2_), v86_s[2]);
-        v86_s[3] = fmaf(float(a0_), float(b3_), v86_s[3]);
-        v86_s[4] = fmaf(float(a1_), float(b0_), v86_s[4]);
-        v86_s[5] = fmaf(float(a1_), float(b1_), v86_s[5]);
-        v86_s[6] = fmaf(float(a1_), float(b2_), v86_s[6]);
-        v86_s[7] = fmaf(float(a1_), float(b3_), v86_s[7]);
-        v86_s[8] = fmaf(float(a2_), float(b0_), v86_s[8]);
-        v86_s[9] = fmaf(float(a2_), float(b1_), v86_s[9]);
-        v86_s[10] = fmaf(float(a2_), float(b2_), v86_s[10]);
-        v86_s[11] = fmaf(float(a2_), float(b3_), v86_s[11]);
-        v86_s[12] = fmaf(float(a3_), float(b0_), v86_s[12]);
-        v86_s[13] = fmaf(float(a3_), float(b1_), v86_s[13]);
-        v86_s[14] = fmaf(float(a3_), float(b2_), v86_s[14]);
-        v86_s[15] = fmaf(float(a3_), float(b3_), v86_s[15]);
-        v86_s[16] = fmaf(float(a4_), float(b0_), v86_s[16]);
-        v86_s[17] = fmaf(float(a4_), float(b1_), v86_s[17]);
-        v86_s[18] = fmaf(float(a4_), float(b2_), v86_s[18]);
-        v86_s[19] = fmaf(float(a4_), float(b3_), v86_s[19]);
-        v86_s[20] = fmaf(float(a5_), float(b0_), v86_s[20]);
-        v86_s[21] = fmaf(float(a5_), float(b1_), v86_s[21]);
-        v86_s[22] = fmaf(float(a5_), float(b2_), v86_s[22]);
-        v86_s[23] = fmaf(float(a5_), float(b3_), v86_s[23]);
-        v86_s[24] = fmaf(float(a6_), float(b0_), v86_s[24]);
-        v86_s[25] = fmaf(float(a6_), float(b1_), v86_s[25]);
-        v86_s[26] = fmaf(float(a6_), float(b2_), v86_s[26]);
-        v86_s[27] = fmaf(float(a6_), float(b3_), v86_s[27]);
-        v86_s[28] = fmaf(float(a7_), float(b0_), v86_s[28]);
-        v86_s[29] = fmaf(float(a7_), float(b1_), v86_s[29]);
-        v86_s[30] = fmaf(float(a7_), float(b2_), v86_s[30]);
-        v86_s[31] = fmaf(float(a7_), float(b3_), v86_s[31]);
+        const auto b0_ = sh85[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh85[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh85[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh85[(k_) * 68 + (tn_ + 3) * 1];
+        v88_s[0] = fmaf(float(a0_), float(b0_), v88_s[0]);
+        v88_s[1] = fmaf(float(a0_), float(b1_), v88_s[1]);
+        v88_s[2] = fmaf(float(a0_), float(b2_), v88_s[2]);
+        v88_s[3] = fmaf(float(a0_), float(b3_), v88_s[3]);
+        v88_s[4] = fmaf(float(a1_), float(b0_), v88_s[4]);
+        v88_s[5] = fmaf(float(a1_), float(b1_), v88_s[5]);
+        v88_s[6] = fmaf(float(a1_), float(b2_), v88_s[6]);
+        v88_s[7] = fmaf(float(a1_), float(b3_), v88_s[7]);
+        v88_s[8] = fmaf(float(a2_), float(b0_), v88_s[8]);
+        v88_s[9] = fmaf(float(a2_), float(b1_), v88_s[9]);
+        v88_s[10] = fmaf(float(a2_), float(b2_), v88_s[10]);
+        v88_s[11] = fmaf(float(a2_), float(b3_), v88_s[11]);
+        v88_s[12] = fmaf(float(a3_), float(b0_), v88_s[12]);
+        v88_s[13] = fmaf(float(a3_), float(b1_), v88_s[13]);
+        v88_s[14] = fmaf(float(a3_), float(b2_), v88_s[14]);
+        v88_s[15] = fmaf(float(a3_), float(b3_), v88_s[15]);
+        v88_s[16] = fmaf(float(a4_), float(b0_), v88_s[16]);
+        v88_s[17] = fmaf(float(a4_), float(b1_), v88_s[17]);
+        v88_s[18] = fmaf(float(a4_), float(b2_), v88_s[18]);
+        v88_s[19] = fmaf(float(a4_), float(b3_), v88_s[19]);
+        v88_s[20] = fmaf(float(a5_), float(b0_), v88_s[20]);
+        v88_s[21] = fmaf(float(a5_), float(b1_), v88_s[21]);
+        v88_s[22] = fmaf(float(a5_), float(b2_), v88_s[22]);
+        v88_s[23] = fmaf(float(a5_), float(b3_), v88_s[23]);
+        v88_s[24] = fmaf(float(a6_), float(b0_), v88_s[24]);
+        v88_s[25] = fmaf(float(a6_), float(b1_), v88_s[25]);
+        v88_s[26] = fmaf(float(a6_), float(b2_), v88_s[26]);
+        v88_s[27] = fmaf(float(a6_), float(b3_), v88_s[27]);
+        v88_s[28] = fmaf(float(a7_), float(b0_), v88_s[28]);
+        v88_s[29] = fmaf(float(a7_), float(b1_), v88_s[29]);
+        v88_s[30] = fmaf(float(a7_), float(b2_), v88_s[30]);
+        v88_s[31] = fmaf(float(a7_), float(b3_), v88_s[31]);
       }
     }
     // %off = mul %j, %bn : i32
-    const int32_t v88_off = int32_t(uint32_t(iv59) * uint32_t(v5_bn));
+    const int32_t v90_off = int32_t(uint32_t(iv60) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v89[4];
-    #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89[s90] = int32_t(0 + (((s90) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v91[4];
     #pragma unroll
     for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = v88_off;
+      v91[s92] = int32_t(0 + (((s92) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v93[4];
     #pragma unroll
     for (int s94 = 0; s94 < 4; ++s94) {
-      v93[s94] = int32_t(uint32_t(v89[s94]) + uint32_t(v91[s94]));
+      v93[s94] = v90_off;
     }
-    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v95[4];
     #pragma unroll
     for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = v4_t;
+      v95[s96] = int32_t(uint32_t(v91[s96]) + uint32_t(v93[s96]));
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v97[4];
+    // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v97[4];
     #pragma unroll
     for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = uint8_t(v93[s98] < v95[s98]);
+      v97[s98] = v4_t;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v99[4];
+    #pragma unroll
+    for (int s100 = 0; s100 < 4; ++s100) {
+      v99[s100] = uint8_t(v95[s100] < v97[s100]);
     }
     // %valid2 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v99_valid2[4];
-    v99_valid2[0] = v97[0];
-    v99_valid2[1] = v97[1];
-    v99_valid2[2] = v97[2];
-    v99_valid2[3] = v97[3];
+    uint8_t v101_valid2[4];
+    v101_valid2[0] = v99[0];
+    v101_valid2[1] = v99[1];
+    v101_valid2[2] = v99[2];
+    v101_valid2[3] = v99[3];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v100_validb[32];
-    v100_validb[0] = v99_valid2[0];
-    v100_validb[1] = v99_valid2[1];
-    v100_validb[2] = v99_valid2[2];
-    v100_validb[3] = v99_valid2[3];
-    v100_validb[4] = v99_valid2[0];
-    v100_validb[5] = v99_valid2[1];
-    v100_validb[6] = v99_valid2[2];
-    v100_validb[7] = v99_valid2[3];
-    v100_validb[8] = v99_valid2[0];
-    v100_validb[9] = v99_valid2[1];
-    v100_validb[10] = v99_valid2[2];
-    v100_validb[11] = v99_valid2[3];
-    v100_validb[12] = v99_valid2[0];
-    v100_validb[13] = v99_valid2[1];
-    v100_validb[14] = v99_valid2[2];
-    v100_validb[15] = v99_valid2[3];
-    v100_validb[16] = v99_valid2[0];
-    v100_validb[17] = v99_valid2[1];
-    v100_validb[18] = v99_valid2[2];
-    v100_validb[19] = v99_valid2[3];
-    v100_validb[20] = v99_valid2[0];
-    v100_validb[21] = v99_valid2[1];
-    v100_validb[22] = v99_valid2[2];
-    v100_validb[23] = v99_valid2[3];
-    v100_validb[24] = v99_valid2[0];
-    v100_validb[25] = v99_valid2[1];
-    v100_validb[26] = v99_valid2[2];
-    v100_validb[27] = v99_valid2[3];
-    v100_validb[28] = v99_valid2[0];
-    v100_validb[29] = v99_valid2[1];
-    v100_validb[30] = v99_valid2[2];
-    v100_validb[31] = v99_valid2[3];
+    uint8_t v102_validb[32];
+    v102_validb[0] = v101_valid2[0];
+    v102_validb[1] = v101_valid2[1];
+    v102_validb[2] = v101_valid2[2];
+    v102_validb[3] = v101_valid2[3];
+    v102_validb[4] = v101_valid2[0];
+    v102_validb[5] = v101_valid2[1];
+    v102_validb[6] = v101_valid2[2];
+    v102_validb[7] = v101_valid2[3];
+    v102_validb[8] = v101_valid2[0];
+    v102_validb[9] = v101_valid2[1];
+    v102_validb[10] = v101_valid2[2];
+    v102_validb[11] = v101_valid2[3];
+    v102_validb[12] = v101_valid2[0];
+    v102_validb[13] = v101_valid2[1];
+    v102_validb[14] = v101_valid2[2];
+    v102_validb[15] = v101_valid2[3];
+    v102_validb[16] = v101_valid2[0];
+    v102_validb[17] = v101_valid2[1];
+    v102_validb[18] = v101_valid2[2];
+    v102_validb[19] = v101_valid2[3];
+    v102_validb[20] = v101_valid2[0];
+    v102_validb[21] = v101_valid2[1];
+    v102_validb[22] = v101_valid2[2];
+    v102_validb[23] = v101_valid2[3];
+    v102_validb[24] = v101_valid2[0];
+    v102_validb[25] = v101_valid2[1];
+    v102_validb[26] = v101_valid2[2];
+    v102_validb[27] = v101_valid2[3];
+    v102_validb[28] = v101_valid2[0];
+    v102_validb[29] = v101_valid2[1];
+    v102_validb[30] = v101_valid2[2];
+    v102_validb[31] = v101_valid2[3];
     // %sm = where %validb, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v101_sm[32];
+    float v103_sm[32];
     #pragma unroll
-    for (int s102 = 0; s102 < 32; ++s102) {
-      v101_sm[s102] = (v100_validb[s102] ? v86_s[s102] : v29_ninfs[s102]);
+    for (int s104 = 0; s104 < 32; ++s104) {
+      v103_sm[s104] = (v102_validb[s104] ? v88_s[s104] : v29_ninfs[s104]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v103_rmax[8];
-    v103_rmax[0] = v101_sm[0];
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm[1]);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm[2]);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], v101_sm[3]);
-    v103_rmax[1] = v101_sm[4];
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm[5]);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm[6]);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], v101_sm[7]);
-    v103_rmax[2] = v101_sm[8];
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm[9]);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm[10]);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], v101_sm[11]);
-    v103_rmax[3] = v101_sm[12];
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm[13]);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm[14]);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], v101_sm[15]);
-    v103_rmax[4] = v101_sm[16];
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm[17]);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm[18]);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], v101_sm[19]);
-    v103_rmax[5] = v101_sm[20];
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm[21]);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm[22]);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], v101_sm[23]);
-    v103_rmax[6] = v101_sm[24];
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm[25]);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm[26]);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], v101_sm[27]);
-    v103_rmax[7] = v101_sm[28];
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm[29]);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm[30]);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], v101_sm[31]);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 1);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 1);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 1);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 1);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 1);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 1);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 1);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 1);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 2);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 2);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 2);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 2);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 2);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 2);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 2);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 2);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 4);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 4);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 4);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 4);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 4);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 4);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 4);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 4);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v103_rmax[0], 8);
-    v103_rmax[0] = tsr::max_nan_f32(v103_rmax[0], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v103_rmax[1], 8);
-    v103_rmax[1] = tsr::max_nan_f32(v103_rmax[1], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v103_rmax[2], 8);
-    v103_rmax[2] = tsr::max_nan_f32(v103_rmax[2], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v103_rmax[3], 8);
-    v103_rmax[3] = tsr::max_nan_f32(v103_rmax[3], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v103_rmax[4], 8);
-    v103_rmax[4] = tsr::max_nan_f32(v103_rmax[4], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v103_rmax[5], 8);
-    v103_rmax[5] = tsr::max_nan_f32(v103_rmax[5], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v103_rmax[6], 8);
-    v103_rmax[6] = tsr::max_nan_f32(v103_rmax[6], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v103_rmax[7], 8);
-    v103_rmax[7] = tsr::max_nan_f32(v103_rmax[7], sh135);
+    float v105_rmax[8];
+    v105_rmax[0] = v103_sm[0];
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[1]);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[2]);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[3]);
+    v105_rmax[1] = v103_sm[4];
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[5]);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[6]);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[7]);
+    v105_rmax[2] = v103_sm[8];
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[9]);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[10]);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[11]);
+    v105_rmax[3] = v103_sm[12];
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[13]);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[14]);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[15]);
+    v105_rmax[4] = v103_sm[16];
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[17]);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[18]);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[19]);
+    v105_rmax[5] = v103_sm[20];
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[21]);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[22]);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[23]);
+    v105_rmax[6] = v103_sm[24];
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[25]);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[26]);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[27]);
+    v105_rmax[7] = v103_sm[28];
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[29]);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[30]);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[31]);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 1);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh106);
+    const float sh107 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 1);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh107);
+    const float sh108 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 1);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh108);
+    const float sh109 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 1);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh109);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 1);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 1);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 1);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 1);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 2);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 2);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 2);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 2);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 2);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 2);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 2);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 2);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 4);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 4);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 4);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 4);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 4);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 4);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 4);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 4);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 8);
+    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 8);
+    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 8);
+    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 8);
+    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 8);
+    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 8);
+    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 8);
+    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 8);
+    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh137);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v136_mn[8];
-    #pragma unroll
-    for (int s137 = 0; s137 < 8; ++s137) {
-      v136_mn[s137] = tsr::fmax_nan_z<float>(c38_m[s137], v103_rmax[s137]);
-    }
-    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v138_dm[8];
+    float v138_mn[8];
     #pragma unroll
     for (int s139 = 0; s139 < 8; ++s139) {
-      v138_dm[s139] = float(c38_m[s139] - v136_mn[s139]);
+      v138_mn[s139] = tsr::fmax_nan_z<float>(c38_m[s139], v105_rmax[s139]);
     }
-    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v140_alpha[8];
+    // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v140_dm[8];
     #pragma unroll
     for (int s141 = 0; s141 < 8; ++s141) {
-      v140_alpha[s141] = float(tsr::fexp(v138_dm[s141]));
+      v140_dm[s141] = float(c38_m[s141] - v138_mn[s141]);
+    }
+    // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v142_alpha[8];
+    #pragma unroll
+    for (int s143 = 0; s143 < 8; ++s143) {
+      v142_alpha[s143] = float(tsr::fexp(v140_dm[s143]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v142_mn2[8];
-    v142_mn2[0] = v136_mn[0];
-    v142_mn2[1] = v136_mn[1];
-    v142_mn2[2] = v136_mn[2];
-    v142_mn2[3] = v136_mn[3];
-    v142_mn2[4] = v136_mn[4];
-    v142_mn2[5] = v136_mn[5];
-    v142_mn2[6] = v136_mn[6];
-    v142_mn2[7] = v136_mn[7];
+    float v144_mn2[8];
+    v144_mn2[0] = v138_mn[0];
+    v144_mn2[1] = v138_mn[1];
+    v144_mn2[2] = v138_mn[2];
+    v144_mn2[3] = v138_mn[3];
+    v144_mn2[4] = v138_mn[4];
+    v144_mn2[5] = v138_mn[5];
+    v144_mn2[6] = v138_mn[6];
+    v144_mn2[7] = v138_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v143_mnb[32];
-    v143_mnb[0] = v142_mn2[0];
-    v143_mnb[1] = v142_mn2[0];
-    v143_mnb[2] = v142_mn2[0];
-    v143_mnb[3] = v142_mn2[0];
-    v143_mnb[4] = v142_mn2[1];
-    v143_mnb[5] = v142_mn2[1];
-    v143_mnb[6] = v142_mn2[1];
-    v143_mnb[7] = v142_mn2[1];
-    v143_mnb[8] = v142_mn2[2];
-    v143_mnb[9] = v142_mn2[2];
-    v143_mnb[10] = v142_mn2[2];
-    v143_mnb[11] = v142_mn2[2];
-    v143_mnb[12] = v142_mn2[3];
-    v143_mnb[13] = v142_mn2[3];
-    v143_mnb[14] = v142_mn2[3];
-    v143_mnb[15] = v142_mn2[3];
-    v143_mnb[16] = v142_mn2[4];
-    v143_mnb[17] = v142_mn2[4];
-    v143_mnb[18] = v142_mn2[4];
-    v143_mnb[19] = v142_mn2[4];
-    v143_mnb[20] = v142_mn2[5];
-    v143_mnb[21] = v142_mn2[5];
-    v143_mnb[22] = v142_mn2[5];
-    v143_mnb[23] = v142_mn2[5];
-    v143_mnb[24] = v142_mn2[6];
-    v143_mnb[25] = v142_mn2[6];
-    v143_mnb[26] = v142_mn2[6];
-    v143_mnb[27] = v142_mn2[6];
-    v143_mnb[28] = v142_mn2[7];
-    v143_mnb[29] = v142_mn2[7];
-    v143_mnb[30] = v142_mn2[7];
-    v143_mnb[31] = v142_mn2[7];
+    float v145_mnb[32];
+    v145_mnb[0] = v144_mn2[0];
+    v145_mnb[1] = v144_mn2[0];
+    v145_mnb[2] = v144_mn2[0];
+    v145_mnb[3] = v144_mn2[0];
+    v145_mnb[4] = v144_mn2[1];
+    v145_mnb[5] = v144_mn2[1];
+    v145_mnb[6] = v144_mn2[1];
+    v145_mnb[7] = v144_mn2[1];
+    v145_mnb[8] = v144_mn2[2];
+    v145_mnb[9] = v144_mn2[2];
+    v145_mnb[10] = v144_mn2[2];
+    v145_mnb[11] = v144_mn2[2];
+    v145_mnb[12] = v144_mn2[3];
+    v145_mnb[13] = v144_mn2[3];
+    v145_mnb[14] = v144_mn2[3];
+    v145_mnb[15] = v144_mn2[3];
+    v145_mnb[16] = v144_mn2[4];
+    v145_mnb[17] = v144_mn2[4];
+    v145_mnb[18] = v144_mn2[4];
+    v145_mnb[19] = v144_mn2[4];
+    v145_mnb[20] = v144_mn2[5];
+    v145_mnb[21] = v144_mn2[5];
+    v145_mnb[22] = v144_mn2[5];
+    v145_mnb[23] = v144_mn2[5];
+    v145_mnb[24] = v144_mn2[6];
+    v145_mnb[25] = v144_mn2[6];
+    v145_mnb[26] = v144_mn2[6];
+    v145_mnb[27] = v144_mn2[6];
+    v145_mnb[28] = v144_mn2[7];
+    v145_mnb[29] = v144_mn2[7];
+    v145_mnb[30] = v144_mn2[7];
+    v145_mnb[31] = v144_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v144_sd[32];
-    #pragma unroll
-    for (int s145 = 0; s145 < 32; ++s145) {
-      v144_sd[s145] = float(v101_sm[s145] - v143_mnb[s145]);
-    }
-    // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v146_p[32];
+    float v146_sd[32];
     #pragma unroll
     for (int s147 = 0; s147 < 32; ++s147) {
-      v146_p[s147] = float(tsr::fexp(v144_sd[s147]));
+      v146_sd[s147] = float(v103_sm[s147] - v145_mnb[s147]);
+    }
+    // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v148_p[32];
+    #pragma unroll
+    for (int s149 = 0; s149 < 32; ++s149) {
+      v148_p[s149] = float(tsr::fexp(v146_sd[s149]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148_psum[8];
-    v148_psum[0] = v146_p[0];
-    v148_psum[0] = float(v148_psum[0] + v146_p[1]);
-    v148_psum[0] = float(v148_psum[0] + v146_p[2]);
-    v148_psum[0] = float(v148_psum[0] + v146_p[3]);
-    v148_psum[1] = v146_p[4];
-    v148_psum[1] = float(v148_psum[1] + v146_p[5]);
-    v148_psum[1] = float(v148_psum[1] + v146_p[6]);
-    v148_psum[1] = float(v148_psum[1] + v146_p[7]);
-    v148_psum[2] = v146_p[8];
-    v148_psum[2] = float(v148_psum[2] + v146_p[9]);
-    v148_psum[2] = float(v148_psum[2] + v146_p[10]);
-    v148_psum[2] = float(v148_psum[2] + v146_p[11]);
-    v148_psum[3] = v146_p[12];
-    v148_psum[3] = float(v148_psum[3] + v146_p[13]);
-    v148_psum[3] = float(v148_psum[3] + v146_p[14]);
-    v148_psum[3] = float(v148_psum[3] + v146_p[15]);
-    v148_psum[4] = v146_p[16];
-    v148_psum[4] = float(v148_psum[4] + v146_p[17]);
-    v148_psum[4] = float(v148_psum[4] + v146_p[18]);
-    v148_psum[4] = float(v148_psum[4] + v146_p[19]);
-    v148_psum[5] = v146_p[20];
-    v148_psum[5] = float(v148_psum[5] + v146_p[21]);
-    v148_psum[5] = float(v148_psum[5] + v146_p[22]);
-    v148_psum[5] = float(v148_psum[5] + v146_p[23]);
-    v148_psum[6] = v146_p[24];
-    v148_psum[6] = float(v148_psum[6] + v146_p[25]);
-    v148_psum[6] = float(v148_psum[6] + v146_p[26]);
-    v148_psum[6] = float(v148_psum[6] + v146_p[27]);
-    v148_psum[7] = v146_p[28];
-    v148_psum[7] = float(v148_psum[7] + v146_p[29]);
-    v148_psum[7] = float(v148_psum[7] + v146_p[30]);
-    v148_psum[7] = float(v148_psum[7] + v146_p[31]);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v148_psum[0], 1);
-    v148_psum[0] = float(v148_psum[0] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v148_psum[1], 1);
-    v148_psum[1] = float(v148_psum[1] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v148_psum[2], 1);
-    v148_psum[2] = float(v148_psum[2] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v148_psum[3], 1);
-    v148_psum[3] = float(v148_psum[3] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v148_psum[4], 1);
-    v148_psum[4] = float(v148_psum[4] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v148_psum[5], 1);
-    v148_psum[5] = float(v148_psum[5] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v148_psum[6], 1);
-    v148_psum[6] = float(v148_psum[6] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v148_psum[7], 1);
-    v148_psum[7] = float(v148_psum[7] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v148_psum[0], 2);
-    v148_psum[0] = float(v148_psum[0] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v148_psum[1], 2);
-    v148_psum[1] = float(v148_psum[1] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v148_psum[2], 2);
-    v148_psum[2] = float(v148_psum[2] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v148_psum[3], 2);
-    v148_psum[3] = float(v148_psum[3] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v148_psum[4], 2);
-    v148_psum[4] = float(v148_psum[4] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v148_psum[5], 2);
-    v148_psum[5] = float(v148_psum[5] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v148_psum[6], 2);
-    v148_psum[6] = float(v148_psum[6] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v148_psum[7], 2);
-    v148_psum[7] = float(v148_psum[7] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v148_psum[0], 4);
-    v148_psum[0] = float(v148_psum[0] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v148_psum[1], 4);
-    v148_psum[1] = float(v148_psum[1] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v148_psum[2], 4);
-    v148_psum[2] = float(v148_psum[2] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v148_psum[3], 4);
-    v148_psum[3] = float(v148_psum[3] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v148_psum[4], 4);
-    v148_psum[4] = float(v148_psum[4] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v148_psum[5], 4);
-    v148_psum[5] = float(v148_psum[5] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v148_psum[6], 4);
-    v148_psum[6] = float(v148_psum[6] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v148_psum[7], 4);
-    v148_psum[7] = float(v148_psum[7] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v148_psum[0], 8);
-    v148_psum[0] = float(v148_psum[0] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v148_psum[1], 8);
-    v148_psum[1] = float(v148_psum[1] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v148_psum[2], 8);
-    v148_psum[2] = float(v148_psum[2] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v148_psum[3], 8);
-    v148_psum[3] = float(v148_psum[3] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v148_psum[4], 8);
-    v148_psum[4] = float(v148_psum[4] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v148_psum[5], 8);
-    v148_psum[5] = float(v148_psum[5] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v148_psum[6], 8);
-    v148_psum[6] = float(v148_psum[6] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v148_psum[7], 8);
-    v148_psum[7] = float(v148_psum[7] + sh180);
+    float v150_psum[8];
+    v150_psum[0] = v148_p[0];
+    v150_psum[0] = float(v150_psum[0] + v148_p[1]);
+    v150_psum[0] = float(v150_psum[0] + v148_p[2]);
+    v150_psum[0] = float(v150_psum[0] + v148_p[3]);
+    v150_psum[1] = v148_p[4];
+    v150_psum[1] = float(v150_psum[1] + v148_p[5]);
+    v150_psum[1] = float(v150_psum[1] + v148_p[6]);
+    v150_psum[1] = float(v150_psum[1] + v148_p[7]);
+    v150_psum[2] = v148_p[8];
+    v150_psum[2] = float(v150_psum[2] + v148_p[9]);
+    v150_psum[2] = float(v150_psum[2] + v148_p[10]);
+    v150_psum[2] = float(v150_psum[2] + v148_p[11]);
+    v150_psum[3] = v148_p[12];
+    v150_psum[3] = float(v150_psum[3] + v148_p[13]);
+    v150_psum[3] = float(v150_psum[3] + v148_p[14]);
+    v150_psum[3] = float(v150_psum[3] + v148_p[15]);
+    v150_psum[4] = v148_p[16];
+    v150_psum[4] = float(v150_psum[4] + v148_p[17]);
+    v150_psum[4] = float(v150_psum[4] + v148_p[18]);
+    v150_psum[4] = float(v150_psum[4] + v148_p[19]);
+    v150_psum[5] = v148_p[20];
+    v150_psum[5] = float(v150_psum[5] + v148_p[21]);
+    v150_psum[5] = float(v150_psum[5] + v148_p[22]);
+    v150_psum[5] = float(v150_psum[5] + v148_p[23]);
+    v150_psum[6] = v148_p[24];
+    v150_psum[6] = float(v150_psum[6] + v148_p[25]);
+    v150_psum[6] = float(v150_psum[6] + v148_p[26]);
+    v150_psum[6] = float(v150_psum[6] + v148_p[27]);
+    v150_psum[7] = v148_p[28];
+    v150_psum[7] = float(v150_psum[7] + v148_p[29]);
+    v150_psum[7] = float(v150_psum[7] + v148_p[30]);
+    v150_psum[7] = float(v150_psum[7] + v148_p[31]);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 1);
+    v150_psum[0] = float(v150_psum[0] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 1);
+    v150_psum[1] = float(v150_psum[1] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 1);
+    v150_psum[2] = float(v150_psum[2] + sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 1);
+    v150_psum[3] = float(v150_psum[3] + sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 1);
+    v150_psum[4] = float(v150_psum[4] + sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 1);
+    v150_psum[5] = float(v150_psum[5] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 1);
+    v150_psum[6] = float(v150_psum[6] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 1);
+    v150_psum[7] = float(v150_psum[7] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 2);
+    v150_psum[0] = float(v150_psum[0] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 2);
+    v150_psum[1] = float(v150_psum[1] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 2);
+    v150_psum[2] = float(v150_psum[2] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 2);
+    v150_psum[3] = float(v150_psum[3] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 2);
+    v150_psum[4] = float(v150_psum[4] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 2);
+    v150_psum[5] = float(v150_psum[5] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 2);
+    v150_psum[6] = float(v150_psum[6] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 2);
+    v150_psum[7] = float(v150_psum[7] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 4);
+    v150_psum[0] = float(v150_psum[0] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 4);
+    v150_psum[1] = float(v150_psum[1] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 4);
+    v150_psum[2] = float(v150_psum[2] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 4);
+    v150_psum[3] = float(v150_psum[3] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 4);
+    v150_psum[4] = float(v150_psum[4] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 4);
+    v150_psum[5] = float(v150_psum[5] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 4);
+    v150_psum[6] = float(v150_psum[6] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 4);
+    v150_psum[7] = float(v150_psum[7] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 8);
+    v150_psum[0] = float(v150_psum[0] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 8);
+    v150_psum[1] = float(v150_psum[1] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 8);
+    v150_psum[2] = float(v150_psum[2] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 8);
+    v150_psum[3] = float(v150_psum[3] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 8);
+    v150_psum[4] = float(v150_psum[4] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 8);
+    v150_psum[5] = float(v150_psum[5] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 8);
+    v150_psum[6] = float(v150_psum[6] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 8);
+    v150_psum[7] = float(v150_psum[7] + sh182);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v181_la[8];
-    #pragma unroll
-    for (int s182 = 0; s182 < 8; ++s182) {
-      v181_la[s182] = float(c40_l[s182] * v140_alpha[s182]);
-    }
-    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v183_ln[8];
+    float v183_la[8];
     #pragma unroll
     for (int s184 = 0; s184 < 8; ++s184) {
-      v183_ln[s184] = float(v181_la[s184] + v148_psum[s184]);
+      v183_la[s184] = float(c40_l[s184] * v142_alpha[s184]);
+    }
+    // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v185_ln[8];
+    #pragma unroll
+    for (int s186 = 0; s186 < 8; ++s186) {
+      v185_ln[s186] = float(v183_la[s186] + v150_psum[s186]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v185_alpha2[8];
-    v185_alpha2[0] = v140_alpha[0];
-    v185_alpha2[1] = v140_alpha[1];
-    v185_alpha2[2] = v140_alpha[2];
-    v185_alpha2[3] = v140_alpha[3];
-    v185_alpha2[4] = v140_alpha[4];
-    v185_alpha2[5] = v140_alpha[5];
-    v185_alpha2[6] = v140_alpha[6];
-    v185_alpha2[7] = v140_alpha[7];
+    float v187_alpha2[8];
+    v187_alpha2[0] = v142_alpha[0];
+    v187_alpha2[1] = v142_alpha[1];
+    v187_alpha2[2] = v142_alpha[2];
+    v187_alpha2[3] = v142_alpha[3];
+    v187_alpha2[4] = v142_alpha[4];
+    v187_alpha2[5] = v142_alpha[5];
+    v187_alpha2[6] = v142_alpha[6];
+    v187_alpha2[7] = v142_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v186_alphab[32];
-    v186_alphab[0] = v185_alpha2[0];
-    v186_alphab[1] = v185_alpha2[0];
-    v186_alphab[2] = v185_alpha2[0];
-    v186_alphab[3] = v185_alpha2[0];
-    v186_alphab[4] = v185_alpha2[1];
-    v186_alphab[5] = v185_alpha2[1];
-    v186_alphab[6] = v185_alpha2[1];
-    v186_alphab[7] = v185_alpha2[1];
-    v186_alphab[8] = v185_alpha2[2];
-    v186_alphab[9] = v185_alpha2[2];
-    v186_alphab[10] = v185_alpha2[2];
-    v186_alphab[11] = v185_alpha2[2];
-    v186_alphab[12] = v185_alpha2[3];
-    v186_alphab[13] = v185_alpha2[3];
-    v186_alphab[14] = v185_alpha2[3];
-    v186_alphab[15] = v185_alpha2[3];
-    v186_alphab[16] = v185_alpha2[4];
-    v186_alphab[17] = v185_alpha2[4];
-    v186_alphab[18] = v185_alpha2[4];
-    v186_alphab[19] = v185_alpha2[4];
-    v186_alphab[20] = v185_alpha2[5];
-    v186_alphab[21] = v185_alpha2[5];
-    v186_alphab[22] = v185_alpha2[5];
-    v186_alphab[23] = v185_alpha2[5];
-    v186_alphab[24] = v185_alpha2[6];
-    v186_alphab[25] = v185_alpha2[6];
-    v186_alphab[26] = v185_alpha2[6];
-    v186_alphab[27] = v185_alpha2[6];
-    v186_alphab[28] = v185_alpha2[7];
-    v186_alphab[29] = v185_alpha2[7];
-    v186_alphab[30] = v185_alpha2[7];
-    v186_alphab[31] = v185_alpha2[7];
+    float v188_alphab[32];
+    v188_alphab[0] = v187_alpha2[0];
+    v188_alphab[1] = v187_alpha2[0];
+    v188_alphab[2] = v187_alpha2[0];
+    v188_alphab[3] = v187_alpha2[0];
+    v188_alphab[4] = v187_alpha2[1];
+    v188_alphab[5] = v187_alpha2[1];
+    v188_alphab[6] = v187_alpha2[1];
+    v188_alphab[7] = v187_alpha2[1];
+    v188_alphab[8] = v187_alpha2[2];
+    v188_alphab[9] = v187_alpha2[2];
+    v188_alphab[10] = v187_alpha2[2];
+    v188_alphab[11] = v187_alpha2[2];
+    v188_alphab[12] = v187_alpha2[3];
+    v188_alphab[13] = v187_alpha2[3];
+    v188_alphab[14] = v187_alpha2[3];
+    v188_alphab[15] = v187_alpha2[3];
+    v188_alphab[16] = v187_alpha2[4];
+    v188_alphab[17] = v187_alpha2[4];
+    v188_alphab[18] = v187_alpha2[4];
+    v188_alphab[19] = v187_alpha2[4];
+    v188_alphab[20] = v187_alpha2[5];
+    v188_alphab[21] = v187_alpha2[5];
+    v188_alphab[22] = v187_alpha2[5];
+    v188_alphab[23] = v187_alpha2[5];
+    v188_alphab[24] = v187_alpha2[6];
+    v188_alphab[25] = v187_alpha2[6];
+    v188_alphab[26] = v187_alpha2[6];
+    v188_alphab[27] = v187_alpha2[6];
+    v188_alphab[28] = v187_alpha2[7];
+    v188_alphab[29] = v187_alpha2[7];
+    v188_alphab[30] = v187_alpha2[7];
+    v188_alphab[31] = v187_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v187_accs[32];
+    float v189_accs[32];
     #pragma unroll
-    for (int s188 = 0; s188 < 32; ++s188) {
-      v187_accs[s188] = float(c42_acc[s188] * v186_alphab[s188]);
+    for (int s190 = 0; s190 < 32; ++s190) {
+      v189_accs[s190] = float(c42_acc[s190] * v188_alphab[s190]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %9 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh189 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh191 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c190 = 0; c190 < 8; ++c190) {
-      float w191[4];
-      w191[0] = v146_p[c190 * 4 + 0];
-      w191[1] = v146_p[c190 * 4 + 1];
-      w191[2] = v146_p[c190 * 4 + 2];
-      w191[3] = v146_p[c190 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh189 + (((((c190 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c190 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w191);
+    for (int c192 = 0; c192 < 8; ++c192) {
+      float w193[4];
+      w193[0] = v148_p[c192 * 4 + 0];
+      w193[1] = v148_p[c192 * 4 + 1];
+      w193[2] = v148_p[c192 * 4 + 2];
+      w193[3] = v148_p[c192 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh191 + (((((c192 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c192 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w193);
     }
     __syncthreads();
     // %accn = dot %9, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v192_accn[32];
+    float v194_accn[32];
     #pragma unroll
-    for (int s193 = 0; s193 < 32; ++s193) {
-      v192_accn[s193] = v187_accs[s193];
+    for (int s195 = 0; s195 < 32; ++s195) {
+      v194_accn[s195] = v189_accs[s195];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh189[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh189[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh189[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh189[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh189[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh189[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh189[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh189[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh191[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh191[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh191[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh191[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh191[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh191[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh191[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh191[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v192_accn[0] = fmaf(float(a0_), float(b0_), v192_accn[0]);
-        v192_accn[1] = fmaf(float(a0_), float(b1_), v192_accn[1]);
-        v192_accn[2] = fmaf(float(a0_), float(b2_), v192_accn[2]);
-        v192_accn[3] = fmaf(float(a0_), float(b3_), v192_accn[3]);
-        v192_accn[4] = fmaf(float(a1_), float(b0_), v192_accn[4]);
-        v192_accn[5] = fmaf(float(a1_), float(b1_), v192_accn[5]);
-        v192_accn[6] = fmaf(float(a1_), float(b2_), v192_accn[6]);
-        v192_accn[7] = fmaf(float(a1_), float(b3_), v192_accn[7]);
-        v192_accn[8] = fmaf(float(a2_), float(b0_), v192_accn[8]);
-        v192_accn[9] = fmaf(float(a2_), float(b1_), v192_accn[9]);
-        v192_accn[10] = fmaf(float(a2_), float(b2_), v192_accn[10]);
-        v192_accn[11] = fmaf(float(a2_), float(b3_), v192_accn[11]);
-        v192_accn[12] = fmaf(float(a3_), float(b0_), v192_accn[12]);
-        v192_accn[13] = fmaf(float(a3_), float(b1_), v192_accn[13]);
-        v192_accn[14] = fmaf(float(a3_), float(b2_), v192_accn[14]);
-        v192_accn[15] = fmaf(float(a3_), float(b3_), v192_accn[15]);
-        v192_accn[16] = fmaf(float(a4_), float(b0_), v192_accn[16]);
-        v192_accn[17] = fmaf(float(a4_), float(b1_), v192_accn[17]);
-        v192_accn[18] = fmaf(float(a4_), float(b2_), v192_accn[18]);
-        v192_accn[19] = fmaf(float(a4_), float(b3_), v192_accn[19]);
-        v192_accn[20] = fmaf(float(a5_), float(b0_), v192_accn[20]);
-        v192_accn[21] = fmaf(float(a5_), float(b1_), v192_accn[21]);
-        v192_accn[22] = fmaf(float(a5_), float(b2_), v192_accn[22]);
-        v192_accn[23] = fmaf(float(a5_), float(b3_), v192_accn[23]);
-        v192_accn[24] = fmaf(float(a6_), float(b0_), v192_accn[24]);
-        v192_accn[25] = fmaf(float(a6_), float(b1_), v192_accn[25]);
-        v192_accn[26] = fmaf(float(a6_), float(b2_), v192_accn[26]);
-        v192_accn[27] = fmaf(float(a6_), float(b3_), v192_accn[27]);
-        v192_accn[28] = fmaf(float(a7_), float(b0_), v192_accn[28]);
-        v192_accn[29] = fmaf(float(a7_), float(b1_), v192_accn[29]);
-        v192_accn[30] = fmaf(float(a7_), float(b2_), v192_accn[30]);
-        v192_accn[31] = fmaf(float(a7_), float(b3_), v192_accn[31]);
+        v194_accn[0] = fmaf(float(a0_), float(b0_), v194_accn[0]);
+        v194_accn[1] = fmaf(float(a0_), float(b1_), v194_accn[1]);
+        v194_accn[2] = fmaf(float(a0_), float(b2_), v194_accn[2]);
+        v194_accn[3] = fmaf(float(a0_), float(b3_), v194_accn[3]);
+        v194_accn[4] = fmaf(float(a1_), float(b0_), v194_accn[4]);
+        v194_accn[5] = fmaf(float(a1_), float(b1_), v194_accn[5]);
+        v194_accn[6] = fmaf(float(a1_), float(b2_), v194_accn[6]);
+        v194_accn[7] = fmaf(float(a1_), float(b3_), v194_accn[7]);
+        v194_accn[8] = fmaf(float(a2_), float(b0_), v194_accn[8]);
+        v194_accn[9] = fmaf(float(a2_), float(b1_), v194_accn[9]);
+        v194_accn[10] = fmaf(float(a2_), float(b2_), v194_accn[10]);
+        v194_accn[11] = fmaf(float(a2_), float(b3_), v194_accn[11]);
+        v194_accn[12] = fmaf(float(a3_), float(b0_), v194_accn[12]);
+        v194_accn[13] = fmaf(float(a3_), float(b1_), v194_accn[13]);
+        v194_accn[14] = fmaf(float(a3_), float(b2_), v194_accn[14]);
+        v194_accn[15] = fmaf(float(a3_), float(b3_), v194_accn[15]);
+        v194_accn[16] = fmaf(float(a4_), float(b0_), v194_accn[16]);
+        v194_accn[17] = fmaf(float(a4_), float(b1_), v194_accn[17]);
+        v194_accn[18] = fmaf(float(a4_), float(b2_), v194_accn[18]);
+        v194_accn[19] = fmaf(float(a4_), float(b3_), v194_accn[19]);
+        v194_accn[20] = fmaf(float(a5_), float(b0_), v194_accn[20]);
+        v194_accn[21] = fmaf(float(a5_), float(b1_), v194_accn[21]);
+        v194_accn[22] = fmaf(float(a5_), float(b2_), v194_accn[22]);
+        v194_accn[23] = fmaf(float(a5_), float(b3_), v194_accn[23]);
+        v194_accn[24] = fmaf(float(a6_), float(b0_), v194_accn[24]);
+        v194_accn[25] = fmaf(float(a6_), float(b1_), v194_accn[25]);
+        v194_accn[26] = fmaf(float(a6_), float(b2_), v194_accn[26]);
+        v194_accn[27] = fmaf(float(a6_), float(b3_), v194_accn[27]);
+        v194_accn[28] = fmaf(float(a7_), float(b0_), v194_accn[28]);
+        v194_accn[29] = fmaf(float(a7_), float(b1_), v194_accn[29]);
+        v194_accn[30] = fmaf(float(a7_), float(b2_), v194_accn[30]);
+        v194_accn[31] = fmaf(float(a7_), float(b3_), v194_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s194 = 0; s194 < 8; ++s194) {
-      c38_m[s194] = v136_mn[s194];
+    for (int s196 = 0; s196 < 8; ++s196) {
+      c38_m[s196] = v138_mn[s196];
     }
     #pragma unroll
-    for (int s195 = 0; s195 < 8; ++s195) {
-      c40_l[s195] = v183_ln[s195];
+    for (int s197 = 0; s197 < 8; ++s197) {
+      c40_l[s197] = v185_ln[s197];
     }
     #pragma unroll
-    for (int s196 = 0; s196 < 32; ++s196) {
-      c42_acc[s196] = v192_accn[s196];
+    for (int s198 = 0; s198 < 32; ++s198) {
+      c42_acc[s198] = v194_accn[s198];
     }
-    rs44 = (rs44 + 1) % 2;
+    rs44 = int((unsigned(rs44) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v197_l2[8];
-  v197_l2[0] = c40_l[0];
-  v197_l2[1] = c40_l[1];
-  v197_l2[2] = c40_l[2];
-  v197_l2[3] = c40_l[3];
-  v197_l2[4] = c40_l[4];
-  v197_l2[5] = c40_l[5];
-  v197_l2[6] = c40_l[6];
-  v197_l2[7] = c40_l[7];
+  float v199_l2[8];
+  v199_l2[0] = c40_l[0];
+  v199_l2[1] = c40_l[1];
+  v199_l2[2] = c40_l[2];
+  v199_l2[3] = c40_l[3];
+  v199_l2[4] = c40_l[4];
+  v199_l2[5] = c40_l[5];
+  v199_l2[6] = c40_l[6];
+  v199_l2[7] = c40_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v198_lb[32];
-  v198_lb[0] = v197_l2[0];
-  v198_lb[1] = v197_l2[0];
-  v198_lb[2] = v197_l2[0];
-  v198_lb[3] = v197_l2[0];
-  v198_lb[4] = v197_l2[1];
-  v198_lb[5] = v197_l2[1];
-  v198_lb[6] = v197_l2[1];
-  v198_lb[7] = v197_l2[1];
-  v198_lb[8] = v197_l2[2];
-  v198_lb[9] = v197_l2[2];
-  v198_lb[10] = v197_l2[2];
-  v198_lb[11] = v197_l2[2];
-  v198_lb[12] = v197_l2[3];
-  v198_lb[13] = v197_l2[3];
-  v198_lb[14] = v197_l2[3];
-  v198_lb[15] = v197_l2[3];
-  v198_lb[16] = v197_l2[4];
-  v198_lb[17] = v197_l2[4];
-  v198_lb[18] = v197_l2[4];
-  v198_lb[19] = v197_l2[4];
-  v198_lb[20] = v197_l2[5];
-  v198_lb[21] = v197_l2[5];
-  v198_lb[22] = v197_l2[5];
-  v198_lb[23] = v197_l2[5];
-  v198_lb[24] = v197_l2[6];
-  v198_lb[25] = v197_l2[6];
-  v198_lb[26] = v197_l2[6];
-  v198_lb[27] = v197_l2[6];
-  v198_lb[28] = v197_l2[7];
-  v198_lb[29] = v197_l2[7];
-  v198_lb[30] = v197_l2[7];
-  v198_lb[31] = v197_l2[7];
+  float v200_lb[32];
+  v200_lb[0] = v199_l2[0];
+  v200_lb[1] = v199_l2[0];
+  v200_lb[2] = v199_l2[0];
+  v200_lb[3] = v199_l2[0];
+  v200_lb[4] = v199_l2[1];
+  v200_lb[5] = v199_l2[1];
+  v200_lb[6] = v199_l2[1];
+  v200_lb[7] = v199_l2[1];
+  v200_lb[8] = v199_l2[2];
+  v200_lb[9] = v199_l2[2];
+  v200_lb[10] = v199_l2[2];
+  v200_lb[11] = v199_l2[2];
+  v200_lb[12] = v199_l2[3];
+  v200_lb[13] = v199_l2[3];
+  v200_lb[14] = v199_l2[3];
+  v200_lb[15] = v199_l2[3];
+  v200_lb[16] = v199_l2[4];
+  v200_lb[17] = v199_l2[4];
+  v200_lb[18] = v199_l2[4];
+  v200_lb[19] = v199_l2[4];
+  v200_lb[20] = v199_l2[5];
+  v200_lb[21] = v199_l2[5];
+  v200_lb[22] = v199_l2[5];
+  v200_lb[23] = v199_l2[5];
+  v200_lb[24] = v199_l2[6];
+  v200_lb[25] = v199_l2[6];
+  v200_lb[26] = v199_l2[6];
+  v200_lb[27] = v199_l2[6];
+  v200_lb[28] = v199_l2[7];
+  v200_lb[29] = v199_l2[7];
+  v200_lb[30] = v199_l2[7];
+  v200_lb[31] = v199_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v199_out[32];
+  float v201_out[32];
   #pragma unroll
-  for (int s200 = 0; s200 < 32; ++s200) {
-    v199_out[s200] = float(c42_acc[s200] / v198_lb[s200]);
+  for (int s202 = 0; s202 < 32; ++s202) {
+    v201_out[s202] = float(c42_acc[s202] / v200_lb[s202]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v201_o3[32];
-  v201_o3[0] = v199_out[0];
-  v201_o3[1] = v199_out[1];
-  v201_o3[2] = v199_out[2];
-  v201_o3[3] = v199_out[3];
-  v201_o3[4] = v199_out[4];
-  v201_o3[5] = v199_out[5];
-  v201_o3[6] = v199_out[6];
-  v201_o3[7] = v199_out[7];
-  v201_o3[8] = v199_out[8];
-  v201_o3[9] = v199_out[9];
-  v201_o3[10] = v199_out[10];
-  v201_o3[11] = v199_out[11];
-  v201_o3[12] = v199_out[12];
-  v201_o3[13] = v199_out[13];
-  v201_o3[14] = v199_out[14];
-  v201_o3[15] = v199_out[15];
-  v201_o3[16] = v199_out[16];
-  v201_o3[17] = v199_out[17];
-  v201_o3[18] = v199_out[18];
-  v201_o3[19] = v199_out[19];
-  v201_o3[20] = v199_out[20];
-  v201_o3[21] = v199_out[21];
-  v201_o3[22] = v199_out[22];
-  v201_o3[23] = v199_out[23];
-  v201_o3[24] = v199_out[24];
-  v201_o3[25] = v199_out[25];
-  v201_o3[26] = v199_out[26];
-  v201_o3[27] = v199_out[27];
-  v201_o3[28] = v199_out[28];
-  v201_o3[29] = v199_out[29];
-  v201_o3[30] = v199_out[30];
-  v201_o3[31] = v199_out[31];
+  float v203_o3[32];
+  v203_o3[0] = v201_out[0];
+  v203_o3[1] = v201_out[1];
+  v203_o3[2] = v201_out[2];
+  v203_o3[3] = v201_out[3];
+  v203_o3[4] = v201_out[4];
+  v203_o3[5] = v201_out[5];
+  v203_o3[6] = v201_out[6];
+  v203_o3[7] = v201_out[7];
+  v203_o3[8] = v201_out[8];
+  v203_o3[9] = v201_out[9];
+  v203_o3[10] = v201_out[10];
+  v203_o3[11] = v201_out[11];
+  v203_o3[12] = v201_out[12];
+  v203_o3[13] = v201_out[13];
+  v203_o3[14] = v201_out[14];
+  v203_o3[15] = v201_out[15];
+  v203_o3[16] = v201_out[16];
+  v203_o3[17] = v201_out[17];
+  v203_o3[18] = v201_out[18];
+  v203_o3[19] = v201_out[19];
+  v203_o3[20] = v201_out[20];
+  v203_o3[21] = v201_out[21];
+  v203_o3[22] = v201_out[22];
+  v203_o3[23] = v201_out[23];
+  v203_o3[24] = v201_out[24];
+  v203_o3[25] = v201_out[25];
+  v203_o3[26] = v201_out[26];
+  v203_o3[27] = v201_out[27];
+  v203_o3[28] = v201_out[28];
+  v203_o3[29] = v201_out[29];
+  v203_o3[30] = v201_out[30];
+  v203_o3[31] = v201_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o202 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o203 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o204 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole205 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole205) {
-      #pragma unroll
-      for (int c206 = 0; c206 < 8; ++c206) {
-        float vb207[4];
-        vb207[0] = v201_o3[c206 * 4 + 0];
-        vb207[1] = v201_o3[c206 * 4 + 1];
-        vb207[2] = v201_o3[c206 * 4 + 2];
-        vb207[3] = v201_o3[c206 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o202 + 0) * tsr_p3_s0 + (o203 + ((((c206 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c206 * 4) % 4))) * tsr_p3_s2, vb207);
-      }
-    } else {
+    const int64_t o204 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o205 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o206 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole207 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole207) {
       #pragma unroll
       for (int c208 = 0; c208 < 8; ++c208) {
         float vb209[4];
-        if ((o202 + 0) < int64_t(tsr_dim_H) && (o203 + ((((c208 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o204 + (((c208 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4))) * tsr_p3_s2)) {
-          vb209[0] = v201_o3[c208 * 4 + 0];
-          vb209[1] = v201_o3[c208 * 4 + 1];
-          vb209[2] = v201_o3[c208 * 4 + 2];
-          vb209[3] = v201_o3[c208 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4))) * tsr_p3_s2, vb209);
+        vb209[0] = v203_o3[c208 * 4 + 0];
+        vb209[1] = v203_o3[c208 * 4 + 1];
+        vb209[2] = v203_o3[c208 * 4 + 2];
+        vb209[3] = v203_o3[c208 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c208 * 4) % 4))) * tsr_p3_s2, vb209);
+      }
+    } else {
+      #pragma unroll
+      for (int c210 = 0; c210 < 8; ++c210) {
+        float vb211[4];
+        if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2)) {
+          vb211[0] = v203_o3[c210 * 4 + 0];
+          vb211[1] = v203_o3[c210 * 4 + 1];
+          vb211[2] = v203_o3[c210 * 4 + 2];
+          vb211[3] = v203_o3[c210 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
         } else {
-          if ((o202 + 0) < int64_t(tsr_dim_H) && (o203 + ((((c208 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o204 + (((c208 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4))) * tsr_p3_s2] = v201_o3[c208 * 4];
-          if ((o202 + 0) < int64_t(tsr_dim_H) && (o203 + ((((c208 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o204 + (((c208 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4)) + 1) * tsr_p3_s2] = v201_o3[c208 * 4 + 1];
-          if ((o202 + 0) < int64_t(tsr_dim_H) && (o203 + ((((c208 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o204 + (((c208 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4)) + 2) * tsr_p3_s2] = v201_o3[c208 * 4 + 2];
-          if ((o202 + 0) < int64_t(tsr_dim_H) && (o203 + ((((c208 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o204 + (((c208 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o202 + 0) * tsr_p3_s0 + (o203 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o204 + (((c208 * 4) % 4)) + 3) * tsr_p3_s2] = v201_o3[c208 * 4 + 3];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2] = v203_o3[c210 * 4];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 1) * tsr_p3_s2] = v203_o3[c210 * 4 + 1];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 2) * tsr_p3_s2] = v203_o3[c210 * 4 + 2];
+          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 3) * tsr_p3_s2] = v203_o3[c210 * 4 + 3];
         }
       }
     }

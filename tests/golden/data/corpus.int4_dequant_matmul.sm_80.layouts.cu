@@ -97,22 +97,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
         const int64_t o26 = int64_t(v0_pm) * 32;
         const int64_t o27 = int64_t(nx25) * 64;
         if (o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
+          const uint32_t sb28 = tsr::smem_u32((sh23 + (pro24) * 2304));
           #pragma unroll
-          for (int i28 = 0; i28 < 2; ++i28) {
-            const int q29 = i28 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh23 + (pro24) * 2304) + (((q29 * 8) / 64)) * 72 + (((q29 * 8) % 64)) * 1), tsr_p0 + (o26 + ((q29 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q29 * 8) % 64)) * tsr_p0_s1);
+          for (int i29 = 0; i29 < 2; ++i29) {
+            const int q30 = i29 * 128 + tsr_tid;
+            tsr::cp_async_16(sb28 + uint32_t((((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1) * 2u, tsr_p0 + (o26 + ((q30 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q30 * 8) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i30 = 0; i30 < 2; ++i30) {
-            const int q31 = i30 * 128 + tsr_tid;
-            const int64_t n32 = !(true && (o26 + ((q31 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q31 * 8) % 64))) : 8;
-            const uint16_t* src33 = tsr_p0 + (n32 > 0 ? (o26 + ((q31 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q31 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst34 = (sh23 + (pro24) * 2304) + (((q31 * 8) / 64)) * 72 + (((q31 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src33)) {
-              tsr::cp_async_16(tsr::smem_u32(dst34), src33, int(n32) * 2);
+          for (int i31 = 0; i31 < 2; ++i31) {
+            const int q32 = i31 * 128 + tsr_tid;
+            const int64_t n33 = !(true && (o26 + ((q32 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) : 8;
+            const uint16_t* src34 = tsr_p0 + (n33 > 0 ? (o26 + ((q32 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q32 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst35 = (sh23 + (pro24) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src34)) {
+              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst34[v_] = v_ < n32 ? src33[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
             }
           }
         }
@@ -120,32 +121,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv35_ = v2_c0; v3_c1 > 0 && iv35_ < v6_ktiles; iv35_ += v3_c1) {
-    const int32_t iv35 = int32_t(iv35_);
+  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v6_ktiles; iv36_ += v3_c1) {
+    const int32_t iv36 = int32_t(iv36_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv35_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx36 = int32_t((iv35_ + 1 * int64_t(v3_c1)));
+    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o37 = int64_t(v0_pm) * 32;
-        const int64_t o38 = int64_t(nx36) * 64;
-        if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o37 * tsr_p0_s0 + o38 * tsr_p0_s1)) {
-          #pragma unroll
-          for (int i39 = 0; i39 < 2; ++i39) {
-            const int q40 = i39 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh23 + ((rs22 + 1) % 2) * 2304) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1), tsr_p0 + (o37 + ((q40 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q40 * 8) % 64)) * tsr_p0_s1);
-          }
-        } else {
+        const int64_t o38 = int64_t(v0_pm) * 32;
+        const int64_t o39 = int64_t(nx37) * 64;
+        if (o38 >= 0 && o38 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+          const uint32_t sb40 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
           #pragma unroll
           for (int i41 = 0; i41 < 2; ++i41) {
             const int q42 = i41 * 128 + tsr_tid;
-            const int64_t n43 = !(true && (o37 + ((q42 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o38 + ((q42 * 8) % 64))) : 8;
-            const uint16_t* src44 = tsr_p0 + (n43 > 0 ? (o37 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o38 + ((q42 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst45 = (sh23 + ((rs22 + 1) % 2) * 2304) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src44)) {
-              tsr::cp_async_16(tsr::smem_u32(dst45), src44, int(n43) * 2);
+            tsr::cp_async_16(sb40 + uint32_t((((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1) * 2u, tsr_p0 + (o38 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o39 + ((q42 * 8) % 64)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i43 = 0; i43 < 2; ++i43) {
+            const int q44 = i43 * 128 + tsr_tid;
+            const int64_t n45 = !(true && (o38 + ((q44 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) : 8;
+            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o38 + ((q44 * 8) / 64)) * tsr_p0_s0 + (o39 + ((q44 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst47 = (sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst45[v_] = v_ < n43 ? src44[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
             }
           }
         }
@@ -154,310 +156,310 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %packed = load_tile %wq, %kk, %pn : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v46_packed[16];
+    uint8_t v48_packed[16];
     {
-      const int64_t o47 = int64_t(iv35) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o48 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole49 = int64_t(iv35) * 32 >= 0 && int64_t(iv35) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv35) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
-      if (whole49) {
-        #pragma unroll
-        for (int c50 = 0; c50 < 4; ++c50) {
-          uint8_t vb51[4];
-          tsr::copy_vec<uint8_t, 4>(vb51, tsr_p1 + (o47 + ((((c50 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c50 * 4) % 4))) * tsr_p1_s1);
-          v46_packed[c50 * 4 + 0] = vb51[0];
-          v46_packed[c50 * 4 + 1] = vb51[1];
-          v46_packed[c50 * 4 + 2] = vb51[2];
-          v46_packed[c50 * 4 + 3] = vb51[3];
-        }
-      } else {
+      const int64_t o49 = int64_t(iv36) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o50 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole51 = int64_t(iv36) * 32 >= 0 && int64_t(iv36) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv36) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole51) {
         #pragma unroll
         for (int c52 = 0; c52 < 4; ++c52) {
           uint8_t vb53[4];
-          if ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<uint8_t, 4>(vb53, tsr_p1 + (o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1);
-            v46_packed[c52 * 4 + 0] = vb53[0];
-            v46_packed[c52 * 4 + 1] = vb53[1];
-            v46_packed[c52 * 4 + 2] = vb53[2];
-            v46_packed[c52 * 4 + 3] = vb53[3];
+          tsr::copy_vec<uint8_t, 4>(vb53, tsr_p1 + (o49 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c52 * 4) % 4))) * tsr_p1_s1);
+          v48_packed[c52 * 4 + 0] = vb53[0];
+          v48_packed[c52 * 4 + 1] = vb53[1];
+          v48_packed[c52 * 4 + 2] = vb53[2];
+          v48_packed[c52 * 4 + 3] = vb53[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c54 = 0; c54 < 4; ++c54) {
+          uint8_t vb55[4];
+          if ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb55, tsr_p1 + (o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1);
+            v48_packed[c54 * 4 + 0] = vb55[0];
+            v48_packed[c54 * 4 + 1] = vb55[1];
+            v48_packed[c54 * 4 + 2] = vb55[2];
+            v48_packed[c54 * 4 + 3] = vb55[3];
           } else {
-            v46_packed[c52 * 4] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v46_packed[c52 * 4 + 1] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v46_packed[c52 * 4 + 2] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v46_packed[c52 * 4 + 3] = ((o47 + ((((c52 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o48 + (((c52 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o47 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o48 + (((c52 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v48_packed[c54 * 4] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v48_packed[c54 * 4 + 1] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v48_packed[c54 * 4 + 2] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v48_packed[c54 * 4 + 3] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v54[16];
-    #pragma unroll
-    for (int s55 = 0; s55 < 16; ++s55) {
-      v54[s55] = v8_four;
-    }
-    // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v56_hi[16];
+    uint8_t v56[16];
     #pragma unroll
     for (int s57 = 0; s57 < 16; ++s57) {
-      v56_hi[s57] = tsr::ishr<uint8_t>(v46_packed[s57], v54[s57]);
+      v56[s57] = v8_four;
     }
-    // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v58[16];
+    // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    uint8_t v58_hi[16];
     #pragma unroll
     for (int s59 = 0; s59 < 16; ++s59) {
-      v58[s59] = v7_mask4;
+      v58_hi[s59] = tsr::ishr<uint8_t>(v48_packed[s59], v56[s59]);
     }
-    // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
     uint8_t v60[16];
     #pragma unroll
     for (int s61 = 0; s61 < 16; ++s61) {
-      v60[s61] = uint8_t(v46_packed[s61] & v58[s61]);
+      v60[s61] = v7_mask4;
+    }
+    // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
+    uint8_t v62[16];
+    #pragma unroll
+    for (int s63 = 0; s63 < 16; ++s63) {
+      v62[s63] = uint8_t(v48_packed[s63] & v60[s63]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v62_lo3[16];
-    v62_lo3[0] = v60[0];
-    v62_lo3[1] = v60[1];
-    v62_lo3[2] = v60[2];
-    v62_lo3[3] = v60[3];
-    v62_lo3[4] = v60[4];
-    v62_lo3[5] = v60[5];
-    v62_lo3[6] = v60[6];
-    v62_lo3[7] = v60[7];
-    v62_lo3[8] = v60[8];
-    v62_lo3[9] = v60[9];
-    v62_lo3[10] = v60[10];
-    v62_lo3[11] = v60[11];
-    v62_lo3[12] = v60[12];
-    v62_lo3[13] = v60[13];
-    v62_lo3[14] = v60[14];
-    v62_lo3[15] = v60[15];
+    uint8_t v64_lo3[16];
+    v64_lo3[0] = v62[0];
+    v64_lo3[1] = v62[1];
+    v64_lo3[2] = v62[2];
+    v64_lo3[3] = v62[3];
+    v64_lo3[4] = v62[4];
+    v64_lo3[5] = v62[5];
+    v64_lo3[6] = v62[6];
+    v64_lo3[7] = v62[7];
+    v64_lo3[8] = v62[8];
+    v64_lo3[9] = v62[9];
+    v64_lo3[10] = v62[10];
+    v64_lo3[11] = v62[11];
+    v64_lo3[12] = v62[12];
+    v64_lo3[13] = v62[13];
+    v64_lo3[14] = v62[14];
+    v64_lo3[15] = v62[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v63_hi3[16];
-    v63_hi3[0] = v56_hi[0];
-    v63_hi3[1] = v56_hi[1];
-    v63_hi3[2] = v56_hi[2];
-    v63_hi3[3] = v56_hi[3];
-    v63_hi3[4] = v56_hi[4];
-    v63_hi3[5] = v56_hi[5];
-    v63_hi3[6] = v56_hi[6];
-    v63_hi3[7] = v56_hi[7];
-    v63_hi3[8] = v56_hi[8];
-    v63_hi3[9] = v56_hi[9];
-    v63_hi3[10] = v56_hi[10];
-    v63_hi3[11] = v56_hi[11];
-    v63_hi3[12] = v56_hi[12];
-    v63_hi3[13] = v56_hi[13];
-    v63_hi3[14] = v56_hi[14];
-    v63_hi3[15] = v56_hi[15];
+    uint8_t v65_hi3[16];
+    v65_hi3[0] = v58_hi[0];
+    v65_hi3[1] = v58_hi[1];
+    v65_hi3[2] = v58_hi[2];
+    v65_hi3[3] = v58_hi[3];
+    v65_hi3[4] = v58_hi[4];
+    v65_hi3[5] = v58_hi[5];
+    v65_hi3[6] = v58_hi[6];
+    v65_hi3[7] = v58_hi[7];
+    v65_hi3[8] = v58_hi[8];
+    v65_hi3[9] = v58_hi[9];
+    v65_hi3[10] = v58_hi[10];
+    v65_hi3[11] = v58_hi[11];
+    v65_hi3[12] = v58_hi[12];
+    v65_hi3[13] = v58_hi[13];
+    v65_hi3[14] = v58_hi[14];
+    v65_hi3[15] = v58_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s64 = 0; s64 < 16; ++s64) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s64) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s64) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v62_lo3[s64];
+    for (int s66 = 0; s66 < 16; ++s66) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s66) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s66) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v64_lo3[s66];
     }
     __syncthreads();
-    uint8_t v65_pairs1[32];
+    uint8_t v67_pairs1[32];
     #pragma unroll
-    for (int s66 = 0; s66 < 32; ++s66) {
-      const int64_t q67 = ((((s66) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q68 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q69 = (((s66) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v65_pairs1[s66] = (q67 >= 0 && q67 < 32 && q68 >= 0 && q68 < 1 && q69 >= 0 && q69 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q67) * 1 + q68) * 64 + q69)] : v15_pairs0[s66];
+    for (int s68 = 0; s68 < 32; ++s68) {
+      const int64_t q69 = ((((s68) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q70 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q71 = (((s68) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v67_pairs1[s68] = (q69 >= 0 && q69 < 32 && q70 >= 0 && q70 < 1 && q71 >= 0 && q71 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q69) * 1 + q70) * 64 + q71)] : v15_pairs0[s68];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s70 = 0; s70 < 16; ++s70) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s70) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s70) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v63_hi3[s70];
+    for (int s72 = 0; s72 < 16; ++s72) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s72) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s72) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v65_hi3[s72];
     }
     __syncthreads();
-    uint8_t v71_pairs2[32];
+    uint8_t v73_pairs2[32];
     #pragma unroll
-    for (int s72 = 0; s72 < 32; ++s72) {
-      const int64_t q73 = ((((s72) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q74 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q75 = (((s72) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v71_pairs2[s72] = (q73 >= 0 && q73 < 32 && q74 >= 0 && q74 < 1 && q75 >= 0 && q75 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q73) * 1 + q74) * 64 + q75)] : v65_pairs1[s72];
+    for (int s74 = 0; s74 < 32; ++s74) {
+      const int64_t q75 = ((((s74) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q76 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q77 = (((s74) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v73_pairs2[s74] = (q75 >= 0 && q75 < 32 && q76 >= 0 && q76 < 1 && q77 >= 0 && q77 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q75) * 1 + q76) * 64 + q77)] : v67_pairs1[s74];
     }
     // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v76_q[32];
-    v76_q[0] = v71_pairs2[0];
-    v76_q[1] = v71_pairs2[1];
-    v76_q[2] = v71_pairs2[2];
-    v76_q[3] = v71_pairs2[3];
-    v76_q[4] = v71_pairs2[4];
-    v76_q[5] = v71_pairs2[5];
-    v76_q[6] = v71_pairs2[6];
-    v76_q[7] = v71_pairs2[7];
-    v76_q[8] = v71_pairs2[8];
-    v76_q[9] = v71_pairs2[9];
-    v76_q[10] = v71_pairs2[10];
-    v76_q[11] = v71_pairs2[11];
-    v76_q[12] = v71_pairs2[12];
-    v76_q[13] = v71_pairs2[13];
-    v76_q[14] = v71_pairs2[14];
-    v76_q[15] = v71_pairs2[15];
-    v76_q[16] = v71_pairs2[16];
-    v76_q[17] = v71_pairs2[17];
-    v76_q[18] = v71_pairs2[18];
-    v76_q[19] = v71_pairs2[19];
-    v76_q[20] = v71_pairs2[20];
-    v76_q[21] = v71_pairs2[21];
-    v76_q[22] = v71_pairs2[22];
-    v76_q[23] = v71_pairs2[23];
-    v76_q[24] = v71_pairs2[24];
-    v76_q[25] = v71_pairs2[25];
-    v76_q[26] = v71_pairs2[26];
-    v76_q[27] = v71_pairs2[27];
-    v76_q[28] = v71_pairs2[28];
-    v76_q[29] = v71_pairs2[29];
-    v76_q[30] = v71_pairs2[30];
-    v76_q[31] = v71_pairs2[31];
+    uint8_t v78_q[32];
+    v78_q[0] = v73_pairs2[0];
+    v78_q[1] = v73_pairs2[1];
+    v78_q[2] = v73_pairs2[2];
+    v78_q[3] = v73_pairs2[3];
+    v78_q[4] = v73_pairs2[4];
+    v78_q[5] = v73_pairs2[5];
+    v78_q[6] = v73_pairs2[6];
+    v78_q[7] = v73_pairs2[7];
+    v78_q[8] = v73_pairs2[8];
+    v78_q[9] = v73_pairs2[9];
+    v78_q[10] = v73_pairs2[10];
+    v78_q[11] = v73_pairs2[11];
+    v78_q[12] = v73_pairs2[12];
+    v78_q[13] = v73_pairs2[13];
+    v78_q[14] = v73_pairs2[14];
+    v78_q[15] = v73_pairs2[15];
+    v78_q[16] = v73_pairs2[16];
+    v78_q[17] = v73_pairs2[17];
+    v78_q[18] = v73_pairs2[18];
+    v78_q[19] = v73_pairs2[19];
+    v78_q[20] = v73_pairs2[20];
+    v78_q[21] = v73_pairs2[21];
+    v78_q[22] = v73_pairs2[22];
+    v78_q[23] = v73_pairs2[23];
+    v78_q[24] = v73_pairs2[24];
+    v78_q[25] = v73_pairs2[25];
+    v78_q[26] = v73_pairs2[26];
+    v78_q[27] = v73_pairs2[27];
+    v78_q[28] = v73_pairs2[28];
+    v78_q[29] = v73_pairs2[29];
+    v78_q[30] = v73_pairs2[30];
+    v78_q[31] = v73_pairs2[31];
     // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v77_qf[32];
-    #pragma unroll
-    for (int s78 = 0; s78 < 32; ++s78) {
-      v77_qf[s78] = tsr::rf16(float(float(v76_q[s78])));
-    }
-    // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v79_qc[32];
+    float v79_qf[32];
     #pragma unroll
     for (int s80 = 0; s80 < 32; ++s80) {
-      v79_qc[s80] = tsr::rf16(float(v77_qf[s80] - v12_zps[s80]));
+      v79_qf[s80] = tsr::rf16(float(float(v78_q[s80])));
+    }
+    // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v81_qc[32];
+    #pragma unroll
+    for (int s82 = 0; s82 < 32; ++s82) {
+      v81_qc[s82] = tsr::rf16(float(v79_qf[s82] - v12_zps[s82]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_sc[4];
+    float v83_sc[4];
     {
-      const int64_t o82 = int64_t(iv35) * 1 + 0;
-      const int64_t o83 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o84 = int64_t(iv36) * 1 + 0;
+      const int64_t o85 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c84 = 0; c84 < 1; ++c84) {
-        uint16_t vb85[4];
-        if ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb85, tsr_p2 + (o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1);
-          v81_sc[c84 * 4 + 0] = tsr::h2f(vb85[0]);
-          v81_sc[c84 * 4 + 1] = tsr::h2f(vb85[1]);
-          v81_sc[c84 * 4 + 2] = tsr::h2f(vb85[2]);
-          v81_sc[c84 * 4 + 3] = tsr::h2f(vb85[3]);
+      for (int c86 = 0; c86 < 1; ++c86) {
+        uint16_t vb87[4];
+        if ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb87, tsr_p2 + (o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1);
+          v83_sc[c86 * 4 + 0] = tsr::h2f(vb87[0]);
+          v83_sc[c86 * 4 + 1] = tsr::h2f(vb87[1]);
+          v83_sc[c86 * 4 + 2] = tsr::h2f(vb87[2]);
+          v83_sc[c86 * 4 + 3] = tsr::h2f(vb87[3]);
         } else {
-          v81_sc[c84 * 4] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v81_sc[c84 * 4 + 1] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v81_sc[c84 * 4 + 2] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v81_sc[c84 * 4 + 3] = ((o82 + 0) < int64_t(tsr_dim_G) && (o83 + (((c84 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o82 + 0) * tsr_p2_s0 + (o83 + (((c84 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v83_sc[c86 * 4] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v83_sc[c86 * 4 + 1] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v83_sc[c86 * 4 + 2] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v83_sc[c86 * 4 + 3] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v86_scb[32];
-    v86_scb[0] = v81_sc[0];
-    v86_scb[1] = v81_sc[1];
-    v86_scb[2] = v81_sc[2];
-    v86_scb[3] = v81_sc[3];
-    v86_scb[4] = v81_sc[0];
-    v86_scb[5] = v81_sc[1];
-    v86_scb[6] = v81_sc[2];
-    v86_scb[7] = v81_sc[3];
-    v86_scb[8] = v81_sc[0];
-    v86_scb[9] = v81_sc[1];
-    v86_scb[10] = v81_sc[2];
-    v86_scb[11] = v81_sc[3];
-    v86_scb[12] = v81_sc[0];
-    v86_scb[13] = v81_sc[1];
-    v86_scb[14] = v81_sc[2];
-    v86_scb[15] = v81_sc[3];
-    v86_scb[16] = v81_sc[0];
-    v86_scb[17] = v81_sc[1];
-    v86_scb[18] = v81_sc[2];
-    v86_scb[19] = v81_sc[3];
-    v86_scb[20] = v81_sc[0];
-    v86_scb[21] = v81_sc[1];
-    v86_scb[22] = v81_sc[2];
-    v86_scb[23] = v81_sc[3];
-    v86_scb[24] = v81_sc[0];
-    v86_scb[25] = v81_sc[1];
-    v86_scb[26] = v81_sc[2];
-    v86_scb[27] = v81_sc[3];
-    v86_scb[28] = v81_sc[0];
-    v86_scb[29] = v81_sc[1];
-    v86_scb[30] = v81_sc[2];
-    v86_scb[31] = v81_sc[3];
+    float v88_scb[32];
+    v88_scb[0] = v83_sc[0];
+    v88_scb[1] = v83_sc[1];
+    v88_scb[2] = v83_sc[2];
+    v88_scb[3] = v83_sc[3];
+    v88_scb[4] = v83_sc[0];
+    v88_scb[5] = v83_sc[1];
+    v88_scb[6] = v83_sc[2];
+    v88_scb[7] = v83_sc[3];
+    v88_scb[8] = v83_sc[0];
+    v88_scb[9] = v83_sc[1];
+    v88_scb[10] = v83_sc[2];
+    v88_scb[11] = v83_sc[3];
+    v88_scb[12] = v83_sc[0];
+    v88_scb[13] = v83_sc[1];
+    v88_scb[14] = v83_sc[2];
+    v88_scb[15] = v83_sc[3];
+    v88_scb[16] = v83_sc[0];
+    v88_scb[17] = v83_sc[1];
+    v88_scb[18] = v83_sc[2];
+    v88_scb[19] = v83_sc[3];
+    v88_scb[20] = v83_sc[0];
+    v88_scb[21] = v83_sc[1];
+    v88_scb[22] = v83_sc[2];
+    v88_scb[23] = v83_sc[3];
+    v88_scb[24] = v83_sc[0];
+    v88_scb[25] = v83_sc[1];
+    v88_scb[26] = v83_sc[2];
+    v88_scb[27] = v83_sc[3];
+    v88_scb[28] = v83_sc[0];
+    v88_scb[29] = v83_sc[1];
+    v88_scb[30] = v83_sc[2];
+    v88_scb[31] = v83_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v87_wd[32];
+    float v89_wd[32];
     #pragma unroll
-    for (int s88 = 0; s88 < 32; ++s88) {
-      v87_wd[s88] = tsr::rf16(float(v79_qc[s88] * v86_scb[s88]));
+    for (int s90 = 0; s90 < 32; ++s90) {
+      v89_wd[s90] = tsr::rf16(float(v81_qc[s90] * v88_scb[s90]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh89 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh91 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c90 = 0; c90 < 8; ++c90) {
-      uint16_t w91[4];
-      w91[0] = tsr::f2h(v87_wd[c90 * 4 + 0]);
-      w91[1] = tsr::f2h(v87_wd[c90 * 4 + 1]);
-      w91[2] = tsr::f2h(v87_wd[c90 * 4 + 2]);
-      w91[3] = tsr::f2h(v87_wd[c90 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh89 + (((((c90 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c90 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w91);
+    for (int c92 = 0; c92 < 8; ++c92) {
+      uint16_t w93[4];
+      w93[0] = tsr::f2h(v89_wd[c92 * 4 + 0]);
+      w93[1] = tsr::f2h(v89_wd[c92 * 4 + 1]);
+      w93[2] = tsr::f2h(v89_wd[c92 * 4 + 2]);
+      w93[3] = tsr::f2h(v89_wd[c92 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh91 + (((((c92 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c92 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w93);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v92_accn[16];
+    float v94_accn[16];
     #pragma unroll
-    for (int s93 = 0; s93 < 16; ++s93) {
-      v92_accn[s93] = c20_acc[s93];
+    for (int s95 = 0; s95 < 16; ++s95) {
+      v94_accn[s95] = c20_acc[s95];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh89) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh89) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh91) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh91) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh89) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh89) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh91) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh91) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v92_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v92_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v92_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v92_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v94_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v94_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v94_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v94_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s94 = 0; s94 < 16; ++s94) {
-      c20_acc[s94] = v92_accn[s94];
+    for (int s96 = 0; s96 < 16; ++s96) {
+      c20_acc[s96] = v94_accn[s96];
     }
-    rs22 = (rs22 + 1) % 2;
+    rs22 = int((unsigned(rs22) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %out, %acc, %pm, %pn
   {
-    const int64_t o95 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o96 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole97 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole97) {
-      #pragma unroll
-      for (int c98 = 0; c98 < 8; ++c98) {
-        float vb99[2];
-        vb99[0] = c20_acc[c98 * 2 + 0];
-        vb99[1] = c20_acc[c98 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o95 + ((((c98 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c98 * 2) % 2) + (((c98 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb99);
-      }
-    } else {
+    const int64_t o97 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o98 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole99 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole99) {
       #pragma unroll
       for (int c100 = 0; c100 < 8; ++c100) {
         float vb101[2];
-        if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb101[0] = c20_acc[c100 * 2 + 0];
-          vb101[1] = c20_acc[c100 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p3 + (o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb101);
+        vb101[0] = c20_acc[c100 * 2 + 0];
+        vb101[1] = c20_acc[c100 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p3 + (o97 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb101);
+      }
+    } else {
+      #pragma unroll
+      for (int c102 = 0; c102 < 8; ++c102) {
+        float vb103[2];
+        if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb103[0] = c20_acc[c102 * 2 + 0];
+          vb103[1] = c20_acc[c102 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p3 + (o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb103);
         } else {
-          if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c100 * 2];
-          if ((o95 + ((((c100 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o95 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o96 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c100 * 2 + 1];
+          if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c102 * 2];
+          if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c102 * 2 + 1];
         }
       }
     }

@@ -66,46 +66,48 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o16 = int64_t(v0_pm) * 32;
         const int64_t o17 = int64_t(nx15) * 64;
         if (o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o17 >= 0 && o17 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
+          const uint32_t sb18 = tsr::smem_u32((sh12 + (pro14) * 2560));
           #pragma unroll
-          for (int i18 = 0; i18 < 1; ++i18) {
-            const int q19 = i18 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh12 + (pro14) * 2560) + (((q19 * 16) / 64)) * 80 + (((q19 * 16) % 64)) * 1), tsr_p0 + (o16 + ((q19 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q19 * 16) % 64)) * tsr_p0_s1);
+          for (int i19 = 0; i19 < 1; ++i19) {
+            const int q20 = i19 * 128 + tsr_tid;
+            tsr::cp_async_16(sb18 + uint32_t((((q20 * 16) / 64)) * 80 + (((q20 * 16) % 64)) * 1) * 1u, tsr_p0 + (o16 + ((q20 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q20 * 16) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i20 = 0; i20 < 1; ++i20) {
-            const int q21 = i20 * 128 + tsr_tid;
-            const int64_t n22 = !(true && (o16 + ((q21 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q21 * 16) % 64))) : 16;
-            const int8_t* src23 = tsr_p0 + (n22 > 0 ? (o16 + ((q21 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q21 * 16) % 64)) * tsr_p0_s1 : 0);
-            int8_t* const dst24 = (sh12 + (pro14) * 2560) + (((q21 * 16) / 64)) * 80 + (((q21 * 16) % 64)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src23)) {
-              tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 1);
+          for (int i21 = 0; i21 < 1; ++i21) {
+            const int q22 = i21 * 128 + tsr_tid;
+            const int64_t n23 = !(true && (o16 + ((q22 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) : 16;
+            const int8_t* src24 = tsr_p0 + (n23 > 0 ? (o16 + ((q22 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q22 * 16) % 64)) * tsr_p0_s1 : 0);
+            int8_t* const dst25 = (sh12 + (pro14) * 2560) + (((q22 * 16) / 64)) * 80 + (((q22 * 16) % 64)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src24)) {
+              tsr::cp_async_16(tsr::smem_u32(dst25), src24, int(n23) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst25[v_] = v_ < n23 ? src24[v_] : int8_t(0);
             }
           }
         }
       }
       {
-        const int64_t o25 = int64_t(nx15) * 64;
-        const int64_t o26 = int64_t(v1_pn) * 32;
-        if (o25 >= 0 && o25 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o25 * tsr_p1_s0 + o26 * tsr_p1_s1)) {
-          #pragma unroll
-          for (int i27 = 0; i27 < 1; ++i27) {
-            const int q28 = i27 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 3072) + (((q28 * 16) / 32)) * 48 + (((q28 * 16) % 32)) * 1), tsr_p1 + (o25 + ((q28 * 16) / 32)) * tsr_p1_s0 + (o26 + ((q28 * 16) % 32)) * tsr_p1_s1);
-          }
-        } else {
+        const int64_t o26 = int64_t(nx15) * 64;
+        const int64_t o27 = int64_t(v1_pn) * 32;
+        if (o26 >= 0 && o26 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o26 * tsr_p1_s0 + o27 * tsr_p1_s1)) {
+          const uint32_t sb28 = tsr::smem_u32((sh13 + (pro14) * 3072));
           #pragma unroll
           for (int i29 = 0; i29 < 1; ++i29) {
             const int q30 = i29 * 128 + tsr_tid;
-            const int64_t n31 = !(true && (o25 + ((q30 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o26 + ((q30 * 16) % 32))) : 16;
-            const int8_t* src32 = tsr_p1 + (n31 > 0 ? (o25 + ((q30 * 16) / 32)) * tsr_p1_s0 + (o26 + ((q30 * 16) % 32)) * tsr_p1_s1 : 0);
-            int8_t* const dst33 = (sh13 + (pro14) * 3072) + (((q30 * 16) / 32)) * 48 + (((q30 * 16) % 32)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src32)) {
-              tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 1);
+            tsr::cp_async_16(sb28 + uint32_t((((q30 * 16) / 32)) * 48 + (((q30 * 16) % 32)) * 1) * 1u, tsr_p1 + (o26 + ((q30 * 16) / 32)) * tsr_p1_s0 + (o27 + ((q30 * 16) % 32)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i31 = 0; i31 < 1; ++i31) {
+            const int q32 = i31 * 128 + tsr_tid;
+            const int64_t n33 = !(true && (o26 + ((q32 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) : 16;
+            const int8_t* src34 = tsr_p1 + (n33 > 0 ? (o26 + ((q32 * 16) / 32)) * tsr_p1_s0 + (o27 + ((q32 * 16) % 32)) * tsr_p1_s1 : 0);
+            int8_t* const dst35 = (sh13 + (pro14) * 3072) + (((q32 * 16) / 32)) * 48 + (((q32 * 16) % 32)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src34)) {
+              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : int8_t(0);
             }
           }
         }
@@ -113,56 +115,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv34_ = v2_c0; v3_c1 > 0 && iv34_ < v6_ktiles; iv34_ += v3_c1) {
-    const int32_t iv34 = int32_t(iv34_);
+  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v6_ktiles; iv36_ += v3_c1) {
+    const int32_t iv36 = int32_t(iv36_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv34_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx35 = int32_t((iv34_ + 1 * int64_t(v3_c1)));
+    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o36 = int64_t(v0_pm) * 32;
-        const int64_t o37 = int64_t(nx35) * 64;
-        if (o36 >= 0 && o36 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
+        const int64_t o38 = int64_t(v0_pm) * 32;
+        const int64_t o39 = int64_t(nx37) * 64;
+        if (o38 >= 0 && o38 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
+          const uint32_t sb40 = tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560));
           #pragma unroll
-          for (int i38 = 0; i38 < 1; ++i38) {
-            const int q39 = i38 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh12 + ((rs11 + 1) % 2) * 2560) + (((q39 * 16) / 64)) * 80 + (((q39 * 16) % 64)) * 1), tsr_p0 + (o36 + ((q39 * 16) / 64)) * tsr_p0_s0 + (o37 + ((q39 * 16) % 64)) * tsr_p0_s1);
+          for (int i41 = 0; i41 < 1; ++i41) {
+            const int q42 = i41 * 128 + tsr_tid;
+            tsr::cp_async_16(sb40 + uint32_t((((q42 * 16) / 64)) * 80 + (((q42 * 16) % 64)) * 1) * 1u, tsr_p0 + (o38 + ((q42 * 16) / 64)) * tsr_p0_s0 + (o39 + ((q42 * 16) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i40 = 0; i40 < 1; ++i40) {
-            const int q41 = i40 * 128 + tsr_tid;
-            const int64_t n42 = !(true && (o36 + ((q41 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o37 + ((q41 * 16) % 64))) : 16;
-            const int8_t* src43 = tsr_p0 + (n42 > 0 ? (o36 + ((q41 * 16) / 64)) * tsr_p0_s0 + (o37 + ((q41 * 16) % 64)) * tsr_p0_s1 : 0);
-            int8_t* const dst44 = (sh12 + ((rs11 + 1) % 2) * 2560) + (((q41 * 16) / 64)) * 80 + (((q41 * 16) % 64)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src43)) {
-              tsr::cp_async_16(tsr::smem_u32(dst44), src43, int(n42) * 1);
+          for (int i43 = 0; i43 < 1; ++i43) {
+            const int q44 = i43 * 128 + tsr_tid;
+            const int64_t n45 = !(true && (o38 + ((q44 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) : 16;
+            const int8_t* src46 = tsr_p0 + (n45 > 0 ? (o38 + ((q44 * 16) / 64)) * tsr_p0_s0 + (o39 + ((q44 * 16) % 64)) * tsr_p0_s1 : 0);
+            int8_t* const dst47 = (sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560) + (((q44 * 16) / 64)) * 80 + (((q44 * 16) % 64)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src46)) {
+              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst44[v_] = v_ < n42 ? src43[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : int8_t(0);
             }
           }
         }
       }
       {
-        const int64_t o45 = int64_t(nx35) * 64;
-        const int64_t o46 = int64_t(v1_pn) * 32;
-        if (o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o46 >= 0 && o46 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o45 * tsr_p1_s0 + o46 * tsr_p1_s1)) {
+        const int64_t o48 = int64_t(nx37) * 64;
+        const int64_t o49 = int64_t(v1_pn) * 32;
+        if (o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o49 >= 0 && o49 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+          const uint32_t sb50 = tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072));
           #pragma unroll
-          for (int i47 = 0; i47 < 1; ++i47) {
-            const int q48 = i47 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs11 + 1) % 2) * 3072) + (((q48 * 16) / 32)) * 48 + (((q48 * 16) % 32)) * 1), tsr_p1 + (o45 + ((q48 * 16) / 32)) * tsr_p1_s0 + (o46 + ((q48 * 16) % 32)) * tsr_p1_s1);
+          for (int i51 = 0; i51 < 1; ++i51) {
+            const int q52 = i51 * 128 + tsr_tid;
+            tsr::cp_async_16(sb50 + uint32_t((((q52 * 16) / 32)) * 48 + (((q52 * 16) % 32)) * 1) * 1u, tsr_p1 + (o48 + ((q52 * 16) / 32)) * tsr_p1_s0 + (o49 + ((q52 * 16) % 32)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i49 = 0; i49 < 1; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            const int64_t n51 = !(true && (o45 + ((q50 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o46 + ((q50 * 16) % 32))) : 16;
-            const int8_t* src52 = tsr_p1 + (n51 > 0 ? (o45 + ((q50 * 16) / 32)) * tsr_p1_s0 + (o46 + ((q50 * 16) % 32)) * tsr_p1_s1 : 0);
-            int8_t* const dst53 = (sh13 + ((rs11 + 1) % 2) * 3072) + (((q50 * 16) / 32)) * 48 + (((q50 * 16) % 32)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src52)) {
-              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 1);
+          for (int i53 = 0; i53 < 1; ++i53) {
+            const int q54 = i53 * 128 + tsr_tid;
+            const int64_t n55 = !(true && (o48 + ((q54 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) : 16;
+            const int8_t* src56 = tsr_p1 + (n55 > 0 ? (o48 + ((q54 * 16) / 32)) * tsr_p1_s0 + (o49 + ((q54 * 16) % 32)) * tsr_p1_s1 : 0);
+            int8_t* const dst57 = (sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072) + (((q54 * 16) / 32)) * 48 + (((q54 * 16) % 32)) * 1;
+            if (tsr::aligned_vec<int8_t, 16>(src56)) {
+              tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 1);
             } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : int8_t(0);
+              for (int v_ = 0; v_ < 16; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : int8_t(0);
             }
           }
         }
@@ -172,10 +176,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
     // %x = load_tile %a, %pm, %kk : tile<i8, [32, 64], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %y = load_tile %b, %kk, %pn : tile<i8, [64, 32], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %accn = dot %x, %y, %accc : tile<i32, [32, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    int32_t v54_accn[8];
+    int32_t v58_accn[8];
     #pragma unroll
-    for (int s55 = 0; s55 < 8; ++s55) {
-      v54_accn[s55] = c9_acc[s55];
+    for (int s59 = 0; s59 < 8; ++s59) {
+      v58_accn[s59] = c9_acc[s59];
     }
     {
       const int tm_ = (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4), tn_ = (((tsr_lane >> 0) & 7) * 4);
@@ -187,54 +191,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const auto b1_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 1) * 1];
         const auto b2_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 2) * 1];
         const auto b3_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 3) * 1];
-        v54_accn[0] = int32_t(uint32_t(v54_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
-        v54_accn[1] = int32_t(uint32_t(v54_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
-        v54_accn[2] = int32_t(uint32_t(v54_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
-        v54_accn[3] = int32_t(uint32_t(v54_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
-        v54_accn[4] = int32_t(uint32_t(v54_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
-        v54_accn[5] = int32_t(uint32_t(v54_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
-        v54_accn[6] = int32_t(uint32_t(v54_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
-        v54_accn[7] = int32_t(uint32_t(v54_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
+        v58_accn[0] = int32_t(uint32_t(v58_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
+        v58_accn[1] = int32_t(uint32_t(v58_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
+        v58_accn[2] = int32_t(uint32_t(v58_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
+        v58_accn[3] = int32_t(uint32_t(v58_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
+        v58_accn[4] = int32_t(uint32_t(v58_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
+        v58_accn[5] = int32_t(uint32_t(v58_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
+        v58_accn[6] = int32_t(uint32_t(v58_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
+        v58_accn[7] = int32_t(uint32_t(v58_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s56 = 0; s56 < 8; ++s56) {
-      c9_acc[s56] = v54_accn[s56];
+    for (int s60 = 0; s60 < 8; ++s60) {
+      c9_acc[s60] = v58_accn[s60];
     }
-    rs11 = (rs11 + 1) % 2;
+    rs11 = int((unsigned(rs11) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %acc, %pm, %pn
   {
-    const int64_t o57 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-    const int64_t o58 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
-    const bool whole59 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
-    if (whole59) {
+    const int64_t o61 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+    const int64_t o62 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
+    const bool whole63 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
+    if (whole63) {
       #pragma unroll
-      for (int c60 = 0; c60 < 2; ++c60) {
-        int32_t vb61[4];
-        vb61[0] = c9_acc[c60 * 4 + 0];
-        vb61[1] = c9_acc[c60 * 4 + 1];
-        vb61[2] = c9_acc[c60 * 4 + 2];
-        vb61[3] = c9_acc[c60 * 4 + 3];
-        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c60 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c60 * 4) % 4))) * tsr_p2_s1, vb61);
+      for (int c64 = 0; c64 < 2; ++c64) {
+        int32_t vb65[4];
+        vb65[0] = c9_acc[c64 * 4 + 0];
+        vb65[1] = c9_acc[c64 * 4 + 1];
+        vb65[2] = c9_acc[c64 * 4 + 2];
+        vb65[3] = c9_acc[c64 * 4 + 3];
+        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c64 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c64 * 4) % 4))) * tsr_p2_s1, vb65);
       }
     } else {
       #pragma unroll
-      for (int c62 = 0; c62 < 2; ++c62) {
-        int32_t vb63[4];
-        if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1)) {
-          vb63[0] = c9_acc[c62 * 4 + 0];
-          vb63[1] = c9_acc[c62 * 4 + 1];
-          vb63[2] = c9_acc[c62 * 4 + 2];
-          vb63[3] = c9_acc[c62 * 4 + 3];
-          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1, vb63);
+      for (int c66 = 0; c66 < 2; ++c66) {
+        int32_t vb67[4];
+        if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1)) {
+          vb67[0] = c9_acc[c66 * 4 + 0];
+          vb67[1] = c9_acc[c66 * 4 + 1];
+          vb67[2] = c9_acc[c66 * 4 + 2];
+          vb67[3] = c9_acc[c66 * 4 + 3];
+          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1, vb67);
         } else {
-          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4))) * tsr_p2_s1] = c9_acc[c62 * 4];
-          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c62 * 4 + 1];
-          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c62 * 4 + 2];
-          if ((o57 + ((((c62 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o58 + (((c62 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o57 + ((((c62 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o58 + (((c62 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c62 * 4 + 3];
+          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1] = c9_acc[c66 * 4];
+          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c66 * 4 + 1];
+          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c66 * 4 + 2];
+          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c66 * 4 + 3];
         }
       }
     }

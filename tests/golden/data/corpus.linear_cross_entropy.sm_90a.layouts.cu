@@ -140,22 +140,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
           const int64_t o43 = int64_t(v0_pm) * 16;
           const int64_t o44 = int64_t(nx42) * 32;
           if (o43 >= 0 && o43 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
+            const uint32_t sb45 = tsr::smem_u32((sh40 + (pro41) * 576));
             #pragma unroll
-            for (int i45 = 0; i45 < 1; ++i45) {
-              const int q46 = i45 * 128 + tsr_tid;
-              tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 576) + (((q46 * 4) / 32)) * 36 + (((q46 * 4) % 32)) * 1), tsr_p0 + (o43 + ((q46 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q46 * 4) % 32)) * tsr_p0_s1);
+            for (int i46 = 0; i46 < 1; ++i46) {
+              const int q47 = i46 * 128 + tsr_tid;
+              tsr::cp_async_16(sb45 + uint32_t((((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1) * 4u, tsr_p0 + (o43 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q47 * 4) % 32)) * tsr_p0_s1);
             }
           } else {
             #pragma unroll
-            for (int i47 = 0; i47 < 1; ++i47) {
-              const int q48 = i47 * 128 + tsr_tid;
-              const int64_t n49 = !(true && (o43 + ((q48 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q48 * 4) % 32))) : 4;
-              const float* src50 = tsr_p0 + (n49 > 0 ? (o43 + ((q48 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q48 * 4) % 32)) * tsr_p0_s1 : 0);
-              float* const dst51 = (sh40 + (pro41) * 576) + (((q48 * 4) / 32)) * 36 + (((q48 * 4) % 32)) * 1;
-              if (tsr::aligned_vec<float, 4>(src50)) {
-                tsr::cp_async_16(tsr::smem_u32(dst51), src50, int(n49) * 4);
+            for (int i48 = 0; i48 < 1; ++i48) {
+              const int q49 = i48 * 128 + tsr_tid;
+              const int64_t n50 = !(true && (o43 + ((q49 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) : 4;
+              const float* src51 = tsr_p0 + (n50 > 0 ? (o43 + ((q49 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q49 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst52 = (sh40 + (pro41) * 576) + (((q49 * 4) / 32)) * 36 + (((q49 * 4) % 32)) * 1;
+              if (tsr::aligned_vec<float, 4>(src51)) {
+                tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 4);
               } else {
-                for (int v_ = 0; v_ < 4; ++v_) dst51[v_] = v_ < n49 ? src50[v_] : float(0);
+                for (int v_ = 0; v_ < 4; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : float(0);
               }
             }
           }
@@ -163,32 +164,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       }
       tsr::cp_async_commit();
     }
-    for (int64_t iv52_ = v1_c0; v2_c1 > 0 && iv52_ < v9_ktiles; iv52_ += v2_c1) {
-      const int32_t iv52 = int32_t(iv52_);
+    for (int64_t iv53_ = v1_c0; v2_c1 > 0 && iv53_ < v9_ktiles; iv53_ += v2_c1) {
+      const int32_t iv53 = int32_t(iv53_);
       tsr::cp_async_wait<0>();  // this iteration's copies are in
       __syncthreads();
-      if ((iv52_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
-        const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v2_c1)));
+      if ((iv53_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
+        const int32_t nx54 = int32_t((iv53_ + 1 * int64_t(v2_c1)));
         {
-          const int64_t o54 = int64_t(v0_pm) * 16;
-          const int64_t o55 = int64_t(nx53) * 32;
-          if (o54 >= 0 && o54 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o55 >= 0 && o55 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o54 * tsr_p0_s0 + o55 * tsr_p0_s1)) {
-            #pragma unroll
-            for (int i56 = 0; i56 < 1; ++i56) {
-              const int q57 = i56 * 128 + tsr_tid;
-              tsr::cp_async_16(tsr::smem_u32((sh40 + ((rs39 + 1) % 2) * 576) + (((q57 * 4) / 32)) * 36 + (((q57 * 4) % 32)) * 1), tsr_p0 + (o54 + ((q57 * 4) / 32)) * tsr_p0_s0 + (o55 + ((q57 * 4) % 32)) * tsr_p0_s1);
-            }
-          } else {
+          const int64_t o55 = int64_t(v0_pm) * 16;
+          const int64_t o56 = int64_t(nx54) * 32;
+          if (o55 >= 0 && o55 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o56 >= 0 && o56 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o55 * tsr_p0_s0 + o56 * tsr_p0_s1)) {
+            const uint32_t sb57 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576));
             #pragma unroll
             for (int i58 = 0; i58 < 1; ++i58) {
               const int q59 = i58 * 128 + tsr_tid;
-              const int64_t n60 = !(true && (o54 + ((q59 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o55 + ((q59 * 4) % 32))) : 4;
-              const float* src61 = tsr_p0 + (n60 > 0 ? (o54 + ((q59 * 4) / 32)) * tsr_p0_s0 + (o55 + ((q59 * 4) % 32)) * tsr_p0_s1 : 0);
-              float* const dst62 = (sh40 + ((rs39 + 1) % 2) * 576) + (((q59 * 4) / 32)) * 36 + (((q59 * 4) % 32)) * 1;
-              if (tsr::aligned_vec<float, 4>(src61)) {
-                tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 4);
+              tsr::cp_async_16(sb57 + uint32_t((((q59 * 4) / 32)) * 36 + (((q59 * 4) % 32)) * 1) * 4u, tsr_p0 + (o55 + ((q59 * 4) / 32)) * tsr_p0_s0 + (o56 + ((q59 * 4) % 32)) * tsr_p0_s1);
+            }
+          } else {
+            #pragma unroll
+            for (int i60 = 0; i60 < 1; ++i60) {
+              const int q61 = i60 * 128 + tsr_tid;
+              const int64_t n62 = !(true && (o55 + ((q61 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) : 4;
+              const float* src63 = tsr_p0 + (n62 > 0 ? (o55 + ((q61 * 4) / 32)) * tsr_p0_s0 + (o56 + ((q61 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst64 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576) + (((q61 * 4) / 32)) * 36 + (((q61 * 4) % 32)) * 1;
+              if (tsr::aligned_vec<float, 4>(src63)) {
+                tsr::cp_async_16(tsr::smem_u32(dst64), src63, int(n62) * 4);
               } else {
-                for (int v_ = 0; v_ < 4; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : float(0);
+                for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
               }
             }
           }
@@ -197,73 +199,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       tsr::cp_async_commit();
       // %xt1 = load_tile %x, %pm, %kk1 : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
       // %wt1 = load_tile %w, %j1, %kk1 : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-      float v63_wt1[16];
+      float v65_wt1[16];
       {
-        const int64_t o64 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-        const int64_t o65 = int64_t(iv52) * 32 + (((tsr_lane >> 0) & 7) * 4);
-        const bool whole66 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv52) * 32 >= 0 && int64_t(iv52) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv52) * 32 * tsr_p1_s1);
-        if (whole66) {
-          #pragma unroll
-          for (int c67 = 0; c67 < 4; ++c67) {
-            float vb68[4];
-            tsr::copy_vec<float, 4>(vb68, tsr_p1 + (o64 + ((((c67 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c67 * 4) % 4))) * tsr_p1_s1);
-            v63_wt1[c67 * 4 + 0] = vb68[0];
-            v63_wt1[c67 * 4 + 1] = vb68[1];
-            v63_wt1[c67 * 4 + 2] = vb68[2];
-            v63_wt1[c67 * 4 + 3] = vb68[3];
-          }
-        } else {
+        const int64_t o66 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+        const int64_t o67 = int64_t(iv53) * 32 + (((tsr_lane >> 0) & 7) * 4);
+        const bool whole68 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv53) * 32 >= 0 && int64_t(iv53) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv53) * 32 * tsr_p1_s1);
+        if (whole68) {
           #pragma unroll
           for (int c69 = 0; c69 < 4; ++c69) {
             float vb70[4];
-            if ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1)) {
-              tsr::copy_vec<float, 4>(vb70, tsr_p1 + (o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1);
-              v63_wt1[c69 * 4 + 0] = vb70[0];
-              v63_wt1[c69 * 4 + 1] = vb70[1];
-              v63_wt1[c69 * 4 + 2] = vb70[2];
-              v63_wt1[c69 * 4 + 3] = vb70[3];
+            tsr::copy_vec<float, 4>(vb70, tsr_p1 + (o66 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c69 * 4) % 4))) * tsr_p1_s1);
+            v65_wt1[c69 * 4 + 0] = vb70[0];
+            v65_wt1[c69 * 4 + 1] = vb70[1];
+            v65_wt1[c69 * 4 + 2] = vb70[2];
+            v65_wt1[c69 * 4 + 3] = vb70[3];
+          }
+        } else {
+          #pragma unroll
+          for (int c71 = 0; c71 < 4; ++c71) {
+            float vb72[4];
+            if ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1)) {
+              tsr::copy_vec<float, 4>(vb72, tsr_p1 + (o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1);
+              v65_wt1[c71 * 4 + 0] = vb72[0];
+              v65_wt1[c71 * 4 + 1] = vb72[1];
+              v65_wt1[c71 * 4 + 2] = vb72[2];
+              v65_wt1[c71 * 4 + 3] = vb72[3];
             } else {
-              v63_wt1[c69 * 4] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-              v63_wt1[c69 * 4 + 1] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-              v63_wt1[c69 * 4 + 2] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-              v63_wt1[c69 * 4 + 3] = ((o64 + ((((c69 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o64 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o65 + (((c69 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+              v65_wt1[c71 * 4] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v65_wt1[c71 * 4 + 1] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v65_wt1[c71 * 4 + 2] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v65_wt1[c71 * 4 + 3] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
             }
           }
         }
       }
       // %wtt1 = permute %wt1 {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-      float v71_wtt1[16];
-      v71_wtt1[0] = v63_wt1[0];
-      v71_wtt1[1] = v63_wt1[1];
-      v71_wtt1[2] = v63_wt1[2];
-      v71_wtt1[3] = v63_wt1[3];
-      v71_wtt1[4] = v63_wt1[4];
-      v71_wtt1[5] = v63_wt1[5];
-      v71_wtt1[6] = v63_wt1[6];
-      v71_wtt1[7] = v63_wt1[7];
-      v71_wtt1[8] = v63_wt1[8];
-      v71_wtt1[9] = v63_wt1[9];
-      v71_wtt1[10] = v63_wt1[10];
-      v71_wtt1[11] = v63_wt1[11];
-      v71_wtt1[12] = v63_wt1[12];
-      v71_wtt1[13] = v63_wt1[13];
-      v71_wtt1[14] = v63_wt1[14];
-      v71_wtt1[15] = v63_wt1[15];
+      float v73_wtt1[16];
+      v73_wtt1[0] = v65_wt1[0];
+      v73_wtt1[1] = v65_wt1[1];
+      v73_wtt1[2] = v65_wt1[2];
+      v73_wtt1[3] = v65_wt1[3];
+      v73_wtt1[4] = v65_wt1[4];
+      v73_wtt1[5] = v65_wt1[5];
+      v73_wtt1[6] = v65_wt1[6];
+      v73_wtt1[7] = v65_wt1[7];
+      v73_wtt1[8] = v65_wt1[8];
+      v73_wtt1[9] = v65_wt1[9];
+      v73_wtt1[10] = v65_wt1[10];
+      v73_wtt1[11] = v65_wt1[11];
+      v73_wtt1[12] = v65_wt1[12];
+      v73_wtt1[13] = v65_wt1[13];
+      v73_wtt1[14] = v65_wt1[14];
+      v73_wtt1[15] = v65_wt1[15];
       // %3 = convert_layout %wtt1 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-      float* const sh72 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+      float* const sh74 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
       __syncthreads();
       #pragma unroll
-      for (int c73 = 0; c73 < 16; ++c73) {
-        float w74[1];
-        w74[0] = v71_wtt1[c73 * 1 + 0];
-        tsr::copy_vec<float, 1>(sh72 + ((((c73 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c73 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w74);
+      for (int c75 = 0; c75 < 16; ++c75) {
+        float w76[1];
+        w76[0] = v73_wtt1[c75 * 1 + 0];
+        tsr::copy_vec<float, 1>(sh74 + ((((c75 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c75 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w76);
       }
       __syncthreads();
       // %an1 = dot %xt1, %3, %ac1 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-      float v75_an1[8];
+      float v77_an1[8];
       #pragma unroll
-      for (int s76 = 0; s76 < 8; ++s76) {
-        v75_an1[s76] = c37_acc1[s76];
+      for (int s78 = 0; s78 < 8; ++s78) {
+        v77_an1[s78] = c37_acc1[s78];
       }
       {
         const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -271,373 +273,373 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
         for (int k_ = 0; k_ < 32; ++k_) {
           const auto a0_ = (sh40 + rs39 * 576)[(tm_ + 0) * 36 + (k_) * 1];
           const auto a1_ = (sh40 + rs39 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-          const auto b0_ = sh72[(k_) * 68 + (tn_ + 0) * 1];
-          const auto b1_ = sh72[(k_) * 68 + (tn_ + 1) * 1];
-          const auto b2_ = sh72[(k_) * 68 + (tn_ + 2) * 1];
-          const auto b3_ = sh72[(k_) * 68 + (tn_ + 3) * 1];
-          v75_an1[0] = fmaf(float(a0_), float(b0_), v75_an1[0]);
-          v75_an1[1] = fmaf(float(a0_), float(b1_), v75_an1[1]);
-          v75_an1[2] = fmaf(float(a0_), float(b2_), v75_an1[2]);
-          v75_an1[3] = fmaf(float(a0_), float(b3_), v75_an1[3]);
-          v75_an1[4] = fmaf(float(a1_), float(b0_), v75_an1[4]);
-          v75_an1[5] = fmaf(float(a1_), float(b1_), v75_an1[5]);
-          v75_an1[6] = fmaf(float(a1_), float(b2_), v75_an1[6]);
-          v75_an1[7] = fmaf(float(a1_), float(b3_), v75_an1[7]);
+          const auto b0_ = sh74[(k_) * 68 + (tn_ + 0) * 1];
+          const auto b1_ = sh74[(k_) * 68 + (tn_ + 1) * 1];
+          const auto b2_ = sh74[(k_) * 68 + (tn_ + 2) * 1];
+          const auto b3_ = sh74[(k_) * 68 + (tn_ + 3) * 1];
+          v77_an1[0] = fmaf(float(a0_), float(b0_), v77_an1[0]);
+          v77_an1[1] = fmaf(float(a0_), float(b1_), v77_an1[1]);
+          v77_an1[2] = fmaf(float(a0_), float(b2_), v77_an1[2]);
+          v77_an1[3] = fmaf(float(a0_), float(b3_), v77_an1[3]);
+          v77_an1[4] = fmaf(float(a1_), float(b0_), v77_an1[4]);
+          v77_an1[5] = fmaf(float(a1_), float(b1_), v77_an1[5]);
+          v77_an1[6] = fmaf(float(a1_), float(b2_), v77_an1[6]);
+          v77_an1[7] = fmaf(float(a1_), float(b3_), v77_an1[7]);
         }
       }
       // yield %an1
       #pragma unroll
-      for (int s77 = 0; s77 < 8; ++s77) {
-        c37_acc1[s77] = v75_an1[s77];
+      for (int s79 = 0; s79 < 8; ++s79) {
+        c37_acc1[s79] = v77_an1[s79];
       }
-      rs39 = (rs39 + 1) % 2;
+      rs39 = int((unsigned(rs39) + 1u) % 2u);
     }
     tsr::cp_async_wait<0>();
     __syncthreads();
     // %off1 = mul %j1, %bv : i32
-    const int32_t v78_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
+    const int32_t v80_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v79[4];
-    #pragma unroll
-    for (int s80 = 0; s80 < 4; ++s80) {
-      v79[s80] = int32_t(0 + (((s80) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v81[4];
     #pragma unroll
     for (int s82 = 0; s82 < 4; ++s82) {
-      v81[s82] = v78_off1;
+      v81[s82] = int32_t(0 + (((s82) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v83[4];
     #pragma unroll
     for (int s84 = 0; s84 < 4; ++s84) {
-      v83[s84] = int32_t(uint32_t(v79[s84]) + uint32_t(v81[s84]));
+      v83[s84] = v80_off1;
     }
-    // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v85[4];
     #pragma unroll
     for (int s86 = 0; s86 < 4; ++s86) {
-      v85[s86] = v4_vocab;
+      v85[s86] = int32_t(uint32_t(v81[s86]) + uint32_t(v83[s86]));
     }
-    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v87[4];
+    // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v87[4];
     #pragma unroll
     for (int s88 = 0; s88 < 4; ++s88) {
-      v87[s88] = uint8_t(v83[s88] < v85[s88]);
+      v87[s88] = v4_vocab;
+    }
+    // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v89[4];
+    #pragma unroll
+    for (int s90 = 0; s90 < 4; ++s90) {
+      v89[s90] = uint8_t(v85[s90] < v87[s90]);
     }
     // %invr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v89_invr1[4];
-    v89_invr1[0] = v87[0];
-    v89_invr1[1] = v87[1];
-    v89_invr1[2] = v87[2];
-    v89_invr1[3] = v87[3];
+    uint8_t v91_invr1[4];
+    v91_invr1[0] = v89[0];
+    v91_invr1[1] = v89[1];
+    v91_invr1[2] = v89[2];
+    v91_invr1[3] = v89[3];
     // %invb1 = broadcast %invr1 : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v90_invb1[8];
-    v90_invb1[0] = v89_invr1[0];
-    v90_invb1[1] = v89_invr1[1];
-    v90_invb1[2] = v89_invr1[2];
-    v90_invb1[3] = v89_invr1[3];
-    v90_invb1[4] = v89_invr1[0];
-    v90_invb1[5] = v89_invr1[1];
-    v90_invb1[6] = v89_invr1[2];
-    v90_invb1[7] = v89_invr1[3];
+    uint8_t v92_invb1[8];
+    v92_invb1[0] = v91_invr1[0];
+    v92_invb1[1] = v91_invr1[1];
+    v92_invb1[2] = v91_invr1[2];
+    v92_invb1[3] = v91_invr1[3];
+    v92_invb1[4] = v91_invr1[0];
+    v92_invb1[5] = v91_invr1[1];
+    v92_invb1[6] = v91_invr1[2];
+    v92_invb1[7] = v91_invr1[3];
     // %lg1 = where %invb1, %acc1, %ninfs : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v91_lg1[8];
+    float v93_lg1[8];
     #pragma unroll
-    for (int s92 = 0; s92 < 8; ++s92) {
-      v91_lg1[s92] = (v90_invb1[s92] ? c37_acc1[s92] : v17_ninfs[s92]);
+    for (int s94 = 0; s94 < 8; ++s94) {
+      v93_lg1[s94] = (v92_invb1[s94] ? c37_acc1[s94] : v17_ninfs[s94]);
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v93_rmax[2];
-    v93_rmax[0] = v91_lg1[0];
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[1]);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[2]);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], v91_lg1[3]);
-    v93_rmax[1] = v91_lg1[4];
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[5]);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[6]);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], v91_lg1[7]);
-    const float sh94 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 1);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh94);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 1);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh95);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 2);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 2);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 4);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 4);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v93_rmax[0], 8);
-    v93_rmax[0] = tsr::max_nan_f32(v93_rmax[0], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v93_rmax[1], 8);
-    v93_rmax[1] = tsr::max_nan_f32(v93_rmax[1], sh101);
+    float v95_rmax[2];
+    v95_rmax[0] = v93_lg1[0];
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[1]);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[2]);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[3]);
+    v95_rmax[1] = v93_lg1[4];
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[5]);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[6]);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[7]);
+    const float sh96 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 1);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh96);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 1);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh97);
+    const float sh98 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 2);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh98);
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 2);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 4);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh100);
+    const float sh101 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 4);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh101);
+    const float sh102 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 8);
+    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh102);
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 8);
+    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh103);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v102_mn[2];
-    #pragma unroll
-    for (int s103 = 0; s103 < 2; ++s103) {
-      v102_mn[s103] = tsr::fmax_nan_z<float>(c30_m[s103], v93_rmax[s103]);
-    }
-    // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v104[2];
+    float v104_mn[2];
     #pragma unroll
     for (int s105 = 0; s105 < 2; ++s105) {
-      v104[s105] = v13_ninf;
+      v104_mn[s105] = tsr::fmax_nan_z<float>(c30_m[s105], v95_rmax[s105]);
     }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v106_m_none[2];
+    // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v106[2];
     #pragma unroll
     for (int s107 = 0; s107 < 2; ++s107) {
-      v106_m_none[s107] = uint8_t(v102_mn[s107] == v104[s107]);
+      v106[s107] = v13_ninf;
     }
-    // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v108[2];
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v108_m_none[2];
     #pragma unroll
     for (int s109 = 0; s109 < 2; ++s109) {
-      v108[s109] = v14_f0;
+      v108_m_none[s109] = uint8_t(v104_mn[s109] == v106[s109]);
     }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v110_m_shift[2];
+    // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v110[2];
     #pragma unroll
     for (int s111 = 0; s111 < 2; ++s111) {
-      v110_m_shift[s111] = (v106_m_none[s111] ? v108[s111] : v102_mn[s111]);
+      v110[s111] = v14_f0;
     }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v112_m_delta[2];
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v112_m_shift[2];
     #pragma unroll
     for (int s113 = 0; s113 < 2; ++s113) {
-      v112_m_delta[s113] = float(c30_m[s113] - v110_m_shift[s113]);
+      v112_m_shift[s113] = (v108_m_none[s113] ? v110[s113] : v104_mn[s113]);
     }
-    // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v114_alpha[2];
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v114_m_delta[2];
     #pragma unroll
     for (int s115 = 0; s115 < 2; ++s115) {
-      v114_alpha[s115] = float(tsr::fexp(v112_m_delta[s115]));
+      v114_m_delta[s115] = float(c30_m[s115] - v112_m_shift[s115]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v116_alpha[2];
+    #pragma unroll
+    for (int s117 = 0; s117 < 2; ++s117) {
+      v116_alpha[s117] = float(tsr::fexp(v114_m_delta[s117]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v116[2];
-    v116[0] = v110_m_shift[0];
-    v116[1] = v110_m_shift[1];
+    float v118[2];
+    v118[0] = v112_m_shift[0];
+    v118[1] = v112_m_shift[1];
     // %12 = broadcast %11 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v117[8];
-    v117[0] = v116[0];
-    v117[1] = v116[0];
-    v117[2] = v116[0];
-    v117[3] = v116[0];
-    v117[4] = v116[1];
-    v117[5] = v116[1];
-    v117[6] = v116[1];
-    v117[7] = v116[1];
+    float v119[8];
+    v119[0] = v118[0];
+    v119[1] = v118[0];
+    v119[2] = v118[0];
+    v119[3] = v118[0];
+    v119[4] = v118[1];
+    v119[5] = v118[1];
+    v119[6] = v118[1];
+    v119[7] = v118[1];
     // %d = sub %lg1, %12 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v118_d[8];
-    #pragma unroll
-    for (int s119 = 0; s119 < 8; ++s119) {
-      v118_d[s119] = float(v91_lg1[s119] - v117[s119]);
-    }
-    // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v120_e[8];
+    float v120_d[8];
     #pragma unroll
     for (int s121 = 0; s121 < 8; ++s121) {
-      v120_e[s121] = float(tsr::fexp(v118_d[s121]));
+      v120_d[s121] = float(v93_lg1[s121] - v119[s121]);
+    }
+    // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v122_e[8];
+    #pragma unroll
+    for (int s123 = 0; s123 < 8; ++s123) {
+      v122_e[s123] = float(tsr::fexp(v120_d[s123]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v122_es[2];
-    v122_es[0] = v120_e[0];
-    v122_es[0] = float(v122_es[0] + v120_e[1]);
-    v122_es[0] = float(v122_es[0] + v120_e[2]);
-    v122_es[0] = float(v122_es[0] + v120_e[3]);
-    v122_es[1] = v120_e[4];
-    v122_es[1] = float(v122_es[1] + v120_e[5]);
-    v122_es[1] = float(v122_es[1] + v120_e[6]);
-    v122_es[1] = float(v122_es[1] + v120_e[7]);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v122_es[0], 1);
-    v122_es[0] = float(v122_es[0] + sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v122_es[1], 1);
-    v122_es[1] = float(v122_es[1] + sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v122_es[0], 2);
-    v122_es[0] = float(v122_es[0] + sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v122_es[1], 2);
-    v122_es[1] = float(v122_es[1] + sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v122_es[0], 4);
-    v122_es[0] = float(v122_es[0] + sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v122_es[1], 4);
-    v122_es[1] = float(v122_es[1] + sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v122_es[0], 8);
-    v122_es[0] = float(v122_es[0] + sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v122_es[1], 8);
-    v122_es[1] = float(v122_es[1] + sh130);
+    float v124_es[2];
+    v124_es[0] = v122_e[0];
+    v124_es[0] = float(v124_es[0] + v122_e[1]);
+    v124_es[0] = float(v124_es[0] + v122_e[2]);
+    v124_es[0] = float(v124_es[0] + v122_e[3]);
+    v124_es[1] = v122_e[4];
+    v124_es[1] = float(v124_es[1] + v122_e[5]);
+    v124_es[1] = float(v124_es[1] + v122_e[6]);
+    v124_es[1] = float(v124_es[1] + v122_e[7]);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v124_es[0], 1);
+    v124_es[0] = float(v124_es[0] + sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v124_es[1], 1);
+    v124_es[1] = float(v124_es[1] + sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v124_es[0], 2);
+    v124_es[0] = float(v124_es[0] + sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v124_es[1], 2);
+    v124_es[1] = float(v124_es[1] + sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v124_es[0], 4);
+    v124_es[0] = float(v124_es[0] + sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v124_es[1], 4);
+    v124_es[1] = float(v124_es[1] + sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v124_es[0], 8);
+    v124_es[0] = float(v124_es[0] + sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v124_es[1], 8);
+    v124_es[1] = float(v124_es[1] + sh132);
     // %13 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v131[4];
-    #pragma unroll
-    for (int s132 = 0; s132 < 4; ++s132) {
-      v131[s132] = int32_t(0 + (((s132) % 4)) + (((tsr_lane >> 0) & 15) * 4));
-    }
-    // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v133[4];
     #pragma unroll
     for (int s134 = 0; s134 < 4; ++s134) {
-      v133[s134] = v78_off1;
+      v133[s134] = int32_t(0 + (((s134) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
-    // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v135[4];
     #pragma unroll
     for (int s136 = 0; s136 < 4; ++s136) {
-      v135[s136] = int32_t(uint32_t(v131[s136]) + uint32_t(v133[s136]));
+      v135[s136] = v80_off1;
+    }
+    // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v137[4];
+    #pragma unroll
+    for (int s138 = 0; s138 < 4; ++s138) {
+      v137[s138] = int32_t(uint32_t(v133[s138]) + uint32_t(v135[s138]));
     }
     // %colr = expand_dims %15 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v137_colr[4];
-    v137_colr[0] = v135[0];
-    v137_colr[1] = v135[1];
-    v137_colr[2] = v135[2];
-    v137_colr[3] = v135[3];
+    int32_t v139_colr[4];
+    v139_colr[0] = v137[0];
+    v139_colr[1] = v137[1];
+    v139_colr[2] = v137[2];
+    v139_colr[3] = v137[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v138_colb[8];
-    v138_colb[0] = v137_colr[0];
-    v138_colb[1] = v137_colr[1];
-    v138_colb[2] = v137_colr[2];
-    v138_colb[3] = v137_colr[3];
-    v138_colb[4] = v137_colr[0];
-    v138_colb[5] = v137_colr[1];
-    v138_colb[6] = v137_colr[2];
-    v138_colb[7] = v137_colr[3];
+    int32_t v140_colb[8];
+    v140_colb[0] = v139_colr[0];
+    v140_colb[1] = v139_colr[1];
+    v140_colb[2] = v139_colr[2];
+    v140_colb[3] = v139_colr[3];
+    v140_colb[4] = v139_colr[0];
+    v140_colb[5] = v139_colr[1];
+    v140_colb[6] = v139_colr[2];
+    v140_colb[7] = v139_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v139_ist[8];
-    #pragma unroll
-    for (int s140 = 0; s140 < 8; ++s140) {
-      v139_ist[s140] = uint8_t(v138_colb[s140] == v23_tgb[s140]);
-    }
-    // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v141_tl[8];
+    uint8_t v141_ist[8];
     #pragma unroll
     for (int s142 = 0; s142 < 8; ++s142) {
-      v141_tl[s142] = (v139_ist[s142] ? c37_acc1[s142] : v15_lz[s142]);
+      v141_ist[s142] = uint8_t(v140_colb[s142] == v23_tgb[s142]);
+    }
+    // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v143_tl[8];
+    #pragma unroll
+    for (int s144 = 0; s144 < 8; ++s144) {
+      v143_tl[s144] = (v141_ist[s144] ? c37_acc1[s144] : v15_lz[s144]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v143_tls[2];
-    v143_tls[0] = v141_tl[0];
-    v143_tls[0] = float(v143_tls[0] + v141_tl[1]);
-    v143_tls[0] = float(v143_tls[0] + v141_tl[2]);
-    v143_tls[0] = float(v143_tls[0] + v141_tl[3]);
-    v143_tls[1] = v141_tl[4];
-    v143_tls[1] = float(v143_tls[1] + v141_tl[5]);
-    v143_tls[1] = float(v143_tls[1] + v141_tl[6]);
-    v143_tls[1] = float(v143_tls[1] + v141_tl[7]);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 1);
-    v143_tls[0] = float(v143_tls[0] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 1);
-    v143_tls[1] = float(v143_tls[1] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 2);
-    v143_tls[0] = float(v143_tls[0] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 2);
-    v143_tls[1] = float(v143_tls[1] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 4);
-    v143_tls[0] = float(v143_tls[0] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 4);
-    v143_tls[1] = float(v143_tls[1] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v143_tls[0], 8);
-    v143_tls[0] = float(v143_tls[0] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v143_tls[1], 8);
-    v143_tls[1] = float(v143_tls[1] + sh151);
+    float v145_tls[2];
+    v145_tls[0] = v143_tl[0];
+    v145_tls[0] = float(v145_tls[0] + v143_tl[1]);
+    v145_tls[0] = float(v145_tls[0] + v143_tl[2]);
+    v145_tls[0] = float(v145_tls[0] + v143_tl[3]);
+    v145_tls[1] = v143_tl[4];
+    v145_tls[1] = float(v145_tls[1] + v143_tl[5]);
+    v145_tls[1] = float(v145_tls[1] + v143_tl[6]);
+    v145_tls[1] = float(v145_tls[1] + v143_tl[7]);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 1);
+    v145_tls[0] = float(v145_tls[0] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 1);
+    v145_tls[1] = float(v145_tls[1] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 2);
+    v145_tls[0] = float(v145_tls[0] + sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 2);
+    v145_tls[1] = float(v145_tls[1] + sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 4);
+    v145_tls[0] = float(v145_tls[0] + sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 4);
+    v145_tls[1] = float(v145_tls[1] + sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 8);
+    v145_tls[0] = float(v145_tls[0] + sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 8);
+    v145_tls[1] = float(v145_tls[1] + sh153);
     // %16 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v152[2];
-    #pragma unroll
-    for (int s153 = 0; s153 < 2; ++s153) {
-      v152[s153] = float(c32_l[s153] * v114_alpha[s153]);
-    }
-    // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v154_ln[2];
+    float v154[2];
     #pragma unroll
     for (int s155 = 0; s155 < 2; ++s155) {
-      v154_ln[s155] = float(v152[s155] + v122_es[s155]);
+      v154[s155] = float(c32_l[s155] * v116_alpha[s155]);
     }
-    // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_pn[2];
+    // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v156_ln[2];
     #pragma unroll
     for (int s157 = 0; s157 < 2; ++s157) {
-      v156_pn[s157] = float(c34_picked[s157] + v143_tls[s157]);
+      v156_ln[s157] = float(v154[s157] + v124_es[s157]);
+    }
+    // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v158_pn[2];
+    #pragma unroll
+    for (int s159 = 0; s159 < 2; ++s159) {
+      v158_pn[s159] = float(c34_picked[s159] + v145_tls[s159]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s158 = 0; s158 < 2; ++s158) {
-      c30_m[s158] = v102_mn[s158];
-    }
-    #pragma unroll
-    for (int s159 = 0; s159 < 2; ++s159) {
-      c32_l[s159] = v154_ln[s159];
-    }
-    #pragma unroll
     for (int s160 = 0; s160 < 2; ++s160) {
-      c34_picked[s160] = v156_pn[s160];
+      c30_m[s160] = v104_mn[s160];
+    }
+    #pragma unroll
+    for (int s161 = 0; s161 < 2; ++s161) {
+      c32_l[s161] = v156_ln[s161];
+    }
+    #pragma unroll
+    for (int s162 = 0; s162 < 2; ++s162) {
+      c34_picked[s162] = v158_pn[s162];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v161_logl[2];
-  #pragma unroll
-  for (int s162 = 0; s162 < 2; ++s162) {
-    v161_logl[s162] = float(logf(c32_l[s162]));
-  }
-  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v163_lse[2];
+  float v163_logl[2];
   #pragma unroll
   for (int s164 = 0; s164 < 2; ++s164) {
-    v163_lse[s164] = float(c30_m[s164] + v161_logl[s164]);
+    v163_logl[s164] = float(logf(c32_l[s164]));
   }
-  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v165_diff[2];
+  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v165_lse[2];
   #pragma unroll
   for (int s166 = 0; s166 < 2; ++s166) {
-    v165_diff[s166] = float(v163_lse[s166] - c34_picked[s166]);
+    v165_lse[s166] = float(c30_m[s166] + v163_logl[s166]);
   }
-  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v167[2];
+  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v167_diff[2];
   #pragma unroll
   for (int s168 = 0; s168 < 2; ++s168) {
-    v167[s168] = v1_c0;
+    v167_diff[s168] = float(v165_lse[s168] - c34_picked[s168]);
   }
-  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v169[2];
+  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  int32_t v169[2];
   #pragma unroll
   for (int s170 = 0; s170 < 2; ++s170) {
-    v169[s170] = uint8_t(v19_tg[s170] >= v167[s170]);
+    v169[s170] = v1_c0;
   }
-  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v171[2];
+  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v171[2];
   #pragma unroll
   for (int s172 = 0; s172 < 2; ++s172) {
-    v171[s172] = v4_vocab;
+    v171[s172] = uint8_t(v19_tg[s172] >= v169[s172]);
   }
-  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v173[2];
+  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  int32_t v173[2];
   #pragma unroll
   for (int s174 = 0; s174 < 2; ++s174) {
-    v173[s174] = uint8_t(v19_tg[s174] < v171[s174]);
+    v173[s174] = v4_vocab;
   }
-  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
   uint8_t v175[2];
   #pragma unroll
   for (int s176 = 0; s176 < 2; ++s176) {
-    v175[s176] = uint8_t(v169[s176] & v173[s176]);
+    v175[s176] = uint8_t(v19_tg[s176] < v173[s176]);
   }
-  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v177[2];
+  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v177[2];
   #pragma unroll
   for (int s178 = 0; s178 < 2; ++s178) {
-    v177[s178] = v14_f0;
+    v177[s178] = uint8_t(v171[s178] & v175[s178]);
   }
-  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v179_out[2];
+  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v179[2];
   #pragma unroll
   for (int s180 = 0; s180 < 2; ++s180) {
-    v179_out[s180] = (v175[s180] ? v165_diff[s180] : v177[s180]);
+    v179[s180] = v14_f0;
+  }
+  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v181_out[2];
+  #pragma unroll
+  for (int s182 = 0; s182 < 2; ++s182) {
+    v181_out[s182] = (v177[s182] ? v167_diff[s182] : v179[s182]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o181 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o183 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s182 = 0; s182 < 2; ++s182) {
-      if (((tsr_lane & 15) == 0) && (o181 + (((s182) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o181 + (((s182) % 2) * 8)) * tsr_p3_s0] = v179_out[s182];
+    for (int s184 = 0; s184 < 2; ++s184) {
+      if (((tsr_lane & 15) == 0) && (o183 + (((s184) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o183 + (((s184) % 2) * 8)) * tsr_p3_s0] = v181_out[s184];
     }
   }
 }

@@ -67,22 +67,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
         const int64_t o16 = int64_t(v0_pm) * 16;
         const int64_t o17 = int64_t(nx15) * 32;
         if (o16 >= 0 && o16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o17 >= 0 && o17 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
+          const uint32_t sb18 = tsr::smem_u32((sh13 + (pro14) * 576));
           #pragma unroll
-          for (int i18 = 0; i18 < 1; ++i18) {
-            const int q19 = i18 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 576) + (((q19 * 4) / 32)) * 36 + (((q19 * 4) % 32)) * 1), tsr_p0 + (o16 + ((q19 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q19 * 4) % 32)) * tsr_p0_s1);
+          for (int i19 = 0; i19 < 1; ++i19) {
+            const int q20 = i19 * 128 + tsr_tid;
+            tsr::cp_async_16(sb18 + uint32_t((((q20 * 4) / 32)) * 36 + (((q20 * 4) % 32)) * 1) * 4u, tsr_p0 + (o16 + ((q20 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q20 * 4) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i20 = 0; i20 < 1; ++i20) {
-            const int q21 = i20 * 128 + tsr_tid;
-            const int64_t n22 = !(true && (o16 + ((q21 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q21 * 4) % 32))) : 4;
-            const float* src23 = tsr_p0 + (n22 > 0 ? (o16 + ((q21 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q21 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst24 = (sh13 + (pro14) * 576) + (((q21 * 4) / 32)) * 36 + (((q21 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src23)) {
-              tsr::cp_async_16(tsr::smem_u32(dst24), src23, int(n22) * 4);
+          for (int i21 = 0; i21 < 1; ++i21) {
+            const int q22 = i21 * 128 + tsr_tid;
+            const int64_t n23 = !(true && (o16 + ((q22 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) : 4;
+            const float* src24 = tsr_p0 + (n23 > 0 ? (o16 + ((q22 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q22 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst25 = (sh13 + (pro14) * 576) + (((q22 * 4) / 32)) * 36 + (((q22 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src24)) {
+              tsr::cp_async_16(tsr::smem_u32(dst25), src24, int(n23) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst24[v_] = v_ < n22 ? src23[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst25[v_] = v_ < n23 ? src24[v_] : float(0);
             }
           }
         }
@@ -90,32 +91,33 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv25_ = v2_c0; v3_c1 > 0 && iv25_ < v6_ktiles; iv25_ += v3_c1) {
-    const int32_t iv25 = int32_t(iv25_);
+  for (int64_t iv26_ = v2_c0; v3_c1 > 0 && iv26_ < v6_ktiles; iv26_ += v3_c1) {
+    const int32_t iv26 = int32_t(iv26_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv25_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx26 = int32_t((iv25_ + 1 * int64_t(v3_c1)));
+    if ((iv26_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx27 = int32_t((iv26_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o27 = int64_t(v0_pm) * 16;
-        const int64_t o28 = int64_t(nx26) * 32;
-        if (o27 >= 0 && o27 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o27 * tsr_p0_s0 + o28 * tsr_p0_s1)) {
-          #pragma unroll
-          for (int i29 = 0; i29 < 1; ++i29) {
-            const int q30 = i29 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh13 + ((rs12 + 1) % 2) * 576) + (((q30 * 4) / 32)) * 36 + (((q30 * 4) % 32)) * 1), tsr_p0 + (o27 + ((q30 * 4) / 32)) * tsr_p0_s0 + (o28 + ((q30 * 4) % 32)) * tsr_p0_s1);
-          }
-        } else {
+        const int64_t o28 = int64_t(v0_pm) * 16;
+        const int64_t o29 = int64_t(nx27) * 32;
+        if (o28 >= 0 && o28 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o28 * tsr_p0_s0 + o29 * tsr_p0_s1)) {
+          const uint32_t sb30 = tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576));
           #pragma unroll
           for (int i31 = 0; i31 < 1; ++i31) {
             const int q32 = i31 * 128 + tsr_tid;
-            const int64_t n33 = !(true && (o27 + ((q32 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o28 + ((q32 * 4) % 32))) : 4;
-            const float* src34 = tsr_p0 + (n33 > 0 ? (o27 + ((q32 * 4) / 32)) * tsr_p0_s0 + (o28 + ((q32 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst35 = (sh13 + ((rs12 + 1) % 2) * 576) + (((q32 * 4) / 32)) * 36 + (((q32 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src34)) {
-              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 4);
+            tsr::cp_async_16(sb30 + uint32_t((((q32 * 4) / 32)) * 36 + (((q32 * 4) % 32)) * 1) * 4u, tsr_p0 + (o28 + ((q32 * 4) / 32)) * tsr_p0_s0 + (o29 + ((q32 * 4) % 32)) * tsr_p0_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i33 = 0; i33 < 1; ++i33) {
+            const int q34 = i33 * 128 + tsr_tid;
+            const int64_t n35 = !(true && (o28 + ((q34 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) : 4;
+            const float* src36 = tsr_p0 + (n35 > 0 ? (o28 + ((q34 * 4) / 32)) * tsr_p0_s0 + (o29 + ((q34 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst37 = (sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576) + (((q34 * 4) / 32)) * 36 + (((q34 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src36)) {
+              tsr::cp_async_16(tsr::smem_u32(dst37), src36, int(n35) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst37[v_] = v_ < n35 ? src36[v_] : float(0);
             }
           }
         }
@@ -124,73 +126,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %wt = load_tile %w, %pv, %kk : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v36_wt[16];
+    float v38_wt[16];
     {
-      const int64_t o37 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-      const int64_t o38 = int64_t(iv25) * 32 + (((tsr_lane >> 0) & 7) * 4);
-      const bool whole39 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv25) * 32 >= 0 && int64_t(iv25) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv25) * 32 * tsr_p1_s1);
-      if (whole39) {
-        #pragma unroll
-        for (int c40 = 0; c40 < 4; ++c40) {
-          float vb41[4];
-          tsr::copy_vec<float, 4>(vb41, tsr_p1 + (o37 + ((((c40 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c40 * 4) % 4))) * tsr_p1_s1);
-          v36_wt[c40 * 4 + 0] = vb41[0];
-          v36_wt[c40 * 4 + 1] = vb41[1];
-          v36_wt[c40 * 4 + 2] = vb41[2];
-          v36_wt[c40 * 4 + 3] = vb41[3];
-        }
-      } else {
+      const int64_t o39 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+      const int64_t o40 = int64_t(iv26) * 32 + (((tsr_lane >> 0) & 7) * 4);
+      const bool whole41 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv26) * 32 >= 0 && int64_t(iv26) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv26) * 32 * tsr_p1_s1);
+      if (whole41) {
         #pragma unroll
         for (int c42 = 0; c42 < 4; ++c42) {
           float vb43[4];
-          if ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb43, tsr_p1 + (o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1);
-            v36_wt[c42 * 4 + 0] = vb43[0];
-            v36_wt[c42 * 4 + 1] = vb43[1];
-            v36_wt[c42 * 4 + 2] = vb43[2];
-            v36_wt[c42 * 4 + 3] = vb43[3];
+          tsr::copy_vec<float, 4>(vb43, tsr_p1 + (o39 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c42 * 4) % 4))) * tsr_p1_s1);
+          v38_wt[c42 * 4 + 0] = vb43[0];
+          v38_wt[c42 * 4 + 1] = vb43[1];
+          v38_wt[c42 * 4 + 2] = vb43[2];
+          v38_wt[c42 * 4 + 3] = vb43[3];
+        }
+      } else {
+        #pragma unroll
+        for (int c44 = 0; c44 < 4; ++c44) {
+          float vb45[4];
+          if ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb45, tsr_p1 + (o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1);
+            v38_wt[c44 * 4 + 0] = vb45[0];
+            v38_wt[c44 * 4 + 1] = vb45[1];
+            v38_wt[c44 * 4 + 2] = vb45[2];
+            v38_wt[c44 * 4 + 3] = vb45[3];
           } else {
-            v36_wt[c42 * 4] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v36_wt[c42 * 4 + 1] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v36_wt[c42 * 4 + 2] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v36_wt[c42 * 4 + 3] = ((o37 + ((((c42 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o38 + (((c42 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o37 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o38 + (((c42 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v38_wt[c44 * 4] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v38_wt[c44 * 4 + 1] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v38_wt[c44 * 4 + 2] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v38_wt[c44 * 4 + 3] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %wtt = permute %wt {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-    float v44_wtt[16];
-    v44_wtt[0] = v36_wt[0];
-    v44_wtt[1] = v36_wt[1];
-    v44_wtt[2] = v36_wt[2];
-    v44_wtt[3] = v36_wt[3];
-    v44_wtt[4] = v36_wt[4];
-    v44_wtt[5] = v36_wt[5];
-    v44_wtt[6] = v36_wt[6];
-    v44_wtt[7] = v36_wt[7];
-    v44_wtt[8] = v36_wt[8];
-    v44_wtt[9] = v36_wt[9];
-    v44_wtt[10] = v36_wt[10];
-    v44_wtt[11] = v36_wt[11];
-    v44_wtt[12] = v36_wt[12];
-    v44_wtt[13] = v36_wt[13];
-    v44_wtt[14] = v36_wt[14];
-    v44_wtt[15] = v36_wt[15];
+    float v46_wtt[16];
+    v46_wtt[0] = v38_wt[0];
+    v46_wtt[1] = v38_wt[1];
+    v46_wtt[2] = v38_wt[2];
+    v46_wtt[3] = v38_wt[3];
+    v46_wtt[4] = v38_wt[4];
+    v46_wtt[5] = v38_wt[5];
+    v46_wtt[6] = v38_wt[6];
+    v46_wtt[7] = v38_wt[7];
+    v46_wtt[8] = v38_wt[8];
+    v46_wtt[9] = v38_wt[9];
+    v46_wtt[10] = v38_wt[10];
+    v46_wtt[11] = v38_wt[11];
+    v46_wtt[12] = v38_wt[12];
+    v46_wtt[13] = v38_wt[13];
+    v46_wtt[14] = v38_wt[14];
+    v46_wtt[15] = v38_wt[15];
     // %0 = convert_layout %wtt : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+    float* const sh47 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
     __syncthreads();
     #pragma unroll
-    for (int c46 = 0; c46 < 16; ++c46) {
-      float w47[1];
-      w47[0] = v44_wtt[c46 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh45 + ((((c46 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c46 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w47);
+    for (int c48 = 0; c48 < 16; ++c48) {
+      float w49[1];
+      w49[0] = v46_wtt[c48 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh47 + ((((c48 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c48 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w49);
     }
     __syncthreads();
     // %an = dot %xt, %0, %ac : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v48_an[8];
+    float v50_an[8];
     #pragma unroll
-    for (int s49 = 0; s49 < 8; ++s49) {
-      v48_an[s49] = c10_acc[s49];
+    for (int s51 = 0; s51 < 8; ++s51) {
+      v50_an[s51] = c10_acc[s51];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -198,58 +200,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       for (int k_ = 0; k_ < 32; ++k_) {
         const auto a0_ = (sh13 + rs12 * 576)[(tm_ + 0) * 36 + (k_) * 1];
         const auto a1_ = (sh13 + rs12 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-        const auto b0_ = sh45[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh45[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh45[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh45[(k_) * 68 + (tn_ + 3) * 1];
-        v48_an[0] = fmaf(float(a0_), float(b0_), v48_an[0]);
-        v48_an[1] = fmaf(float(a0_), float(b1_), v48_an[1]);
-        v48_an[2] = fmaf(float(a0_), float(b2_), v48_an[2]);
-        v48_an[3] = fmaf(float(a0_), float(b3_), v48_an[3]);
-        v48_an[4] = fmaf(float(a1_), float(b0_), v48_an[4]);
-        v48_an[5] = fmaf(float(a1_), float(b1_), v48_an[5]);
-        v48_an[6] = fmaf(float(a1_), float(b2_), v48_an[6]);
-        v48_an[7] = fmaf(float(a1_), float(b3_), v48_an[7]);
+        const auto b0_ = sh47[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh47[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh47[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh47[(k_) * 68 + (tn_ + 3) * 1];
+        v50_an[0] = fmaf(float(a0_), float(b0_), v50_an[0]);
+        v50_an[1] = fmaf(float(a0_), float(b1_), v50_an[1]);
+        v50_an[2] = fmaf(float(a0_), float(b2_), v50_an[2]);
+        v50_an[3] = fmaf(float(a0_), float(b3_), v50_an[3]);
+        v50_an[4] = fmaf(float(a1_), float(b0_), v50_an[4]);
+        v50_an[5] = fmaf(float(a1_), float(b1_), v50_an[5]);
+        v50_an[6] = fmaf(float(a1_), float(b2_), v50_an[6]);
+        v50_an[7] = fmaf(float(a1_), float(b3_), v50_an[7]);
       }
     }
     // yield %an
     #pragma unroll
-    for (int s50 = 0; s50 < 8; ++s50) {
-      c10_acc[s50] = v48_an[s50];
+    for (int s52 = 0; s52 < 8; ++s52) {
+      c10_acc[s52] = v50_an[s52];
     }
-    rs12 = (rs12 + 1) % 2;
+    rs12 = int((unsigned(rs12) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %logits, %acc, %pm, %pv
   {
-    const int64_t o51 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o52 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole53 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
-    if (whole53) {
-      #pragma unroll
-      for (int c54 = 0; c54 < 2; ++c54) {
-        float vb55[4];
-        vb55[0] = c10_acc[c54 * 4 + 0];
-        vb55[1] = c10_acc[c54 * 4 + 1];
-        vb55[2] = c10_acc[c54 * 4 + 2];
-        vb55[3] = c10_acc[c54 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c54 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c54 * 4) % 4))) * tsr_p2_s1, vb55);
-      }
-    } else {
+    const int64_t o53 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o54 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole55 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
+    if (whole55) {
       #pragma unroll
       for (int c56 = 0; c56 < 2; ++c56) {
         float vb57[4];
-        if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1)) {
-          vb57[0] = c10_acc[c56 * 4 + 0];
-          vb57[1] = c10_acc[c56 * 4 + 1];
-          vb57[2] = c10_acc[c56 * 4 + 2];
-          vb57[3] = c10_acc[c56 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
+        vb57[0] = c10_acc[c56 * 4 + 0];
+        vb57[1] = c10_acc[c56 * 4 + 1];
+        vb57[2] = c10_acc[c56 * 4 + 2];
+        vb57[3] = c10_acc[c56 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o53 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
+      }
+    } else {
+      #pragma unroll
+      for (int c58 = 0; c58 < 2; ++c58) {
+        float vb59[4];
+        if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1)) {
+          vb59[0] = c10_acc[c58 * 4 + 0];
+          vb59[1] = c10_acc[c58 * 4 + 1];
+          vb59[2] = c10_acc[c58 * 4 + 2];
+          vb59[3] = c10_acc[c58 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1, vb59);
         } else {
-          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4))) * tsr_p2_s1] = c10_acc[c56 * 4];
-          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c56 * 4 + 1];
-          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c56 * 4 + 2];
-          if ((o51 + ((((c56 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o52 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o51 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o52 + (((c56 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c56 * 4 + 3];
+          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1] = c10_acc[c58 * 4];
+          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c58 * 4 + 1];
+          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c58 * 4 + 2];
+          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c58 * 4 + 3];
         }
       }
     }

@@ -74,46 +74,48 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         const int64_t o19 = int64_t(v0_pm) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
           #pragma unroll
-          for (int i21 = 0; i21 < 2; ++i21) {
-            const int q22 = i21 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560) + (((q22 * 8) / 32)) * 40 + (((q22 * 8) % 32)) * 1), tsr_p0 + (o19 + ((q22 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q22 * 8) % 32)) * tsr_p0_s1);
+          for (int i22 = 0; i22 < 2; ++i22) {
+            const int q23 = i22 * 128 + tsr_tid;
+            tsr::cp_async_16(sb21 + uint32_t((((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1) * 2u, tsr_p0 + (o19 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q23 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i23 = 0; i23 < 2; ++i23) {
-            const int q24 = i23 * 128 + tsr_tid;
-            const int64_t n25 = !(true && (o19 + ((q24 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 32))) : 8;
-            const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q24 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst27 = (sh15 + (pro17) * 2560) + (((q24 * 8) / 32)) * 40 + (((q24 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src26)) {
-              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 2);
+          for (int i24 = 0; i24 < 2; ++i24) {
+            const int q25 = i24 * 128 + tsr_tid;
+            const int64_t n26 = !(true && (o19 + ((q25 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) : 8;
+            const uint16_t* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q25 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst28 = (sh15 + (pro17) * 2560) + (((q25 * 8) / 32)) * 40 + (((q25 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src27)) {
+              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o28 = int64_t(nx18) * 32;
-        const int64_t o29 = int64_t(v1_pn) * 64;
-        if (o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
-          #pragma unroll
-          for (int i30 = 0; i30 < 2; ++i30) {
-            const int q31 = i30 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304) + (((q31 * 8) / 64)) * 72 + (((q31 * 8) % 64)) * 1), tsr_p1 + (o28 + ((q31 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q31 * 8) % 64)) * tsr_p1_s1);
-          }
-        } else {
+        const int64_t o29 = int64_t(nx18) * 32;
+        const int64_t o30 = int64_t(v1_pn) * 64;
+        if (o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o30 >= 0 && o30 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
+          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 2304));
           #pragma unroll
           for (int i32 = 0; i32 < 2; ++i32) {
             const int q33 = i32 * 128 + tsr_tid;
-            const int64_t n34 = !(true && (o28 + ((q33 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 64))) : 8;
-            const uint16_t* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o29 + ((q33 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst36 = (sh16 + (pro17) * 2304) + (((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src35)) {
-              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 2);
+            tsr::cp_async_16(sb31 + uint32_t((((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1) * 2u, tsr_p1 + (o29 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q33 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i34 = 0; i34 < 2; ++i34) {
+            const int q35 = i34 * 128 + tsr_tid;
+            const int64_t n36 = !(true && (o29 + ((q35 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) : 8;
+            const uint16_t* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q35 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst38 = (sh16 + (pro17) * 2304) + (((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src37)) {
+              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : uint16_t(0);
             }
           }
         }
@@ -121,56 +123,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv37_ = v2_c0; v3_c1 > 0 && iv37_ < v8_ktiles; iv37_ += v3_c1) {
-    const int32_t iv37 = int32_t(iv37_);
+  for (int64_t iv39_ = v2_c0; v3_c1 > 0 && iv39_ < v8_ktiles; iv39_ += v3_c1) {
+    const int32_t iv39 = int32_t(iv39_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv37_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx38 = int32_t((iv37_ + 1 * int64_t(v3_c1)));
+    if ((iv39_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx40 = int32_t((iv39_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o39 = int64_t(v0_pm) * 64;
-        const int64_t o40 = int64_t(nx38) * 32;
-        if (o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o40 >= 0 && o40 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+        const int64_t o41 = int64_t(v0_pm) * 64;
+        const int64_t o42 = int64_t(nx40) * 32;
+        if (o41 >= 0 && o41 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o41 * tsr_p0_s0 + o42 * tsr_p0_s1)) {
+          const uint32_t sb43 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
           #pragma unroll
-          for (int i41 = 0; i41 < 2; ++i41) {
-            const int q42 = i41 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2560) + (((q42 * 8) / 32)) * 40 + (((q42 * 8) % 32)) * 1), tsr_p0 + (o39 + ((q42 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q42 * 8) % 32)) * tsr_p0_s1);
+          for (int i44 = 0; i44 < 2; ++i44) {
+            const int q45 = i44 * 128 + tsr_tid;
+            tsr::cp_async_16(sb43 + uint32_t((((q45 * 8) / 32)) * 40 + (((q45 * 8) % 32)) * 1) * 2u, tsr_p0 + (o41 + ((q45 * 8) / 32)) * tsr_p0_s0 + (o42 + ((q45 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i43 = 0; i43 < 2; ++i43) {
-            const int q44 = i43 * 128 + tsr_tid;
-            const int64_t n45 = !(true && (o39 + ((q44 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 32))) : 8;
-            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 8) / 32)) * tsr_p0_s0 + (o40 + ((q44 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst47 = (sh15 + ((rs14 + 1) % 2) * 2560) + (((q44 * 8) / 32)) * 40 + (((q44 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
-              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
+          for (int i46 = 0; i46 < 2; ++i46) {
+            const int q47 = i46 * 128 + tsr_tid;
+            const int64_t n48 = !(true && (o41 + ((q47 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) : 8;
+            const uint16_t* src49 = tsr_p0 + (n48 > 0 ? (o41 + ((q47 * 8) / 32)) * tsr_p0_s0 + (o42 + ((q47 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst50 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q47 * 8) / 32)) * 40 + (((q47 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src49)) {
+              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o48 = int64_t(nx38) * 32;
-        const int64_t o49 = int64_t(v1_pn) * 64;
-        if (o48 >= 0 && o48 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+        const int64_t o51 = int64_t(nx40) * 32;
+        const int64_t o52 = int64_t(v1_pn) * 64;
+        if (o51 >= 0 && o51 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o51 * tsr_p1_s0 + o52 * tsr_p1_s1)) {
+          const uint32_t sb53 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
           #pragma unroll
-          for (int i50 = 0; i50 < 2; ++i50) {
-            const int q51 = i50 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1), tsr_p1 + (o48 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q51 * 8) % 64)) * tsr_p1_s1);
+          for (int i54 = 0; i54 < 2; ++i54) {
+            const int q55 = i54 * 128 + tsr_tid;
+            tsr::cp_async_16(sb53 + uint32_t((((q55 * 8) / 64)) * 72 + (((q55 * 8) % 64)) * 1) * 2u, tsr_p1 + (o51 + ((q55 * 8) / 64)) * tsr_p1_s0 + (o52 + ((q55 * 8) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i52 = 0; i52 < 2; ++i52) {
-            const int q53 = i52 * 128 + tsr_tid;
-            const int64_t n54 = !(true && (o48 + ((q53 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 64))) : 8;
-            const uint16_t* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 8) / 64)) * tsr_p1_s0 + (o49 + ((q53 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst56 = (sh16 + ((rs14 + 1) % 2) * 2304) + (((q53 * 8) / 64)) * 72 + (((q53 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src55)) {
-              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
+          for (int i56 = 0; i56 < 2; ++i56) {
+            const int q57 = i56 * 128 + tsr_tid;
+            const int64_t n58 = !(true && (o51 + ((q57 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) : 8;
+            const uint16_t* src59 = tsr_p1 + (n58 > 0 ? (o51 + ((q57 * 8) / 64)) * tsr_p1_s0 + (o52 + ((q57 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst60 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src59)) {
+              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : uint16_t(0);
             }
           }
         }
@@ -180,10 +184,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v57_accn[32];
+    float v61_accn[32];
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      v57_accn[s58] = c12_acc[s58];
+    for (int s62 = 0; s62 < 32; ++s62) {
+      v61_accn[s62] = c12_acc[s62];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -201,224 +205,224 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v57_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v57_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s59 = 0; s59 < 32; ++s59) {
-      c12_acc[s59] = v57_accn[s59];
+    for (int s63 = 0; s63 < 32; ++s63) {
+      c12_acc[s63] = v61_accn[s63];
     }
-    rs14 = (rs14 + 1) % 2;
+    rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
-  float v60_bt[8];
+  float v64_bt[8];
   {
-    const int64_t o61 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole62 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
-    if (whole62) {
+    const int64_t o65 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole66 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole66) {
       #pragma unroll
-      for (int c63 = 0; c63 < 4; ++c63) {
-        float vb64[2];
-        tsr::copy_vec<float, 2>(vb64, tsr_p2 + (o61 + (((c63 * 2) % 2) + (((c63 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-        v60_bt[c63 * 2 + 0] = vb64[0];
-        v60_bt[c63 * 2 + 1] = vb64[1];
+      for (int c67 = 0; c67 < 4; ++c67) {
+        float vb68[2];
+        tsr::copy_vec<float, 2>(vb68, tsr_p2 + (o65 + (((c67 * 2) % 2) + (((c67 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+        v64_bt[c67 * 2 + 0] = vb68[0];
+        v64_bt[c67 * 2 + 1] = vb68[1];
       }
     } else {
       #pragma unroll
-      for (int c65 = 0; c65 < 4; ++c65) {
-        float vb66[2];
-        if ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb66, tsr_p2 + (o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-          v60_bt[c65 * 2 + 0] = vb66[0];
-          v60_bt[c65 * 2 + 1] = vb66[1];
+      for (int c69 = 0; c69 < 4; ++c69) {
+        float vb70[2];
+        if ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb70, tsr_p2 + (o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+          v64_bt[c69 * 2 + 0] = vb70[0];
+          v64_bt[c69 * 2 + 1] = vb70[1];
         } else {
-          v60_bt[c65 * 2] = ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v60_bt[c65 * 2 + 1] = ((o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o61 + (((c65 * 2) % 2) + (((c65 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v64_bt[c69 * 2] = ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v64_bt[c69 * 2 + 1] = ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v67_bt2[8];
-  v67_bt2[0] = v60_bt[0];
-  v67_bt2[1] = v60_bt[1];
-  v67_bt2[2] = v60_bt[2];
-  v67_bt2[3] = v60_bt[3];
-  v67_bt2[4] = v60_bt[4];
-  v67_bt2[5] = v60_bt[5];
-  v67_bt2[6] = v60_bt[6];
-  v67_bt2[7] = v60_bt[7];
+  float v71_bt2[8];
+  v71_bt2[0] = v64_bt[0];
+  v71_bt2[1] = v64_bt[1];
+  v71_bt2[2] = v64_bt[2];
+  v71_bt2[3] = v64_bt[3];
+  v71_bt2[4] = v64_bt[4];
+  v71_bt2[5] = v64_bt[5];
+  v71_bt2[6] = v64_bt[6];
+  v71_bt2[7] = v64_bt[7];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v68_btb[32];
-  v68_btb[0] = v67_bt2[0];
-  v68_btb[1] = v67_bt2[1];
-  v68_btb[2] = v67_bt2[0];
-  v68_btb[3] = v67_bt2[1];
-  v68_btb[4] = v67_bt2[2];
-  v68_btb[5] = v67_bt2[3];
-  v68_btb[6] = v67_bt2[2];
-  v68_btb[7] = v67_bt2[3];
-  v68_btb[8] = v67_bt2[4];
-  v68_btb[9] = v67_bt2[5];
-  v68_btb[10] = v67_bt2[4];
-  v68_btb[11] = v67_bt2[5];
-  v68_btb[12] = v67_bt2[6];
-  v68_btb[13] = v67_bt2[7];
-  v68_btb[14] = v67_bt2[6];
-  v68_btb[15] = v67_bt2[7];
-  v68_btb[16] = v67_bt2[0];
-  v68_btb[17] = v67_bt2[1];
-  v68_btb[18] = v67_bt2[0];
-  v68_btb[19] = v67_bt2[1];
-  v68_btb[20] = v67_bt2[2];
-  v68_btb[21] = v67_bt2[3];
-  v68_btb[22] = v67_bt2[2];
-  v68_btb[23] = v67_bt2[3];
-  v68_btb[24] = v67_bt2[4];
-  v68_btb[25] = v67_bt2[5];
-  v68_btb[26] = v67_bt2[4];
-  v68_btb[27] = v67_bt2[5];
-  v68_btb[28] = v67_bt2[6];
-  v68_btb[29] = v67_bt2[7];
-  v68_btb[30] = v67_bt2[6];
-  v68_btb[31] = v67_bt2[7];
+  float v72_btb[32];
+  v72_btb[0] = v71_bt2[0];
+  v72_btb[1] = v71_bt2[1];
+  v72_btb[2] = v71_bt2[0];
+  v72_btb[3] = v71_bt2[1];
+  v72_btb[4] = v71_bt2[2];
+  v72_btb[5] = v71_bt2[3];
+  v72_btb[6] = v71_bt2[2];
+  v72_btb[7] = v71_bt2[3];
+  v72_btb[8] = v71_bt2[4];
+  v72_btb[9] = v71_bt2[5];
+  v72_btb[10] = v71_bt2[4];
+  v72_btb[11] = v71_bt2[5];
+  v72_btb[12] = v71_bt2[6];
+  v72_btb[13] = v71_bt2[7];
+  v72_btb[14] = v71_bt2[6];
+  v72_btb[15] = v71_bt2[7];
+  v72_btb[16] = v71_bt2[0];
+  v72_btb[17] = v71_bt2[1];
+  v72_btb[18] = v71_bt2[0];
+  v72_btb[19] = v71_bt2[1];
+  v72_btb[20] = v71_bt2[2];
+  v72_btb[21] = v71_bt2[3];
+  v72_btb[22] = v71_bt2[2];
+  v72_btb[23] = v71_bt2[3];
+  v72_btb[24] = v71_bt2[4];
+  v72_btb[25] = v71_bt2[5];
+  v72_btb[26] = v71_bt2[4];
+  v72_btb[27] = v71_bt2[5];
+  v72_btb[28] = v71_bt2[6];
+  v72_btb[29] = v71_bt2[7];
+  v72_btb[30] = v71_bt2[6];
+  v72_btb[31] = v71_bt2[7];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v69_x[32];
+  float v73_x[32];
   #pragma unroll
-  for (int s70 = 0; s70 < 32; ++s70) {
-    v69_x[s70] = float(c12_acc[s70] + v68_btb[s70]);
+  for (int s74 = 0; s74 < 32; ++s74) {
+    v73_x[s74] = float(c12_acc[s74] + v72_btb[s74]);
   }
   // %half = const {value = 0.5} : f32
-  const float v71_half = 0x1p-1f;
+  const float v75_half = 0x1p-1f;
   // %kc = const {value = 0.044715} : f32
-  const float v72_kc = 0x1.6e4e26p-5f;
+  const float v76_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v73_sq2pi = 0x1.988454p-1f;
+  const float v77_sq2pi = 0x1.988454p-1f;
   // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v74_x2[32];
-  #pragma unroll
-  for (int s75 = 0; s75 < 32; ++s75) {
-    v74_x2[s75] = float(v69_x[s75] * v69_x[s75]);
-  }
-  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v76_x3[32];
-  #pragma unroll
-  for (int s77 = 0; s77 < 32; ++s77) {
-    v76_x3[s77] = float(v74_x2[s77] * v69_x[s77]);
-  }
-  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v78[32];
+  float v78_x2[32];
   #pragma unroll
   for (int s79 = 0; s79 < 32; ++s79) {
-    v78[s79] = v72_kc;
+    v78_x2[s79] = float(v73_x[s79] * v73_x[s79]);
   }
-  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v80_inner[32];
+  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v80_x3[32];
   #pragma unroll
   for (int s81 = 0; s81 < 32; ++s81) {
-    v80_inner[s81] = float(fmaf(v78[s81], v76_x3[s81], v69_x[s81]));
+    v80_x3[s81] = float(v78_x2[s81] * v73_x[s81]);
   }
-  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v82[32];
   #pragma unroll
   for (int s83 = 0; s83 < 32; ++s83) {
-    v82[s83] = v73_sq2pi;
+    v82[s83] = v76_kc;
   }
-  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v84_arg[32];
+  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v84_inner[32];
   #pragma unroll
   for (int s85 = 0; s85 < 32; ++s85) {
-    v84_arg[s85] = float(v82[s85] * v80_inner[s85]);
+    v84_inner[s85] = float(fmaf(v82[s85], v80_x3[s85], v73_x[s85]));
+  }
+  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v86[32];
+  #pragma unroll
+  for (int s87 = 0; s87 < 32; ++s87) {
+    v86[s87] = v77_sq2pi;
+  }
+  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v88_arg[32];
+  #pragma unroll
+  for (int s89 = 0; s89 < 32; ++s89) {
+    v88_arg[s89] = float(v86[s89] * v84_inner[s89]);
   }
   // %3 = const {value = 2.0} : f32
-  const float v86 = 0x1p+1f;
+  const float v90 = 0x1p+1f;
   // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v87[32];
-  #pragma unroll
-  for (int s88 = 0; s88 < 32; ++s88) {
-    v87[s88] = v86;
-  }
-  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v89[32];
-  #pragma unroll
-  for (int s90 = 0; s90 < 32; ++s90) {
-    v89[s90] = float(v87[s90] * v84_arg[s90]);
-  }
-  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v91[32];
   #pragma unroll
   for (int s92 = 0; s92 < 32; ++s92) {
-    v91[s92] = float(tsr::fsigmoid(v89[s92]));
+    v91[s92] = v90;
   }
-  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v93[32];
   #pragma unroll
   for (int s94 = 0; s94 < 32; ++s94) {
-    v93[s94] = v86;
+    v93[s94] = float(v91[s94] * v88_arg[s94]);
   }
-  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v95_onep[32];
+  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v95[32];
   #pragma unroll
   for (int s96 = 0; s96 < 32; ++s96) {
-    v95_onep[s96] = float(v93[s96] * v91[s96]);
+    v95[s96] = float(tsr::fsigmoid(v93[s96]));
   }
-  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v97[32];
   #pragma unroll
   for (int s98 = 0; s98 < 32; ++s98) {
-    v97[s98] = v71_half;
+    v97[s98] = v90;
   }
-  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v99_hx[32];
+  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v99_onep[32];
   #pragma unroll
   for (int s100 = 0; s100 < 32; ++s100) {
-    v99_hx[s100] = float(v97[s100] * v69_x[s100]);
+    v99_onep[s100] = float(v97[s100] * v95[s100]);
   }
-  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v101_g[32];
+  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v101[32];
   #pragma unroll
   for (int s102 = 0; s102 < 32; ++s102) {
-    v101_g[s102] = float(v99_hx[s102] * v95_onep[s102]);
+    v101[s102] = v75_half;
   }
-  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v103_gh[32];
+  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v103_hx[32];
   #pragma unroll
   for (int s104 = 0; s104 < 32; ++s104) {
-    v103_gh[s104] = tsr::rf16(float(float(v101_g[s104])));
+    v103_hx[s104] = float(v101[s104] * v73_x[s104]);
+  }
+  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v105_g[32];
+  #pragma unroll
+  for (int s106 = 0; s106 < 32; ++s106) {
+    v105_g[s106] = float(v103_hx[s106] * v99_onep[s106]);
+  }
+  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v107_gh[32];
+  #pragma unroll
+  for (int s108 = 0; s108 < 32; ++s108) {
+    v107_gh[s108] = tsr::rf16(float(float(v105_g[s108])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o105 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o106 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole107 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole107) {
+    const int64_t o109 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o110 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole111 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole111) {
       #pragma unroll
-      for (int c108 = 0; c108 < 16; ++c108) {
-        uint16_t vb109[2];
-        vb109[0] = tsr::f2h(v103_gh[c108 * 2 + 0]);
-        vb109[1] = tsr::f2h(v103_gh[c108 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c108 * 2) / 2) % 2) * 8 + (((c108 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c108 * 2) % 2) + (((c108 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb109);
+      for (int c112 = 0; c112 < 16; ++c112) {
+        uint16_t vb113[2];
+        vb113[0] = tsr::f2h(v107_gh[c112 * 2 + 0]);
+        vb113[1] = tsr::f2h(v107_gh[c112 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c112 * 2) / 2) % 2) * 8 + (((c112 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c112 * 2) % 2) + (((c112 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb113);
       }
     } else {
       #pragma unroll
-      for (int c110 = 0; c110 < 16; ++c110) {
-        uint16_t vb111[2];
-        if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb111[0] = tsr::f2h(v103_gh[c110 * 2 + 0]);
-          vb111[1] = tsr::f2h(v103_gh[c110 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb111);
+      for (int c114 = 0; c114 < 16; ++c114) {
+        uint16_t vb115[2];
+        if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb115[0] = tsr::f2h(v107_gh[c114 * 2 + 0]);
+          vb115[1] = tsr::f2h(v107_gh[c114 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb115);
         } else {
-          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v103_gh[c110 * 2]);
-          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v103_gh[c110 * 2 + 1]);
+          if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v107_gh[c114 * 2]);
+          if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v107_gh[c114 * 2 + 1]);
         }
       }
     }

@@ -82,70 +82,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o24 = int64_t(v0_pm) * 64;
         const int64_t o25 = int64_t(nx23) * 32;
         if (o24 >= 0 && o24 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o24 * tsr_p0_s0 + o25 * tsr_p0_s1)) {
+          const uint32_t sb26 = tsr::smem_u32((sh19 + (pro22) * 2560));
           #pragma unroll
-          for (int i26 = 0; i26 < 2; ++i26) {
-            const int q27 = i26 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh19 + (pro22) * 2560) + (((q27 * 8) / 32)) * 40 + (((q27 * 8) % 32)) * 1), tsr_p0 + (o24 + ((q27 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q27 * 8) % 32)) * tsr_p0_s1);
+          for (int i27 = 0; i27 < 2; ++i27) {
+            const int q28 = i27 * 128 + tsr_tid;
+            tsr::cp_async_16(sb26 + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, tsr_p0 + (o24 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q28 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i28 = 0; i28 < 2; ++i28) {
-            const int q29 = i28 * 128 + tsr_tid;
-            const int64_t n30 = !(true && (o24 + ((q29 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q29 * 8) % 32))) : 8;
-            const uint16_t* src31 = tsr_p0 + (n30 > 0 ? (o24 + ((q29 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q29 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst32 = (sh19 + (pro22) * 2560) + (((q29 * 8) / 32)) * 40 + (((q29 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src31)) {
-              tsr::cp_async_16(tsr::smem_u32(dst32), src31, int(n30) * 2);
+          for (int i29 = 0; i29 < 2; ++i29) {
+            const int q30 = i29 * 128 + tsr_tid;
+            const int64_t n31 = !(true && (o24 + ((q30 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) : 8;
+            const uint16_t* src32 = tsr_p0 + (n31 > 0 ? (o24 + ((q30 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q30 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst33 = (sh19 + (pro22) * 2560) + (((q30 * 8) / 32)) * 40 + (((q30 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src32)) {
+              tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst32[v_] = v_ < n30 ? src31[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o33 = int64_t(nx23) * 32;
-        const int64_t o34 = int64_t(v1_pn) * 64;
-        if (o33 >= 0 && o33 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o34 >= 0 && o34 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o33 * tsr_p1_s0 + o34 * tsr_p1_s1)) {
-          #pragma unroll
-          for (int i35 = 0; i35 < 2; ++i35) {
-            const int q36 = i35 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2304) + (((q36 * 8) / 64)) * 72 + (((q36 * 8) % 64)) * 1), tsr_p1 + (o33 + ((q36 * 8) / 64)) * tsr_p1_s0 + (o34 + ((q36 * 8) % 64)) * tsr_p1_s1);
-          }
-        } else {
+        const int64_t o34 = int64_t(nx23) * 32;
+        const int64_t o35 = int64_t(v1_pn) * 64;
+        if (o34 >= 0 && o34 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o35 >= 0 && o35 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o34 * tsr_p1_s0 + o35 * tsr_p1_s1)) {
+          const uint32_t sb36 = tsr::smem_u32((sh20 + (pro22) * 2304));
           #pragma unroll
           for (int i37 = 0; i37 < 2; ++i37) {
             const int q38 = i37 * 128 + tsr_tid;
-            const int64_t n39 = !(true && (o33 + ((q38 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o34 + ((q38 * 8) % 64))) : 8;
-            const uint16_t* src40 = tsr_p1 + (n39 > 0 ? (o33 + ((q38 * 8) / 64)) * tsr_p1_s0 + (o34 + ((q38 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst41 = (sh20 + (pro22) * 2304) + (((q38 * 8) / 64)) * 72 + (((q38 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src40)) {
-              tsr::cp_async_16(tsr::smem_u32(dst41), src40, int(n39) * 2);
+            tsr::cp_async_16(sb36 + uint32_t((((q38 * 8) / 64)) * 72 + (((q38 * 8) % 64)) * 1) * 2u, tsr_p1 + (o34 + ((q38 * 8) / 64)) * tsr_p1_s0 + (o35 + ((q38 * 8) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i39 = 0; i39 < 2; ++i39) {
+            const int q40 = i39 * 128 + tsr_tid;
+            const int64_t n41 = !(true && (o34 + ((q40 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) : 8;
+            const uint16_t* src42 = tsr_p1 + (n41 > 0 ? (o34 + ((q40 * 8) / 64)) * tsr_p1_s0 + (o35 + ((q40 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst43 = (sh20 + (pro22) * 2304) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src42)) {
+              tsr::cp_async_16(tsr::smem_u32(dst43), src42, int(n41) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst41[v_] = v_ < n39 ? src40[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst43[v_] = v_ < n41 ? src42[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o42 = int64_t(nx23) * 32;
-        const int64_t o43 = int64_t(v1_pn) * 64;
-        if (o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o42 * tsr_p2_s0 + o43 * tsr_p2_s1)) {
+        const int64_t o44 = int64_t(nx23) * 32;
+        const int64_t o45 = int64_t(v1_pn) * 64;
+        if (o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o44 * tsr_p2_s0 + o45 * tsr_p2_s1)) {
+          const uint32_t sb46 = tsr::smem_u32((sh21 + (pro22) * 2304));
           #pragma unroll
-          for (int i44 = 0; i44 < 2; ++i44) {
-            const int q45 = i44 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2304) + (((q45 * 8) / 64)) * 72 + (((q45 * 8) % 64)) * 1), tsr_p2 + (o42 + ((q45 * 8) / 64)) * tsr_p2_s0 + (o43 + ((q45 * 8) % 64)) * tsr_p2_s1);
+          for (int i47 = 0; i47 < 2; ++i47) {
+            const int q48 = i47 * 128 + tsr_tid;
+            tsr::cp_async_16(sb46 + uint32_t((((q48 * 8) / 64)) * 72 + (((q48 * 8) % 64)) * 1) * 2u, tsr_p2 + (o44 + ((q48 * 8) / 64)) * tsr_p2_s0 + (o45 + ((q48 * 8) % 64)) * tsr_p2_s1);
           }
         } else {
           #pragma unroll
-          for (int i46 = 0; i46 < 2; ++i46) {
-            const int q47 = i46 * 128 + tsr_tid;
-            const int64_t n48 = !(true && (o42 + ((q47 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q47 * 8) % 64))) : 8;
-            const uint16_t* src49 = tsr_p2 + (n48 > 0 ? (o42 + ((q47 * 8) / 64)) * tsr_p2_s0 + (o43 + ((q47 * 8) % 64)) * tsr_p2_s1 : 0);
-            uint16_t* const dst50 = (sh21 + (pro22) * 2304) + (((q47 * 8) / 64)) * 72 + (((q47 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src49)) {
-              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 2);
+          for (int i49 = 0; i49 < 2; ++i49) {
+            const int q50 = i49 * 128 + tsr_tid;
+            const int64_t n51 = !(true && (o44 + ((q50 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) : 8;
+            const uint16_t* src52 = tsr_p2 + (n51 > 0 ? (o44 + ((q50 * 8) / 64)) * tsr_p2_s0 + (o45 + ((q50 * 8) % 64)) * tsr_p2_s1 : 0);
+            uint16_t* const dst53 = (sh21 + (pro22) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src52)) {
+              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : uint16_t(0);
             }
           }
         }
@@ -153,80 +156,83 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv51_ = v2_c0; v3_c1 > 0 && iv51_ < v8_ktiles; iv51_ += v3_c1) {
-    const int32_t iv51 = int32_t(iv51_);
+  for (int64_t iv54_ = v2_c0; v3_c1 > 0 && iv54_ < v8_ktiles; iv54_ += v3_c1) {
+    const int32_t iv54 = int32_t(iv54_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv51_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx52 = int32_t((iv51_ + 1 * int64_t(v3_c1)));
+    if ((iv54_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx55 = int32_t((iv54_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o53 = int64_t(v0_pm) * 64;
-        const int64_t o54 = int64_t(nx52) * 32;
-        if (o53 >= 0 && o53 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o53 * tsr_p0_s0 + o54 * tsr_p0_s1)) {
+        const int64_t o56 = int64_t(v0_pm) * 64;
+        const int64_t o57 = int64_t(nx55) * 32;
+        if (o56 >= 0 && o56 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o57 >= 0 && o57 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o56 * tsr_p0_s0 + o57 * tsr_p0_s1)) {
+          const uint32_t sb58 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
           #pragma unroll
-          for (int i55 = 0; i55 < 2; ++i55) {
-            const int q56 = i55 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh19 + ((rs18 + 1) % 2) * 2560) + (((q56 * 8) / 32)) * 40 + (((q56 * 8) % 32)) * 1), tsr_p0 + (o53 + ((q56 * 8) / 32)) * tsr_p0_s0 + (o54 + ((q56 * 8) % 32)) * tsr_p0_s1);
+          for (int i59 = 0; i59 < 2; ++i59) {
+            const int q60 = i59 * 128 + tsr_tid;
+            tsr::cp_async_16(sb58 + uint32_t((((q60 * 8) / 32)) * 40 + (((q60 * 8) % 32)) * 1) * 2u, tsr_p0 + (o56 + ((q60 * 8) / 32)) * tsr_p0_s0 + (o57 + ((q60 * 8) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i57 = 0; i57 < 2; ++i57) {
-            const int q58 = i57 * 128 + tsr_tid;
-            const int64_t n59 = !(true && (o53 + ((q58 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o54 + ((q58 * 8) % 32))) : 8;
-            const uint16_t* src60 = tsr_p0 + (n59 > 0 ? (o53 + ((q58 * 8) / 32)) * tsr_p0_s0 + (o54 + ((q58 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst61 = (sh19 + ((rs18 + 1) % 2) * 2560) + (((q58 * 8) / 32)) * 40 + (((q58 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src60)) {
-              tsr::cp_async_16(tsr::smem_u32(dst61), src60, int(n59) * 2);
+          for (int i61 = 0; i61 < 2; ++i61) {
+            const int q62 = i61 * 128 + tsr_tid;
+            const int64_t n63 = !(true && (o56 + ((q62 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) : 8;
+            const uint16_t* src64 = tsr_p0 + (n63 > 0 ? (o56 + ((q62 * 8) / 32)) * tsr_p0_s0 + (o57 + ((q62 * 8) % 32)) * tsr_p0_s1 : 0);
+            uint16_t* const dst65 = (sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560) + (((q62 * 8) / 32)) * 40 + (((q62 * 8) % 32)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src64)) {
+              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst61[v_] = v_ < n59 ? src60[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o62 = int64_t(nx52) * 32;
-        const int64_t o63 = int64_t(v1_pn) * 64;
-        if (o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o63 >= 0 && o63 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o62 * tsr_p1_s0 + o63 * tsr_p1_s1)) {
+        const int64_t o66 = int64_t(nx55) * 32;
+        const int64_t o67 = int64_t(v1_pn) * 64;
+        if (o66 >= 0 && o66 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1)) {
+          const uint32_t sb68 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
           #pragma unroll
-          for (int i64 = 0; i64 < 2; ++i64) {
-            const int q65 = i64 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh20 + ((rs18 + 1) % 2) * 2304) + (((q65 * 8) / 64)) * 72 + (((q65 * 8) % 64)) * 1), tsr_p1 + (o62 + ((q65 * 8) / 64)) * tsr_p1_s0 + (o63 + ((q65 * 8) % 64)) * tsr_p1_s1);
+          for (int i69 = 0; i69 < 2; ++i69) {
+            const int q70 = i69 * 128 + tsr_tid;
+            tsr::cp_async_16(sb68 + uint32_t((((q70 * 8) / 64)) * 72 + (((q70 * 8) % 64)) * 1) * 2u, tsr_p1 + (o66 + ((q70 * 8) / 64)) * tsr_p1_s0 + (o67 + ((q70 * 8) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i66 = 0; i66 < 2; ++i66) {
-            const int q67 = i66 * 128 + tsr_tid;
-            const int64_t n68 = !(true && (o62 + ((q67 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o63 + ((q67 * 8) % 64))) : 8;
-            const uint16_t* src69 = tsr_p1 + (n68 > 0 ? (o62 + ((q67 * 8) / 64)) * tsr_p1_s0 + (o63 + ((q67 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst70 = (sh20 + ((rs18 + 1) % 2) * 2304) + (((q67 * 8) / 64)) * 72 + (((q67 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src69)) {
-              tsr::cp_async_16(tsr::smem_u32(dst70), src69, int(n68) * 2);
+          for (int i71 = 0; i71 < 2; ++i71) {
+            const int q72 = i71 * 128 + tsr_tid;
+            const int64_t n73 = !(true && (o66 + ((q72 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) : 8;
+            const uint16_t* src74 = tsr_p1 + (n73 > 0 ? (o66 + ((q72 * 8) / 64)) * tsr_p1_s0 + (o67 + ((q72 * 8) % 64)) * tsr_p1_s1 : 0);
+            uint16_t* const dst75 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src74)) {
+              tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst70[v_] = v_ < n68 ? src69[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o71 = int64_t(nx52) * 32;
-        const int64_t o72 = int64_t(v1_pn) * 64;
-        if (o71 >= 0 && o71 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o71 * tsr_p2_s0 + o72 * tsr_p2_s1)) {
+        const int64_t o76 = int64_t(nx55) * 32;
+        const int64_t o77 = int64_t(v1_pn) * 64;
+        if (o76 >= 0 && o76 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1)) {
+          const uint32_t sb78 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
           #pragma unroll
-          for (int i73 = 0; i73 < 2; ++i73) {
-            const int q74 = i73 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh21 + ((rs18 + 1) % 2) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1), tsr_p2 + (o71 + ((q74 * 8) / 64)) * tsr_p2_s0 + (o72 + ((q74 * 8) % 64)) * tsr_p2_s1);
+          for (int i79 = 0; i79 < 2; ++i79) {
+            const int q80 = i79 * 128 + tsr_tid;
+            tsr::cp_async_16(sb78 + uint32_t((((q80 * 8) / 64)) * 72 + (((q80 * 8) % 64)) * 1) * 2u, tsr_p2 + (o76 + ((q80 * 8) / 64)) * tsr_p2_s0 + (o77 + ((q80 * 8) % 64)) * tsr_p2_s1);
           }
         } else {
           #pragma unroll
-          for (int i75 = 0; i75 < 2; ++i75) {
-            const int q76 = i75 * 128 + tsr_tid;
-            const int64_t n77 = !(true && (o71 + ((q76 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o72 + ((q76 * 8) % 64))) : 8;
-            const uint16_t* src78 = tsr_p2 + (n77 > 0 ? (o71 + ((q76 * 8) / 64)) * tsr_p2_s0 + (o72 + ((q76 * 8) % 64)) * tsr_p2_s1 : 0);
-            uint16_t* const dst79 = (sh21 + ((rs18 + 1) % 2) * 2304) + (((q76 * 8) / 64)) * 72 + (((q76 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src78)) {
-              tsr::cp_async_16(tsr::smem_u32(dst79), src78, int(n77) * 2);
+          for (int i81 = 0; i81 < 2; ++i81) {
+            const int q82 = i81 * 128 + tsr_tid;
+            const int64_t n83 = !(true && (o76 + ((q82 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) : 8;
+            const uint16_t* src84 = tsr_p2 + (n83 > 0 ? (o76 + ((q82 * 8) / 64)) * tsr_p2_s0 + (o77 + ((q82 * 8) % 64)) * tsr_p2_s1 : 0);
+            uint16_t* const dst85 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src84)) {
+              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst79[v_] = v_ < n77 ? src78[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : uint16_t(0);
             }
           }
         }
@@ -237,10 +243,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v80_gn2[32];
+    float v86_gn2[32];
     #pragma unroll
-    for (int s81 = 0; s81 < 32; ++s81) {
-      v80_gn2[s81] = c14_gate[s81];
+    for (int s87 = 0; s87 < 32; ++s87) {
+      v86_gn2[s87] = c14_gate[s87];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -258,21 +264,21 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v80_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v80_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v80_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v80_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v80_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v80_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v80_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v80_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v86_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v86_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v86_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v86_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v86_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v86_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v86_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v86_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v82_un[32];
+    float v88_un[32];
     #pragma unroll
-    for (int s83 = 0; s83 < 32; ++s83) {
-      v82_un[s83] = c16_up[s83];
+    for (int s89 = 0; s89 < 32; ++s89) {
+      v88_un[s89] = c16_up[s89];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -290,76 +296,76 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v82_un[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v82_un[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v82_un[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v82_un[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v82_un[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v82_un[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v82_un[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v82_un[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v88_un[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v88_un[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v88_un[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v88_un[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v88_un[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v88_un[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v88_un[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v88_un[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %gn2, %un
     #pragma unroll
-    for (int s84 = 0; s84 < 32; ++s84) {
-      c14_gate[s84] = v80_gn2[s84];
+    for (int s90 = 0; s90 < 32; ++s90) {
+      c14_gate[s90] = v86_gn2[s90];
     }
     #pragma unroll
-    for (int s85 = 0; s85 < 32; ++s85) {
-      c16_up[s85] = v82_un[s85];
+    for (int s91 = 0; s91 < 32; ++s91) {
+      c16_up[s91] = v88_un[s91];
     }
-    rs18 = (rs18 + 1) % 2;
+    rs18 = int((unsigned(rs18) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %sg = sigmoid %gate : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v86_sg[32];
-  #pragma unroll
-  for (int s87 = 0; s87 < 32; ++s87) {
-    v86_sg[s87] = float(tsr::fsigmoid(c14_gate[s87]));
-  }
-  // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v88_silu[32];
-  #pragma unroll
-  for (int s89 = 0; s89 < 32; ++s89) {
-    v88_silu[s89] = float(c14_gate[s89] * v86_sg[s89]);
-  }
-  // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v90_prod[32];
-  #pragma unroll
-  for (int s91 = 0; s91 < 32; ++s91) {
-    v90_prod[s91] = float(v88_silu[s91] * c16_up[s91]);
-  }
-  // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v92_res[32];
+  float v92_sg[32];
   #pragma unroll
   for (int s93 = 0; s93 < 32; ++s93) {
-    v92_res[s93] = tsr::rbf16(float(float(v90_prod[s93])));
+    v92_sg[s93] = float(tsr::fsigmoid(c14_gate[s93]));
+  }
+  // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v94_silu[32];
+  #pragma unroll
+  for (int s95 = 0; s95 < 32; ++s95) {
+    v94_silu[s95] = float(c14_gate[s95] * v92_sg[s95]);
+  }
+  // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v96_prod[32];
+  #pragma unroll
+  for (int s97 = 0; s97 < 32; ++s97) {
+    v96_prod[s97] = float(v94_silu[s97] * c16_up[s97]);
+  }
+  // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v98_res[32];
+  #pragma unroll
+  for (int s99 = 0; s99 < 32; ++s99) {
+    v98_res[s99] = tsr::rbf16(float(float(v96_prod[s99])));
   }
   // store_tile %out, %res, %pm, %pn
   {
-    const int64_t o94 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o95 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole96 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole96) {
+    const int64_t o100 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o101 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole102 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole102) {
       #pragma unroll
-      for (int c97 = 0; c97 < 16; ++c97) {
-        uint16_t vb98[2];
-        vb98[0] = tsr::f2bf(v92_res[c97 * 2 + 0]);
-        vb98[1] = tsr::f2bf(v92_res[c97 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c97 * 2) / 2) % 2) * 8 + (((c97 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c97 * 2) % 2) + (((c97 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb98);
+      for (int c103 = 0; c103 < 16; ++c103) {
+        uint16_t vb104[2];
+        vb104[0] = tsr::f2bf(v98_res[c103 * 2 + 0]);
+        vb104[1] = tsr::f2bf(v98_res[c103 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb104);
       }
     } else {
       #pragma unroll
-      for (int c99 = 0; c99 < 16; ++c99) {
-        uint16_t vb100[2];
-        if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb100[0] = tsr::f2bf(v92_res[c99 * 2 + 0]);
-          vb100[1] = tsr::f2bf(v92_res[c99 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb100);
+      for (int c105 = 0; c105 < 16; ++c105) {
+        uint16_t vb106[2];
+        if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb106[0] = tsr::f2bf(v98_res[c105 * 2 + 0]);
+          vb106[1] = tsr::f2bf(v98_res[c105 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb106);
         } else {
-          if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v92_res[c99 * 2]);
-          if ((o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o94 + ((((c99 * 2) / 2) % 2) * 8 + (((c99 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o95 + (((c99 * 2) % 2) + (((c99 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v92_res[c99 * 2 + 1]);
+          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v98_res[c105 * 2]);
+          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v98_res[c105 * 2 + 1]);
         }
       }
     }

@@ -72,46 +72,48 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         const int64_t o19 = int64_t(v1) * 128;
         const int64_t o20 = int64_t(nx18) * 64;
         if (o19 >= 0 && o19 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 9216));
           #pragma unroll
-          for (int i21 = 0; i21 < 4; ++i21) {
-            const int q22 = i21 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 9216) + (((q22 * 8) / 64)) * 72 + (((q22 * 8) % 64)) * 1), tsr_p0 + (o19 + ((q22 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q22 * 8) % 64)) * tsr_p0_s1);
+          for (int i22 = 0; i22 < 4; ++i22) {
+            const int q23 = i22 * 256 + tsr_tid;
+            tsr::cp_async_16(sb21 + uint32_t((((q23 * 8) / 64)) * 72 + (((q23 * 8) % 64)) * 1) * 2u, tsr_p0 + (o19 + ((q23 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q23 * 8) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i23 = 0; i23 < 4; ++i23) {
-            const int q24 = i23 * 256 + tsr_tid;
-            const int64_t n25 = !(true && (o19 + ((q24 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 8) % 64))) : 8;
-            const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q24 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst27 = (sh15 + (pro17) * 9216) + (((q24 * 8) / 64)) * 72 + (((q24 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src26)) {
-              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 2);
+          for (int i24 = 0; i24 < 4; ++i24) {
+            const int q25 = i24 * 256 + tsr_tid;
+            const int64_t n26 = !(true && (o19 + ((q25 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 64))) : 8;
+            const uint16_t* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q25 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst28 = (sh15 + (pro17) * 9216) + (((q25 * 8) / 64)) * 72 + (((q25 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src27)) {
+              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o28 = int64_t(nx18) * 64;
-        const int64_t o29 = int64_t(v2) * 256;
-        if (o28 >= 0 && o28 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o29 >= 0 && o29 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
-          #pragma unroll
-          for (int i30 = 0; i30 < 8; ++i30) {
-            const int q31 = i30 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 16896) + (((q31 * 8) / 256)) * 264 + (((q31 * 8) % 256)) * 1), tsr_p1 + (o28 + ((q31 * 8) / 256)) * tsr_p1_s0 + (o29 + ((q31 * 8) % 256)) * tsr_p1_s1);
-          }
-        } else {
+        const int64_t o29 = int64_t(nx18) * 64;
+        const int64_t o30 = int64_t(v2) * 256;
+        if (o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o30 >= 0 && o30 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
+          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 16896));
           #pragma unroll
           for (int i32 = 0; i32 < 8; ++i32) {
             const int q33 = i32 * 256 + tsr_tid;
-            const int64_t n34 = !(true && (o28 + ((q33 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 8) % 256))) : 8;
-            const uint16_t* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 8) / 256)) * tsr_p1_s0 + (o29 + ((q33 * 8) % 256)) * tsr_p1_s1 : 0);
-            uint16_t* const dst36 = (sh16 + (pro17) * 16896) + (((q33 * 8) / 256)) * 264 + (((q33 * 8) % 256)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src35)) {
-              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 2);
+            tsr::cp_async_16(sb31 + uint32_t((((q33 * 8) / 256)) * 264 + (((q33 * 8) % 256)) * 1) * 2u, tsr_p1 + (o29 + ((q33 * 8) / 256)) * tsr_p1_s0 + (o30 + ((q33 * 8) % 256)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i34 = 0; i34 < 8; ++i34) {
+            const int q35 = i34 * 256 + tsr_tid;
+            const int64_t n36 = !(true && (o29 + ((q35 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 256))) : 8;
+            const uint16_t* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 8) / 256)) * tsr_p1_s0 + (o30 + ((q35 * 8) % 256)) * tsr_p1_s1 : 0);
+            uint16_t* const dst38 = (sh16 + (pro17) * 16896) + (((q35 * 8) / 256)) * 264 + (((q35 * 8) % 256)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src37)) {
+              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : uint16_t(0);
             }
           }
         }
@@ -119,56 +121,58 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv37_ = v9; v0 > 0 && iv37_ < v8; iv37_ += v0) {
-    const int32_t iv37 = int32_t(iv37_);
+  for (int64_t iv39_ = v9; v0 > 0 && iv39_ < v8; iv39_ += v0) {
+    const int32_t iv39 = int32_t(iv39_);
     tsr::cp_async_wait<1>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv37_ + 2 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx38 = int32_t((iv37_ + 2 * int64_t(v0)));
+    if ((iv39_ + 2 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx40 = int32_t((iv39_ + 2 * int64_t(v0)));
       {
-        const int64_t o39 = int64_t(v1) * 128;
-        const int64_t o40 = int64_t(nx38) * 64;
-        if (o39 >= 0 && o39 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o40 >= 0 && o40 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+        const int64_t o41 = int64_t(v1) * 128;
+        const int64_t o42 = int64_t(nx40) * 64;
+        if (o41 >= 0 && o41 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o42 >= 0 && o42 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o41 * tsr_p0_s0 + o42 * tsr_p0_s1)) {
+          const uint32_t sb43 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 9216));
           #pragma unroll
-          for (int i41 = 0; i41 < 4; ++i41) {
-            const int q42 = i41 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 2) % 3) * 9216) + (((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1), tsr_p0 + (o39 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o40 + ((q42 * 8) % 64)) * tsr_p0_s1);
+          for (int i44 = 0; i44 < 4; ++i44) {
+            const int q45 = i44 * 256 + tsr_tid;
+            tsr::cp_async_16(sb43 + uint32_t((((q45 * 8) / 64)) * 72 + (((q45 * 8) % 64)) * 1) * 2u, tsr_p0 + (o41 + ((q45 * 8) / 64)) * tsr_p0_s0 + (o42 + ((q45 * 8) % 64)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i43 = 0; i43 < 4; ++i43) {
-            const int q44 = i43 * 256 + tsr_tid;
-            const int64_t n45 = !(true && (o39 + ((q44 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 8) % 64))) : 8;
-            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 8) / 64)) * tsr_p0_s0 + (o40 + ((q44 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst47 = (sh15 + ((rs14 + 2) % 3) * 9216) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
-              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
+          for (int i46 = 0; i46 < 4; ++i46) {
+            const int q47 = i46 * 256 + tsr_tid;
+            const int64_t n48 = !(true && (o41 + ((q47 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 64))) : 8;
+            const uint16_t* src49 = tsr_p0 + (n48 > 0 ? (o41 + ((q47 * 8) / 64)) * tsr_p0_s0 + (o42 + ((q47 * 8) % 64)) * tsr_p0_s1 : 0);
+            uint16_t* const dst50 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 9216) + (((q47 * 8) / 64)) * 72 + (((q47 * 8) % 64)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src49)) {
+              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o48 = int64_t(nx38) * 64;
-        const int64_t o49 = int64_t(v2) * 256;
-        if (o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o49 >= 0 && o49 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+        const int64_t o51 = int64_t(nx40) * 64;
+        const int64_t o52 = int64_t(v2) * 256;
+        if (o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o52 >= 0 && o52 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o51 * tsr_p1_s0 + o52 * tsr_p1_s1)) {
+          const uint32_t sb53 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16896));
           #pragma unroll
-          for (int i50 = 0; i50 < 8; ++i50) {
-            const int q51 = i50 * 256 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 2) % 3) * 16896) + (((q51 * 8) / 256)) * 264 + (((q51 * 8) % 256)) * 1), tsr_p1 + (o48 + ((q51 * 8) / 256)) * tsr_p1_s0 + (o49 + ((q51 * 8) % 256)) * tsr_p1_s1);
+          for (int i54 = 0; i54 < 8; ++i54) {
+            const int q55 = i54 * 256 + tsr_tid;
+            tsr::cp_async_16(sb53 + uint32_t((((q55 * 8) / 256)) * 264 + (((q55 * 8) % 256)) * 1) * 2u, tsr_p1 + (o51 + ((q55 * 8) / 256)) * tsr_p1_s0 + (o52 + ((q55 * 8) % 256)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i52 = 0; i52 < 8; ++i52) {
-            const int q53 = i52 * 256 + tsr_tid;
-            const int64_t n54 = !(true && (o48 + ((q53 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 8) % 256))) : 8;
-            const uint16_t* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 8) / 256)) * tsr_p1_s0 + (o49 + ((q53 * 8) % 256)) * tsr_p1_s1 : 0);
-            uint16_t* const dst56 = (sh16 + ((rs14 + 2) % 3) * 16896) + (((q53 * 8) / 256)) * 264 + (((q53 * 8) % 256)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src55)) {
-              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 2);
+          for (int i56 = 0; i56 < 8; ++i56) {
+            const int q57 = i56 * 256 + tsr_tid;
+            const int64_t n58 = !(true && (o51 + ((q57 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 256))) : 8;
+            const uint16_t* src59 = tsr_p1 + (n58 > 0 ? (o51 + ((q57 * 8) / 256)) * tsr_p1_s0 + (o52 + ((q57 * 8) % 256)) * tsr_p1_s1 : 0);
+            uint16_t* const dst60 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16896) + (((q57 * 8) / 256)) * 264 + (((q57 * 8) % 256)) * 1;
+            if (tsr::aligned_vec<uint16_t, 8>(src59)) {
+              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 2);
             } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : uint16_t(0);
+              for (int v_ = 0; v_ < 8; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : uint16_t(0);
             }
           }
         }
@@ -178,10 +182,10 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     // %25 = load_tile %a, %12, %23 : tile<f16, [128, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %27 = dot %25, %26, %24 : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-    float v57[128];
+    float v61[128];
     #pragma unroll
-    for (int s58 = 0; s58 < 128; ++s58) {
-      v57[s58] = c12[s58];
+    for (int s62 = 0; s62 < 128; ++s62) {
+      v61[s62] = c12[s62];
     }
     {
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
@@ -207,78 +211,78 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v57[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v57[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_f16_16816(&v57[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_f16_16816(&v57[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_f16_16816(&v57[28], fa[ks & 1][0], fb[ks & 1][7]);
-        tsr::mma_f16_16816(&v57[32], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57[36], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57[40], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57[44], fa[ks & 1][1], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v57[48], fa[ks & 1][1], fb[ks & 1][4]);
-        tsr::mma_f16_16816(&v57[52], fa[ks & 1][1], fb[ks & 1][5]);
-        tsr::mma_f16_16816(&v57[56], fa[ks & 1][1], fb[ks & 1][6]);
-        tsr::mma_f16_16816(&v57[60], fa[ks & 1][1], fb[ks & 1][7]);
-        tsr::mma_f16_16816(&v57[64], fa[ks & 1][2], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57[68], fa[ks & 1][2], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57[72], fa[ks & 1][2], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57[76], fa[ks & 1][2], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v57[80], fa[ks & 1][2], fb[ks & 1][4]);
-        tsr::mma_f16_16816(&v57[84], fa[ks & 1][2], fb[ks & 1][5]);
-        tsr::mma_f16_16816(&v57[88], fa[ks & 1][2], fb[ks & 1][6]);
-        tsr::mma_f16_16816(&v57[92], fa[ks & 1][2], fb[ks & 1][7]);
-        tsr::mma_f16_16816(&v57[96], fa[ks & 1][3], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v57[100], fa[ks & 1][3], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v57[104], fa[ks & 1][3], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v57[108], fa[ks & 1][3], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v57[112], fa[ks & 1][3], fb[ks & 1][4]);
-        tsr::mma_f16_16816(&v57[116], fa[ks & 1][3], fb[ks & 1][5]);
-        tsr::mma_f16_16816(&v57[120], fa[ks & 1][3], fb[ks & 1][6]);
-        tsr::mma_f16_16816(&v57[124], fa[ks & 1][3], fb[ks & 1][7]);
+        tsr::mma_f16_16816(&v61[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_f16_16816(&v61[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_f16_16816(&v61[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_f16_16816(&v61[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_f16_16816(&v61[32], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61[36], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61[40], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61[44], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61[48], fa[ks & 1][1], fb[ks & 1][4]);
+        tsr::mma_f16_16816(&v61[52], fa[ks & 1][1], fb[ks & 1][5]);
+        tsr::mma_f16_16816(&v61[56], fa[ks & 1][1], fb[ks & 1][6]);
+        tsr::mma_f16_16816(&v61[60], fa[ks & 1][1], fb[ks & 1][7]);
+        tsr::mma_f16_16816(&v61[64], fa[ks & 1][2], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61[68], fa[ks & 1][2], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61[72], fa[ks & 1][2], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61[76], fa[ks & 1][2], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61[80], fa[ks & 1][2], fb[ks & 1][4]);
+        tsr::mma_f16_16816(&v61[84], fa[ks & 1][2], fb[ks & 1][5]);
+        tsr::mma_f16_16816(&v61[88], fa[ks & 1][2], fb[ks & 1][6]);
+        tsr::mma_f16_16816(&v61[92], fa[ks & 1][2], fb[ks & 1][7]);
+        tsr::mma_f16_16816(&v61[96], fa[ks & 1][3], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v61[100], fa[ks & 1][3], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v61[104], fa[ks & 1][3], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v61[108], fa[ks & 1][3], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v61[112], fa[ks & 1][3], fb[ks & 1][4]);
+        tsr::mma_f16_16816(&v61[116], fa[ks & 1][3], fb[ks & 1][5]);
+        tsr::mma_f16_16816(&v61[120], fa[ks & 1][3], fb[ks & 1][6]);
+        tsr::mma_f16_16816(&v61[124], fa[ks & 1][3], fb[ks & 1][7]);
       }
     }
     // yield %27
     #pragma unroll
-    for (int s59 = 0; s59 < 128; ++s59) {
-      c12[s59] = v57[s59];
+    for (int s63 = 0; s63 < 128; ++s63) {
+      c12[s63] = v61[s63];
     }
-    rs14 = (rs14 + 1) % 3;
+    rs14 = int((unsigned(rs14) + 1u) % 3u);
   }
   tsr::cp_async_wait<0>();
   // %28 = cast %22 : tile<f16, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-  float v60[128];
+  float v64[128];
   #pragma unroll
-  for (int s61 = 0; s61 < 128; ++s61) {
-    v60[s61] = tsr::rf16(float(float(c12[s61])));
+  for (int s65 = 0; s65 < 128; ++s65) {
+    v64[s65] = tsr::rf16(float(float(c12[s65])));
   }
   // store_tile %c, %28, %12, %13
   {
-    const int64_t o62 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
-    const int64_t o63 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
-    const bool whole64 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
-    if (whole64) {
+    const int64_t o66 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
+    const int64_t o67 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    const bool whole68 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
+    if (whole68) {
       #pragma unroll
-      for (int c65 = 0; c65 < 64; ++c65) {
-        uint16_t vb66[2];
-        vb66[0] = tsr::f2h(v60[c65 * 2 + 0]);
-        vb66[1] = tsr::f2h(v60[c65 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c65 * 2) / 2) % 2) * 8 + (((c65 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c65 * 2) % 2) + (((c65 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb66);
+      for (int c69 = 0; c69 < 64; ++c69) {
+        uint16_t vb70[2];
+        vb70[0] = tsr::f2h(v64[c69 * 2 + 0]);
+        vb70[1] = tsr::f2h(v64[c69 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c69 * 2) / 2) % 2) * 8 + (((c69 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o67 + (((c69 * 2) % 2) + (((c69 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb70);
       }
     } else {
       #pragma unroll
-      for (int c67 = 0; c67 < 64; ++c67) {
-        uint16_t vb68[2];
-        if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
-          vb68[0] = tsr::f2h(v60[c67 * 2 + 0]);
-          vb68[1] = tsr::f2h(v60[c67 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb68);
+      for (int c71 = 0; c71 < 64; ++c71) {
+        uint16_t vb72[2];
+        if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
+          vb72[0] = tsr::f2h(v64[c71 * 2 + 0]);
+          vb72[1] = tsr::f2h(v64[c71 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb72);
         } else {
-          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v60[c67 * 2]);
-          if ((o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o62 + ((((c67 * 2) / 2) % 2) * 8 + (((c67 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o63 + (((c67 * 2) % 2) + (((c67 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v60[c67 * 2 + 1]);
+          if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v64[c71 * 2]);
+          if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v64[c71 * 2 + 1]);
         }
       }
     }

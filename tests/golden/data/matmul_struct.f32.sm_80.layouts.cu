@@ -73,46 +73,48 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const int64_t o19 = int64_t(v1) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2304));
           #pragma unroll
-          for (int i21 = 0; i21 < 4; ++i21) {
-            const int q22 = i21 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2304) + (((q22 * 4) / 32)) * 36 + (((q22 * 4) % 32)) * 1), tsr_p0 + (o19 + ((q22 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q22 * 4) % 32)) * tsr_p0_s1);
+          for (int i22 = 0; i22 < 4; ++i22) {
+            const int q23 = i22 * 128 + tsr_tid;
+            tsr::cp_async_16(sb21 + uint32_t((((q23 * 4) / 32)) * 36 + (((q23 * 4) % 32)) * 1) * 4u, tsr_p0 + (o19 + ((q23 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q23 * 4) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i23 = 0; i23 < 4; ++i23) {
-            const int q24 = i23 * 128 + tsr_tid;
-            const int64_t n25 = !(true && (o19 + ((q24 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q24 * 4) % 32))) : 4;
-            const float* src26 = tsr_p0 + (n25 > 0 ? (o19 + ((q24 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q24 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst27 = (sh15 + (pro17) * 2304) + (((q24 * 4) / 32)) * 36 + (((q24 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src26)) {
-              tsr::cp_async_16(tsr::smem_u32(dst27), src26, int(n25) * 4);
+          for (int i24 = 0; i24 < 4; ++i24) {
+            const int q25 = i24 * 128 + tsr_tid;
+            const int64_t n26 = !(true && (o19 + ((q25 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) : 4;
+            const float* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q25 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst28 = (sh15 + (pro17) * 2304) + (((q25 * 4) / 32)) * 36 + (((q25 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src27)) {
+              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : float(0);
             }
           }
         }
       }
       {
-        const int64_t o28 = int64_t(nx18) * 32;
-        const int64_t o29 = int64_t(v2) * 64;
-        if (o28 >= 0 && o28 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o29 >= 0 && o29 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o28 * tsr_p1_s0 + o29 * tsr_p1_s1)) {
-          #pragma unroll
-          for (int i30 = 0; i30 < 4; ++i30) {
-            const int q31 = i30 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2176) + (((q31 * 4) / 64)) * 68 + (((q31 * 4) % 64)) * 1), tsr_p1 + (o28 + ((q31 * 4) / 64)) * tsr_p1_s0 + (o29 + ((q31 * 4) % 64)) * tsr_p1_s1);
-          }
-        } else {
+        const int64_t o29 = int64_t(nx18) * 32;
+        const int64_t o30 = int64_t(v2) * 64;
+        if (o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o30 >= 0 && o30 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
+          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 2176));
           #pragma unroll
           for (int i32 = 0; i32 < 4; ++i32) {
             const int q33 = i32 * 128 + tsr_tid;
-            const int64_t n34 = !(true && (o28 + ((q33 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o29 + ((q33 * 4) % 64))) : 4;
-            const float* src35 = tsr_p1 + (n34 > 0 ? (o28 + ((q33 * 4) / 64)) * tsr_p1_s0 + (o29 + ((q33 * 4) % 64)) * tsr_p1_s1 : 0);
-            float* const dst36 = (sh16 + (pro17) * 2176) + (((q33 * 4) / 64)) * 68 + (((q33 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src35)) {
-              tsr::cp_async_16(tsr::smem_u32(dst36), src35, int(n34) * 4);
+            tsr::cp_async_16(sb31 + uint32_t((((q33 * 4) / 64)) * 68 + (((q33 * 4) % 64)) * 1) * 4u, tsr_p1 + (o29 + ((q33 * 4) / 64)) * tsr_p1_s0 + (o30 + ((q33 * 4) % 64)) * tsr_p1_s1);
+          }
+        } else {
+          #pragma unroll
+          for (int i34 = 0; i34 < 4; ++i34) {
+            const int q35 = i34 * 128 + tsr_tid;
+            const int64_t n36 = !(true && (o29 + ((q35 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) : 4;
+            const float* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 4) / 64)) * tsr_p1_s0 + (o30 + ((q35 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst38 = (sh16 + (pro17) * 2176) + (((q35 * 4) / 64)) * 68 + (((q35 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src37)) {
+              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : float(0);
             }
           }
         }
@@ -120,56 +122,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv37_ = v11; v0 > 0 && iv37_ < v10; iv37_ += v0) {
-    const int32_t iv37 = int32_t(iv37_);
+  for (int64_t iv39_ = v11; v0 > 0 && iv39_ < v10; iv39_ += v0) {
+    const int32_t iv39 = int32_t(iv39_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv37_ + 1 * int64_t(v0)) < int64_t(v10)) {
-      const int32_t nx38 = int32_t((iv37_ + 1 * int64_t(v0)));
+    if ((iv39_ + 1 * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx40 = int32_t((iv39_ + 1 * int64_t(v0)));
       {
-        const int64_t o39 = int64_t(v1) * 64;
-        const int64_t o40 = int64_t(nx38) * 32;
-        if (o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o40 >= 0 && o40 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o39 * tsr_p0_s0 + o40 * tsr_p0_s1)) {
+        const int64_t o41 = int64_t(v1) * 64;
+        const int64_t o42 = int64_t(nx40) * 32;
+        if (o41 >= 0 && o41 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o41 * tsr_p0_s0 + o42 * tsr_p0_s1)) {
+          const uint32_t sb43 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
           #pragma unroll
-          for (int i41 = 0; i41 < 4; ++i41) {
-            const int q42 = i41 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh15 + ((rs14 + 1) % 2) * 2304) + (((q42 * 4) / 32)) * 36 + (((q42 * 4) % 32)) * 1), tsr_p0 + (o39 + ((q42 * 4) / 32)) * tsr_p0_s0 + (o40 + ((q42 * 4) % 32)) * tsr_p0_s1);
+          for (int i44 = 0; i44 < 4; ++i44) {
+            const int q45 = i44 * 128 + tsr_tid;
+            tsr::cp_async_16(sb43 + uint32_t((((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1) * 4u, tsr_p0 + (o41 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o42 + ((q45 * 4) % 32)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int i43 = 0; i43 < 4; ++i43) {
-            const int q44 = i43 * 128 + tsr_tid;
-            const int64_t n45 = !(true && (o39 + ((q44 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o40 + ((q44 * 4) % 32))) : 4;
-            const float* src46 = tsr_p0 + (n45 > 0 ? (o39 + ((q44 * 4) / 32)) * tsr_p0_s0 + (o40 + ((q44 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst47 = (sh15 + ((rs14 + 1) % 2) * 2304) + (((q44 * 4) / 32)) * 36 + (((q44 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src46)) {
-              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 4);
+          for (int i46 = 0; i46 < 4; ++i46) {
+            const int q47 = i46 * 128 + tsr_tid;
+            const int64_t n48 = !(true && (o41 + ((q47 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) : 4;
+            const float* src49 = tsr_p0 + (n48 > 0 ? (o41 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o42 + ((q47 * 4) % 32)) * tsr_p0_s1 : 0);
+            float* const dst50 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1;
+            if (tsr::aligned_vec<float, 4>(src49)) {
+              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : float(0);
             }
           }
         }
       }
       {
-        const int64_t o48 = int64_t(nx38) * 32;
-        const int64_t o49 = int64_t(v2) * 64;
-        if (o48 >= 0 && o48 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o49 >= 0 && o49 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
+        const int64_t o51 = int64_t(nx40) * 32;
+        const int64_t o52 = int64_t(v2) * 64;
+        if (o51 >= 0 && o51 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o51 * tsr_p1_s0 + o52 * tsr_p1_s1)) {
+          const uint32_t sb53 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176));
           #pragma unroll
-          for (int i50 = 0; i50 < 4; ++i50) {
-            const int q51 = i50 * 128 + tsr_tid;
-            tsr::cp_async_16(tsr::smem_u32((sh16 + ((rs14 + 1) % 2) * 2176) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1), tsr_p1 + (o48 + ((q51 * 4) / 64)) * tsr_p1_s0 + (o49 + ((q51 * 4) % 64)) * tsr_p1_s1);
+          for (int i54 = 0; i54 < 4; ++i54) {
+            const int q55 = i54 * 128 + tsr_tid;
+            tsr::cp_async_16(sb53 + uint32_t((((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1) * 4u, tsr_p1 + (o51 + ((q55 * 4) / 64)) * tsr_p1_s0 + (o52 + ((q55 * 4) % 64)) * tsr_p1_s1);
           }
         } else {
           #pragma unroll
-          for (int i52 = 0; i52 < 4; ++i52) {
-            const int q53 = i52 * 128 + tsr_tid;
-            const int64_t n54 = !(true && (o48 + ((q53 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o49 + ((q53 * 4) % 64))) : 4;
-            const float* src55 = tsr_p1 + (n54 > 0 ? (o48 + ((q53 * 4) / 64)) * tsr_p1_s0 + (o49 + ((q53 * 4) % 64)) * tsr_p1_s1 : 0);
-            float* const dst56 = (sh16 + ((rs14 + 1) % 2) * 2176) + (((q53 * 4) / 64)) * 68 + (((q53 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src55)) {
-              tsr::cp_async_16(tsr::smem_u32(dst56), src55, int(n54) * 4);
+          for (int i56 = 0; i56 < 4; ++i56) {
+            const int q57 = i56 * 128 + tsr_tid;
+            const int64_t n58 = !(true && (o51 + ((q57 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) : 4;
+            const float* src59 = tsr_p1 + (n58 > 0 ? (o51 + ((q57 * 4) / 64)) * tsr_p1_s0 + (o52 + ((q57 * 4) % 64)) * tsr_p1_s1 : 0);
+            float* const dst60 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176) + (((q57 * 4) / 64)) * 68 + (((q57 * 4) % 64)) * 1;
+            if (tsr::aligned_vec<float, 4>(src59)) {
+              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 4);
             } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst56[v_] = v_ < n54 ? src55[v_] : float(0);
+              for (int v_ = 0; v_ < 4; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : float(0);
             }
           }
         }
@@ -179,10 +183,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v57[32];
+    float v61[32];
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      v57[s58] = c12[s58];
+    for (int s62 = 0; s62 < 32; ++s62) {
+      v61[s62] = c12[s62];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -200,78 +204,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const auto b1_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 3) * 1];
-        v57[0] = fmaf(float(a0_), float(b0_), v57[0]);
-        v57[1] = fmaf(float(a0_), float(b1_), v57[1]);
-        v57[2] = fmaf(float(a0_), float(b2_), v57[2]);
-        v57[3] = fmaf(float(a0_), float(b3_), v57[3]);
-        v57[4] = fmaf(float(a1_), float(b0_), v57[4]);
-        v57[5] = fmaf(float(a1_), float(b1_), v57[5]);
-        v57[6] = fmaf(float(a1_), float(b2_), v57[6]);
-        v57[7] = fmaf(float(a1_), float(b3_), v57[7]);
-        v57[8] = fmaf(float(a2_), float(b0_), v57[8]);
-        v57[9] = fmaf(float(a2_), float(b1_), v57[9]);
-        v57[10] = fmaf(float(a2_), float(b2_), v57[10]);
-        v57[11] = fmaf(float(a2_), float(b3_), v57[11]);
-        v57[12] = fmaf(float(a3_), float(b0_), v57[12]);
-        v57[13] = fmaf(float(a3_), float(b1_), v57[13]);
-        v57[14] = fmaf(float(a3_), float(b2_), v57[14]);
-        v57[15] = fmaf(float(a3_), float(b3_), v57[15]);
-        v57[16] = fmaf(float(a4_), float(b0_), v57[16]);
-        v57[17] = fmaf(float(a4_), float(b1_), v57[17]);
-        v57[18] = fmaf(float(a4_), float(b2_), v57[18]);
-        v57[19] = fmaf(float(a4_), float(b3_), v57[19]);
-        v57[20] = fmaf(float(a5_), float(b0_), v57[20]);
-        v57[21] = fmaf(float(a5_), float(b1_), v57[21]);
-        v57[22] = fmaf(float(a5_), float(b2_), v57[22]);
-        v57[23] = fmaf(float(a5_), float(b3_), v57[23]);
-        v57[24] = fmaf(float(a6_), float(b0_), v57[24]);
-        v57[25] = fmaf(float(a6_), float(b1_), v57[25]);
-        v57[26] = fmaf(float(a6_), float(b2_), v57[26]);
-        v57[27] = fmaf(float(a6_), float(b3_), v57[27]);
-        v57[28] = fmaf(float(a7_), float(b0_), v57[28]);
-        v57[29] = fmaf(float(a7_), float(b1_), v57[29]);
-        v57[30] = fmaf(float(a7_), float(b2_), v57[30]);
-        v57[31] = fmaf(float(a7_), float(b3_), v57[31]);
+        v61[0] = fmaf(float(a0_), float(b0_), v61[0]);
+        v61[1] = fmaf(float(a0_), float(b1_), v61[1]);
+        v61[2] = fmaf(float(a0_), float(b2_), v61[2]);
+        v61[3] = fmaf(float(a0_), float(b3_), v61[3]);
+        v61[4] = fmaf(float(a1_), float(b0_), v61[4]);
+        v61[5] = fmaf(float(a1_), float(b1_), v61[5]);
+        v61[6] = fmaf(float(a1_), float(b2_), v61[6]);
+        v61[7] = fmaf(float(a1_), float(b3_), v61[7]);
+        v61[8] = fmaf(float(a2_), float(b0_), v61[8]);
+        v61[9] = fmaf(float(a2_), float(b1_), v61[9]);
+        v61[10] = fmaf(float(a2_), float(b2_), v61[10]);
+        v61[11] = fmaf(float(a2_), float(b3_), v61[11]);
+        v61[12] = fmaf(float(a3_), float(b0_), v61[12]);
+        v61[13] = fmaf(float(a3_), float(b1_), v61[13]);
+        v61[14] = fmaf(float(a3_), float(b2_), v61[14]);
+        v61[15] = fmaf(float(a3_), float(b3_), v61[15]);
+        v61[16] = fmaf(float(a4_), float(b0_), v61[16]);
+        v61[17] = fmaf(float(a4_), float(b1_), v61[17]);
+        v61[18] = fmaf(float(a4_), float(b2_), v61[18]);
+        v61[19] = fmaf(float(a4_), float(b3_), v61[19]);
+        v61[20] = fmaf(float(a5_), float(b0_), v61[20]);
+        v61[21] = fmaf(float(a5_), float(b1_), v61[21]);
+        v61[22] = fmaf(float(a5_), float(b2_), v61[22]);
+        v61[23] = fmaf(float(a5_), float(b3_), v61[23]);
+        v61[24] = fmaf(float(a6_), float(b0_), v61[24]);
+        v61[25] = fmaf(float(a6_), float(b1_), v61[25]);
+        v61[26] = fmaf(float(a6_), float(b2_), v61[26]);
+        v61[27] = fmaf(float(a6_), float(b3_), v61[27]);
+        v61[28] = fmaf(float(a7_), float(b0_), v61[28]);
+        v61[29] = fmaf(float(a7_), float(b1_), v61[29]);
+        v61[30] = fmaf(float(a7_), float(b2_), v61[30]);
+        v61[31] = fmaf(float(a7_), float(b3_), v61[31]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s59 = 0; s59 < 32; ++s59) {
-      c12[s59] = v57[s59];
+    for (int s63 = 0; s63 < 32; ++s63) {
+      c12[s63] = v61[s63];
     }
-    rs14 = (rs14 + 1) % 2;
+    rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o60 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o61 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole62 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole62) {
+    const int64_t o64 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o65 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole66 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole66) {
       #pragma unroll
-      for (int c63 = 0; c63 < 8; ++c63) {
-        float vb64[4];
-        vb64[0] = c12[c63 * 4 + 0];
-        vb64[1] = c12[c63 * 4 + 1];
-        vb64[2] = c12[c63 * 4 + 2];
-        vb64[3] = c12[c63 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o60 + ((((c63 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c63 * 4) % 4))) * tsr_p2_s1, vb64);
+      for (int c67 = 0; c67 < 8; ++c67) {
+        float vb68[4];
+        vb68[0] = c12[c67 * 4 + 0];
+        vb68[1] = c12[c67 * 4 + 1];
+        vb68[2] = c12[c67 * 4 + 2];
+        vb68[3] = c12[c67 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o64 + ((((c67 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c67 * 4) % 4))) * tsr_p2_s1, vb68);
       }
     } else {
       #pragma unroll
-      for (int c65 = 0; c65 < 8; ++c65) {
-        float vb66[4];
-        if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1)) {
-          vb66[0] = c12[c65 * 4 + 0];
-          vb66[1] = c12[c65 * 4 + 1];
-          vb66[2] = c12[c65 * 4 + 2];
-          vb66[3] = c12[c65 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1, vb66);
+      for (int c69 = 0; c69 < 8; ++c69) {
+        float vb70[4];
+        if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1)) {
+          vb70[0] = c12[c69 * 4 + 0];
+          vb70[1] = c12[c69 * 4 + 1];
+          vb70[2] = c12[c69 * 4 + 2];
+          vb70[3] = c12[c69 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1, vb70);
         } else {
-          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4))) * tsr_p2_s1] = c12[c65 * 4];
-          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c65 * 4 + 1];
-          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c65 * 4 + 2];
-          if ((o60 + ((((c65 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o61 + (((c65 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o60 + ((((c65 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o61 + (((c65 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c65 * 4 + 3];
+          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1] = c12[c69 * 4];
+          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c69 * 4 + 1];
+          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c69 * 4 + 2];
+          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c69 * 4 + 3];
         }
       }
     }
