@@ -10,6 +10,9 @@
 #    4096 x 32768, L2 flushed), planning then layouts, two rounds: the session-37 gaps were
 #    1.41 / 1.32 / 1.12 at 32768 on the H200 (the planning emitter's program prefetch).
 #    Predicted: within 3% of the planning emitter.
+# 4. A/B of TESSERA_CUDA_REFILL_AT_TOP=1 on the layout emitter's mma.sync matmul (cuda_bench
+#    --only matmul, mma_sync lines; off = the ring's refill after the dot's first k step, the
+#    new default: 48 B of stack at 255 registers by ptxas; on = at the iteration's top as before).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_common.sh
@@ -22,12 +25,24 @@ grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Failure|SEGFAULT" "$R/
 echo "[$(( $(date +%s) - S0 )) s] ctest"
 TESSERA_CUDA_FROM_LAYOUTS=1 topk_checks
 echo "[$(( $(date +%s) - S0 )) s] topk checks"
-for round in a b; do
+rows() {
+  local round=$1
   for em in planning layouts; do
     for k in softmax layernorm rmsnorm topk; do
       env $([ $em = layouts ] && echo TESSERA_CUDA_FROM_LAYOUTS=1) timeout 100 $B/bin/cuda_bench --only $k 2>&1 |
         grep -E "^$k " | sed "s/^/$em $round: /" | cut -c1-150
     done
   done
+}
+rows a
+echo "[$(( $(date +%s) - S0 )) s] rows a"
+for mode in off on off; do
+  envs="TESSERA_CUDA_FROM_LAYOUTS=1"
+  [ $mode = on ] && envs="$envs TESSERA_CUDA_REFILL_AT_TOP=1"
+  echo "=== cuda_bench --only matmul, layouts, refill at top $mode"
+  env $envs timeout 150 $B/bin/cuda_bench --only matmul 2>&1 | grep -E "mma_sync 128x256x64  |mma_sync 128x128x64  |^matmul_mma_sync" | cut -c1-160
 done
+echo "[$(( $(date +%s) - S0 )) s] refill A/B"
+# The second round of rows while the call has time for it (10 minutes a call).
+[ $(( $(date +%s) - S0 )) -lt 420 ] && rows b
 echo "[$(( $(date +%s) - S0 )) s] done"

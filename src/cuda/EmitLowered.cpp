@@ -533,16 +533,41 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // (The stage arithmetic is unsigned: a signed % S of a value the compiler cannot prove
   // non-negative costs a sign fix-up.)
   const std::string next_stage = "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)";
+  // The refill goes after the first k step of an mma.sync dot of the body where there is one
+  // (lowered_dot; the planning emitter's ring issues its copies there too): it writes the stage
+  // no thread reads after this iteration's barrier, so anywhere before the iteration's end will
+  // do, and one commit group an iteration keeps wait<S - 2>'s count.
+  // TESSERA_CUDA_REFILL_AT_TOP=1 keeps it at the top (an A/B switch).
+  bool refill_in_dot = false;
+  if (!env_flag("TESSERA_CUDA_REFILL_AT_TOP"))
+    for (const auto& o : body.ops)
+      refill_in_dot |= o->kind == OpKind::Dot && o->result()->type.layout.kind == tessera::Layout::Kind::Mma &&
+                       o->result()->type.layout.version == 2;
+  auto saved_refill = std::move(ring_refill_);
+  const Op* saved_loop = ring_refill_loop_;
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
               line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
               if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
               barrier();
-              issue("(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))", next_stage);
+              const std::string at = "(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))";
+              if (refill_in_dot) {
+                ring_refill_ = [&issue, at, next_stage] { issue(at, next_stage); };
+                ring_refill_loop_ = &op;
+              } else {
+                issue(at, next_stage);
+              }
             },
             [&] {
+              if (ring_refill_) {
+                auto refill = std::move(ring_refill_);
+                ring_refill_ = nullptr;
+                refill();
+              }
               line(stage + " = int((unsigned(" + stage + ") + 1u) % " + num(S) + "u);");
             });
+  ring_refill_ = std::move(saved_refill);
+  ring_refill_loop_ = saved_loop;
   line("tsr::cp_async_wait<0>();");
   // A ring loop entered again (inside another loop) refills its first stages in its prologue,
   // which the last iteration's slower warps may still be reading: the end-of-iteration barrier
@@ -1761,6 +1786,15 @@ void Emitter::lowered_dot(const Op& op) {
   for (int64_t i = 0; i < MT; ++i)
     for (int64_t j = 0; j < NT; ++j)
       line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], fa[ks & 1][" + num(i) + "], fb[ks & 1][" + num(j) + "]);");
+  // The ring's refill, left by emit_ring_loop, after the first step's mma instructions.
+  if (ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_) {
+    auto refill = std::move(ring_refill_);
+    ring_refill_ = nullptr;
+    open("if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run");
+    refill();
+    close();
+    count("ring-refills-in-dots");
+  }
   close();
   close();
   count("mma-dots");

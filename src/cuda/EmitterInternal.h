@@ -185,6 +185,12 @@ class Emitter {
     std::string stage;  // the variable holding this iteration's stage
   };
   std::unordered_map<const Op*, Ring> rings_;
+  // The refill of a cp.async ring's freed stage (iteration i + S - 1's copies), left for an
+  // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print after its
+  // first k step's mma instructions, so that the tensor cores start before the copies' address
+  // arithmetic; printed at the iteration's end where no such dot took it.
+  std::function<void()> ring_refill_;
+  const Op* ring_refill_loop_ = nullptr;
   bool emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   // The rings of `loads` (S buffers each, one stage variable for all): rings_.
   void alloc_rings(const std::vector<const Op*>& loads, int64_t S);

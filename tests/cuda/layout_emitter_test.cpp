@@ -285,6 +285,17 @@ TEST(LayoutEmitter, AbSwitchesPrintWhatTheySayAndCompile) {
     EXPECT_NE(em.source.find("const uint32_t sb"), std::string::npos) << k->name;
     EXPECT_NE(em.source.find("u) % "), std::string::npos) << k->name;
   }
+  // The ring's refill after the dot's first k step (mma.sync), or at the top of the iteration
+  // under TESSERA_CUDA_REFILL_AT_TOP=1; one cp.async commit an iteration either way.
+  for (bool top : {false, true}) {
+    testutil::ScopedEnv e("TESSERA_CUDA_REFILL_AT_TOP", top ? "1" : "0");
+    bool printed = false;
+    CudaEmission em = by_layouts(*mm, "sm_80", &printed);
+    ASSERT_TRUE(printed);
+    EXPECT_EQ(em.stats["ring-refills-in-dots"], top ? 0 : 1);
+    EXPECT_EQ(em.source.find("if (ks == 0) {  // the ring's refill") == std::string::npos, top);
+    EXPECT_EQ(occurrences(em.source, "tsr::cp_async_commit();"), 2u);  // the prologue's and the loop's
+  }
   for (const Case& c : {Case{"TESSERA_CUDA_SINGLE_FRAGMENTS", mm.get(), "tsr::ldsm_x4(fa[ks & 1]", "if (ks + 1 < "},
                         Case{"TESSERA_CUDA_SCRATCH_EXCHANGES", sm.get(), "reinterpret_cast<float*>(tsr_smem + 0)[", "tsr_red"}}) {
     for (bool on : {false, true}) {

@@ -202,72 +202,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int32_t iv67 = int32_t(iv67_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv67_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx68 = int32_t((iv67_ + 1 * int64_t(v3_c1)));
-      // %off = mul %j, %bn : i32
-      const int32_t v69_off = int32_t(uint32_t(nx68) * uint32_t(v5_bn));
-      {
-        const int64_t o70 = int64_t(v1_ph) * 1;
-        const int64_t o71 = int64_t(nx68) * 64;
-        const int64_t o72 = int64_t(v2_c0) * 64;
-        if (o70 >= 0 && o70 + 1 <= int64_t(tsr_dim_H) && o71 >= 0 && o71 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o70 * tsr_p1_s0 + o71 * tsr_p1_s1 + o72 * tsr_p1_s2)) {
-          const uint32_t sb73 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
-          #pragma unroll
-          for (int i74 = 0; i74 < 4; ++i74) {
-            const int q75 = i74 * 128 + tsr_tid;
-            tsr::cp_async_16(sb73 + uint32_t((0) * 4608 + (((q75 * 8) / 64)) * 72 + (((q75 * 8) % 64)) * 1) * 2u, tsr_p1 + (o70 + 0) * tsr_p1_s0 + (o71 + ((q75 * 8) / 64)) * tsr_p1_s1 + (o72 + ((q75 * 8) % 64)) * tsr_p1_s2);
-          }
-        } else {
-          #pragma unroll
-          for (int i76 = 0; i76 < 4; ++i76) {
-            const int q77 = i76 * 128 + tsr_tid;
-            const int64_t n78 = !(true && (o70 + 0) < int64_t(tsr_dim_H) && (o71 + ((q77 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o72 + ((q77 * 8) % 64))) : 8;
-            const uint16_t* src79 = tsr_p1 + (n78 > 0 ? (o70 + 0) * tsr_p1_s0 + (o71 + ((q77 * 8) / 64)) * tsr_p1_s1 + (o72 + ((q77 * 8) % 64)) * tsr_p1_s2 : 0);
-            uint16_t* const dst80 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q77 * 8) / 64)) * 72 + (((q77 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src79)) {
-              tsr::cp_async_16(tsr::smem_u32(dst80), src79, int(n78) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-      {
-        const int64_t o81 = int64_t(v1_ph) * 1;
-        const int64_t o82 = int64_t(nx68) * 64;
-        const int64_t o83 = int64_t(v2_c0) * 64;
-        if (o81 >= 0 && o81 + 1 <= int64_t(tsr_dim_H) && o82 >= 0 && o82 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o83 >= 0 && o83 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o81 * tsr_p2_s0 + o82 * tsr_p2_s1 + o83 * tsr_p2_s2)) {
-          const uint32_t sb84 = tsr::smem_u32((sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
-          #pragma unroll
-          for (int i85 = 0; i85 < 4; ++i85) {
-            const int q86 = i85 * 128 + tsr_tid;
-            tsr::cp_async_16(sb84 + uint32_t((0) * 4608 + (((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + ((q86 * 8) / 64)) * tsr_p2_s1 + (o83 + ((q86 * 8) % 64)) * tsr_p2_s2);
-          }
-        } else {
-          #pragma unroll
-          for (int i87 = 0; i87 < 4; ++i87) {
-            const int q88 = i87 * 128 + tsr_tid;
-            const int64_t n89 = !(true && (o81 + 0) < int64_t(tsr_dim_H) && (o82 + ((q88 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o83 + ((q88 * 8) % 64))) : 8;
-            const uint16_t* src90 = tsr_p2 + (n89 > 0 ? (o81 + 0) * tsr_p2_s0 + (o82 + ((q88 * 8) / 64)) * tsr_p2_s1 + (o83 + ((q88 * 8) % 64)) * tsr_p2_s2 : 0);
-            uint16_t* const dst91 = (sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src90)) {
-              tsr::cp_async_16(tsr::smem_u32(dst91), src90, int(n89) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst91[v_] = v_ < n89 ? src90[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-    }
-    tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v92_s0[32];
+    float v68_s0[32];
     #pragma unroll
-    for (int s93 = 0; s93 < 32; ++s93) {
-      v92_s0[s93] = v25[s93];
+    for (int s69 = 0; s69 < 32; ++s69) {
+      v68_s0[s69] = v25[s69];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -287,14 +229,74 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
-        tsr::mma_bf16_16816(&v92_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v92_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v92_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v92_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v92_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v92_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v92_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v92_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v68_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v68_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v68_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v68_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v68_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v68_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v68_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v68_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+          if ((iv67_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+            const int32_t nx70 = int32_t((iv67_ + 1 * int64_t(v3_c1)));
+            // %off = mul %j, %bn : i32
+            const int32_t v71_off = int32_t(uint32_t(nx70) * uint32_t(v5_bn));
+            {
+              const int64_t o72 = int64_t(v1_ph) * 1;
+              const int64_t o73 = int64_t(nx70) * 64;
+              const int64_t o74 = int64_t(v2_c0) * 64;
+              if (o72 >= 0 && o72 + 1 <= int64_t(tsr_dim_H) && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o74 >= 0 && o74 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o72 * tsr_p1_s0 + o73 * tsr_p1_s1 + o74 * tsr_p1_s2)) {
+                const uint32_t sb75 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
+                #pragma unroll
+                for (int i76 = 0; i76 < 4; ++i76) {
+                  const int q77 = i76 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb75 + uint32_t((0) * 4608 + (((q77 * 8) / 64)) * 72 + (((q77 * 8) % 64)) * 1) * 2u, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((q77 * 8) / 64)) * tsr_p1_s1 + (o74 + ((q77 * 8) % 64)) * tsr_p1_s2);
+                }
+              } else {
+                #pragma unroll
+                for (int i78 = 0; i78 < 4; ++i78) {
+                  const int q79 = i78 * 128 + tsr_tid;
+                  const int64_t n80 = !(true && (o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((q79 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) : 8;
+                  const uint16_t* src81 = tsr_p1 + (n80 > 0 ? (o72 + 0) * tsr_p1_s0 + (o73 + ((q79 * 8) / 64)) * tsr_p1_s1 + (o74 + ((q79 * 8) % 64)) * tsr_p1_s2 : 0);
+                  uint16_t* const dst82 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q79 * 8) / 64)) * 72 + (((q79 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src81)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst82), src81, int(n80) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst82[v_] = v_ < n80 ? src81[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+            {
+              const int64_t o83 = int64_t(v1_ph) * 1;
+              const int64_t o84 = int64_t(nx70) * 64;
+              const int64_t o85 = int64_t(v2_c0) * 64;
+              if (o83 >= 0 && o83 + 1 <= int64_t(tsr_dim_H) && o84 >= 0 && o84 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o85 >= 0 && o85 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o83 * tsr_p2_s0 + o84 * tsr_p2_s1 + o85 * tsr_p2_s2)) {
+                const uint32_t sb86 = tsr::smem_u32((sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
+                #pragma unroll
+                for (int i87 = 0; i87 < 4; ++i87) {
+                  const int q88 = i87 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb86 + uint32_t((0) * 4608 + (((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, tsr_p2 + (o83 + 0) * tsr_p2_s0 + (o84 + ((q88 * 8) / 64)) * tsr_p2_s1 + (o85 + ((q88 * 8) % 64)) * tsr_p2_s2);
+                }
+              } else {
+                #pragma unroll
+                for (int i89 = 0; i89 < 4; ++i89) {
+                  const int q90 = i89 * 128 + tsr_tid;
+                  const int64_t n91 = !(true && (o83 + 0) < int64_t(tsr_dim_H) && (o84 + ((q90 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) : 8;
+                  const uint16_t* src92 = tsr_p2 + (n91 > 0 ? (o83 + 0) * tsr_p2_s0 + (o84 + ((q90 * 8) / 64)) * tsr_p2_s1 + (o85 + ((q90 * 8) % 64)) * tsr_p2_s2 : 0);
+                  uint16_t* const dst93 = (sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q90 * 8) / 64)) * 72 + (((q90 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src92)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst93), src92, int(n91) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst93[v_] = v_ < n91 ? src92[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+          }
+          tsr::cp_async_commit();
+        }
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
@@ -313,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     float v98_s[32];
     #pragma unroll
     for (int s99 = 0; s99 < 32; ++s99) {
-      v98_s[s99] = float(v92_s0[s99] * v96[s99]);
+      v98_s[s99] = float(v68_s0[s99] * v96[s99]);
     }
     // %off = mul %j, %bn : i32
     const int32_t v100_off = int32_t(uint32_t(iv67) * uint32_t(v5_bn));
@@ -887,6 +889,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat reduction-shuffles = 4
 // stat register-conversions = 1
 // stat ring-loops = 1
+// stat ring-refills-in-dots = 1
 // stat smem-bytes = 46080
 // stat threads = 128
 // stat vector-accesses = 1

@@ -125,313 +125,315 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     const int32_t iv36 = int32_t(iv36_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
-      {
-        const int64_t o38 = int64_t(v0_pm) * 32;
-        const int64_t o39 = int64_t(nx37) * 64;
-        if (o38 >= 0 && o38 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
-          const uint32_t sb40 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
-          #pragma unroll
-          for (int i41 = 0; i41 < 2; ++i41) {
-            const int q42 = i41 * 128 + tsr_tid;
-            tsr::cp_async_16(sb40 + uint32_t((((q42 * 8) / 64)) * 72 + (((q42 * 8) % 64)) * 1) * 2u, tsr_p0 + (o38 + ((q42 * 8) / 64)) * tsr_p0_s0 + (o39 + ((q42 * 8) % 64)) * tsr_p0_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i43 = 0; i43 < 2; ++i43) {
-            const int q44 = i43 * 128 + tsr_tid;
-            const int64_t n45 = !(true && (o38 + ((q44 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o39 + ((q44 * 8) % 64))) : 8;
-            const uint16_t* src46 = tsr_p0 + (n45 > 0 ? (o38 + ((q44 * 8) / 64)) * tsr_p0_s0 + (o39 + ((q44 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst47 = (sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304) + (((q44 * 8) / 64)) * 72 + (((q44 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src46)) {
-              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-    }
-    tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %packed = load_tile %wq, %kk, %pn : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v48_packed[16];
+    uint8_t v37_packed[16];
     {
-      const int64_t o49 = int64_t(iv36) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o50 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole51 = int64_t(iv36) * 32 >= 0 && int64_t(iv36) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv36) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
-      if (whole51) {
+      const int64_t o38 = int64_t(iv36) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o39 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole40 = int64_t(iv36) * 32 >= 0 && int64_t(iv36) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv36) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole40) {
         #pragma unroll
-        for (int c52 = 0; c52 < 4; ++c52) {
-          uint8_t vb53[4];
-          tsr::copy_vec<uint8_t, 4>(vb53, tsr_p1 + (o49 + ((((c52 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c52 * 4) % 4))) * tsr_p1_s1);
-          v48_packed[c52 * 4 + 0] = vb53[0];
-          v48_packed[c52 * 4 + 1] = vb53[1];
-          v48_packed[c52 * 4 + 2] = vb53[2];
-          v48_packed[c52 * 4 + 3] = vb53[3];
+        for (int c41 = 0; c41 < 4; ++c41) {
+          uint8_t vb42[4];
+          tsr::copy_vec<uint8_t, 4>(vb42, tsr_p1 + (o38 + ((((c41 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c41 * 4) % 4))) * tsr_p1_s1);
+          v37_packed[c41 * 4 + 0] = vb42[0];
+          v37_packed[c41 * 4 + 1] = vb42[1];
+          v37_packed[c41 * 4 + 2] = vb42[2];
+          v37_packed[c41 * 4 + 3] = vb42[3];
         }
       } else {
         #pragma unroll
-        for (int c54 = 0; c54 < 4; ++c54) {
-          uint8_t vb55[4];
-          if ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<uint8_t, 4>(vb55, tsr_p1 + (o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1);
-            v48_packed[c54 * 4 + 0] = vb55[0];
-            v48_packed[c54 * 4 + 1] = vb55[1];
-            v48_packed[c54 * 4 + 2] = vb55[2];
-            v48_packed[c54 * 4 + 3] = vb55[3];
+        for (int c43 = 0; c43 < 4; ++c43) {
+          uint8_t vb44[4];
+          if ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb44, tsr_p1 + (o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1);
+            v37_packed[c43 * 4 + 0] = vb44[0];
+            v37_packed[c43 * 4 + 1] = vb44[1];
+            v37_packed[c43 * 4 + 2] = vb44[2];
+            v37_packed[c43 * 4 + 3] = vb44[3];
           } else {
-            v48_packed[c54 * 4] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v48_packed[c54 * 4 + 1] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v48_packed[c54 * 4 + 2] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v48_packed[c54 * 4 + 3] = ((o49 + ((((c54 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o50 + (((c54 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o49 + ((((c54 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o50 + (((c54 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v37_packed[c43 * 4] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v37_packed[c43 * 4 + 1] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v37_packed[c43 * 4 + 2] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v37_packed[c43 * 4 + 3] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v56[16];
+    uint8_t v45[16];
     #pragma unroll
-    for (int s57 = 0; s57 < 16; ++s57) {
-      v56[s57] = v8_four;
+    for (int s46 = 0; s46 < 16; ++s46) {
+      v45[s46] = v8_four;
     }
     // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v58_hi[16];
+    uint8_t v47_hi[16];
     #pragma unroll
-    for (int s59 = 0; s59 < 16; ++s59) {
-      v58_hi[s59] = tsr::ishr<uint8_t>(v48_packed[s59], v56[s59]);
+    for (int s48 = 0; s48 < 16; ++s48) {
+      v47_hi[s48] = tsr::ishr<uint8_t>(v37_packed[s48], v45[s48]);
     }
     // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v60[16];
+    uint8_t v49[16];
     #pragma unroll
-    for (int s61 = 0; s61 < 16; ++s61) {
-      v60[s61] = v7_mask4;
+    for (int s50 = 0; s50 < 16; ++s50) {
+      v49[s50] = v7_mask4;
     }
     // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v62[16];
+    uint8_t v51[16];
     #pragma unroll
-    for (int s63 = 0; s63 < 16; ++s63) {
-      v62[s63] = uint8_t(v48_packed[s63] & v60[s63]);
+    for (int s52 = 0; s52 < 16; ++s52) {
+      v51[s52] = uint8_t(v37_packed[s52] & v49[s52]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v64_lo3[16];
-    v64_lo3[0] = v62[0];
-    v64_lo3[1] = v62[1];
-    v64_lo3[2] = v62[2];
-    v64_lo3[3] = v62[3];
-    v64_lo3[4] = v62[4];
-    v64_lo3[5] = v62[5];
-    v64_lo3[6] = v62[6];
-    v64_lo3[7] = v62[7];
-    v64_lo3[8] = v62[8];
-    v64_lo3[9] = v62[9];
-    v64_lo3[10] = v62[10];
-    v64_lo3[11] = v62[11];
-    v64_lo3[12] = v62[12];
-    v64_lo3[13] = v62[13];
-    v64_lo3[14] = v62[14];
-    v64_lo3[15] = v62[15];
+    uint8_t v53_lo3[16];
+    v53_lo3[0] = v51[0];
+    v53_lo3[1] = v51[1];
+    v53_lo3[2] = v51[2];
+    v53_lo3[3] = v51[3];
+    v53_lo3[4] = v51[4];
+    v53_lo3[5] = v51[5];
+    v53_lo3[6] = v51[6];
+    v53_lo3[7] = v51[7];
+    v53_lo3[8] = v51[8];
+    v53_lo3[9] = v51[9];
+    v53_lo3[10] = v51[10];
+    v53_lo3[11] = v51[11];
+    v53_lo3[12] = v51[12];
+    v53_lo3[13] = v51[13];
+    v53_lo3[14] = v51[14];
+    v53_lo3[15] = v51[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v65_hi3[16];
-    v65_hi3[0] = v58_hi[0];
-    v65_hi3[1] = v58_hi[1];
-    v65_hi3[2] = v58_hi[2];
-    v65_hi3[3] = v58_hi[3];
-    v65_hi3[4] = v58_hi[4];
-    v65_hi3[5] = v58_hi[5];
-    v65_hi3[6] = v58_hi[6];
-    v65_hi3[7] = v58_hi[7];
-    v65_hi3[8] = v58_hi[8];
-    v65_hi3[9] = v58_hi[9];
-    v65_hi3[10] = v58_hi[10];
-    v65_hi3[11] = v58_hi[11];
-    v65_hi3[12] = v58_hi[12];
-    v65_hi3[13] = v58_hi[13];
-    v65_hi3[14] = v58_hi[14];
-    v65_hi3[15] = v58_hi[15];
+    uint8_t v54_hi3[16];
+    v54_hi3[0] = v47_hi[0];
+    v54_hi3[1] = v47_hi[1];
+    v54_hi3[2] = v47_hi[2];
+    v54_hi3[3] = v47_hi[3];
+    v54_hi3[4] = v47_hi[4];
+    v54_hi3[5] = v47_hi[5];
+    v54_hi3[6] = v47_hi[6];
+    v54_hi3[7] = v47_hi[7];
+    v54_hi3[8] = v47_hi[8];
+    v54_hi3[9] = v47_hi[9];
+    v54_hi3[10] = v47_hi[10];
+    v54_hi3[11] = v47_hi[11];
+    v54_hi3[12] = v47_hi[12];
+    v54_hi3[13] = v47_hi[13];
+    v54_hi3[14] = v47_hi[14];
+    v54_hi3[15] = v47_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s66 = 0; s66 < 16; ++s66) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s66) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s66) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v64_lo3[s66];
+    for (int s55 = 0; s55 < 16; ++s55) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s55) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s55) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v53_lo3[s55];
     }
     __syncthreads();
-    uint8_t v67_pairs1[32];
+    uint8_t v56_pairs1[32];
     #pragma unroll
-    for (int s68 = 0; s68 < 32; ++s68) {
-      const int64_t q69 = ((((s68) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q70 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q71 = (((s68) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v67_pairs1[s68] = (q69 >= 0 && q69 < 32 && q70 >= 0 && q70 < 1 && q71 >= 0 && q71 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q69) * 1 + q70) * 64 + q71)] : v15_pairs0[s68];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      const int64_t q58 = ((((s57) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q59 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q60 = (((s57) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v56_pairs1[s57] = (q58 >= 0 && q58 < 32 && q59 >= 0 && q59 < 1 && q60 >= 0 && q60 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q58) * 1 + q59) * 64 + q60)] : v15_pairs0[s57];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s72 = 0; s72 < 16; ++s72) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s72) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s72) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v65_hi3[s72];
+    for (int s61 = 0; s61 < 16; ++s61) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s61) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s61) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v54_hi3[s61];
     }
     __syncthreads();
-    uint8_t v73_pairs2[32];
+    uint8_t v62_pairs2[32];
     #pragma unroll
-    for (int s74 = 0; s74 < 32; ++s74) {
-      const int64_t q75 = ((((s74) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q76 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q77 = (((s74) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v73_pairs2[s74] = (q75 >= 0 && q75 < 32 && q76 >= 0 && q76 < 1 && q77 >= 0 && q77 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q75) * 1 + q76) * 64 + q77)] : v67_pairs1[s74];
+    for (int s63 = 0; s63 < 32; ++s63) {
+      const int64_t q64 = ((((s63) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q65 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q66 = (((s63) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v62_pairs2[s63] = (q64 >= 0 && q64 < 32 && q65 >= 0 && q65 < 1 && q66 >= 0 && q66 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q64) * 1 + q65) * 64 + q66)] : v56_pairs1[s63];
     }
     // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v78_q[32];
-    v78_q[0] = v73_pairs2[0];
-    v78_q[1] = v73_pairs2[1];
-    v78_q[2] = v73_pairs2[2];
-    v78_q[3] = v73_pairs2[3];
-    v78_q[4] = v73_pairs2[4];
-    v78_q[5] = v73_pairs2[5];
-    v78_q[6] = v73_pairs2[6];
-    v78_q[7] = v73_pairs2[7];
-    v78_q[8] = v73_pairs2[8];
-    v78_q[9] = v73_pairs2[9];
-    v78_q[10] = v73_pairs2[10];
-    v78_q[11] = v73_pairs2[11];
-    v78_q[12] = v73_pairs2[12];
-    v78_q[13] = v73_pairs2[13];
-    v78_q[14] = v73_pairs2[14];
-    v78_q[15] = v73_pairs2[15];
-    v78_q[16] = v73_pairs2[16];
-    v78_q[17] = v73_pairs2[17];
-    v78_q[18] = v73_pairs2[18];
-    v78_q[19] = v73_pairs2[19];
-    v78_q[20] = v73_pairs2[20];
-    v78_q[21] = v73_pairs2[21];
-    v78_q[22] = v73_pairs2[22];
-    v78_q[23] = v73_pairs2[23];
-    v78_q[24] = v73_pairs2[24];
-    v78_q[25] = v73_pairs2[25];
-    v78_q[26] = v73_pairs2[26];
-    v78_q[27] = v73_pairs2[27];
-    v78_q[28] = v73_pairs2[28];
-    v78_q[29] = v73_pairs2[29];
-    v78_q[30] = v73_pairs2[30];
-    v78_q[31] = v73_pairs2[31];
+    uint8_t v67_q[32];
+    v67_q[0] = v62_pairs2[0];
+    v67_q[1] = v62_pairs2[1];
+    v67_q[2] = v62_pairs2[2];
+    v67_q[3] = v62_pairs2[3];
+    v67_q[4] = v62_pairs2[4];
+    v67_q[5] = v62_pairs2[5];
+    v67_q[6] = v62_pairs2[6];
+    v67_q[7] = v62_pairs2[7];
+    v67_q[8] = v62_pairs2[8];
+    v67_q[9] = v62_pairs2[9];
+    v67_q[10] = v62_pairs2[10];
+    v67_q[11] = v62_pairs2[11];
+    v67_q[12] = v62_pairs2[12];
+    v67_q[13] = v62_pairs2[13];
+    v67_q[14] = v62_pairs2[14];
+    v67_q[15] = v62_pairs2[15];
+    v67_q[16] = v62_pairs2[16];
+    v67_q[17] = v62_pairs2[17];
+    v67_q[18] = v62_pairs2[18];
+    v67_q[19] = v62_pairs2[19];
+    v67_q[20] = v62_pairs2[20];
+    v67_q[21] = v62_pairs2[21];
+    v67_q[22] = v62_pairs2[22];
+    v67_q[23] = v62_pairs2[23];
+    v67_q[24] = v62_pairs2[24];
+    v67_q[25] = v62_pairs2[25];
+    v67_q[26] = v62_pairs2[26];
+    v67_q[27] = v62_pairs2[27];
+    v67_q[28] = v62_pairs2[28];
+    v67_q[29] = v62_pairs2[29];
+    v67_q[30] = v62_pairs2[30];
+    v67_q[31] = v62_pairs2[31];
     // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v79_qf[32];
+    float v68_qf[32];
     #pragma unroll
-    for (int s80 = 0; s80 < 32; ++s80) {
-      v79_qf[s80] = tsr::rf16(float(float(v78_q[s80])));
+    for (int s69 = 0; s69 < 32; ++s69) {
+      v68_qf[s69] = tsr::rf16(float(float(v67_q[s69])));
     }
     // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v81_qc[32];
+    float v70_qc[32];
     #pragma unroll
-    for (int s82 = 0; s82 < 32; ++s82) {
-      v81_qc[s82] = tsr::rf16(float(v79_qf[s82] - v12_zps[s82]));
+    for (int s71 = 0; s71 < 32; ++s71) {
+      v70_qc[s71] = tsr::rf16(float(v68_qf[s71] - v12_zps[s71]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v83_sc[4];
+    float v72_sc[4];
     {
-      const int64_t o84 = int64_t(iv36) * 1 + 0;
-      const int64_t o85 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o73 = int64_t(iv36) * 1 + 0;
+      const int64_t o74 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c86 = 0; c86 < 1; ++c86) {
-        uint16_t vb87[4];
-        if ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb87, tsr_p2 + (o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1);
-          v83_sc[c86 * 4 + 0] = tsr::h2f(vb87[0]);
-          v83_sc[c86 * 4 + 1] = tsr::h2f(vb87[1]);
-          v83_sc[c86 * 4 + 2] = tsr::h2f(vb87[2]);
-          v83_sc[c86 * 4 + 3] = tsr::h2f(vb87[3]);
+      for (int c75 = 0; c75 < 1; ++c75) {
+        uint16_t vb76[4];
+        if ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb76, tsr_p2 + (o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1);
+          v72_sc[c75 * 4 + 0] = tsr::h2f(vb76[0]);
+          v72_sc[c75 * 4 + 1] = tsr::h2f(vb76[1]);
+          v72_sc[c75 * 4 + 2] = tsr::h2f(vb76[2]);
+          v72_sc[c75 * 4 + 3] = tsr::h2f(vb76[3]);
         } else {
-          v83_sc[c86 * 4] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v83_sc[c86 * 4 + 1] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v83_sc[c86 * 4 + 2] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v83_sc[c86 * 4 + 3] = ((o84 + 0) < int64_t(tsr_dim_G) && (o85 + (((c86 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o84 + 0) * tsr_p2_s0 + (o85 + (((c86 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v72_sc[c75 * 4] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v72_sc[c75 * 4 + 1] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v72_sc[c75 * 4 + 2] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v72_sc[c75 * 4 + 3] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v88_scb[32];
-    v88_scb[0] = v83_sc[0];
-    v88_scb[1] = v83_sc[1];
-    v88_scb[2] = v83_sc[2];
-    v88_scb[3] = v83_sc[3];
-    v88_scb[4] = v83_sc[0];
-    v88_scb[5] = v83_sc[1];
-    v88_scb[6] = v83_sc[2];
-    v88_scb[7] = v83_sc[3];
-    v88_scb[8] = v83_sc[0];
-    v88_scb[9] = v83_sc[1];
-    v88_scb[10] = v83_sc[2];
-    v88_scb[11] = v83_sc[3];
-    v88_scb[12] = v83_sc[0];
-    v88_scb[13] = v83_sc[1];
-    v88_scb[14] = v83_sc[2];
-    v88_scb[15] = v83_sc[3];
-    v88_scb[16] = v83_sc[0];
-    v88_scb[17] = v83_sc[1];
-    v88_scb[18] = v83_sc[2];
-    v88_scb[19] = v83_sc[3];
-    v88_scb[20] = v83_sc[0];
-    v88_scb[21] = v83_sc[1];
-    v88_scb[22] = v83_sc[2];
-    v88_scb[23] = v83_sc[3];
-    v88_scb[24] = v83_sc[0];
-    v88_scb[25] = v83_sc[1];
-    v88_scb[26] = v83_sc[2];
-    v88_scb[27] = v83_sc[3];
-    v88_scb[28] = v83_sc[0];
-    v88_scb[29] = v83_sc[1];
-    v88_scb[30] = v83_sc[2];
-    v88_scb[31] = v83_sc[3];
+    float v77_scb[32];
+    v77_scb[0] = v72_sc[0];
+    v77_scb[1] = v72_sc[1];
+    v77_scb[2] = v72_sc[2];
+    v77_scb[3] = v72_sc[3];
+    v77_scb[4] = v72_sc[0];
+    v77_scb[5] = v72_sc[1];
+    v77_scb[6] = v72_sc[2];
+    v77_scb[7] = v72_sc[3];
+    v77_scb[8] = v72_sc[0];
+    v77_scb[9] = v72_sc[1];
+    v77_scb[10] = v72_sc[2];
+    v77_scb[11] = v72_sc[3];
+    v77_scb[12] = v72_sc[0];
+    v77_scb[13] = v72_sc[1];
+    v77_scb[14] = v72_sc[2];
+    v77_scb[15] = v72_sc[3];
+    v77_scb[16] = v72_sc[0];
+    v77_scb[17] = v72_sc[1];
+    v77_scb[18] = v72_sc[2];
+    v77_scb[19] = v72_sc[3];
+    v77_scb[20] = v72_sc[0];
+    v77_scb[21] = v72_sc[1];
+    v77_scb[22] = v72_sc[2];
+    v77_scb[23] = v72_sc[3];
+    v77_scb[24] = v72_sc[0];
+    v77_scb[25] = v72_sc[1];
+    v77_scb[26] = v72_sc[2];
+    v77_scb[27] = v72_sc[3];
+    v77_scb[28] = v72_sc[0];
+    v77_scb[29] = v72_sc[1];
+    v77_scb[30] = v72_sc[2];
+    v77_scb[31] = v72_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v89_wd[32];
+    float v78_wd[32];
     #pragma unroll
-    for (int s90 = 0; s90 < 32; ++s90) {
-      v89_wd[s90] = tsr::rf16(float(v81_qc[s90] * v88_scb[s90]));
+    for (int s79 = 0; s79 < 32; ++s79) {
+      v78_wd[s79] = tsr::rf16(float(v70_qc[s79] * v77_scb[s79]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh91 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh80 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c92 = 0; c92 < 8; ++c92) {
-      uint16_t w93[4];
-      w93[0] = tsr::f2h(v89_wd[c92 * 4 + 0]);
-      w93[1] = tsr::f2h(v89_wd[c92 * 4 + 1]);
-      w93[2] = tsr::f2h(v89_wd[c92 * 4 + 2]);
-      w93[3] = tsr::f2h(v89_wd[c92 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh91 + (((((c92 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c92 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w93);
+    for (int c81 = 0; c81 < 8; ++c81) {
+      uint16_t w82[4];
+      w82[0] = tsr::f2h(v78_wd[c81 * 4 + 0]);
+      w82[1] = tsr::f2h(v78_wd[c81 * 4 + 1]);
+      w82[2] = tsr::f2h(v78_wd[c81 * 4 + 2]);
+      w82[3] = tsr::f2h(v78_wd[c81 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh80 + (((((c81 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c81 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w82);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v94_accn[16];
+    float v83_accn[16];
     #pragma unroll
-    for (int s95 = 0; s95 < 16; ++s95) {
-      v94_accn[s95] = c20_acc[s95];
+    for (int s84 = 0; s84 < 16; ++s84) {
+      v83_accn[s84] = c20_acc[s84];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh91) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh91) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh80) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh80) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh91) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh91) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh80) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh80) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v94_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v94_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v94_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v94_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v83_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v83_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v83_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v83_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+          if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+            const int32_t nx85 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
+            {
+              const int64_t o86 = int64_t(v0_pm) * 32;
+              const int64_t o87 = int64_t(nx85) * 64;
+              if (o86 >= 0 && o86 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o87 >= 0 && o87 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o86 * tsr_p0_s0 + o87 * tsr_p0_s1)) {
+                const uint32_t sb88 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
+                #pragma unroll
+                for (int i89 = 0; i89 < 2; ++i89) {
+                  const int q90 = i89 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb88 + uint32_t((((q90 * 8) / 64)) * 72 + (((q90 * 8) % 64)) * 1) * 2u, tsr_p0 + (o86 + ((q90 * 8) / 64)) * tsr_p0_s0 + (o87 + ((q90 * 8) % 64)) * tsr_p0_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i91 = 0; i91 < 2; ++i91) {
+                  const int q92 = i91 * 128 + tsr_tid;
+                  const int64_t n93 = !(true && (o86 + ((q92 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) : 8;
+                  const uint16_t* src94 = tsr_p0 + (n93 > 0 ? (o86 + ((q92 * 8) / 64)) * tsr_p0_s0 + (o87 + ((q92 * 8) % 64)) * tsr_p0_s1 : 0);
+                  uint16_t* const dst95 = (sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304) + (((q92 * 8) / 64)) * 72 + (((q92 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src94)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst95), src94, int(n93) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst95[v_] = v_ < n93 ? src94[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+          }
+          tsr::cp_async_commit();
+        }
       }
     }
     // yield %accn
     #pragma unroll
     for (int s96 = 0; s96 < 16; ++s96) {
-      c20_acc[s96] = v94_accn[s96];
+      c20_acc[s96] = v83_accn[s96];
     }
     rs22 = int((unsigned(rs22) + 1u) % 2u);
   }
@@ -485,6 +487,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
 // stat mma-dots = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
+// stat ring-refills-in-dots = 1
 // stat smem-bytes = 26624
 // stat stores-to-shared = 1
 // stat threads = 128

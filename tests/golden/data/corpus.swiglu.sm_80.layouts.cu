@@ -160,93 +160,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     const int32_t iv54 = int32_t(iv54_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv54_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-      const int32_t nx55 = int32_t((iv54_ + 1 * int64_t(v3_c1)));
-      {
-        const int64_t o56 = int64_t(v0_pm) * 64;
-        const int64_t o57 = int64_t(nx55) * 32;
-        if (o56 >= 0 && o56 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o57 >= 0 && o57 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o56 * tsr_p0_s0 + o57 * tsr_p0_s1)) {
-          const uint32_t sb58 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
-          #pragma unroll
-          for (int i59 = 0; i59 < 2; ++i59) {
-            const int q60 = i59 * 128 + tsr_tid;
-            tsr::cp_async_16(sb58 + uint32_t((((q60 * 8) / 32)) * 40 + (((q60 * 8) % 32)) * 1) * 2u, tsr_p0 + (o56 + ((q60 * 8) / 32)) * tsr_p0_s0 + (o57 + ((q60 * 8) % 32)) * tsr_p0_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i61 = 0; i61 < 2; ++i61) {
-            const int q62 = i61 * 128 + tsr_tid;
-            const int64_t n63 = !(true && (o56 + ((q62 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o57 + ((q62 * 8) % 32))) : 8;
-            const uint16_t* src64 = tsr_p0 + (n63 > 0 ? (o56 + ((q62 * 8) / 32)) * tsr_p0_s0 + (o57 + ((q62 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst65 = (sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560) + (((q62 * 8) / 32)) * 40 + (((q62 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src64)) {
-              tsr::cp_async_16(tsr::smem_u32(dst65), src64, int(n63) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-      {
-        const int64_t o66 = int64_t(nx55) * 32;
-        const int64_t o67 = int64_t(v1_pn) * 64;
-        if (o66 >= 0 && o66 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o66 * tsr_p1_s0 + o67 * tsr_p1_s1)) {
-          const uint32_t sb68 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
-          #pragma unroll
-          for (int i69 = 0; i69 < 2; ++i69) {
-            const int q70 = i69 * 128 + tsr_tid;
-            tsr::cp_async_16(sb68 + uint32_t((((q70 * 8) / 64)) * 72 + (((q70 * 8) % 64)) * 1) * 2u, tsr_p1 + (o66 + ((q70 * 8) / 64)) * tsr_p1_s0 + (o67 + ((q70 * 8) % 64)) * tsr_p1_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i71 = 0; i71 < 2; ++i71) {
-            const int q72 = i71 * 128 + tsr_tid;
-            const int64_t n73 = !(true && (o66 + ((q72 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o67 + ((q72 * 8) % 64))) : 8;
-            const uint16_t* src74 = tsr_p1 + (n73 > 0 ? (o66 + ((q72 * 8) / 64)) * tsr_p1_s0 + (o67 + ((q72 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst75 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src74)) {
-              tsr::cp_async_16(tsr::smem_u32(dst75), src74, int(n73) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst75[v_] = v_ < n73 ? src74[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-      {
-        const int64_t o76 = int64_t(nx55) * 32;
-        const int64_t o77 = int64_t(v1_pn) * 64;
-        if (o76 >= 0 && o76 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o76 * tsr_p2_s0 + o77 * tsr_p2_s1)) {
-          const uint32_t sb78 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
-          #pragma unroll
-          for (int i79 = 0; i79 < 2; ++i79) {
-            const int q80 = i79 * 128 + tsr_tid;
-            tsr::cp_async_16(sb78 + uint32_t((((q80 * 8) / 64)) * 72 + (((q80 * 8) % 64)) * 1) * 2u, tsr_p2 + (o76 + ((q80 * 8) / 64)) * tsr_p2_s0 + (o77 + ((q80 * 8) % 64)) * tsr_p2_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i81 = 0; i81 < 2; ++i81) {
-            const int q82 = i81 * 128 + tsr_tid;
-            const int64_t n83 = !(true && (o76 + ((q82 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o77 + ((q82 * 8) % 64))) : 8;
-            const uint16_t* src84 = tsr_p2 + (n83 > 0 ? (o76 + ((q82 * 8) / 64)) * tsr_p2_s0 + (o77 + ((q82 * 8) % 64)) * tsr_p2_s1 : 0);
-            uint16_t* const dst85 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src84)) {
-              tsr::cp_async_16(tsr::smem_u32(dst85), src84, int(n83) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst85[v_] = v_ < n83 ? src84[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-    }
-    tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v86_gn2[32];
+    float v55_gn2[32];
     #pragma unroll
-    for (int s87 = 0; s87 < 32; ++s87) {
-      v86_gn2[s87] = c14_gate[s87];
+    for (int s56 = 0; s56 < 32; ++s56) {
+      v55_gn2[s56] = c14_gate[s56];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -264,14 +185,95 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v86_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v86_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v86_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v86_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v86_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v86_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v86_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v86_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v55_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v55_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v55_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v55_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v55_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v55_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v55_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v55_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
+        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+          if ((iv54_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+            const int32_t nx57 = int32_t((iv54_ + 1 * int64_t(v3_c1)));
+            {
+              const int64_t o58 = int64_t(v0_pm) * 64;
+              const int64_t o59 = int64_t(nx57) * 32;
+              if (o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o59 >= 0 && o59 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o58 * tsr_p0_s0 + o59 * tsr_p0_s1)) {
+                const uint32_t sb60 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
+                #pragma unroll
+                for (int i61 = 0; i61 < 2; ++i61) {
+                  const int q62 = i61 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb60 + uint32_t((((q62 * 8) / 32)) * 40 + (((q62 * 8) % 32)) * 1) * 2u, tsr_p0 + (o58 + ((q62 * 8) / 32)) * tsr_p0_s0 + (o59 + ((q62 * 8) % 32)) * tsr_p0_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i63 = 0; i63 < 2; ++i63) {
+                  const int q64 = i63 * 128 + tsr_tid;
+                  const int64_t n65 = !(true && (o58 + ((q64 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) : 8;
+                  const uint16_t* src66 = tsr_p0 + (n65 > 0 ? (o58 + ((q64 * 8) / 32)) * tsr_p0_s0 + (o59 + ((q64 * 8) % 32)) * tsr_p0_s1 : 0);
+                  uint16_t* const dst67 = (sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560) + (((q64 * 8) / 32)) * 40 + (((q64 * 8) % 32)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src66)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst67), src66, int(n65) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst67[v_] = v_ < n65 ? src66[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+            {
+              const int64_t o68 = int64_t(nx57) * 32;
+              const int64_t o69 = int64_t(v1_pn) * 64;
+              if (o68 >= 0 && o68 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o68 * tsr_p1_s0 + o69 * tsr_p1_s1)) {
+                const uint32_t sb70 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                #pragma unroll
+                for (int i71 = 0; i71 < 2; ++i71) {
+                  const int q72 = i71 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb70 + uint32_t((((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1) * 2u, tsr_p1 + (o68 + ((q72 * 8) / 64)) * tsr_p1_s0 + (o69 + ((q72 * 8) % 64)) * tsr_p1_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i73 = 0; i73 < 2; ++i73) {
+                  const int q74 = i73 * 128 + tsr_tid;
+                  const int64_t n75 = !(true && (o68 + ((q74 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) : 8;
+                  const uint16_t* src76 = tsr_p1 + (n75 > 0 ? (o68 + ((q74 * 8) / 64)) * tsr_p1_s0 + (o69 + ((q74 * 8) % 64)) * tsr_p1_s1 : 0);
+                  uint16_t* const dst77 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src76)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst77), src76, int(n75) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst77[v_] = v_ < n75 ? src76[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+            {
+              const int64_t o78 = int64_t(nx57) * 32;
+              const int64_t o79 = int64_t(v1_pn) * 64;
+              if (o78 >= 0 && o78 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o78 * tsr_p2_s0 + o79 * tsr_p2_s1)) {
+                const uint32_t sb80 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                #pragma unroll
+                for (int i81 = 0; i81 < 2; ++i81) {
+                  const int q82 = i81 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb80 + uint32_t((((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1) * 2u, tsr_p2 + (o78 + ((q82 * 8) / 64)) * tsr_p2_s0 + (o79 + ((q82 * 8) % 64)) * tsr_p2_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i83 = 0; i83 < 2; ++i83) {
+                  const int q84 = i83 * 128 + tsr_tid;
+                  const int64_t n85 = !(true && (o78 + ((q84 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) : 8;
+                  const uint16_t* src86 = tsr_p2 + (n85 > 0 ? (o78 + ((q84 * 8) / 64)) * tsr_p2_s0 + (o79 + ((q84 * 8) % 64)) * tsr_p2_s1 : 0);
+                  uint16_t* const dst87 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q84 * 8) / 64)) * 72 + (((q84 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src86)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst87), src86, int(n85) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst87[v_] = v_ < n85 ? src86[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+          }
+          tsr::cp_async_commit();
+        }
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
@@ -309,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     // yield %gn2, %un
     #pragma unroll
     for (int s90 = 0; s90 < 32; ++s90) {
-      c14_gate[s90] = v86_gn2[s90];
+      c14_gate[s90] = v55_gn2[s90];
     }
     #pragma unroll
     for (int s91 = 0; s91 < 32; ++s91) {
@@ -387,6 +389,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat mma-dots = 2
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
+// stat ring-refills-in-dots = 1
 // stat smem-bytes = 28672
 // stat threads = 128
 // stat vector-accesses = 1

@@ -126,67 +126,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     const int32_t iv39 = int32_t(iv39_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv39_ + 1 * int64_t(v0)) < int64_t(v8)) {
-      const int32_t nx40 = int32_t((iv39_ + 1 * int64_t(v0)));
-      {
-        const int64_t o41 = int64_t(v1) * 64;
-        const int64_t o42 = int64_t(nx40) * 32;
-        if (o41 >= 0 && o41 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o41 * tsr_p0_s0 + o42 * tsr_p0_s1)) {
-          const uint32_t sb43 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
-          #pragma unroll
-          for (int i44 = 0; i44 < 2; ++i44) {
-            const int q45 = i44 * 128 + tsr_tid;
-            tsr::cp_async_16(sb43 + uint32_t((((q45 * 8) / 32)) * 40 + (((q45 * 8) % 32)) * 1) * 2u, tsr_p0 + (o41 + ((q45 * 8) / 32)) * tsr_p0_s0 + (o42 + ((q45 * 8) % 32)) * tsr_p0_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i46 = 0; i46 < 2; ++i46) {
-            const int q47 = i46 * 128 + tsr_tid;
-            const int64_t n48 = !(true && (o41 + ((q47 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o42 + ((q47 * 8) % 32))) : 8;
-            const uint16_t* src49 = tsr_p0 + (n48 > 0 ? (o41 + ((q47 * 8) / 32)) * tsr_p0_s0 + (o42 + ((q47 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst50 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q47 * 8) / 32)) * 40 + (((q47 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src49)) {
-              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-      {
-        const int64_t o51 = int64_t(nx40) * 32;
-        const int64_t o52 = int64_t(v2) * 64;
-        if (o51 >= 0 && o51 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o51 * tsr_p1_s0 + o52 * tsr_p1_s1)) {
-          const uint32_t sb53 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
-          #pragma unroll
-          for (int i54 = 0; i54 < 2; ++i54) {
-            const int q55 = i54 * 128 + tsr_tid;
-            tsr::cp_async_16(sb53 + uint32_t((((q55 * 8) / 64)) * 72 + (((q55 * 8) % 64)) * 1) * 2u, tsr_p1 + (o51 + ((q55 * 8) / 64)) * tsr_p1_s0 + (o52 + ((q55 * 8) % 64)) * tsr_p1_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i56 = 0; i56 < 2; ++i56) {
-            const int q57 = i56 * 128 + tsr_tid;
-            const int64_t n58 = !(true && (o51 + ((q57 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o52 + ((q57 * 8) % 64))) : 8;
-            const uint16_t* src59 = tsr_p1 + (n58 > 0 ? (o51 + ((q57 * 8) / 64)) * tsr_p1_s0 + (o52 + ((q57 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst60 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src59)) {
-              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-    }
-    tsr::cp_async_commit();
     // %24 = load_tile %a, %11, %22 : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v61[32];
+    float v40[32];
     #pragma unroll
-    for (int s62 = 0; s62 < 32; ++s62) {
-      v61[s62] = c12[s62];
+    for (int s41 = 0; s41 < 32; ++s41) {
+      v40[s41] = c12[s41];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -204,20 +150,76 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v61[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v61[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v61[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v61[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v61[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v61[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v61[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v61[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v40[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v40[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v40[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v40[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v40[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v40[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v40[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v40[28], fa[ks & 1][1], fb[ks & 1][3]);
+        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+          if ((iv39_ + 1 * int64_t(v0)) < int64_t(v8)) {
+            const int32_t nx42 = int32_t((iv39_ + 1 * int64_t(v0)));
+            {
+              const int64_t o43 = int64_t(v1) * 64;
+              const int64_t o44 = int64_t(nx42) * 32;
+              if (o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
+                const uint32_t sb45 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+                #pragma unroll
+                for (int i46 = 0; i46 < 2; ++i46) {
+                  const int q47 = i46 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb45 + uint32_t((((q47 * 8) / 32)) * 40 + (((q47 * 8) % 32)) * 1) * 2u, tsr_p0 + (o43 + ((q47 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q47 * 8) % 32)) * tsr_p0_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i48 = 0; i48 < 2; ++i48) {
+                  const int q49 = i48 * 128 + tsr_tid;
+                  const int64_t n50 = !(true && (o43 + ((q49 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) : 8;
+                  const uint16_t* src51 = tsr_p0 + (n50 > 0 ? (o43 + ((q49 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q49 * 8) % 32)) * tsr_p0_s1 : 0);
+                  uint16_t* const dst52 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q49 * 8) / 32)) * 40 + (((q49 * 8) % 32)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src51)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+            {
+              const int64_t o53 = int64_t(nx42) * 32;
+              const int64_t o54 = int64_t(v2) * 64;
+              if (o53 >= 0 && o53 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o54 >= 0 && o54 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o53 * tsr_p1_s0 + o54 * tsr_p1_s1)) {
+                const uint32_t sb55 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                #pragma unroll
+                for (int i56 = 0; i56 < 2; ++i56) {
+                  const int q57 = i56 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb55 + uint32_t((((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, tsr_p1 + (o53 + ((q57 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q57 * 8) % 64)) * tsr_p1_s1);
+                }
+              } else {
+                #pragma unroll
+                for (int i58 = 0; i58 < 2; ++i58) {
+                  const int q59 = i58 * 128 + tsr_tid;
+                  const int64_t n60 = !(true && (o53 + ((q59 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) : 8;
+                  const uint16_t* src61 = tsr_p1 + (n60 > 0 ? (o53 + ((q59 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q59 * 8) % 64)) * tsr_p1_s1 : 0);
+                  uint16_t* const dst62 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q59 * 8) / 64)) * 72 + (((q59 * 8) % 64)) * 1;
+                  if (tsr::aligned_vec<uint16_t, 8>(src61)) {
+                    tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
+                  } else {
+                    for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
+                  }
+                }
+              }
+            }
+          }
+          tsr::cp_async_commit();
+        }
       }
     }
     // yield %26
     #pragma unroll
     for (int s63 = 0; s63 < 32; ++s63) {
-      c12[s63] = v61[s63];
+      c12[s63] = v40[s63];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
@@ -273,6 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat mma-dots = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
+// stat ring-refills-in-dots = 1
 // stat smem-bytes = 19456
 // stat threads = 128
 // stat vector-accesses = 1
