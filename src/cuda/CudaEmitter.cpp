@@ -738,14 +738,18 @@ void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, con
   line("const int32_t " + iv + " = int32_t(" + iv + "_);");
   name_[body.args[0]] = iv;
   prefetch_next(op, ahead, iv);
+  ++loop_callbacks_;
   if (top) top(iv);
+  --loop_callbacks_;
   emit_block(body);
   const Op* y = terminator(body, op);
   cur_ = y;
   line("// " + text_of(*y));
   assign_carried(*y, vals, carried);
   cur_ = &op;
+  ++loop_callbacks_;
   if (end) end();
+  --loop_callbacks_;
   close();
 }
 

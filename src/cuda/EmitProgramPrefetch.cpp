@@ -89,22 +89,44 @@ bool Emitter::index_chain(const Op& load, ProgramPrefetch& pf) const {
 bool Emitter::lowered_program_prefetch() {
   const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
   if (ws_loop_ || !y || !y->has_attr("persistent") || y->attr_int("persistent") != 1) return false;
+  pf_buffers_ = y->has_attr("prefetch_buffers") ? static_cast<int>(y->attr_int("prefetch_buffers")) : 1;
+  // The marks are prefetch-programs' or written by hand: what the copies rely on is checked
+  // again here, each a located error.
+  std::set<const Value*> written;
+  walk(*k_.body, [&](Op& o) {
+    if (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty())
+      written.insert(o.operand(0));
+  });
   std::vector<ProgramPrefetch> plan;
-  int64_t bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [at, end) of each tile in the buffer
   walk(*k_.body, [&](Op& o) {
     if (o.kind != OpKind::LoadTile || !o.has_attr("prefetch")) return;
+    const std::string how = o.attr_string("prefetch");
     ProgramPrefetch pf;
+    if (in_loop(o)) fail(o, "prefetch of a load inside a loop (only loads that run once a program can be prefetched)");
+    if (written.count(o.operand(0))) fail(o, "prefetch of a view the kernel also writes (its reads would move earlier)");
     if (!index_chain(o, pf)) fail(o, "prefetch: its indices are not pure scalar arithmetic on the program ids, constants and dims");
-    if (pf.invariant != (o.attr_string("prefetch") == "once"))
-      fail(o, "prefetch = \"" + o.attr_string("prefetch") + "\" on a tile that " +
-                  (pf.invariant ? "is the same for every program" : "depends on the program ids"));
-    pf.offset = o.attr_int("prefetch_at");
+    if (pf.invariant != (how == "once"))
+      fail(o, "prefetch = \"" + how + "\" on a tile that " + (pf.invariant ? "is the same for every program" : "depends on the program ids"));
+    if (how == "once" && pf_buffers_ != 1)
+      fail(o, "prefetch = \"once\" needs prefetch_buffers = 1 (a tile copied once stays in the one buffer)");
     const Value* t = o.result();
-    bytes = std::max(bytes, pf.offset + dist_of(t).slots() * scalar_bytes(t->type.elem) * T_);
+    if (lowered_vector_width(t) * scalar_bytes(t->type.elem) != 16)
+      fail(o, "prefetch of a tile whose layout does not give each thread runs of 16 bytes along the last dim");
+    pf.offset = o.attr_int("prefetch_at");
+    ranges.push_back({pf.offset, pf.offset + dist_of(t).slots() * scalar_bytes(t->type.elem) * T_});
     plan.push_back(std::move(pf));
   });
   if (plan.empty()) return false;
-  pf_buffers_ = y->has_attr("prefetch_buffers") ? static_cast<int>(y->attr_int("prefetch_buffers")) : 1;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (ranges[i].first < ranges[j].second && ranges[j].first < ranges[i].second)
+        fail(*plan[i].load, "prefetch_at = " + std::to_string(ranges[i].first) + ": its " +
+                                std::to_string(ranges[i].second - ranges[i].first) + " bytes overlap those of the load at " +
+                                plan[j].load->loc.str());
+    bytes = std::max(bytes, ranges[i].second);
+  }
   for (auto& pf : plan) pf.tag = fresh("tsr_pf_tag");
   prog_pf_ = std::move(plan);
   prog_pf_bytes_ = bytes;
@@ -186,7 +208,9 @@ void Emitter::barrier() {
   if (ws_consumers_) line("tsr::named_barrier(" + std::to_string(kComputeBarrier) + "u, " + std::to_string(T_) + "u);");
   else line("__syncthreads();");
   written_views_.clear();
-  if (!pending_pf_.empty() && cur_) issue_pending_prefetches(cur_->parent);
+  // (Not from a barrier a loop prints in its own body, where cur_ is still the loop: copies
+  // there would run every iteration.)
+  if (!pending_pf_.empty() && cur_ && loop_callbacks_ == 0) issue_pending_prefetches(cur_->parent);
 }
 
 void Emitter::issue_pending_prefetches(const Block* b) {

@@ -593,6 +593,7 @@ class Emitter {
   // other loads (layernorm's w and b are read by every row).
   int pf_buffers_ = 1;
   std::vector<const ProgramPrefetch*> pending_pf_;
+  int loop_callbacks_ = 0;  // inside emit_loop's top / end callbacks (their barriers are the loop body's)
   // Issues the pending copies of loads in `b` (after the barrier that precedes the call).
   void issue_pending_prefetches(const Block* b);
   // At the end of block `b`: a barrier for the copies still pending there.

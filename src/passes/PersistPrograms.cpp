@@ -22,7 +22,7 @@
 // 3% and matmul + bias + GELU loses 2.5% (bench/RESULTS.md, session 20).
 //
 // A written `persistent` stays (0 keeps one CTA per program); a written 1 that does not qualify
-// is set to 0 with a note (and a written `group_rows` goes with it). A written `group_rows` on
+// is set to 0 with a note, unless the yield also has prefetch-programs' `prefetch_buffers` (and a written `group_rows` goes with it). A written `group_rows` on
 // a persistent kernel stays.
 //
 // A kernel without a producer warpgroup whose top level has a pipelined loop carrying one value
@@ -48,6 +48,9 @@ void persist_programs(Kernel& k, PassStats& stats) {
   if (!yield || yield->operands.empty()) return;
   const bool written = yield->has_attr("persistent");
   if (written && yield->attr_int("persistent") == 0) return;
+  // Persistent for program prefetch (prefetch-programs' marks, written by hand or by an earlier
+  // run): the prefetched loads need it, and the verifier rejects them without it.
+  if (written && yield->has_attr("prefetch_buffers")) return;
   const Op *producer = nullptr, *other_ring = nullptr;
   for (const auto& op : k.body->ops) {
     if (op->kind != OpKind::For) continue;

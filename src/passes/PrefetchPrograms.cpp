@@ -23,8 +23,10 @@
 // barrier between reading its part of the buffer and refilling it with two buffers, and the
 // buffer holds an element once for each thread that reads it), whose indices are pure scalar arithmetic on
 // the program ids, constants and dims. Not in kernels with dots, Struct or Raw ops (which own
-// cp.async groups or read blockIdx), or with a yield that says how its programs run (persistent
-// or group_rows). Not before sm_80 (cp.async).
+// cp.async groups or read blockIdx), pipelined loops or loads into shared memory (which wait for
+// all of the thread's copies), or with a yield that says how its programs run (persistent or
+// group_rows: written marks stay as they are). Not before sm_80 (cp.async). Where the knob
+// asks for prefetch and the kernel cannot have it, a note says why.
 //
 // When: the prefetched tiles of one program make at least 32 KiB (kMinBytes: smaller tiles run
 // several CTAs per SM, which already overlap one CTA's loads with another's reductions; H200,
@@ -96,27 +98,44 @@ int64_t knob(const Kernel& k, const char* name, int64_t otherwise) {
 }  // namespace
 
 void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
-  if (!k.grid || o.sm < 80) return;
+  if (!k.grid) return;
   Op* yield = k.grid->terminator();
   if (!yield || yield->operands.empty() || yield->has_attr("persistent") || yield->has_attr("group_rows")) return;
   const int64_t wanted = knob(k, "prefetch_programs", -1);
   if (wanted == 0) return;
+  if (o.sm < 80) {
+    if (wanted == 1) stats.notes.push_back("prefetch_programs = 1 of kernel @" + k.name + " not taken: cp.async needs sm_80");
+    return;
+  }
   const int64_t buffers = knob(k, "prefetch_buffers", 1);
   if (buffers != 1 && buffers != 2)
     throw TesseraError(k.find_constexpr("prefetch_buffers")->loc,
                        "constexpr prefetch_buffers of kernel @" + k.name + " is " + std::to_string(buffers) +
                            "; it must be 1 or 2 (shared buffers of the next program's tiles)");
-  bool allowed = true;
+  // Why the kernel cannot prefetch ("" when it can): said in a note where the knob asked for it.
+  std::string why;
   std::set<const Value*> written;
   std::vector<Op*> loads;
   walk(*k.body, [&](Op& op) {
     const OpClass c = op.info().cls;
-    if (c == OpClass::Raw || c == OpClass::Struct || op.kind == OpKind::Dot) allowed = false;
+    if (why.empty() && (c == OpClass::Raw || c == OpClass::Struct || op.kind == OpKind::Dot))
+      why = "the kernel has " + std::string(op.kind == OpKind::Dot ? "a dot" : "Struct or Raw ops") + " (at " + op.loc.str() + ")";
+    // A ring of its own (pipeline-loops) or a load into shared memory waits for every cp.async
+    // group of the thread (the next program's copies with it), and a TMA ring's barriers would
+    // be set up again by every program.
+    if (why.empty() && op.kind == OpKind::For && op.has_attr("pipeline") && op.attr_int("pipeline") >= 2)
+      why = "the pipelined loop at " + op.loc.str() + " has a ring of its own";
+    if (why.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
+      why = "the load at " + op.loc.str() + " goes to shared memory";
     if (c == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather && !op.operands.empty())
       written.insert(op.operand(0));
-    if (op.kind == OpKind::LoadTile && !in_loop(op) && !op.has_attr("prefetch")) loads.push_back(&op);
+    if (op.kind == OpKind::LoadTile && !in_loop(op)) loads.push_back(&op);
   });
-  if (!allowed) return;
+  auto decline = [&](const std::string& reason) {
+    if (wanted == 1)
+      stats.notes.push_back("prefetch_programs = 1 of kernel @" + k.name + " not taken: " + reason);
+  };
+  if (!why.empty()) return decline(why);
   const std::set<const Value*> params(k.params.begin(), k.params.end());
   struct Candidate {
     Op* load;
@@ -147,15 +166,15 @@ void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
   }
   int64_t program_bytes = 0;
   for (const auto& c : cands) program_bytes += c.invariant ? 0 : c.bytes;
-  if (program_bytes == 0 || (wanted != 1 && program_bytes < kMinBytes)) return;
+  if (program_bytes == 0)
+    return decline("no load outside loops reads a tile of 16-byte runs per thread, from a view the kernel does not "
+                   "write, at indices computed from the program ids");
+  if (wanted != 1 && program_bytes < kMinBytes) return;
   const int64_t budget = shared_memory_per_program(o.sm) - 32768;
-  if (buffers * program_bytes > budget) {
-    if (wanted == 1)
-      stats.notes.push_back("prefetch_programs = 1 not taken: the next program's tiles (" + std::to_string(program_bytes) +
-                            " bytes, " + std::to_string(buffers) + " buffer(s)) leave less than 32 KiB of " +
-                            std::to_string(shared_memory_per_program(o.sm)) + " bytes of shared memory");
-    return;
-  }
+  if (buffers * program_bytes > budget)
+    return decline("the next program's tiles (" + std::to_string(program_bytes) + " bytes, " + std::to_string(buffers) +
+                   " buffer(s)) leave less than 32 KiB of " + std::to_string(shared_memory_per_program(o.sm)) +
+                   " bytes of shared memory");
   // Every program's own tiles first, then (one buffer only) the tiles that are the same for all
   // of them while they fit: read from shared memory by every program after the CTA's first
   // instead of from L1 or L2 by each (at 32768 columns layernorm's weight and bias are as much L2

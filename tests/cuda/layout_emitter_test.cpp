@@ -444,6 +444,50 @@ TEST(LayoutEmitter, RowKernelsPrefetchTheNextProgramsRow) {
   if (nvrtc) expect_nvrtc_accepts(em, CudaTarget::parse("sm_80"));
 }
 
+// Marks written by hand (prefetch-programs' output read back): printed as the pass's own, and
+// the marks the copies could not honour are located errors: a tile copied once with two
+// buffers (the second would never hold it), tiles overlapping in the buffer.
+TEST(LayoutEmitter, WrittenPrefetchMarksArePrintedOrRejected) {
+  auto text = [](const std::string& load_attrs, const std::string& w_attrs, int64_t buffers) {
+    return "kernel @k(%x: view<f32, [M, N]>, %w: view<f32, [N]>, %y: view<f32, [M, N]>) {\n"
+           "  grid {\n    %m = dim %x {axis = 0} : i32\n    yield %m {persistent = 1, prefetch_buffers = " +
+           std::to_string(buffers) +
+           "}\n  }\n"
+           "  %p = program_id {axis = 0} : i32\n  %zero = const {value = 0} : i32\n"
+           "  %t = load_tile %x, %p, %zero {" + load_attrs + "} : tile<f32, [1, 8192]>\n"
+           "  %wt = load_tile %w, %zero " + (w_attrs.empty() ? "" : "{" + w_attrs + "} ") + ": tile<f32, [8192]>\n"
+           "  %w2 = expand_dims %wt {axis = 0} : tile<f32, [1, 8192]>\n"
+           "  %r = mul %t, %w2 : tile<f32, [1, 8192]>\n  store_tile %y, %r, %p, %zero\n}\n";
+  };
+  auto print = [&](const std::string& src) {
+    auto m = parse_module(src, "marks.tile");
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*m->kernels.at(0), {}), "sm_80", &printed);
+    EXPECT_TRUE(printed);
+    return em;
+  };
+  CudaEmission em = print(text("prefetch = \"next_program\", prefetch_at = 0", "prefetch = \"once\", prefetch_at = 32768", 1));
+  EXPECT_TRUE(em.info.persistent);
+  EXPECT_EQ(em.stats["prefetched-program-loads"], 1);
+  EXPECT_EQ(em.stats["prefetched-invariant-loads"], 1);
+  auto error_of = [&](const std::string& src) -> std::string {
+    try {
+      print(src);
+    } catch (const TesseraError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(text("prefetch = \"next_program\", prefetch_at = 0", "prefetch = \"once\", prefetch_at = 32768", 2))
+                .find("prefetch = \"once\" needs prefetch_buffers = 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(text("prefetch = \"next_program\", prefetch_at = 0", "prefetch = \"once\", prefetch_at = 16384", 1))
+                .find("overlap those of the load at"),
+            std::string::npos);
+  EXPECT_NE(error_of(text("prefetch = \"once\", prefetch_at = 0", "", 1)).find("on a tile that depends on the program ids"),
+            std::string::npos);
+}
+
 // A load whose rows are not whole 16-byte chunks (24 i8 elements) cannot be cp.async copies:
 // it stays a load into registers, stored into the shared tile after it, and the layout
 // emitter prints the kernel (it fell back to the planning emitter when remove-layout-conversions

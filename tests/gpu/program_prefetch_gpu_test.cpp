@@ -66,6 +66,7 @@ TEST(ProgramPrefetchGpu, ShortRowsAskedForMatchInterpreter) {
         auto k = bind_constexprs(*find_library_kernel(name)->build(dt), {{"BLOCK_N", 1024}});
         k->set_constexpr("prefetch_programs", 1);
         k->set_constexpr("prefetch_buffers", buffers);
+        ASSERT_GE(sm80_stats(*k, o)["prefetched-program-loads"], 1);
         try {
           expect_gpu_matches_interp(*k, {{"M", 5000}, {"N", n}}, 59, {}, o);
         } catch (const TesseraError& e) {
