@@ -113,7 +113,7 @@ void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
                        "constexpr prefetch_buffers of kernel @" + k.name + " is " + std::to_string(buffers) +
                            "; it must be 1 or 2 (shared buffers of the next program's tiles)");
   // Why the kernel cannot prefetch ("" when it can): said in a note where the knob asked for it.
-  std::string why;
+  std::string why, ring;
   std::set<const Value*> written;
   std::vector<Op*> loads;
   walk(*k.body, [&](Op& op) {
@@ -123,10 +123,10 @@ void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     // A ring of its own (pipeline-loops) or a load into shared memory waits for every cp.async
     // group of the thread (the next program's copies with it), and a TMA ring's barriers would
     // be set up again by every program.
-    if (why.empty() && op.kind == OpKind::For && op.has_attr("pipeline") && op.attr_int("pipeline") >= 2)
-      why = "the pipelined loop at " + op.loc.str() + " has a ring of its own";
-    if (why.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
-      why = "the load at " + op.loc.str() + " goes to shared memory";
+    if (ring.empty() && op.kind == OpKind::For && op.has_attr("pipeline") && op.attr_int("pipeline") >= 2)
+      ring = "the pipelined loop at " + op.loc.str() + " has a ring of its own";
+    if (ring.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
+      ring = "the load at " + op.loc.str() + " goes to shared memory";
     if (c == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather && !op.operands.empty())
       written.insert(op.operand(0));
     if (op.kind == OpKind::LoadTile && !in_loop(op)) loads.push_back(&op);
@@ -135,7 +135,7 @@ void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     if (wanted == 1)
       stats.notes.push_back("prefetch_programs = 1 of kernel @" + k.name + " not taken: " + reason);
   };
-  if (!why.empty()) return decline(why);
+  if (!why.empty() || !ring.empty()) return decline(why.empty() ? ring : why);
   const std::set<const Value*> params(k.params.begin(), k.params.end());
   struct Candidate {
     Op* load;
