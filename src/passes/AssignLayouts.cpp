@@ -137,6 +137,29 @@ class Assign {
       auto it = access_bytes_.emplace(dims(tile->type), 4).first;
       it->second = std::min(it->second, scalar_bytes(op.operand(0)->type.elem));
     });
+    // A reshape that only adds or drops unit dims ([1, N] <-> [N]) moves no element between
+    // threads when both shapes have the same run: the narrower access width goes to both (topk
+    // bf16 loads a [1, 8192] row of 8-element runs and works on it as [8192], which took 4-element
+    // runs, the default of a shape only computed on: an exchange through shared memory).
+    for (bool changed = true; changed;) {
+      changed = false;
+      walk(*k_.body, [&](Op& op) {
+        if (op.kind != OpKind::Reshape || !op.operand(0)->type.is_tile() || !shape_is_static(op.operand(0)->type.shape) ||
+            !shape_is_static(op.result()->type.shape))
+          return;
+        auto non_unit = [](std::vector<int64_t> d) {
+          std::erase(d, int64_t{1});
+          return d;
+        };
+        const std::vector<int64_t> a = dims(op.operand(0)->type), b = dims(op.result()->type);
+        if (non_unit(a) != non_unit(b)) return;
+        const auto ia = access_bytes_.find(a), ib = access_bytes_.find(b);
+        const int wa = ia == access_bytes_.end() ? 4 : ia->second, wb = ib == access_bytes_.end() ? 4 : ib->second;
+        if (wa == wb) return;
+        access_bytes_[a] = access_bytes_[b] = std::min(wa, wb);
+        changed = true;
+      });
+    }
   }
 
   int64_t run() {

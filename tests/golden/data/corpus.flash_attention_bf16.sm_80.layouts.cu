@@ -299,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
         }
       }
     }
-    // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
     float v94_scs[32];
     #pragma unroll
     for (int s95 = 0; s95 < 32; ++s95) {

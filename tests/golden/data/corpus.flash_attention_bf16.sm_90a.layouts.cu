@@ -196,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       tsr::wgmma_wait<0>();
       tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]));
     }
-    // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
     float v53_scs[32];
     #pragma unroll
     for (int s54 = 0; s54 < 32; ++s54) {

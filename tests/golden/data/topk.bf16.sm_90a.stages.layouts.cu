@@ -8,7 +8,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
-  int tsr_red169_at = 0;  // the copy of tsr_red169_mem the next exchange uses
+  int tsr_red153_at = 0;  // the copy of tsr_red153_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -98,886 +98,842 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       }
     }
   }
-  // %20 = reshape %19 : tile<bf16, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  // %20 = reshape %19 : tile<bf16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
   float v20[16];
-  __syncthreads();
+  v20[0] = v12[0];
+  v20[1] = v12[1];
+  v20[2] = v12[2];
+  v20[3] = v12[3];
+  v20[4] = v12[4];
+  v20[5] = v12[5];
+  v20[6] = v12[6];
+  v20[7] = v12[7];
+  v20[8] = v12[8];
+  v20[9] = v12[9];
+  v20[10] = v12[10];
+  v20[11] = v12[11];
+  v20[12] = v12[12];
+  v20[13] = v12[13];
+  v20[14] = v12[14];
+  v20[15] = v12[15];
+  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint16_t v21[16];
   #pragma unroll
-  for (int s21 = 0; s21 < 16; ++s21) {
-    { const int e22 = (((((s21) % 8) + (((s21) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e22 >= 0 && e22 < 2048) reinterpret_cast<float*>(tsr_smem + 0)[e22 - 0] = v12[s21]; }
+  for (int s22 = 0; s22 < 16; ++s22) {
+    v21[s22] = uint16_t(tsr::bf16_bits(v20[s22]));
   }
-  __syncthreads();
+  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v23[16];
   #pragma unroll
-  for (int s23 = 0; s23 < 16; ++s23) {
-    { const int f24 = (((((s23) % 4) + (((s23) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f24 >= 0 && f24 < 2048) v20[s23] = reinterpret_cast<float*>(tsr_smem + 0)[f24 - 0]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s25 = 0; s25 < 16; ++s25) {
-    { const int e26 = (((((s25) % 8) + (((s25) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e26 >= 2048 && e26 < 4096) reinterpret_cast<float*>(tsr_smem + 0)[e26 - 2048] = v12[s25]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s27 = 0; s27 < 16; ++s27) {
-    { const int f28 = (((((s27) % 4) + (((s27) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f28 >= 2048 && f28 < 4096) v20[s27] = reinterpret_cast<float*>(tsr_smem + 0)[f28 - 2048]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s29 = 0; s29 < 16; ++s29) {
-    { const int e30 = (((((s29) % 8) + (((s29) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e30 >= 4096 && e30 < 6144) reinterpret_cast<float*>(tsr_smem + 0)[e30 - 4096] = v12[s29]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s31 = 0; s31 < 16; ++s31) {
-    { const int f32 = (((((s31) % 4) + (((s31) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f32 >= 4096 && f32 < 6144) v20[s31] = reinterpret_cast<float*>(tsr_smem + 0)[f32 - 4096]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s33 = 0; s33 < 16; ++s33) {
-    { const int e34 = (((((s33) % 8) + (((s33) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192); if (e34 >= 6144 && e34 < 8192) reinterpret_cast<float*>(tsr_smem + 0)[e34 - 6144] = v12[s33]; }
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s35 = 0; s35 < 16; ++s35) {
-    { const int f36 = (((((s35) % 4) + (((s35) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128))); if (f36 >= 6144 && f36 < 8192) v20[s35] = reinterpret_cast<float*>(tsr_smem + 0)[f36 - 6144]; }
-  }
-  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint16_t v37[16];
-  #pragma unroll
-  for (int s38 = 0; s38 < 16; ++s38) {
-    v37[s38] = uint16_t(tsr::bf16_bits(v20[s38]));
-  }
-  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v39[16];
-  #pragma unroll
-  for (int s40 = 0; s40 < 16; ++s40) {
-    v39[s40] = uint32_t(v37[s40]);
+  for (int s24 = 0; s24 < 16; ++s24) {
+    v23[s24] = uint32_t(v21[s24]);
   }
   // %23 = const {value = 32767} : u32
-  const uint32_t v41 = uint32_t(32767LL);
-  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v42[16];
+  const uint32_t v25 = uint32_t(32767LL);
+  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v26[16];
   #pragma unroll
-  for (int s43 = 0; s43 < 16; ++s43) {
-    v42[s43] = v41;
+  for (int s27 = 0; s27 < 16; ++s27) {
+    v26[s27] = v25;
   }
-  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v44[16];
+  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v28[16];
   #pragma unroll
-  for (int s45 = 0; s45 < 16; ++s45) {
-    v44[s45] = uint32_t(v39[s45] ^ v42[s45]);
+  for (int s29 = 0; s29 < 16; ++s29) {
+    v28[s29] = uint32_t(v23[s29] ^ v26[s29]);
   }
   // %26 = const {value = 15} : u32
-  const uint32_t v46 = uint32_t(15LL);
-  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v47[16];
+  const uint32_t v30 = uint32_t(15LL);
+  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v31[16];
   #pragma unroll
-  for (int s48 = 0; s48 < 16; ++s48) {
-    v47[s48] = v46;
+  for (int s32 = 0; s32 < 16; ++s32) {
+    v31[s32] = v30;
   }
-  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v49[16];
+  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v33[16];
   #pragma unroll
-  for (int s50 = 0; s50 < 16; ++s50) {
-    v49[s50] = tsr::ishr<uint32_t>(v39[s50], v47[s50]);
+  for (int s34 = 0; s34 < 16; ++s34) {
+    v33[s34] = tsr::ishr<uint32_t>(v23[s34], v31[s34]);
   }
   // %29 = const {value = 0} : u32
-  const uint32_t v51 = uint32_t(0LL);
-  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v52[16];
+  const uint32_t v35 = uint32_t(0LL);
+  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v36[16];
   #pragma unroll
-  for (int s53 = 0; s53 < 16; ++s53) {
-    v52[s53] = v51;
+  for (int s37 = 0; s37 < 16; ++s37) {
+    v36[s37] = v35;
   }
-  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v54[16];
+  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v38[16];
   #pragma unroll
-  for (int s55 = 0; s55 < 16; ++s55) {
-    v54[s55] = uint8_t(v49[s55] == v52[s55]);
+  for (int s39 = 0; s39 < 16; ++s39) {
+    v38[s39] = uint8_t(v33[s39] == v36[s39]);
   }
-  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v56[16];
+  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v40[16];
   #pragma unroll
-  for (int s57 = 0; s57 < 16; ++s57) {
-    v56[s57] = (v54[s57] ? v44[s57] : v39[s57]);
+  for (int s41 = 0; s41 < 16; ++s41) {
+    v40[s41] = (v38[s41] ? v28[s41] : v23[s41]);
   }
-  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v58[16];
+  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v42[16];
   #pragma unroll
-  for (int s59 = 0; s59 < 16; ++s59) {
-    v58[s59] = int32_t(0 + (((s59) % 4) + (((s59) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+  for (int s43 = 0; s43 < 16; ++s43) {
+    v42[s43] = int32_t(0 + (((s43) % 8) + (((s43) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
   }
-  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v60[16];
+  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v44[16];
   #pragma unroll
-  for (int s61 = 0; s61 < 16; ++s61) {
-    v60[s61] = v8;
+  for (int s45 = 0; s45 < 16; ++s45) {
+    v44[s45] = v8;
   }
-  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v62[16];
+  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v46[16];
   #pragma unroll
-  for (int s63 = 0; s63 < 16; ++s63) {
-    v62[s63] = uint8_t(v58[s63] < v60[s63]);
+  for (int s47 = 0; s47 < 16; ++s47) {
+    v46[s47] = uint8_t(v42[s47] < v44[s47]);
   }
-  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v64[16];
+  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v48[16];
   #pragma unroll
-  for (int s65 = 0; s65 < 16; ++s65) {
-    v64[s65] = v9;
+  for (int s49 = 0; s49 < 16; ++s49) {
+    v48[s49] = v9;
   }
-  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v66[16];
+  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v50[16];
   #pragma unroll
-  for (int s67 = 0; s67 < 16; ++s67) {
-    v66[s67] = (v62[s67] ? v56[s67] : v64[s67]);
+  for (int s51 = 0; s51 < 16; ++s51) {
+    v50[s51] = (v46[s51] ? v40[s51] : v48[s51]);
   }
   // %38 = const {value = 64} : i32
-  const int32_t v68 = int32_t(64LL);
+  const int32_t v52 = int32_t(64LL);
   // %39 = const {value = 16} : u32
-  const uint32_t v69 = uint32_t(16LL);
+  const uint32_t v53 = uint32_t(16LL);
   // %40 = const {value = 1} : i1
-  const uint8_t v70 = uint8_t(1);
+  const uint8_t v54 = uint8_t(1);
   // %41 = min %38, %15 : i32
-  const int32_t v71 = tsr::imin<int32_t>(v68, v8);
+  const int32_t v55 = tsr::imin<int32_t>(v52, v8);
   // %42 = const {value = 2} : i32
-  const int32_t v72 = int32_t(2LL);
+  const int32_t v56 = int32_t(2LL);
   // %43, %44, %45, %46 = for %17, %42, %8, %29, %41, %39, %40 : u32, i32, u32, i1 {...}
-  uint32_t c73;
-  c73 = v51;
-  int32_t c74;
-  c74 = v71;
-  uint32_t c75;
-  c75 = v69;
-  uint8_t c76;
-  c76 = v70;
-  for (int64_t iv77_ = v10; v1 > 0 && iv77_ < v72; iv77_ += v1) {
-    const int32_t iv77 = int32_t(iv77_);
+  uint32_t c57;
+  c57 = v35;
+  int32_t c58;
+  c58 = v55;
+  uint32_t c59;
+  c59 = v53;
+  uint8_t c60;
+  c60 = v54;
+  for (int64_t iv61_ = v10; v1 > 0 && iv61_ < v56; iv61_ += v1) {
+    const int32_t iv61 = int32_t(iv61_);
     // %52, %53, %54, %55 = if %51 : u32, i32, u32, i1 {...}
-    uint32_t v78;
-    int32_t v79;
-    uint32_t v80;
-    uint8_t v81;
-    if (c76) {
+    uint32_t v62;
+    int32_t v63;
+    uint32_t v64;
+    uint8_t v65;
+    if (c60) {
       // %56 = const {value = 8} : i32
-      const int32_t v82 = int32_t(8LL);
+      const int32_t v66 = int32_t(8LL);
       // %57 = mul %47, %56 : i32
-      const int32_t v83 = int32_t(uint32_t(iv77) * uint32_t(v82));
+      const int32_t v67 = int32_t(uint32_t(iv61) * uint32_t(v66));
       // %58 = const {value = 16} : i32
-      const int32_t v84 = int32_t(16LL);
+      const int32_t v68 = int32_t(16LL);
       // %59 = sub %58, %57 : i32
-      const int32_t v85 = int32_t(uint32_t(v84) - uint32_t(v83));
+      const int32_t v69 = int32_t(uint32_t(v68) - uint32_t(v67));
       // %60 = cast %59 : u32
-      const uint32_t v86 = uint32_t(v85);
+      const uint32_t v70 = uint32_t(v69);
       // %61 = const {value = 8} : u32
-      const uint32_t v87 = uint32_t(8LL);
+      const uint32_t v71 = uint32_t(8LL);
       // %62 = max %60, %61 : u32
-      const uint32_t v88 = tsr::imax<uint32_t>(v86, v87);
+      const uint32_t v72 = tsr::imax<uint32_t>(v70, v71);
       // %63 = sub %62, %61 : u32
-      const uint32_t v89 = uint32_t(uint32_t(v88) - uint32_t(v87));
+      const uint32_t v73 = uint32_t(uint32_t(v72) - uint32_t(v71));
       // %64 = splat %17 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v90[4];
+      int32_t v74[4];
       #pragma unroll
-      for (int s91 = 0; s91 < 4; ++s91) {
-        v90[s91] = v10;
+      for (int s75 = 0; s75 < 4; ++s75) {
+        v74[s75] = v10;
       }
-      // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v76[16];
+      #pragma unroll
+      for (int s77 = 0; s77 < 16; ++s77) {
+        v76[s77] = v73;
+      }
+      // %66 = shr %37, %65 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v78[16];
+      #pragma unroll
+      for (int s79 = 0; s79 < 16; ++s79) {
+        v78[s79] = tsr::ishr<uint32_t>(v50[s79], v76[s79]);
+      }
+      // %67 = const {value = 255} : u32
+      const uint32_t v80 = uint32_t(255LL);
+      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v81[16];
+      #pragma unroll
+      for (int s82 = 0; s82 < 16; ++s82) {
+        v81[s82] = v80;
+      }
+      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v83[16];
+      #pragma unroll
+      for (int s84 = 0; s84 < 16; ++s84) {
+        v83[s84] = uint32_t(v78[s84] & v81[s84]);
+      }
+      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v85[16];
+      #pragma unroll
+      for (int s86 = 0; s86 < 16; ++s86) {
+        v85[s86] = int32_t(v83[s86]);
+      }
+      // %71 = shr %48, %60 : u32
+      const uint32_t v87 = tsr::ishr<uint32_t>(c57, v70);
+      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v88[16];
+      #pragma unroll
+      for (int s89 = 0; s89 < 16; ++s89) {
+        v88[s89] = v70;
+      }
+      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v90[16];
+      #pragma unroll
+      for (int s91 = 0; s91 < 16; ++s91) {
+        v90[s91] = tsr::ishr<uint32_t>(v50[s91], v88[s91]);
+      }
+      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v92[16];
       #pragma unroll
       for (int s93 = 0; s93 < 16; ++s93) {
-        v92[s93] = v89;
+        v92[s93] = v87;
       }
-      // %66 = shr %37, %65 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v94[16];
+      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint8_t v94[16];
       #pragma unroll
       for (int s95 = 0; s95 < 16; ++s95) {
-        v94[s95] = tsr::ishr<uint32_t>(v66[s95], v92[s95]);
+        v94[s95] = uint8_t(v90[s95] == v92[s95]);
       }
-      // %67 = const {value = 255} : u32
-      const uint32_t v96 = uint32_t(255LL);
-      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v97[16];
+      // %76 = const {value = -1} : i32
+      const int32_t v96 = int32_t(-1LL);
+      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v97[16];
       #pragma unroll
       for (int s98 = 0; s98 < 16; ++s98) {
         v97[s98] = v96;
       }
-      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v99[16];
+      // %78 = where %75, %70, %77 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v99[16];
       #pragma unroll
       for (int s100 = 0; s100 < 16; ++s100) {
-        v99[s100] = uint32_t(v94[s100] & v97[s100]);
-      }
-      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v101[16];
-      #pragma unroll
-      for (int s102 = 0; s102 < 16; ++s102) {
-        v101[s102] = int32_t(v99[s102]);
-      }
-      // %71 = shr %48, %60 : u32
-      const uint32_t v103 = tsr::ishr<uint32_t>(c73, v86);
-      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v104[16];
-      #pragma unroll
-      for (int s105 = 0; s105 < 16; ++s105) {
-        v104[s105] = v86;
-      }
-      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v106[16];
-      #pragma unroll
-      for (int s107 = 0; s107 < 16; ++s107) {
-        v106[s107] = tsr::ishr<uint32_t>(v66[s107], v104[s107]);
-      }
-      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v108[16];
-      #pragma unroll
-      for (int s109 = 0; s109 < 16; ++s109) {
-        v108[s109] = v103;
-      }
-      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v110[16];
-      #pragma unroll
-      for (int s111 = 0; s111 < 16; ++s111) {
-        v110[s111] = uint8_t(v106[s111] == v108[s111]);
-      }
-      // %76 = const {value = -1} : i32
-      const int32_t v112 = int32_t(-1LL);
-      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v113[16];
-      #pragma unroll
-      for (int s114 = 0; s114 < 16; ++s114) {
-        v113[s114] = v112;
-      }
-      // %78 = where %75, %70, %77 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v115[16];
-      #pragma unroll
-      for (int s116 = 0; s116 < 16; ++s116) {
-        v115[s116] = (v110[s116] ? v101[s116] : v113[s116]);
+        v99[s100] = (v94[s100] ? v85[s100] : v97[s100]);
       }
       // %79 = histogram %78 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v117[4];
+      int32_t v101[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s118 = 0; s118 < 16; ++s118) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v115[s118]), (int)(256));
+      for (int s102 = 0; s102 < 16; ++s102) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v99[s102]), (int)(256));
       }
       __syncthreads();
       #pragma unroll
-      for (int s119 = 0; s119 < 4; ++s119) {
-        const int e120 = (((((s119) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v117[s119] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e120]);
+      for (int s103 = 0; s103 < 4; ++s103) {
+        const int e104 = (((((s103) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v101[s103] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e104]);
       }
       // %80 = add %64, %79 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v121[4];
+      int32_t v105[4];
       #pragma unroll
-      for (int s122 = 0; s122 < 4; ++s122) {
-        v121[s122] = int32_t(uint32_t(v90[s122]) + uint32_t(v117[s122]));
+      for (int s106 = 0; s106 < 4; ++s106) {
+        v105[s106] = int32_t(uint32_t(v74[s106]) + uint32_t(v101[s106]));
       }
       // %81 = scan %80 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v123[4];
-      uint32_t run124 = uint32_t(0);
-      uint32_t acc125_0 = uint32_t(0);
-      acc125_0 += uint32_t(v121[0]); v123[0] = int32_t(acc125_0);
-      acc125_0 += uint32_t(v121[1]); v123[1] = int32_t(acc125_0);
-      acc125_0 += uint32_t(v121[2]); v123[2] = int32_t(acc125_0);
-      acc125_0 += uint32_t(v121[3]); v123[3] = int32_t(acc125_0);
+      int32_t v107[4];
+      uint32_t run108 = uint32_t(0);
+      uint32_t acc109_0 = uint32_t(0);
+      acc109_0 += uint32_t(v105[0]); v107[0] = int32_t(acc109_0);
+      acc109_0 += uint32_t(v105[1]); v107[1] = int32_t(acc109_0);
+      acc109_0 += uint32_t(v105[2]); v107[2] = int32_t(acc109_0);
+      acc109_0 += uint32_t(v105[3]); v107[3] = int32_t(acc109_0);
       __syncthreads();
-      uint32_t tot127_0;
-      const uint32_t off126_0 = run124 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc125_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot127_0);
-      v123[0] = int32_t(uint32_t(v123[0]) + off126_0);
-      v123[1] = int32_t(uint32_t(v123[1]) + off126_0);
-      v123[2] = int32_t(uint32_t(v123[2]) + off126_0);
-      v123[3] = int32_t(uint32_t(v123[3]) + off126_0);
-      run124 += tot127_0;
+      uint32_t tot111_0;
+      const uint32_t off110_0 = run108 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc109_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot111_0);
+      v107[0] = int32_t(uint32_t(v107[0]) + off110_0);
+      v107[1] = int32_t(uint32_t(v107[1]) + off110_0);
+      v107[2] = int32_t(uint32_t(v107[2]) + off110_0);
+      v107[3] = int32_t(uint32_t(v107[3]) + off110_0);
+      run108 += tot111_0;
       __syncthreads();
       #pragma unroll
-      for (int s128 = 0; s128 < 4; ++s128) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s128) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v123[s128];
+      for (int s112 = 0; s112 < 4; ++s112) {
+        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s112) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v107[s112];
       }
       __syncthreads();
       #pragma unroll
-      for (int s129 = 0; s129 < 4; ++s129) {
-        const int e130 = (((((s129) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v123[s129] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e130];
+      for (int s113 = 0; s113 < 4; ++s113) {
+        const int e114 = (((((s113) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v107[s113] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e114];
       }
       // %82 = splat %49 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v131[4];
+      int32_t v115[4];
       #pragma unroll
-      for (int s132 = 0; s132 < 4; ++s132) {
-        v131[s132] = c74;
+      for (int s116 = 0; s116 < 4; ++s116) {
+        v115[s116] = c58;
       }
       // %83 = cmp %81, %82 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v133[4];
+      uint8_t v117[4];
       #pragma unroll
-      for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = uint8_t(v123[s134] < v131[s134]);
+      for (int s118 = 0; s118 < 4; ++s118) {
+        v117[s118] = uint8_t(v107[s118] < v115[s118]);
       }
       // %84 = cmp %81, %82 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v135[4];
+      uint8_t v119[4];
       #pragma unroll
-      for (int s136 = 0; s136 < 4; ++s136) {
-        v135[s136] = uint8_t(v123[s136] == v131[s136]);
+      for (int s120 = 0; s120 < 4; ++s120) {
+        v119[s120] = uint8_t(v107[s120] == v115[s120]);
       }
       // %85 = const {value = 4096} : i32
-      const int32_t v137 = int32_t(4096LL);
+      const int32_t v121 = int32_t(4096LL);
       // %86 = splat %85 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v138[4];
+      int32_t v122[4];
       #pragma unroll
-      for (int s139 = 0; s139 < 4; ++s139) {
-        v138[s139] = v137;
+      for (int s123 = 0; s123 < 4; ++s123) {
+        v122[s123] = v121;
       }
       // %87 = where %84, %86, %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v140[4];
+      int32_t v124[4];
       #pragma unroll
-      for (int s141 = 0; s141 < 4; ++s141) {
-        v140[s141] = (v135[s141] ? v138[s141] : v90[s141]);
+      for (int s125 = 0; s125 < 4; ++s125) {
+        v124[s125] = (v119[s125] ? v122[s125] : v74[s125]);
       }
       // %88 = cast %87 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v142[4];
+      int64_t v126[4];
       #pragma unroll
-      for (int s143 = 0; s143 < 4; ++s143) {
-        v142[s143] = int64_t(v140[s143]);
+      for (int s127 = 0; s127 < 4; ++s127) {
+        v126[s127] = int64_t(v124[s127]);
       }
       // %89 = cast %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v144[4];
+      int64_t v128[4];
       #pragma unroll
-      for (int s145 = 0; s145 < 4; ++s145) {
-        v144[s145] = int64_t(v121[s145]);
+      for (int s129 = 0; s129 < 4; ++s129) {
+        v128[s129] = int64_t(v105[s129]);
       }
       // %90 = const {value = 24} : i64
-      const int64_t v146 = int64_t(24LL);
+      const int64_t v130 = int64_t(24LL);
       // %91 = splat %90 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v147[4];
+      int64_t v131[4];
       #pragma unroll
-      for (int s148 = 0; s148 < 4; ++s148) {
-        v147[s148] = v146;
+      for (int s132 = 0; s132 < 4; ++s132) {
+        v131[s132] = v130;
       }
       // %92 = shl %89, %91 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v149[4];
+      int64_t v133[4];
       #pragma unroll
-      for (int s150 = 0; s150 < 4; ++s150) {
-        v149[s150] = tsr::ishl<int64_t>(v144[s150], v147[s150]);
+      for (int s134 = 0; s134 < 4; ++s134) {
+        v133[s134] = tsr::ishl<int64_t>(v128[s134], v131[s134]);
       }
       // %93 = const {value = 1} : i64
-      const int64_t v151 = int64_t(1LL);
+      const int64_t v135 = int64_t(1LL);
       // %94 = splat %93 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v152[4];
+      int64_t v136[4];
       #pragma unroll
-      for (int s153 = 0; s153 < 4; ++s153) {
-        v152[s153] = v151;
+      for (int s137 = 0; s137 < 4; ++s137) {
+        v136[s137] = v135;
       }
       // %95 = add %92, %94 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v154[4];
+      int64_t v138[4];
       #pragma unroll
-      for (int s155 = 0; s155 < 4; ++s155) {
-        v154[s155] = int64_t(uint64_t(v149[s155]) + uint64_t(v152[s155]));
+      for (int s139 = 0; s139 < 4; ++s139) {
+        v138[s139] = int64_t(uint64_t(v133[s139]) + uint64_t(v136[s139]));
       }
       // %96 = const {value = 0} : i64
-      const int64_t v156 = int64_t(0LL);
+      const int64_t v140 = int64_t(0LL);
       // %97 = splat %96 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v157[4];
+      int64_t v141[4];
       #pragma unroll
-      for (int s158 = 0; s158 < 4; ++s158) {
-        v157[s158] = v156;
+      for (int s142 = 0; s142 < 4; ++s142) {
+        v141[s142] = v140;
       }
       // %98 = where %83, %95, %97 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v159[4];
+      int64_t v143[4];
       #pragma unroll
-      for (int s160 = 0; s160 < 4; ++s160) {
-        v159[s160] = (v133[s160] ? v154[s160] : v157[s160]);
+      for (int s144 = 0; s144 < 4; ++s144) {
+        v143[s144] = (v117[s144] ? v138[s144] : v141[s144]);
       }
       // %99 = add %98, %88 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v161[4];
+      int64_t v145[4];
       #pragma unroll
-      for (int s162 = 0; s162 < 4; ++s162) {
-        v161[s162] = int64_t(uint64_t(v159[s162]) + uint64_t(v142[s162]));
+      for (int s146 = 0; s146 < 4; ++s146) {
+        v145[s146] = int64_t(uint64_t(v143[s146]) + uint64_t(v126[s146]));
       }
       // %100 = reduce %99 {axis = 0, kind = "sum"} : i64
-      int64_t v163 = v161[0];
-      v163 = int64_t(uint64_t(v163) + uint64_t(v161[1]));
-      v163 = int64_t(uint64_t(v163) + uint64_t(v161[2]));
-      v163 = int64_t(uint64_t(v163) + uint64_t(v161[3]));
-      const int64_t sh164 = __shfl_xor_sync(0xffffffffu, v163, 1);
-      v163 = int64_t(uint64_t(v163) + uint64_t(sh164));
-      const int64_t sh165 = __shfl_xor_sync(0xffffffffu, v163, 2);
-      v163 = int64_t(uint64_t(v163) + uint64_t(sh165));
-      const int64_t sh166 = __shfl_xor_sync(0xffffffffu, v163, 4);
-      v163 = int64_t(uint64_t(v163) + uint64_t(sh166));
-      const int64_t sh167 = __shfl_xor_sync(0xffffffffu, v163, 8);
-      v163 = int64_t(uint64_t(v163) + uint64_t(sh167));
-      const int64_t sh168 = __shfl_xor_sync(0xffffffffu, v163, 16);
-      v163 = int64_t(uint64_t(v163) + uint64_t(sh168));
-      __shared__ int64_t tsr_red169_mem[4];
-      int64_t* const tsr_red169 = tsr_red169_mem + tsr_red169_at;
-      tsr_red169_at ^= 2;
-      if (tsr_lane == 0) tsr_red169[(((tsr_warp >> 0) & 1) << 0)] = v163;
+      int64_t v147 = v145[0];
+      v147 = int64_t(uint64_t(v147) + uint64_t(v145[1]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(v145[2]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(v145[3]));
+      const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v147, 1);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh148));
+      const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v147, 2);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh149));
+      const int64_t sh150 = __shfl_xor_sync(0xffffffffu, v147, 4);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh150));
+      const int64_t sh151 = __shfl_xor_sync(0xffffffffu, v147, 8);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh151));
+      const int64_t sh152 = __shfl_xor_sync(0xffffffffu, v147, 16);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh152));
+      __shared__ int64_t tsr_red153_mem[4];
+      int64_t* const tsr_red153 = tsr_red153_mem + tsr_red153_at;
+      tsr_red153_at ^= 2;
+      if (tsr_lane == 0) tsr_red153[(((tsr_warp >> 0) & 1) << 0)] = v147;
       __syncthreads();
-      v163 = tsr_red169[0];
-      v163 = int64_t(uint64_t(v163) + uint64_t(tsr_red169[1]));
+      v147 = tsr_red153[0];
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[1]));
       // %101 = const {value = 4095} : i64
-      const int64_t v170 = int64_t(4095LL);
+      const int64_t v154 = int64_t(4095LL);
       // %102 = and %100, %101 : i64
-      const int64_t v171 = int64_t(v163 & v170);
+      const int64_t v155 = int64_t(v147 & v154);
       // %103 = cast %102 : i32
-      const int32_t v172 = int32_t(v171);
+      const int32_t v156 = int32_t(v155);
       // %104 = shr %100, %90 : i64
-      const int64_t v173 = tsr::ishr<int64_t>(v163, v146);
+      const int64_t v157 = tsr::ishr<int64_t>(v147, v130);
       // %105 = cast %104 : i32
-      const int32_t v174 = int32_t(v173);
+      const int32_t v158 = int32_t(v157);
       // %106 = sub %49, %105 : i32
-      const int32_t v175 = int32_t(uint32_t(c74) - uint32_t(v174));
+      const int32_t v159 = int32_t(uint32_t(c58) - uint32_t(v158));
       // %107 = cast %103 : u32
-      const uint32_t v176 = uint32_t(v172);
+      const uint32_t v160 = uint32_t(v156);
       // %108 = shl %107, %63 : u32
-      const uint32_t v177 = tsr::ishl<uint32_t>(v176, v89);
+      const uint32_t v161 = tsr::ishl<uint32_t>(v160, v73);
       // %109 = or %48, %108 : u32
-      const uint32_t v178 = uint32_t(c73 | v177);
+      const uint32_t v162 = uint32_t(c57 | v161);
       // %110 = const {value = 12} : i64
-      const int64_t v179 = int64_t(12LL);
+      const int64_t v163 = int64_t(12LL);
       // %111 = shr %100, %110 : i64
-      const int64_t v180 = tsr::ishr<int64_t>(v163, v179);
+      const int64_t v164 = tsr::ishr<int64_t>(v147, v163);
       // %112 = and %111, %101 : i64
-      const int64_t v181 = int64_t(v180 & v170);
+      const int64_t v165 = int64_t(v164 & v154);
       // %113 = cmp %112, %96 {pred = "eq"} : i1
-      const uint8_t v182 = uint8_t(v181 == v156);
+      const uint8_t v166 = uint8_t(v165 == v140);
       // yield %109, %106, %63, %113
-      v78 = v178;
-      v79 = v175;
-      v80 = v89;
-      v81 = v182;
+      v62 = v162;
+      v63 = v159;
+      v64 = v73;
+      v65 = v166;
     } else {
       // yield %48, %49, %50, %51
-      v78 = c73;
-      v79 = c74;
-      v80 = c75;
-      v81 = c76;
+      v62 = c57;
+      v63 = c58;
+      v64 = c59;
+      v65 = c60;
     }
     // yield %52, %53, %54, %55
-    c73 = v78;
-    c74 = v79;
-    c75 = v80;
-    c76 = v81;
+    c57 = v62;
+    c58 = v63;
+    c59 = v64;
+    c60 = v65;
   }
   // %114 = shr %43, %45 : u32
-  const uint32_t v183 = tsr::ishr<uint32_t>(c73, c75);
-  // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v184[16];
+  const uint32_t v167 = tsr::ishr<uint32_t>(c57, c59);
+  // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v168[16];
   #pragma unroll
-  for (int s185 = 0; s185 < 16; ++s185) {
-    v184[s185] = c75;
+  for (int s169 = 0; s169 < 16; ++s169) {
+    v168[s169] = c59;
   }
-  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v186[16];
+  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v170[16];
   #pragma unroll
-  for (int s187 = 0; s187 < 16; ++s187) {
-    v186[s187] = tsr::ishr<uint32_t>(v66[s187], v184[s187]);
+  for (int s171 = 0; s171 < 16; ++s171) {
+    v170[s171] = tsr::ishr<uint32_t>(v50[s171], v168[s171]);
   }
-  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v188[16];
+  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v172[16];
   #pragma unroll
-  for (int s189 = 0; s189 < 16; ++s189) {
-    v188[s189] = v183;
+  for (int s173 = 0; s173 < 16; ++s173) {
+    v172[s173] = v167;
   }
-  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v190[16];
+  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v174[16];
   #pragma unroll
-  for (int s191 = 0; s191 < 16; ++s191) {
-    v190[s191] = uint8_t(v186[s191] == v188[s191]);
+  for (int s175 = 0; s175 < 16; ++s175) {
+    v174[s175] = uint8_t(v170[s175] == v172[s175]);
   }
-  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v192[16];
+  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v176[16];
   #pragma unroll
-  for (int s193 = 0; s193 < 16; ++s193) {
-    v192[s193] = uint8_t(v186[s193] < v188[s193]);
+  for (int s177 = 0; s177 < 16; ++s177) {
+    v176[s177] = uint8_t(v170[s177] < v172[s177]);
   }
   // %120 = const {value = 65536} : i32
-  const int32_t v194 = int32_t(65536LL);
-  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v195[16];
+  const int32_t v178 = int32_t(65536LL);
+  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v179[16];
   #pragma unroll
-  for (int s196 = 0; s196 < 16; ++s196) {
-    v195[s196] = v194;
+  for (int s180 = 0; s180 < 16; ++s180) {
+    v179[s180] = v178;
   }
-  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v197[16];
+  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v181[16];
   #pragma unroll
-  for (int s198 = 0; s198 < 16; ++s198) {
-    v197[s198] = v10;
+  for (int s182 = 0; s182 < 16; ++s182) {
+    v181[s182] = v10;
   }
-  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v199[16];
+  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v183[16];
   #pragma unroll
-  for (int s200 = 0; s200 < 16; ++s200) {
-    v199[s200] = (v192[s200] ? v195[s200] : v197[s200]);
+  for (int s184 = 0; s184 < 16; ++s184) {
+    v183[s184] = (v176[s184] ? v179[s184] : v181[s184]);
   }
-  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v201[16];
+  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v185[16];
   #pragma unroll
-  for (int s202 = 0; s202 < 16; ++s202) {
-    v201[s202] = v1;
+  for (int s186 = 0; s186 < 16; ++s186) {
+    v185[s186] = v1;
   }
-  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v203[16];
+  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v187[16];
   #pragma unroll
-  for (int s204 = 0; s204 < 16; ++s204) {
-    v203[s204] = (v190[s204] ? v201[s204] : v197[s204]);
+  for (int s188 = 0; s188 < 16; ++s188) {
+    v187[s188] = (v174[s188] ? v185[s188] : v181[s188]);
   }
-  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v205[16];
+  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v189[16];
   #pragma unroll
-  for (int s206 = 0; s206 < 16; ++s206) {
-    v205[s206] = int32_t(uint32_t(v203[s206]) + uint32_t(v199[s206]));
+  for (int s190 = 0; s190 < 16; ++s190) {
+    v189[s190] = int32_t(uint32_t(v187[s190]) + uint32_t(v183[s190]));
   }
   // %127 = reduce %126 {axis = 0, kind = "sum"} : i32
-  int32_t v207 = v205[0];
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[1]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[2]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[3]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[4]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[5]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[6]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[7]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[8]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[9]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[10]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[11]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[12]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[13]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[14]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(v205[15]));
-  const int32_t sh208 = __shfl_xor_sync(0xffffffffu, v207, 1);
-  v207 = int32_t(uint32_t(v207) + uint32_t(sh208));
-  const int32_t sh209 = __shfl_xor_sync(0xffffffffu, v207, 2);
-  v207 = int32_t(uint32_t(v207) + uint32_t(sh209));
-  const int32_t sh210 = __shfl_xor_sync(0xffffffffu, v207, 4);
-  v207 = int32_t(uint32_t(v207) + uint32_t(sh210));
-  const int32_t sh211 = __shfl_xor_sync(0xffffffffu, v207, 8);
-  v207 = int32_t(uint32_t(v207) + uint32_t(sh211));
-  const int32_t sh212 = __shfl_xor_sync(0xffffffffu, v207, 16);
-  v207 = int32_t(uint32_t(v207) + uint32_t(sh212));
-  __shared__ int32_t tsr_red213_mem[16];
-  int32_t* const tsr_red213 = tsr_red213_mem;
-  if (tsr_lane == 0) tsr_red213[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v207;
+  int32_t v191 = v189[0];
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[1]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[2]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[3]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[4]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[5]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[6]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[7]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[8]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[9]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[10]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[11]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[12]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[13]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[14]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(v189[15]));
+  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v191, 1);
+  v191 = int32_t(uint32_t(v191) + uint32_t(sh192));
+  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v191, 2);
+  v191 = int32_t(uint32_t(v191) + uint32_t(sh193));
+  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v191, 4);
+  v191 = int32_t(uint32_t(v191) + uint32_t(sh194));
+  const int32_t sh195 = __shfl_xor_sync(0xffffffffu, v191, 8);
+  v191 = int32_t(uint32_t(v191) + uint32_t(sh195));
+  const int32_t sh196 = __shfl_xor_sync(0xffffffffu, v191, 16);
+  v191 = int32_t(uint32_t(v191) + uint32_t(sh196));
+  __shared__ int32_t tsr_red197_mem[16];
+  int32_t* const tsr_red197 = tsr_red197_mem;
+  if (tsr_lane == 0) tsr_red197[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v191;
   __syncthreads();
-  v207 = tsr_red213[0];
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[1]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[2]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[3]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[4]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[5]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[6]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[7]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[8]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[9]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[10]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[11]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[12]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[13]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[14]));
-  v207 = int32_t(uint32_t(v207) + uint32_t(tsr_red213[15]));
+  v191 = tsr_red197[0];
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[1]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[2]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[3]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[4]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[5]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[6]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[7]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[8]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[9]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[10]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[11]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[12]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[13]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[14]));
+  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[15]));
   // %128 = const {value = 65535} : i32
-  const int32_t v214 = int32_t(65535LL);
+  const int32_t v198 = int32_t(65535LL);
   // %129 = and %127, %128 : i32
-  const int32_t v215 = int32_t(v207 & v214);
+  const int32_t v199 = int32_t(v191 & v198);
   // %130 = const {value = 16} : i32
-  const int32_t v216 = int32_t(16LL);
+  const int32_t v200 = int32_t(16LL);
   // %131 = shr %127, %130 : i32
-  const int32_t v217 = tsr::ishr<int32_t>(v207, v216);
+  const int32_t v201 = tsr::ishr<int32_t>(v191, v200);
   // %132 = add %17, %129 : i32
-  const int32_t v218 = int32_t(uint32_t(v10) + uint32_t(v215));
+  const int32_t v202 = int32_t(uint32_t(v10) + uint32_t(v199));
   // %133 = cmp %132, %44 {pred = "le"} : i1
-  const uint8_t v219 = uint8_t(v218 <= c74);
-  // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v220[16];
-  if (v219) {
-    // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v221[16];
+  const uint8_t v203 = uint8_t(v202 <= c58);
+  // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
+  uint8_t v204[16];
+  if (v203) {
+    // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v205[16];
     #pragma unroll
-    for (int s222 = 0; s222 < 16; ++s222) {
-      v221[s222] = uint8_t(v192[s222] | v190[s222]);
+    for (int s206 = 0; s206 < 16; ++s206) {
+      v205[s206] = uint8_t(v176[s206] | v174[s206]);
     }
     // yield %135
     #pragma unroll
-    for (int s223 = 0; s223 < 16; ++s223) {
-      v220[s223] = v221[s223];
+    for (int s207 = 0; s207 < 16; ++s207) {
+      v204[s207] = v205[s207];
     }
   } else {
-    // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v224[16];
+    // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v208[16];
     #pragma unroll
-    for (int s225 = 0; s225 < 16; ++s225) {
-      v224[s225] = int32_t(v190[s225]);
+    for (int s209 = 0; s209 < 16; ++s209) {
+      v208[s209] = int32_t(v174[s209]);
     }
-    // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v226[16];
-    uint32_t run227 = uint32_t(0);
-    uint32_t acc228_0 = uint32_t(0);
-    acc228_0 += uint32_t(v224[0]); v226[0] = int32_t(acc228_0);
-    acc228_0 += uint32_t(v224[1]); v226[1] = int32_t(acc228_0);
-    acc228_0 += uint32_t(v224[2]); v226[2] = int32_t(acc228_0);
-    acc228_0 += uint32_t(v224[3]); v226[3] = int32_t(acc228_0);
+    // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v210[16];
+    uint32_t run211 = uint32_t(0);
+    uint32_t acc212_0 = uint32_t(0);
+    acc212_0 += uint32_t(v208[0]); v210[0] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[1]); v210[1] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[2]); v210[2] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[3]); v210[3] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[4]); v210[4] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[5]); v210[5] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[6]); v210[6] = int32_t(acc212_0);
+    acc212_0 += uint32_t(v208[7]); v210[7] = int32_t(acc212_0);
     __syncthreads();
-    uint32_t tot230_0;
-    const uint32_t off229_0 = run227 + tsr::block_exclusive_sum<16>(acc228_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_0);
-    v226[0] = int32_t(uint32_t(v226[0]) + off229_0);
-    v226[1] = int32_t(uint32_t(v226[1]) + off229_0);
-    v226[2] = int32_t(uint32_t(v226[2]) + off229_0);
-    v226[3] = int32_t(uint32_t(v226[3]) + off229_0);
-    run227 += tot230_0;
-    uint32_t acc228_1 = uint32_t(0);
-    acc228_1 += uint32_t(v224[4]); v226[4] = int32_t(acc228_1);
-    acc228_1 += uint32_t(v224[5]); v226[5] = int32_t(acc228_1);
-    acc228_1 += uint32_t(v224[6]); v226[6] = int32_t(acc228_1);
-    acc228_1 += uint32_t(v224[7]); v226[7] = int32_t(acc228_1);
+    uint32_t tot214_0;
+    const uint32_t off213_0 = run211 + tsr::block_exclusive_sum<16>(acc212_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_0);
+    v210[0] = int32_t(uint32_t(v210[0]) + off213_0);
+    v210[1] = int32_t(uint32_t(v210[1]) + off213_0);
+    v210[2] = int32_t(uint32_t(v210[2]) + off213_0);
+    v210[3] = int32_t(uint32_t(v210[3]) + off213_0);
+    v210[4] = int32_t(uint32_t(v210[4]) + off213_0);
+    v210[5] = int32_t(uint32_t(v210[5]) + off213_0);
+    v210[6] = int32_t(uint32_t(v210[6]) + off213_0);
+    v210[7] = int32_t(uint32_t(v210[7]) + off213_0);
+    run211 += tot214_0;
+    uint32_t acc212_1 = uint32_t(0);
+    acc212_1 += uint32_t(v208[8]); v210[8] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[9]); v210[9] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[10]); v210[10] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[11]); v210[11] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[12]); v210[12] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[13]); v210[13] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[14]); v210[14] = int32_t(acc212_1);
+    acc212_1 += uint32_t(v208[15]); v210[15] = int32_t(acc212_1);
     __syncthreads();
-    uint32_t tot230_1;
-    const uint32_t off229_1 = run227 + tsr::block_exclusive_sum<16>(acc228_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_1);
-    v226[4] = int32_t(uint32_t(v226[4]) + off229_1);
-    v226[5] = int32_t(uint32_t(v226[5]) + off229_1);
-    v226[6] = int32_t(uint32_t(v226[6]) + off229_1);
-    v226[7] = int32_t(uint32_t(v226[7]) + off229_1);
-    run227 += tot230_1;
-    uint32_t acc228_2 = uint32_t(0);
-    acc228_2 += uint32_t(v224[8]); v226[8] = int32_t(acc228_2);
-    acc228_2 += uint32_t(v224[9]); v226[9] = int32_t(acc228_2);
-    acc228_2 += uint32_t(v224[10]); v226[10] = int32_t(acc228_2);
-    acc228_2 += uint32_t(v224[11]); v226[11] = int32_t(acc228_2);
-    __syncthreads();
-    uint32_t tot230_2;
-    const uint32_t off229_2 = run227 + tsr::block_exclusive_sum<16>(acc228_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_2);
-    v226[8] = int32_t(uint32_t(v226[8]) + off229_2);
-    v226[9] = int32_t(uint32_t(v226[9]) + off229_2);
-    v226[10] = int32_t(uint32_t(v226[10]) + off229_2);
-    v226[11] = int32_t(uint32_t(v226[11]) + off229_2);
-    run227 += tot230_2;
-    uint32_t acc228_3 = uint32_t(0);
-    acc228_3 += uint32_t(v224[12]); v226[12] = int32_t(acc228_3);
-    acc228_3 += uint32_t(v224[13]); v226[13] = int32_t(acc228_3);
-    acc228_3 += uint32_t(v224[14]); v226[14] = int32_t(acc228_3);
-    acc228_3 += uint32_t(v224[15]); v226[15] = int32_t(acc228_3);
-    __syncthreads();
-    uint32_t tot230_3;
-    const uint32_t off229_3 = run227 + tsr::block_exclusive_sum<16>(acc228_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot230_3);
-    v226[12] = int32_t(uint32_t(v226[12]) + off229_3);
-    v226[13] = int32_t(uint32_t(v226[13]) + off229_3);
-    v226[14] = int32_t(uint32_t(v226[14]) + off229_3);
-    v226[15] = int32_t(uint32_t(v226[15]) + off229_3);
-    run227 += tot230_3;
-    // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v231[16];
+    uint32_t tot214_1;
+    const uint32_t off213_1 = run211 + tsr::block_exclusive_sum<16>(acc212_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_1);
+    v210[8] = int32_t(uint32_t(v210[8]) + off213_1);
+    v210[9] = int32_t(uint32_t(v210[9]) + off213_1);
+    v210[10] = int32_t(uint32_t(v210[10]) + off213_1);
+    v210[11] = int32_t(uint32_t(v210[11]) + off213_1);
+    v210[12] = int32_t(uint32_t(v210[12]) + off213_1);
+    v210[13] = int32_t(uint32_t(v210[13]) + off213_1);
+    v210[14] = int32_t(uint32_t(v210[14]) + off213_1);
+    v210[15] = int32_t(uint32_t(v210[15]) + off213_1);
+    run211 += tot214_1;
+    // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v215[16];
     #pragma unroll
-    for (int s232 = 0; s232 < 16; ++s232) {
-      v231[s232] = int32_t(uint32_t(v226[s232]) + uint32_t(v197[s232]));
+    for (int s216 = 0; s216 < 16; ++s216) {
+      v215[s216] = int32_t(uint32_t(v210[s216]) + uint32_t(v181[s216]));
     }
-    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v233[16];
+    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v217[16];
     #pragma unroll
-    for (int s234 = 0; s234 < 16; ++s234) {
-      v233[s234] = c74;
+    for (int s218 = 0; s218 < 16; ++s218) {
+      v217[s218] = c58;
     }
-    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v235[16];
+    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v219[16];
     #pragma unroll
-    for (int s236 = 0; s236 < 16; ++s236) {
-      v235[s236] = uint8_t(v231[s236] <= v233[s236]);
+    for (int s220 = 0; s220 < 16; ++s220) {
+      v219[s220] = uint8_t(v215[s220] <= v217[s220]);
     }
-    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v237[16];
+    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v221[16];
     #pragma unroll
-    for (int s238 = 0; s238 < 16; ++s238) {
-      v237[s238] = uint8_t(v190[s238] & v235[s238]);
+    for (int s222 = 0; s222 < 16; ++s222) {
+      v221[s222] = uint8_t(v174[s222] & v219[s222]);
     }
-    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v239[16];
+    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v223[16];
     #pragma unroll
-    for (int s240 = 0; s240 < 16; ++s240) {
-      v239[s240] = uint8_t(v192[s240] | v237[s240]);
+    for (int s224 = 0; s224 < 16; ++s224) {
+      v223[s224] = uint8_t(v176[s224] | v221[s224]);
     }
     // yield %142
     #pragma unroll
-    for (int s241 = 0; s241 < 16; ++s241) {
-      v220[s241] = v239[s241];
+    for (int s225 = 0; s225 < 16; ++s225) {
+      v204[s225] = v223[s225];
     }
   }
   // %143 = const {value = -1} : i32
-  const int32_t v242 = int32_t(-1LL);
-  // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+  const int32_t v226 = int32_t(-1LL);
+  // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v227[16];
+  #pragma unroll
+  for (int s228 = 0; s228 < 16; ++s228) {
+    v227[s228] = int32_t(v204[s228]);
+  }
+  // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v229[16];
+  uint32_t run230 = uint32_t(0);
+  uint32_t acc231_0 = uint32_t(0);
+  acc231_0 += uint32_t(v227[0]); v229[0] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[1]); v229[1] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[2]); v229[2] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[3]); v229[3] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[4]); v229[4] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[5]); v229[5] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[6]); v229[6] = int32_t(acc231_0);
+  acc231_0 += uint32_t(v227[7]); v229[7] = int32_t(acc231_0);
+  __syncthreads();
+  uint32_t tot233_0;
+  const uint32_t off232_0 = run230 + tsr::block_exclusive_sum<16>(acc231_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_0);
+  v229[0] = int32_t(uint32_t(v229[0]) + off232_0);
+  v229[1] = int32_t(uint32_t(v229[1]) + off232_0);
+  v229[2] = int32_t(uint32_t(v229[2]) + off232_0);
+  v229[3] = int32_t(uint32_t(v229[3]) + off232_0);
+  v229[4] = int32_t(uint32_t(v229[4]) + off232_0);
+  v229[5] = int32_t(uint32_t(v229[5]) + off232_0);
+  v229[6] = int32_t(uint32_t(v229[6]) + off232_0);
+  v229[7] = int32_t(uint32_t(v229[7]) + off232_0);
+  run230 += tot233_0;
+  uint32_t acc231_1 = uint32_t(0);
+  acc231_1 += uint32_t(v227[8]); v229[8] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[9]); v229[9] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[10]); v229[10] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[11]); v229[11] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[12]); v229[12] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[13]); v229[13] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[14]); v229[14] = int32_t(acc231_1);
+  acc231_1 += uint32_t(v227[15]); v229[15] = int32_t(acc231_1);
+  __syncthreads();
+  uint32_t tot233_1;
+  const uint32_t off232_1 = run230 + tsr::block_exclusive_sum<16>(acc231_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_1);
+  v229[8] = int32_t(uint32_t(v229[8]) + off232_1);
+  v229[9] = int32_t(uint32_t(v229[9]) + off232_1);
+  v229[10] = int32_t(uint32_t(v229[10]) + off232_1);
+  v229[11] = int32_t(uint32_t(v229[11]) + off232_1);
+  v229[12] = int32_t(uint32_t(v229[12]) + off232_1);
+  v229[13] = int32_t(uint32_t(v229[13]) + off232_1);
+  v229[14] = int32_t(uint32_t(v229[14]) + off232_1);
+  v229[15] = int32_t(uint32_t(v229[15]) + off232_1);
+  run230 += tot233_1;
+  // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v234[16];
+  #pragma unroll
+  for (int s235 = 0; s235 < 16; ++s235) {
+    v234[s235] = v226;
+  }
+  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v236[16];
+  #pragma unroll
+  for (int s237 = 0; s237 < 16; ++s237) {
+    v236[s237] = int32_t(uint32_t(v229[s237]) + uint32_t(v234[s237]));
+  }
+  // %148 = mul %10, %38 : i32
+  const int32_t v238 = int32_t(uint32_t(v3) * uint32_t(v52));
+  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v239[16];
+  #pragma unroll
+  for (int s240 = 0; s240 < 16; ++s240) {
+    v239[s240] = v238;
+  }
+  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v241[16];
+  #pragma unroll
+  for (int s242 = 0; s242 < 16; ++s242) {
+    v241[s242] = int32_t(uint32_t(v236[s242]) + uint32_t(v239[s242]));
+  }
+  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
   int32_t v243[16];
   #pragma unroll
   for (int s244 = 0; s244 < 16; ++s244) {
-    v243[s244] = int32_t(v220[s244]);
-  }
-  // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v245[16];
-  uint32_t run246 = uint32_t(0);
-  uint32_t acc247_0 = uint32_t(0);
-  acc247_0 += uint32_t(v243[0]); v245[0] = int32_t(acc247_0);
-  acc247_0 += uint32_t(v243[1]); v245[1] = int32_t(acc247_0);
-  acc247_0 += uint32_t(v243[2]); v245[2] = int32_t(acc247_0);
-  acc247_0 += uint32_t(v243[3]); v245[3] = int32_t(acc247_0);
-  __syncthreads();
-  uint32_t tot249_0;
-  const uint32_t off248_0 = run246 + tsr::block_exclusive_sum<16>(acc247_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_0);
-  v245[0] = int32_t(uint32_t(v245[0]) + off248_0);
-  v245[1] = int32_t(uint32_t(v245[1]) + off248_0);
-  v245[2] = int32_t(uint32_t(v245[2]) + off248_0);
-  v245[3] = int32_t(uint32_t(v245[3]) + off248_0);
-  run246 += tot249_0;
-  uint32_t acc247_1 = uint32_t(0);
-  acc247_1 += uint32_t(v243[4]); v245[4] = int32_t(acc247_1);
-  acc247_1 += uint32_t(v243[5]); v245[5] = int32_t(acc247_1);
-  acc247_1 += uint32_t(v243[6]); v245[6] = int32_t(acc247_1);
-  acc247_1 += uint32_t(v243[7]); v245[7] = int32_t(acc247_1);
-  __syncthreads();
-  uint32_t tot249_1;
-  const uint32_t off248_1 = run246 + tsr::block_exclusive_sum<16>(acc247_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_1);
-  v245[4] = int32_t(uint32_t(v245[4]) + off248_1);
-  v245[5] = int32_t(uint32_t(v245[5]) + off248_1);
-  v245[6] = int32_t(uint32_t(v245[6]) + off248_1);
-  v245[7] = int32_t(uint32_t(v245[7]) + off248_1);
-  run246 += tot249_1;
-  uint32_t acc247_2 = uint32_t(0);
-  acc247_2 += uint32_t(v243[8]); v245[8] = int32_t(acc247_2);
-  acc247_2 += uint32_t(v243[9]); v245[9] = int32_t(acc247_2);
-  acc247_2 += uint32_t(v243[10]); v245[10] = int32_t(acc247_2);
-  acc247_2 += uint32_t(v243[11]); v245[11] = int32_t(acc247_2);
-  __syncthreads();
-  uint32_t tot249_2;
-  const uint32_t off248_2 = run246 + tsr::block_exclusive_sum<16>(acc247_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_2);
-  v245[8] = int32_t(uint32_t(v245[8]) + off248_2);
-  v245[9] = int32_t(uint32_t(v245[9]) + off248_2);
-  v245[10] = int32_t(uint32_t(v245[10]) + off248_2);
-  v245[11] = int32_t(uint32_t(v245[11]) + off248_2);
-  run246 += tot249_2;
-  uint32_t acc247_3 = uint32_t(0);
-  acc247_3 += uint32_t(v243[12]); v245[12] = int32_t(acc247_3);
-  acc247_3 += uint32_t(v243[13]); v245[13] = int32_t(acc247_3);
-  acc247_3 += uint32_t(v243[14]); v245[14] = int32_t(acc247_3);
-  acc247_3 += uint32_t(v243[15]); v245[15] = int32_t(acc247_3);
-  __syncthreads();
-  uint32_t tot249_3;
-  const uint32_t off248_3 = run246 + tsr::block_exclusive_sum<16>(acc247_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot249_3);
-  v245[12] = int32_t(uint32_t(v245[12]) + off248_3);
-  v245[13] = int32_t(uint32_t(v245[13]) + off248_3);
-  v245[14] = int32_t(uint32_t(v245[14]) + off248_3);
-  v245[15] = int32_t(uint32_t(v245[15]) + off248_3);
-  run246 += tot249_3;
-  // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v250[16];
-  #pragma unroll
-  for (int s251 = 0; s251 < 16; ++s251) {
-    v250[s251] = v242;
-  }
-  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v252[16];
-  #pragma unroll
-  for (int s253 = 0; s253 < 16; ++s253) {
-    v252[s253] = int32_t(uint32_t(v245[s253]) + uint32_t(v250[s253]));
-  }
-  // %148 = mul %10, %38 : i32
-  const int32_t v254 = int32_t(uint32_t(v3) * uint32_t(v68));
-  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v255[16];
-  #pragma unroll
-  for (int s256 = 0; s256 < 16; ++s256) {
-    v255[s256] = v254;
-  }
-  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v257[16];
-  #pragma unroll
-  for (int s258 = 0; s258 < 16; ++s258) {
-    v257[s258] = int32_t(uint32_t(v252[s258]) + uint32_t(v255[s258]));
-  }
-  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v259[16];
-  #pragma unroll
-  for (int s260 = 0; s260 < 16; ++s260) {
-    v259[s260] = v2;
+    v243[s244] = v2;
   }
   // scatter %seg_values, %20, %151, %150, %134
   #pragma unroll
-  for (int s261 = 0; s261 < 16; ++s261) {
-    if ((v220[s261] != 0) && (int64_t(v259[s261]) >= 0 && int64_t(v259[s261]) < int64_t(tsr_dim_M) && int64_t(v257[s261]) >= 0 && int64_t(v257[s261]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v259[s261]) * tsr_p1_s0 + int64_t(v257[s261]) * tsr_p1_s1] = tsr::f2bf(v20[s261]);
+  for (int s245 = 0; s245 < 16; ++s245) {
+    if ((v204[s245] != 0) && (int64_t(v243[s245]) >= 0 && int64_t(v243[s245]) < int64_t(tsr_dim_M) && int64_t(v241[s245]) >= 0 && int64_t(v241[s245]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v243[s245]) * tsr_p1_s0 + int64_t(v241[s245]) * tsr_p1_s1] = tsr::f2bf(v20[s245]);
   }
   // %152 = mul %18, %7 : i32
-  const int32_t v262 = int32_t(uint32_t(v11) * uint32_t(v0));
-  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v263[16];
+  const int32_t v246 = int32_t(uint32_t(v11) * uint32_t(v0));
+  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v247[16];
   #pragma unroll
-  for (int s264 = 0; s264 < 16; ++s264) {
-    v263[s264] = v262;
+  for (int s248 = 0; s248 < 16; ++s248) {
+    v247[s248] = v246;
   }
-  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v265[16];
+  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v249[16];
   #pragma unroll
-  for (int s266 = 0; s266 < 16; ++s266) {
-    v265[s266] = int32_t(uint32_t(v58[s266]) + uint32_t(v263[s266]));
+  for (int s250 = 0; s250 < 16; ++s250) {
+    v249[s250] = int32_t(uint32_t(v42[s250]) + uint32_t(v247[s250]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
   #pragma unroll
-  for (int s267 = 0; s267 < 16; ++s267) {
-    if ((v220[s267] != 0) && (int64_t(v259[s267]) >= 0 && int64_t(v259[s267]) < int64_t(tsr_dim_M) && int64_t(v257[s267]) >= 0 && int64_t(v257[s267]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v259[s267]) * tsr_p2_s0 + int64_t(v257[s267]) * tsr_p2_s1] = v265[s267];
+  for (int s251 = 0; s251 < 16; ++s251) {
+    if ((v204[s251] != 0) && (int64_t(v243[s251]) >= 0 && int64_t(v243[s251]) < int64_t(tsr_dim_M) && int64_t(v241[s251]) >= 0 && int64_t(v241[s251]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v243[s251]) * tsr_p2_s0 + int64_t(v241[s251]) * tsr_p2_s1] = v249[s251];
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v268 = int32_t(uint32_t(c74) - uint32_t(v10));
+  const int32_t v252 = int32_t(uint32_t(c58) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v269 = tsr::imax<int32_t>(v268, v10);
+  const int32_t v253 = tsr::imax<int32_t>(v252, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v270 = tsr::imin<int32_t>(v215, v269);
+  const int32_t v254 = tsr::imin<int32_t>(v199, v253);
   // %158 = add %17, %131 : i32
-  const int32_t v271 = int32_t(uint32_t(v10) + uint32_t(v217));
+  const int32_t v255 = int32_t(uint32_t(v10) + uint32_t(v201));
   // %159 = add %158, %157 : i32
-  const int32_t v272 = int32_t(uint32_t(v271) + uint32_t(v270));
+  const int32_t v256 = int32_t(uint32_t(v255) + uint32_t(v254));
   // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v273[4];
+  int32_t v257[4];
   #pragma unroll
-  for (int s274 = 0; s274 < 4; ++s274) {
-    v273[s274] = int32_t(0 + (((s274) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+  for (int s258 = 0; s258 < 4; ++s258) {
+    v257[s258] = int32_t(0 + (((s258) % 4)) + (((tsr_lane >> 0) & 15) * 4));
   }
   // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v275[4];
+  int32_t v259[4];
   #pragma unroll
-  for (int s276 = 0; s276 < 4; ++s276) {
-    v275[s276] = v272;
+  for (int s260 = 0; s260 < 4; ++s260) {
+    v259[s260] = v256;
   }
   // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v277[4];
+  uint8_t v261[4];
   #pragma unroll
-  for (int s278 = 0; s278 < 4; ++s278) {
-    v277[s278] = uint8_t(v273[s278] >= v275[s278]);
+  for (int s262 = 0; s262 < 4; ++s262) {
+    v261[s262] = uint8_t(v257[s262] >= v259[s262]);
   }
   // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v279[4];
+  int32_t v263[4];
   #pragma unroll
-  for (int s280 = 0; s280 < 4; ++s280) {
-    v279[s280] = v254;
+  for (int s264 = 0; s264 < 4; ++s264) {
+    v263[s264] = v238;
   }
   // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v281[4];
+  int32_t v265[4];
   #pragma unroll
-  for (int s282 = 0; s282 < 4; ++s282) {
-    v281[s282] = int32_t(uint32_t(v273[s282]) + uint32_t(v279[s282]));
+  for (int s266 = 0; s266 < 4; ++s266) {
+    v265[s266] = int32_t(uint32_t(v257[s266]) + uint32_t(v263[s266]));
   }
   // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v283[4];
+  int32_t v267[4];
   #pragma unroll
-  for (int s284 = 0; s284 < 4; ++s284) {
-    v283[s284] = v242;
+  for (int s268 = 0; s268 < 4; ++s268) {
+    v267[s268] = v226;
   }
   // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v285[4];
+  int32_t v269[4];
   #pragma unroll
-  for (int s286 = 0; s286 < 4; ++s286) {
-    v285[s286] = v2;
+  for (int s270 = 0; s270 < 4; ++s270) {
+    v269[s270] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s287 = 0; s287 < 4; ++s287) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v277[s287] != 0) && (int64_t(v285[s287]) >= 0 && int64_t(v285[s287]) < int64_t(tsr_dim_M) && int64_t(v281[s287]) >= 0 && int64_t(v281[s287]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v285[s287]) * tsr_p2_s0 + int64_t(v281[s287]) * tsr_p2_s1] = v283[s287];
+  for (int s271 = 0; s271 < 4; ++s271) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v261[s271] != 0) && (int64_t(v269[s271]) >= 0 && int64_t(v269[s271]) < int64_t(tsr_dim_M) && int64_t(v265[s271]) >= 0 && int64_t(v265[s271]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v269[s271]) * tsr_p2_s0 + int64_t(v265[s271]) * tsr_p2_s1] = v267[s271];
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 96, dynamic_smem 8192
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 96, dynamic_smem 1024
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer seg_values bf16 bytes 8 index 1
@@ -989,12 +945,11 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
 // header tessera/mma.cuh
 // stat block-scans = 3
 // stat histograms = 1
-// stat layout-exchanges = 1
 // stat producer-warpgroups = 0
 // stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
-// stat smem-bytes = 8192
+// stat smem-bytes = 1024
 // stat threads = 512
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
@@ -1009,7 +964,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
-  int tsr_red154_at = 0;  // the copy of tsr_red154_mem the next exchange uses
+  int tsr_red148_at = 0;  // the copy of tsr_red148_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_C);
@@ -1068,800 +1023,810 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
       }
     }
   }
-  // %6 = reshape %5 : tile<bf16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  __syncthreads();
-  #pragma unroll
-  for (int s9 = 0; s9 < 8; ++s9) {
-    if (((tsr_warp & 12) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024)] = v4[s9];
-  }
-  __syncthreads();
-  float v10[4];
-  #pragma unroll
-  for (int s11 = 0; s11 < 4; ++s11) {
-    const int e12 = (((((s11) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v10[s11] = reinterpret_cast<float*>(tsr_smem + 0)[e12];
-  }
+  // %6 = reshape %5 : tile<bf16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  float v9[8];
+  v9[0] = v4[0];
+  v9[1] = v4[1];
+  v9[2] = v4[2];
+  v9[3] = v4[3];
+  v9[4] = v4[4];
+  v9[5] = v4[5];
+  v9[6] = v4[6];
+  v9[7] = v4[7];
   // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
-  int32_t v13[8];
+  int32_t v10[8];
   {
-    const int64_t o14 = int64_t(v0) * 1 + 0;
-    const int64_t o15 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
-    const bool whole16 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 1024 >= 0 && int64_t(v3) * 1024 + 1024 <= int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + int64_t(v0) * 1 * tsr_p1_s0 + int64_t(v3) * 1024 * tsr_p1_s1);
-    if (whole16) {
+    const int64_t o11 = int64_t(v0) * 1 + 0;
+    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
+    const bool whole13 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 1024 >= 0 && int64_t(v3) * 1024 + 1024 <= int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + int64_t(v0) * 1 * tsr_p1_s0 + int64_t(v3) * 1024 * tsr_p1_s1);
+    if (whole13) {
       #pragma unroll
-      for (int c17 = 0; c17 < 2; ++c17) {
-        int32_t vb18[4];
-        tsr::copy_vec<int32_t, 4>(vb18, tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c17 * 4) % 8))) * tsr_p1_s1);
-        v13[c17 * 4 + 0] = vb18[0];
-        v13[c17 * 4 + 1] = vb18[1];
-        v13[c17 * 4 + 2] = vb18[2];
-        v13[c17 * 4 + 3] = vb18[3];
+      for (int c14 = 0; c14 < 2; ++c14) {
+        int32_t vb15[4];
+        tsr::copy_vec<int32_t, 4>(vb15, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c14 * 4) % 8))) * tsr_p1_s1);
+        v10[c14 * 4 + 0] = vb15[0];
+        v10[c14 * 4 + 1] = vb15[1];
+        v10[c14 * 4 + 2] = vb15[2];
+        v10[c14 * 4 + 3] = vb15[3];
       }
     } else {
       #pragma unroll
-      for (int c19 = 0; c19 < 2; ++c19) {
-        int32_t vb20[4];
-        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1)) {
-          tsr::copy_vec<int32_t, 4>(vb20, tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1);
-          v13[c19 * 4 + 0] = vb20[0];
-          v13[c19 * 4 + 1] = vb20[1];
-          v13[c19 * 4 + 2] = vb20[2];
-          v13[c19 * 4 + 3] = vb20[3];
+      for (int c16 = 0; c16 < 2; ++c16) {
+        int32_t vb17[4];
+        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1)) {
+          tsr::copy_vec<int32_t, 4>(vb17, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1);
+          v10[c16 * 4 + 0] = vb17[0];
+          v10[c16 * 4 + 1] = vb17[1];
+          v10[c16 * 4 + 2] = vb17[2];
+          v10[c16 * 4 + 3] = vb17[3];
         } else {
-          v13[c19 * 4] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8))) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8))) * tsr_p1_s1] : int32_t(-1LL);
-          v13[c19 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-          v13[c19 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-          v13[c19 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c19 * 4) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c19 * 4) % 8)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+          v10[c16 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1] : int32_t(-1LL);
+          v10[c16 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 1) * tsr_p1_s1] : int32_t(-1LL);
+          v10[c16 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 2) * tsr_p1_s1] : int32_t(-1LL);
+          v10[c16 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 3) * tsr_p1_s1] : int32_t(-1LL);
         }
       }
     }
   }
-  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  __syncthreads();
+  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v18[8];
+  v18[0] = v10[0];
+  v18[1] = v10[1];
+  v18[2] = v10[2];
+  v18[3] = v10[3];
+  v18[4] = v10[4];
+  v18[5] = v10[5];
+  v18[6] = v10[6];
+  v18[7] = v10[7];
+  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint16_t v19[8];
   #pragma unroll
-  for (int s21 = 0; s21 < 8; ++s21) {
-    if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s21) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024)] = v13[s21];
+  for (int s20 = 0; s20 < 8; ++s20) {
+    v19[s20] = uint16_t(tsr::bf16_bits(v9[s20]));
   }
-  __syncthreads();
-  int32_t v22[4];
+  // %10 = cast %9 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v21[8];
   #pragma unroll
-  for (int s23 = 0; s23 < 4; ++s23) {
-    const int e24 = (((((s23) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v22[s23] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e24];
-  }
-  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint16_t v25[4];
-  #pragma unroll
-  for (int s26 = 0; s26 < 4; ++s26) {
-    v25[s26] = uint16_t(tsr::bf16_bits(v10[s26]));
-  }
-  // %10 = cast %9 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v27[4];
-  #pragma unroll
-  for (int s28 = 0; s28 < 4; ++s28) {
-    v27[s28] = uint32_t(v25[s28]);
+  for (int s22 = 0; s22 < 8; ++s22) {
+    v21[s22] = uint32_t(v19[s22]);
   }
   // %11 = const {value = 32767} : u32
-  const uint32_t v29 = uint32_t(32767LL);
-  // %12 = splat %11 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v30[4];
+  const uint32_t v23 = uint32_t(32767LL);
+  // %12 = splat %11 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v24[8];
   #pragma unroll
-  for (int s31 = 0; s31 < 4; ++s31) {
-    v30[s31] = v29;
+  for (int s25 = 0; s25 < 8; ++s25) {
+    v24[s25] = v23;
   }
-  // %13 = xor %10, %12 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v32[4];
+  // %13 = xor %10, %12 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v26[8];
   #pragma unroll
-  for (int s33 = 0; s33 < 4; ++s33) {
-    v32[s33] = uint32_t(v27[s33] ^ v30[s33]);
+  for (int s27 = 0; s27 < 8; ++s27) {
+    v26[s27] = uint32_t(v21[s27] ^ v24[s27]);
   }
   // %14 = const {value = 15} : u32
-  const uint32_t v34 = uint32_t(15LL);
-  // %15 = splat %14 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v35[4];
+  const uint32_t v28 = uint32_t(15LL);
+  // %15 = splat %14 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v29[8];
   #pragma unroll
-  for (int s36 = 0; s36 < 4; ++s36) {
-    v35[s36] = v34;
+  for (int s30 = 0; s30 < 8; ++s30) {
+    v29[s30] = v28;
   }
-  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v37[4];
+  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v31[8];
   #pragma unroll
-  for (int s38 = 0; s38 < 4; ++s38) {
-    v37[s38] = tsr::ishr<uint32_t>(v27[s38], v35[s38]);
+  for (int s32 = 0; s32 < 8; ++s32) {
+    v31[s32] = tsr::ishr<uint32_t>(v21[s32], v29[s32]);
   }
   // %17 = const {value = 0} : u32
-  const uint32_t v39 = uint32_t(0LL);
-  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v40[4];
+  const uint32_t v33 = uint32_t(0LL);
+  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v34[8];
   #pragma unroll
-  for (int s41 = 0; s41 < 4; ++s41) {
-    v40[s41] = v39;
+  for (int s35 = 0; s35 < 8; ++s35) {
+    v34[s35] = v33;
   }
-  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v42[4];
+  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v36[8];
   #pragma unroll
-  for (int s43 = 0; s43 < 4; ++s43) {
-    v42[s43] = uint8_t(v37[s43] == v40[s43]);
+  for (int s37 = 0; s37 < 8; ++s37) {
+    v36[s37] = uint8_t(v31[s37] == v34[s37]);
   }
-  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v44[4];
+  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v38[8];
   #pragma unroll
-  for (int s45 = 0; s45 < 4; ++s45) {
-    v44[s45] = (v42[s45] ? v32[s45] : v27[s45]);
+  for (int s39 = 0; s39 < 8; ++s39) {
+    v38[s39] = (v36[s39] ? v26[s39] : v21[s39]);
   }
-  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v46[4];
+  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v40[8];
   #pragma unroll
-  for (int s47 = 0; s47 < 4; ++s47) {
-    v46[s47] = v3;
+  for (int s41 = 0; s41 < 8; ++s41) {
+    v40[s41] = v3;
   }
-  // %22 = cmp %8, %21 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v48[4];
+  // %22 = cmp %8, %21 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v42[8];
   #pragma unroll
-  for (int s49 = 0; s49 < 4; ++s49) {
-    v48[s49] = uint8_t(v22[s49] < v46[s49]);
+  for (int s43 = 0; s43 < 8; ++s43) {
+    v42[s43] = uint8_t(v18[s43] < v40[s43]);
   }
-  // %23 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v50[4];
+  // %23 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v44[8];
   #pragma unroll
-  for (int s51 = 0; s51 < 4; ++s51) {
-    v50[s51] = v2;
+  for (int s45 = 0; s45 < 8; ++s45) {
+    v44[s45] = v2;
   }
-  // %24 = where %22, %23, %20 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v52[4];
+  // %24 = where %22, %23, %20 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v46[8];
   #pragma unroll
-  for (int s53 = 0; s53 < 4; ++s53) {
-    v52[s53] = (v48[s53] ? v50[s53] : v44[s53]);
+  for (int s47 = 0; s47 < 8; ++s47) {
+    v46[s47] = (v42[s47] ? v44[s47] : v38[s47]);
   }
   // %25 = const {value = 64} : i32
-  const int32_t v54 = int32_t(64LL);
+  const int32_t v48 = int32_t(64LL);
   // %26 = const {value = 16} : u32
-  const uint32_t v55 = uint32_t(16LL);
+  const uint32_t v49 = uint32_t(16LL);
   // %27 = const {value = 1} : i1
-  const uint8_t v56 = uint8_t(1);
+  const uint8_t v50 = uint8_t(1);
   // %28 = const {value = 2} : i32
-  const int32_t v57 = int32_t(2LL);
+  const int32_t v51 = int32_t(2LL);
   // %29, %30, %31, %32 = for %4, %28, %2, %17, %25, %26, %27 : u32, i32, u32, i1 {...}
-  uint32_t c58;
-  c58 = v39;
-  int32_t c59;
-  c59 = v54;
-  uint32_t c60;
-  c60 = v55;
-  uint8_t c61;
-  c61 = v56;
-  for (int64_t iv62_ = v3; v1 > 0 && iv62_ < v57; iv62_ += v1) {
-    const int32_t iv62 = int32_t(iv62_);
+  uint32_t c52;
+  c52 = v33;
+  int32_t c53;
+  c53 = v48;
+  uint32_t c54;
+  c54 = v49;
+  uint8_t c55;
+  c55 = v50;
+  for (int64_t iv56_ = v3; v1 > 0 && iv56_ < v51; iv56_ += v1) {
+    const int32_t iv56 = int32_t(iv56_);
     // %38, %39, %40, %41 = if %37 : u32, i32, u32, i1 {...}
-    uint32_t v63;
-    int32_t v64;
-    uint32_t v65;
-    uint8_t v66;
-    if (c61) {
+    uint32_t v57;
+    int32_t v58;
+    uint32_t v59;
+    uint8_t v60;
+    if (c55) {
       // %42 = const {value = 8} : i32
-      const int32_t v67 = int32_t(8LL);
+      const int32_t v61 = int32_t(8LL);
       // %43 = mul %33, %42 : i32
-      const int32_t v68 = int32_t(uint32_t(iv62) * uint32_t(v67));
+      const int32_t v62 = int32_t(uint32_t(iv56) * uint32_t(v61));
       // %44 = const {value = 16} : i32
-      const int32_t v69 = int32_t(16LL);
+      const int32_t v63 = int32_t(16LL);
       // %45 = sub %44, %43 : i32
-      const int32_t v70 = int32_t(uint32_t(v69) - uint32_t(v68));
+      const int32_t v64 = int32_t(uint32_t(v63) - uint32_t(v62));
       // %46 = cast %45 : u32
-      const uint32_t v71 = uint32_t(v70);
+      const uint32_t v65 = uint32_t(v64);
       // %47 = const {value = 8} : u32
-      const uint32_t v72 = uint32_t(8LL);
+      const uint32_t v66 = uint32_t(8LL);
       // %48 = max %46, %47 : u32
-      const uint32_t v73 = tsr::imax<uint32_t>(v71, v72);
+      const uint32_t v67 = tsr::imax<uint32_t>(v65, v66);
       // %49 = sub %48, %47 : u32
-      const uint32_t v74 = uint32_t(uint32_t(v73) - uint32_t(v72));
+      const uint32_t v68 = uint32_t(uint32_t(v67) - uint32_t(v66));
       // %50 = splat %4 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v75[4];
+      int32_t v69[4];
       #pragma unroll
-      for (int s76 = 0; s76 < 4; ++s76) {
-        v75[s76] = v3;
+      for (int s70 = 0; s70 < 4; ++s70) {
+        v69[s70] = v3;
       }
-      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v77[4];
+      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v71[8];
       #pragma unroll
-      for (int s78 = 0; s78 < 4; ++s78) {
-        v77[s78] = v74;
+      for (int s72 = 0; s72 < 8; ++s72) {
+        v71[s72] = v68;
       }
-      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v79[4];
+      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v73[8];
       #pragma unroll
-      for (int s80 = 0; s80 < 4; ++s80) {
-        v79[s80] = tsr::ishr<uint32_t>(v52[s80], v77[s80]);
+      for (int s74 = 0; s74 < 8; ++s74) {
+        v73[s74] = tsr::ishr<uint32_t>(v46[s74], v71[s74]);
       }
       // %53 = const {value = 255} : u32
-      const uint32_t v81 = uint32_t(255LL);
-      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v82[4];
+      const uint32_t v75 = uint32_t(255LL);
+      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v76[8];
       #pragma unroll
-      for (int s83 = 0; s83 < 4; ++s83) {
-        v82[s83] = v81;
+      for (int s77 = 0; s77 < 8; ++s77) {
+        v76[s77] = v75;
       }
-      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v84[4];
+      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v78[8];
       #pragma unroll
-      for (int s85 = 0; s85 < 4; ++s85) {
-        v84[s85] = uint32_t(v79[s85] & v82[s85]);
+      for (int s79 = 0; s79 < 8; ++s79) {
+        v78[s79] = uint32_t(v73[s79] & v76[s79]);
       }
-      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v86[4];
+      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v80[8];
       #pragma unroll
-      for (int s87 = 0; s87 < 4; ++s87) {
-        v86[s87] = int32_t(v84[s87]);
+      for (int s81 = 0; s81 < 8; ++s81) {
+        v80[s81] = int32_t(v78[s81]);
       }
       // %57 = shr %34, %46 : u32
-      const uint32_t v88 = tsr::ishr<uint32_t>(c58, v71);
-      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v89[4];
+      const uint32_t v82 = tsr::ishr<uint32_t>(c52, v65);
+      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v83[8];
       #pragma unroll
-      for (int s90 = 0; s90 < 4; ++s90) {
-        v89[s90] = v71;
+      for (int s84 = 0; s84 < 8; ++s84) {
+        v83[s84] = v65;
       }
-      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v91[4];
+      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v85[8];
       #pragma unroll
-      for (int s92 = 0; s92 < 4; ++s92) {
-        v91[s92] = tsr::ishr<uint32_t>(v52[s92], v89[s92]);
+      for (int s86 = 0; s86 < 8; ++s86) {
+        v85[s86] = tsr::ishr<uint32_t>(v46[s86], v83[s86]);
       }
-      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v93[4];
+      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v87[8];
       #pragma unroll
-      for (int s94 = 0; s94 < 4; ++s94) {
-        v93[s94] = v88;
+      for (int s88 = 0; s88 < 8; ++s88) {
+        v87[s88] = v82;
       }
-      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v95[4];
+      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint8_t v89[8];
       #pragma unroll
-      for (int s96 = 0; s96 < 4; ++s96) {
-        v95[s96] = uint8_t(v91[s96] == v93[s96]);
+      for (int s90 = 0; s90 < 8; ++s90) {
+        v89[s90] = uint8_t(v85[s90] == v87[s90]);
       }
       // %62 = const {value = -1} : i32
-      const int32_t v97 = int32_t(-1LL);
-      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v98[4];
+      const int32_t v91 = int32_t(-1LL);
+      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v92[8];
       #pragma unroll
-      for (int s99 = 0; s99 < 4; ++s99) {
-        v98[s99] = v97;
+      for (int s93 = 0; s93 < 8; ++s93) {
+        v92[s93] = v91;
       }
-      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v100[4];
+      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v94[8];
       #pragma unroll
-      for (int s101 = 0; s101 < 4; ++s101) {
-        v100[s101] = (v95[s101] ? v86[s101] : v98[s101]);
+      for (int s95 = 0; s95 < 8; ++s95) {
+        v94[s95] = (v89[s95] ? v80[s95] : v92[s95]);
       }
       // %65 = histogram %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v102[4];
+      int32_t v96[4];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s103 = 0; s103 < 4; ++s103) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 8) == 0) ? (int)(v100[s103]) : (int)(-1), (int)(256));
+      for (int s97 = 0; s97 < 8; ++s97) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 12) == 0) ? (int)(v94[s97]) : (int)(-1), (int)(256));
       }
       __syncthreads();
       #pragma unroll
-      for (int s104 = 0; s104 < 4; ++s104) {
-        const int e105 = (((((s104) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v102[s104] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e105]);
+      for (int s98 = 0; s98 < 4; ++s98) {
+        const int e99 = (((((s98) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v96[s98] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e99]);
       }
       // %66 = add %50, %65 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v106[4];
+      int32_t v100[4];
       #pragma unroll
-      for (int s107 = 0; s107 < 4; ++s107) {
-        v106[s107] = int32_t(uint32_t(v75[s107]) + uint32_t(v102[s107]));
+      for (int s101 = 0; s101 < 4; ++s101) {
+        v100[s101] = int32_t(uint32_t(v69[s101]) + uint32_t(v96[s101]));
       }
       // %67 = scan %66 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v108[4];
-      uint32_t run109 = uint32_t(0);
-      uint32_t acc110_0 = uint32_t(0);
-      acc110_0 += uint32_t(v106[0]); v108[0] = int32_t(acc110_0);
-      acc110_0 += uint32_t(v106[1]); v108[1] = int32_t(acc110_0);
-      acc110_0 += uint32_t(v106[2]); v108[2] = int32_t(acc110_0);
-      acc110_0 += uint32_t(v106[3]); v108[3] = int32_t(acc110_0);
+      int32_t v102[4];
+      uint32_t run103 = uint32_t(0);
+      uint32_t acc104_0 = uint32_t(0);
+      acc104_0 += uint32_t(v100[0]); v102[0] = int32_t(acc104_0);
+      acc104_0 += uint32_t(v100[1]); v102[1] = int32_t(acc104_0);
+      acc104_0 += uint32_t(v100[2]); v102[2] = int32_t(acc104_0);
+      acc104_0 += uint32_t(v100[3]); v102[3] = int32_t(acc104_0);
       __syncthreads();
-      uint32_t tot112_0;
-      const uint32_t off111_0 = run109 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc110_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot112_0);
-      v108[0] = int32_t(uint32_t(v108[0]) + off111_0);
-      v108[1] = int32_t(uint32_t(v108[1]) + off111_0);
-      v108[2] = int32_t(uint32_t(v108[2]) + off111_0);
-      v108[3] = int32_t(uint32_t(v108[3]) + off111_0);
-      run109 += tot112_0;
+      uint32_t tot106_0;
+      const uint32_t off105_0 = run103 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc104_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot106_0);
+      v102[0] = int32_t(uint32_t(v102[0]) + off105_0);
+      v102[1] = int32_t(uint32_t(v102[1]) + off105_0);
+      v102[2] = int32_t(uint32_t(v102[2]) + off105_0);
+      v102[3] = int32_t(uint32_t(v102[3]) + off105_0);
+      run103 += tot106_0;
       __syncthreads();
       #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s113) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v108[s113];
+      for (int s107 = 0; s107 < 4; ++s107) {
+        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s107) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v102[s107];
       }
       __syncthreads();
       #pragma unroll
-      for (int s114 = 0; s114 < 4; ++s114) {
-        const int e115 = (((((s114) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v108[s114] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e115];
+      for (int s108 = 0; s108 < 4; ++s108) {
+        const int e109 = (((((s108) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+        v102[s108] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e109];
       }
       // %68 = splat %35 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v116[4];
+      int32_t v110[4];
       #pragma unroll
-      for (int s117 = 0; s117 < 4; ++s117) {
-        v116[s117] = c59;
+      for (int s111 = 0; s111 < 4; ++s111) {
+        v110[s111] = c53;
       }
       // %69 = cmp %67, %68 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v118[4];
+      uint8_t v112[4];
       #pragma unroll
-      for (int s119 = 0; s119 < 4; ++s119) {
-        v118[s119] = uint8_t(v108[s119] < v116[s119]);
+      for (int s113 = 0; s113 < 4; ++s113) {
+        v112[s113] = uint8_t(v102[s113] < v110[s113]);
       }
       // %70 = cmp %67, %68 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v120[4];
+      uint8_t v114[4];
       #pragma unroll
-      for (int s121 = 0; s121 < 4; ++s121) {
-        v120[s121] = uint8_t(v108[s121] == v116[s121]);
+      for (int s115 = 0; s115 < 4; ++s115) {
+        v114[s115] = uint8_t(v102[s115] == v110[s115]);
       }
       // %71 = const {value = 4096} : i32
-      const int32_t v122 = int32_t(4096LL);
+      const int32_t v116 = int32_t(4096LL);
       // %72 = splat %71 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v123[4];
+      int32_t v117[4];
       #pragma unroll
-      for (int s124 = 0; s124 < 4; ++s124) {
-        v123[s124] = v122;
+      for (int s118 = 0; s118 < 4; ++s118) {
+        v117[s118] = v116;
       }
       // %73 = where %70, %72, %50 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v125[4];
+      int32_t v119[4];
       #pragma unroll
-      for (int s126 = 0; s126 < 4; ++s126) {
-        v125[s126] = (v120[s126] ? v123[s126] : v75[s126]);
+      for (int s120 = 0; s120 < 4; ++s120) {
+        v119[s120] = (v114[s120] ? v117[s120] : v69[s120]);
       }
       // %74 = cast %73 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v127[4];
+      int64_t v121[4];
       #pragma unroll
-      for (int s128 = 0; s128 < 4; ++s128) {
-        v127[s128] = int64_t(v125[s128]);
+      for (int s122 = 0; s122 < 4; ++s122) {
+        v121[s122] = int64_t(v119[s122]);
       }
       // %75 = cast %66 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v129[4];
+      int64_t v123[4];
       #pragma unroll
-      for (int s130 = 0; s130 < 4; ++s130) {
-        v129[s130] = int64_t(v106[s130]);
+      for (int s124 = 0; s124 < 4; ++s124) {
+        v123[s124] = int64_t(v100[s124]);
       }
       // %76 = const {value = 24} : i64
-      const int64_t v131 = int64_t(24LL);
+      const int64_t v125 = int64_t(24LL);
       // %77 = splat %76 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v132[4];
+      int64_t v126[4];
       #pragma unroll
-      for (int s133 = 0; s133 < 4; ++s133) {
-        v132[s133] = v131;
+      for (int s127 = 0; s127 < 4; ++s127) {
+        v126[s127] = v125;
       }
       // %78 = shl %75, %77 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v134[4];
+      int64_t v128[4];
       #pragma unroll
-      for (int s135 = 0; s135 < 4; ++s135) {
-        v134[s135] = tsr::ishl<int64_t>(v129[s135], v132[s135]);
+      for (int s129 = 0; s129 < 4; ++s129) {
+        v128[s129] = tsr::ishl<int64_t>(v123[s129], v126[s129]);
       }
       // %79 = const {value = 1} : i64
-      const int64_t v136 = int64_t(1LL);
+      const int64_t v130 = int64_t(1LL);
       // %80 = splat %79 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v137[4];
+      int64_t v131[4];
       #pragma unroll
-      for (int s138 = 0; s138 < 4; ++s138) {
-        v137[s138] = v136;
+      for (int s132 = 0; s132 < 4; ++s132) {
+        v131[s132] = v130;
       }
       // %81 = add %78, %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v139[4];
+      int64_t v133[4];
       #pragma unroll
-      for (int s140 = 0; s140 < 4; ++s140) {
-        v139[s140] = int64_t(uint64_t(v134[s140]) + uint64_t(v137[s140]));
+      for (int s134 = 0; s134 < 4; ++s134) {
+        v133[s134] = int64_t(uint64_t(v128[s134]) + uint64_t(v131[s134]));
       }
       // %82 = const {value = 0} : i64
-      const int64_t v141 = int64_t(0LL);
+      const int64_t v135 = int64_t(0LL);
       // %83 = splat %82 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v142[4];
+      int64_t v136[4];
       #pragma unroll
-      for (int s143 = 0; s143 < 4; ++s143) {
-        v142[s143] = v141;
+      for (int s137 = 0; s137 < 4; ++s137) {
+        v136[s137] = v135;
       }
       // %84 = where %69, %81, %83 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v144[4];
+      int64_t v138[4];
       #pragma unroll
-      for (int s145 = 0; s145 < 4; ++s145) {
-        v144[s145] = (v118[s145] ? v139[s145] : v142[s145]);
+      for (int s139 = 0; s139 < 4; ++s139) {
+        v138[s139] = (v112[s139] ? v133[s139] : v136[s139]);
       }
       // %85 = add %84, %74 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v146[4];
+      int64_t v140[4];
       #pragma unroll
-      for (int s147 = 0; s147 < 4; ++s147) {
-        v146[s147] = int64_t(uint64_t(v144[s147]) + uint64_t(v127[s147]));
+      for (int s141 = 0; s141 < 4; ++s141) {
+        v140[s141] = int64_t(uint64_t(v138[s141]) + uint64_t(v121[s141]));
       }
       // %86 = reduce %85 {axis = 0, kind = "sum"} : i64
-      int64_t v148 = v146[0];
-      v148 = int64_t(uint64_t(v148) + uint64_t(v146[1]));
-      v148 = int64_t(uint64_t(v148) + uint64_t(v146[2]));
-      v148 = int64_t(uint64_t(v148) + uint64_t(v146[3]));
-      const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v148, 1);
-      v148 = int64_t(uint64_t(v148) + uint64_t(sh149));
-      const int64_t sh150 = __shfl_xor_sync(0xffffffffu, v148, 2);
-      v148 = int64_t(uint64_t(v148) + uint64_t(sh150));
-      const int64_t sh151 = __shfl_xor_sync(0xffffffffu, v148, 4);
-      v148 = int64_t(uint64_t(v148) + uint64_t(sh151));
-      const int64_t sh152 = __shfl_xor_sync(0xffffffffu, v148, 8);
-      v148 = int64_t(uint64_t(v148) + uint64_t(sh152));
-      const int64_t sh153 = __shfl_xor_sync(0xffffffffu, v148, 16);
-      v148 = int64_t(uint64_t(v148) + uint64_t(sh153));
-      __shared__ int64_t tsr_red154_mem[4];
-      int64_t* const tsr_red154 = tsr_red154_mem + tsr_red154_at;
-      tsr_red154_at ^= 2;
-      if (tsr_lane == 0) tsr_red154[(((tsr_warp >> 0) & 1) << 0)] = v148;
+      int64_t v142 = v140[0];
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[1]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[2]));
+      v142 = int64_t(uint64_t(v142) + uint64_t(v140[3]));
+      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v142, 1);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh143));
+      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v142, 2);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh144));
+      const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v142, 4);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh145));
+      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v142, 8);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh146));
+      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v142, 16);
+      v142 = int64_t(uint64_t(v142) + uint64_t(sh147));
+      __shared__ int64_t tsr_red148_mem[4];
+      int64_t* const tsr_red148 = tsr_red148_mem + tsr_red148_at;
+      tsr_red148_at ^= 2;
+      if (tsr_lane == 0) tsr_red148[(((tsr_warp >> 0) & 1) << 0)] = v142;
       __syncthreads();
-      v148 = tsr_red154[0];
-      v148 = int64_t(uint64_t(v148) + uint64_t(tsr_red154[1]));
+      v142 = tsr_red148[0];
+      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[1]));
       // %87 = const {value = 4095} : i64
-      const int64_t v155 = int64_t(4095LL);
+      const int64_t v149 = int64_t(4095LL);
       // %88 = and %86, %87 : i64
-      const int64_t v156 = int64_t(v148 & v155);
+      const int64_t v150 = int64_t(v142 & v149);
       // %89 = cast %88 : i32
-      const int32_t v157 = int32_t(v156);
+      const int32_t v151 = int32_t(v150);
       // %90 = shr %86, %76 : i64
-      const int64_t v158 = tsr::ishr<int64_t>(v148, v131);
+      const int64_t v152 = tsr::ishr<int64_t>(v142, v125);
       // %91 = cast %90 : i32
-      const int32_t v159 = int32_t(v158);
+      const int32_t v153 = int32_t(v152);
       // %92 = sub %35, %91 : i32
-      const int32_t v160 = int32_t(uint32_t(c59) - uint32_t(v159));
+      const int32_t v154 = int32_t(uint32_t(c53) - uint32_t(v153));
       // %93 = cast %89 : u32
-      const uint32_t v161 = uint32_t(v157);
+      const uint32_t v155 = uint32_t(v151);
       // %94 = shl %93, %49 : u32
-      const uint32_t v162 = tsr::ishl<uint32_t>(v161, v74);
+      const uint32_t v156 = tsr::ishl<uint32_t>(v155, v68);
       // %95 = or %34, %94 : u32
-      const uint32_t v163 = uint32_t(c58 | v162);
+      const uint32_t v157 = uint32_t(c52 | v156);
       // %96 = const {value = 12} : i64
-      const int64_t v164 = int64_t(12LL);
+      const int64_t v158 = int64_t(12LL);
       // %97 = shr %86, %96 : i64
-      const int64_t v165 = tsr::ishr<int64_t>(v148, v164);
+      const int64_t v159 = tsr::ishr<int64_t>(v142, v158);
       // %98 = and %97, %87 : i64
-      const int64_t v166 = int64_t(v165 & v155);
+      const int64_t v160 = int64_t(v159 & v149);
       // %99 = cmp %98, %82 {pred = "eq"} : i1
-      const uint8_t v167 = uint8_t(v166 == v141);
+      const uint8_t v161 = uint8_t(v160 == v135);
       // yield %95, %92, %49, %99
-      v63 = v163;
-      v64 = v160;
-      v65 = v74;
-      v66 = v167;
+      v57 = v157;
+      v58 = v154;
+      v59 = v68;
+      v60 = v161;
     } else {
       // yield %34, %35, %36, %37
-      v63 = c58;
-      v64 = c59;
-      v65 = c60;
-      v66 = c61;
+      v57 = c52;
+      v58 = c53;
+      v59 = c54;
+      v60 = c55;
     }
     // yield %38, %39, %40, %41
-    c58 = v63;
-    c59 = v64;
-    c60 = v65;
-    c61 = v66;
+    c52 = v57;
+    c53 = v58;
+    c54 = v59;
+    c55 = v60;
   }
   // %100 = shr %29, %31 : u32
-  const uint32_t v168 = tsr::ishr<uint32_t>(c58, c60);
-  // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v169[4];
+  const uint32_t v162 = tsr::ishr<uint32_t>(c52, c54);
+  // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v163[8];
   #pragma unroll
-  for (int s170 = 0; s170 < 4; ++s170) {
-    v169[s170] = c60;
+  for (int s164 = 0; s164 < 8; ++s164) {
+    v163[s164] = c54;
   }
-  // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v171[4];
+  // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v165[8];
   #pragma unroll
-  for (int s172 = 0; s172 < 4; ++s172) {
-    v171[s172] = tsr::ishr<uint32_t>(v52[s172], v169[s172]);
+  for (int s166 = 0; s166 < 8; ++s166) {
+    v165[s166] = tsr::ishr<uint32_t>(v46[s166], v163[s166]);
   }
-  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v173[4];
+  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint32_t v167[8];
   #pragma unroll
-  for (int s174 = 0; s174 < 4; ++s174) {
-    v173[s174] = v168;
+  for (int s168 = 0; s168 < 8; ++s168) {
+    v167[s168] = v162;
   }
-  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v175[4];
+  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v169[8];
   #pragma unroll
-  for (int s176 = 0; s176 < 4; ++s176) {
-    v175[s176] = uint8_t(v171[s176] == v173[s176]);
+  for (int s170 = 0; s170 < 8; ++s170) {
+    v169[s170] = uint8_t(v165[s170] == v167[s170]);
   }
-  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v177[4];
+  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  uint8_t v171[8];
   #pragma unroll
-  for (int s178 = 0; s178 < 4; ++s178) {
-    v177[s178] = uint8_t(v171[s178] < v173[s178]);
+  for (int s172 = 0; s172 < 8; ++s172) {
+    v171[s172] = uint8_t(v165[s172] < v167[s172]);
   }
   // %106 = const {value = 65536} : i32
-  const int32_t v179 = int32_t(65536LL);
-  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v180[4];
+  const int32_t v173 = int32_t(65536LL);
+  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v174[8];
   #pragma unroll
-  for (int s181 = 0; s181 < 4; ++s181) {
-    v180[s181] = v179;
+  for (int s175 = 0; s175 < 8; ++s175) {
+    v174[s175] = v173;
   }
-  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v182[4];
+  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v176[8];
   #pragma unroll
-  for (int s183 = 0; s183 < 4; ++s183) {
-    v182[s183] = (v177[s183] ? v180[s183] : v46[s183]);
+  for (int s177 = 0; s177 < 8; ++s177) {
+    v176[s177] = (v171[s177] ? v174[s177] : v40[s177]);
   }
-  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v184[4];
+  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v178[8];
   #pragma unroll
-  for (int s185 = 0; s185 < 4; ++s185) {
-    v184[s185] = v1;
+  for (int s179 = 0; s179 < 8; ++s179) {
+    v178[s179] = v1;
   }
-  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v186[4];
+  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v180[8];
   #pragma unroll
-  for (int s187 = 0; s187 < 4; ++s187) {
-    v186[s187] = (v175[s187] ? v184[s187] : v46[s187]);
+  for (int s181 = 0; s181 < 8; ++s181) {
+    v180[s181] = (v169[s181] ? v178[s181] : v40[s181]);
   }
-  // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v188[4];
+  // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v182[8];
   #pragma unroll
-  for (int s189 = 0; s189 < 4; ++s189) {
-    v188[s189] = int32_t(uint32_t(v186[s189]) + uint32_t(v182[s189]));
+  for (int s183 = 0; s183 < 8; ++s183) {
+    v182[s183] = int32_t(uint32_t(v180[s183]) + uint32_t(v176[s183]));
   }
   // %112 = reduce %111 {axis = 0, kind = "sum"} : i32
-  int32_t v190 = v188[0];
-  v190 = int32_t(uint32_t(v190) + uint32_t(v188[1]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(v188[2]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(v188[3]));
-  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v190, 1);
-  v190 = int32_t(uint32_t(v190) + uint32_t(sh191));
-  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v190, 2);
-  v190 = int32_t(uint32_t(v190) + uint32_t(sh192));
-  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v190, 4);
-  v190 = int32_t(uint32_t(v190) + uint32_t(sh193));
-  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v190, 8);
-  v190 = int32_t(uint32_t(v190) + uint32_t(sh194));
-  const int32_t sh195 = __shfl_xor_sync(0xffffffffu, v190, 16);
-  v190 = int32_t(uint32_t(v190) + uint32_t(sh195));
-  __shared__ int32_t tsr_red196_mem[8];
-  int32_t* const tsr_red196 = tsr_red196_mem;
-  if (tsr_lane == 0) tsr_red196[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v190;
+  int32_t v184 = v182[0];
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[1]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[2]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[3]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[4]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[5]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[6]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[7]));
+  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v184, 1);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh185));
+  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v184, 2);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh186));
+  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v184, 4);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh187));
+  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v184, 8);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh188));
+  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v184, 16);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh189));
+  __shared__ int32_t tsr_red190_mem[4];
+  int32_t* const tsr_red190 = tsr_red190_mem;
+  if (tsr_lane == 0) tsr_red190[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v184;
   __syncthreads();
-  v190 = tsr_red196[0];
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[1]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[2]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[3]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[4]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[5]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[6]));
-  v190 = int32_t(uint32_t(v190) + uint32_t(tsr_red196[7]));
+  v184 = tsr_red190[0];
+  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[1]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[2]));
+  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[3]));
   // %113 = const {value = 65535} : i32
-  const int32_t v197 = int32_t(65535LL);
+  const int32_t v191 = int32_t(65535LL);
   // %114 = and %112, %113 : i32
-  const int32_t v198 = int32_t(v190 & v197);
+  const int32_t v192 = int32_t(v184 & v191);
   // %115 = add %4, %114 : i32
-  const int32_t v199 = int32_t(uint32_t(v3) + uint32_t(v198));
+  const int32_t v193 = int32_t(uint32_t(v3) + uint32_t(v192));
   // %116 = cmp %115, %30 {pred = "le"} : i1
-  const uint8_t v200 = uint8_t(v199 <= c59);
-  // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v201[4];
-  if (v200) {
-    // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v202[4];
+  const uint8_t v194 = uint8_t(v193 <= c53);
+  // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
+  uint8_t v195[8];
+  if (v194) {
+    // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v196[8];
     #pragma unroll
-    for (int s203 = 0; s203 < 4; ++s203) {
-      v202[s203] = uint8_t(v177[s203] | v175[s203]);
+    for (int s197 = 0; s197 < 8; ++s197) {
+      v196[s197] = uint8_t(v171[s197] | v169[s197]);
     }
     // yield %118
     #pragma unroll
-    for (int s204 = 0; s204 < 4; ++s204) {
-      v201[s204] = v202[s204];
+    for (int s198 = 0; s198 < 8; ++s198) {
+      v195[s198] = v196[s198];
     }
   } else {
-    // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[4];
+    // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v199[8];
     #pragma unroll
-    for (int s206 = 0; s206 < 4; ++s206) {
-      v205[s206] = int32_t(v175[s206]);
+    for (int s200 = 0; s200 < 8; ++s200) {
+      v199[s200] = int32_t(v169[s200]);
     }
-    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v207[4];
-    uint32_t run208 = uint32_t(0);
-    uint32_t acc209_0 = uint32_t(0);
-    acc209_0 += uint32_t(v205[0]); v207[0] = int32_t(acc209_0);
-    acc209_0 += uint32_t(v205[1]); v207[1] = int32_t(acc209_0);
-    acc209_0 += uint32_t(v205[2]); v207[2] = int32_t(acc209_0);
-    acc209_0 += uint32_t(v205[3]); v207[3] = int32_t(acc209_0);
+    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v201[8];
+    uint32_t run202 = uint32_t(0);
+    uint32_t acc203_0 = uint32_t(0);
+    acc203_0 += uint32_t(v199[0]); v201[0] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[1]); v201[1] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[2]); v201[2] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[3]); v201[3] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[4]); v201[4] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[5]); v201[5] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[6]); v201[6] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[7]); v201[7] = int32_t(acc203_0);
     __syncthreads();
-    uint32_t tot211_0;
-    const uint32_t off210_0 = run208 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc209_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot211_0);
-    v207[0] = int32_t(uint32_t(v207[0]) + off210_0);
-    v207[1] = int32_t(uint32_t(v207[1]) + off210_0);
-    v207[2] = int32_t(uint32_t(v207[2]) + off210_0);
-    v207[3] = int32_t(uint32_t(v207[3]) + off210_0);
-    run208 += tot211_0;
+    uint32_t tot205_0;
+    const uint32_t off204_0 = run202 + tsr::block_exclusive_sum<16>((((tsr_warp & 12) == 0) ? acc203_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot205_0);
+    v201[0] = int32_t(uint32_t(v201[0]) + off204_0);
+    v201[1] = int32_t(uint32_t(v201[1]) + off204_0);
+    v201[2] = int32_t(uint32_t(v201[2]) + off204_0);
+    v201[3] = int32_t(uint32_t(v201[3]) + off204_0);
+    v201[4] = int32_t(uint32_t(v201[4]) + off204_0);
+    v201[5] = int32_t(uint32_t(v201[5]) + off204_0);
+    v201[6] = int32_t(uint32_t(v201[6]) + off204_0);
+    v201[7] = int32_t(uint32_t(v201[7]) + off204_0);
+    run202 += tot205_0;
     __syncthreads();
     #pragma unroll
-    for (int s212 = 0; s212 < 4; ++s212) {
-      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s212) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v207[s212];
+    for (int s206 = 0; s206 < 8; ++s206) {
+      if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s206) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)))] = v201[s206];
     }
     __syncthreads();
     #pragma unroll
-    for (int s213 = 0; s213 < 4; ++s213) {
-      const int e214 = (((((s213) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-      v207[s213] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e214];
+    for (int s207 = 0; s207 < 8; ++s207) {
+      const int e208 = (((((s207) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)));
+      v201[s207] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e208];
     }
-    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v215[4];
+    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v209[8];
     #pragma unroll
-    for (int s216 = 0; s216 < 4; ++s216) {
-      v215[s216] = int32_t(uint32_t(v207[s216]) + uint32_t(v46[s216]));
+    for (int s210 = 0; s210 < 8; ++s210) {
+      v209[s210] = int32_t(uint32_t(v201[s210]) + uint32_t(v40[s210]));
     }
-    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v217[4];
+    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v211[8];
     #pragma unroll
-    for (int s218 = 0; s218 < 4; ++s218) {
-      v217[s218] = c59;
+    for (int s212 = 0; s212 < 8; ++s212) {
+      v211[s212] = c53;
     }
-    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v219[4];
+    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v213[8];
     #pragma unroll
-    for (int s220 = 0; s220 < 4; ++s220) {
-      v219[s220] = uint8_t(v215[s220] <= v217[s220]);
+    for (int s214 = 0; s214 < 8; ++s214) {
+      v213[s214] = uint8_t(v209[s214] <= v211[s214]);
     }
-    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v221[4];
+    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v215[8];
     #pragma unroll
-    for (int s222 = 0; s222 < 4; ++s222) {
-      v221[s222] = uint8_t(v175[s222] & v219[s222]);
+    for (int s216 = 0; s216 < 8; ++s216) {
+      v215[s216] = uint8_t(v169[s216] & v213[s216]);
     }
-    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v223[4];
+    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v217[8];
     #pragma unroll
-    for (int s224 = 0; s224 < 4; ++s224) {
-      v223[s224] = uint8_t(v177[s224] | v221[s224]);
+    for (int s218 = 0; s218 < 8; ++s218) {
+      v217[s218] = uint8_t(v171[s218] | v215[s218]);
     }
     // yield %125
     #pragma unroll
-    for (int s225 = 0; s225 < 4; ++s225) {
-      v201[s225] = v223[s225];
+    for (int s219 = 0; s219 < 8; ++s219) {
+      v195[s219] = v217[s219];
     }
   }
   // %126 = const {value = -1} : i32
-  const int32_t v226 = int32_t(-1LL);
-  // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v227[4];
+  const int32_t v220 = int32_t(-1LL);
+  // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v221[8];
   #pragma unroll
-  for (int s228 = 0; s228 < 4; ++s228) {
-    v227[s228] = int32_t(v201[s228]);
+  for (int s222 = 0; s222 < 8; ++s222) {
+    v221[s222] = int32_t(v195[s222]);
   }
-  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v229[4];
-  uint32_t run230 = uint32_t(0);
-  uint32_t acc231_0 = uint32_t(0);
-  acc231_0 += uint32_t(v227[0]); v229[0] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[1]); v229[1] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[2]); v229[2] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[3]); v229[3] = int32_t(acc231_0);
+  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v223[8];
+  uint32_t run224 = uint32_t(0);
+  uint32_t acc225_0 = uint32_t(0);
+  acc225_0 += uint32_t(v221[0]); v223[0] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[1]); v223[1] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[2]); v223[2] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[3]); v223[3] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[4]); v223[4] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[5]); v223[5] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[6]); v223[6] = int32_t(acc225_0);
+  acc225_0 += uint32_t(v221[7]); v223[7] = int32_t(acc225_0);
   __syncthreads();
-  uint32_t tot233_0;
-  const uint32_t off232_0 = run230 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc231_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_0);
-  v229[0] = int32_t(uint32_t(v229[0]) + off232_0);
-  v229[1] = int32_t(uint32_t(v229[1]) + off232_0);
-  v229[2] = int32_t(uint32_t(v229[2]) + off232_0);
-  v229[3] = int32_t(uint32_t(v229[3]) + off232_0);
-  run230 += tot233_0;
+  uint32_t tot227_0;
+  const uint32_t off226_0 = run224 + tsr::block_exclusive_sum<16>((((tsr_warp & 12) == 0) ? acc225_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot227_0);
+  v223[0] = int32_t(uint32_t(v223[0]) + off226_0);
+  v223[1] = int32_t(uint32_t(v223[1]) + off226_0);
+  v223[2] = int32_t(uint32_t(v223[2]) + off226_0);
+  v223[3] = int32_t(uint32_t(v223[3]) + off226_0);
+  v223[4] = int32_t(uint32_t(v223[4]) + off226_0);
+  v223[5] = int32_t(uint32_t(v223[5]) + off226_0);
+  v223[6] = int32_t(uint32_t(v223[6]) + off226_0);
+  v223[7] = int32_t(uint32_t(v223[7]) + off226_0);
+  run224 += tot227_0;
   __syncthreads();
   #pragma unroll
-  for (int s234 = 0; s234 < 4; ++s234) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s234) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v229[s234];
+  for (int s228 = 0; s228 < 8; ++s228) {
+    if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s228) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)))] = v223[s228];
   }
   __syncthreads();
   #pragma unroll
-  for (int s235 = 0; s235 < 4; ++s235) {
-    const int e236 = (((((s235) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v229[s235] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e236];
+  for (int s229 = 0; s229 < 8; ++s229) {
+    const int e230 = (((((s229) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)));
+    v223[s229] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e230];
   }
-  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v237[4];
+  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v231[8];
   #pragma unroll
-  for (int s238 = 0; s238 < 4; ++s238) {
-    v237[s238] = v226;
+  for (int s232 = 0; s232 < 8; ++s232) {
+    v231[s232] = v220;
   }
-  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v239[4];
+  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v233[8];
   #pragma unroll
-  for (int s240 = 0; s240 < 4; ++s240) {
-    v239[s240] = int32_t(uint32_t(v229[s240]) + uint32_t(v237[s240]));
+  for (int s234 = 0; s234 < 8; ++s234) {
+    v233[s234] = int32_t(uint32_t(v223[s234]) + uint32_t(v231[s234]));
   }
-  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v241[4];
+  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v235[8];
   #pragma unroll
-  for (int s242 = 0; s242 < 4; ++s242) {
-    v241[s242] = v0;
+  for (int s236 = 0; s236 < 8; ++s236) {
+    v235[s236] = v0;
   }
   // scatter %values, %6, %131, %130, %117
   #pragma unroll
-  for (int s243 = 0; s243 < 4; ++s243) {
-    if (((tsr_warp & 8) == 0) && (v201[s243] != 0) && (int64_t(v241[s243]) >= 0 && int64_t(v241[s243]) < int64_t(tsr_dim_M) && int64_t(v239[s243]) >= 0 && int64_t(v239[s243]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v241[s243]) * tsr_p2_s0 + int64_t(v239[s243]) * tsr_p2_s1] = tsr::f2bf(v10[s243]);
+  for (int s237 = 0; s237 < 8; ++s237) {
+    if (((tsr_warp & 12) == 0) && (v195[s237] != 0) && (int64_t(v235[s237]) >= 0 && int64_t(v235[s237]) < int64_t(tsr_dim_M) && int64_t(v233[s237]) >= 0 && int64_t(v233[s237]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v235[s237]) * tsr_p2_s0 + int64_t(v233[s237]) * tsr_p2_s1] = tsr::f2bf(v9[s237]);
   }
   // scatter %indices, %8, %131, %130, %117
   #pragma unroll
-  for (int s244 = 0; s244 < 4; ++s244) {
-    if (((tsr_warp & 8) == 0) && (v201[s244] != 0) && (int64_t(v241[s244]) >= 0 && int64_t(v241[s244]) < int64_t(tsr_dim_M) && int64_t(v239[s244]) >= 0 && int64_t(v239[s244]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v241[s244]) * tsr_p3_s0 + int64_t(v239[s244]) * tsr_p3_s1] = v22[s244];
+  for (int s238 = 0; s238 < 8; ++s238) {
+    if (((tsr_warp & 12) == 0) && (v195[s238] != 0) && (int64_t(v235[s238]) >= 0 && int64_t(v235[s238]) < int64_t(tsr_dim_M) && int64_t(v233[s238]) >= 0 && int64_t(v233[s238]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v235[s238]) * tsr_p3_s0 + int64_t(v233[s238]) * tsr_p3_s1] = v18[s238];
   }
   // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
   __syncthreads();
-  int32_t v245[8];
+  int32_t v239[8];
   {
-    const int64_t o246 = int64_t(v0) * 1 + 0;
-    const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole248 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole248) {
+    const int64_t o240 = int64_t(v0) * 1 + 0;
+    const int64_t o241 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole242 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole242) {
       #pragma unroll
-      for (int c249 = 0; c249 < 2; ++c249) {
-        int32_t vb250[4];
-        tsr::copy_vec<int32_t, 4>(vb250, tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c249 * 4) % 8))) * tsr_p3_s1);
-        v245[c249 * 4 + 0] = vb250[0];
-        v245[c249 * 4 + 1] = vb250[1];
-        v245[c249 * 4 + 2] = vb250[2];
-        v245[c249 * 4 + 3] = vb250[3];
+      for (int c243 = 0; c243 < 2; ++c243) {
+        int32_t vb244[4];
+        tsr::copy_vec<int32_t, 4>(vb244, tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c243 * 4) % 8))) * tsr_p3_s1);
+        v239[c243 * 4 + 0] = vb244[0];
+        v239[c243 * 4 + 1] = vb244[1];
+        v239[c243 * 4 + 2] = vb244[2];
+        v239[c243 * 4 + 3] = vb244[3];
       }
     } else {
       #pragma unroll
-      for (int c251 = 0; c251 < 2; ++c251) {
-        int32_t vb252[4];
-        if ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1)) {
-          tsr::copy_vec<int32_t, 4>(vb252, tsr_p3 + (o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1);
-          v245[c251 * 4 + 0] = vb252[0];
-          v245[c251 * 4 + 1] = vb252[1];
-          v245[c251 * 4 + 2] = vb252[2];
-          v245[c251 * 4 + 3] = vb252[3];
+      for (int c245 = 0; c245 < 2; ++c245) {
+        int32_t vb246[4];
+        if ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1)) {
+          tsr::copy_vec<int32_t, 4>(vb246, tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1);
+          v239[c245 * 4 + 0] = vb246[0];
+          v239[c245 * 4 + 1] = vb246[1];
+          v239[c245 * 4 + 2] = vb246[2];
+          v239[c245 * 4 + 3] = vb246[3];
         } else {
-          v245[c251 * 4] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
-          v245[c251 * 4 + 1] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
-          v245[c251 * 4 + 2] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
-          v245[c251 * 4 + 3] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + (((c251 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o246 + 0) * tsr_p3_s0 + (o247 + (((c251 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
+          v239[c245 * 4] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
+          v239[c245 * 4 + 1] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
+          v239[c245 * 4 + 2] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
+          v239[c245 * 4 + 3] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
         }
       }
     }
   }
   // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v253[8];
+  float v247[8];
   {
-    const int64_t o254 = int64_t(v0) * 1 + 0;
-    const int64_t o255 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o248 = int64_t(v0) * 1 + 0;
+    const int64_t o249 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c256 = 0; c256 < 1; ++c256) {
-      uint16_t vb257[8];
-      if ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1)) {
-        tsr::copy_vec<uint16_t, 8>(vb257, tsr_p2 + (o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1);
-        v253[c256 * 8 + 0] = tsr::bf2f(vb257[0]);
-        v253[c256 * 8 + 1] = tsr::bf2f(vb257[1]);
-        v253[c256 * 8 + 2] = tsr::bf2f(vb257[2]);
-        v253[c256 * 8 + 3] = tsr::bf2f(vb257[3]);
-        v253[c256 * 8 + 4] = tsr::bf2f(vb257[4]);
-        v253[c256 * 8 + 5] = tsr::bf2f(vb257[5]);
-        v253[c256 * 8 + 6] = tsr::bf2f(vb257[6]);
-        v253[c256 * 8 + 7] = tsr::bf2f(vb257[7]);
+    for (int c250 = 0; c250 < 1; ++c250) {
+      uint16_t vb251[8];
+      if ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1)) {
+        tsr::copy_vec<uint16_t, 8>(vb251, tsr_p2 + (o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1);
+        v247[c250 * 8 + 0] = tsr::bf2f(vb251[0]);
+        v247[c250 * 8 + 1] = tsr::bf2f(vb251[1]);
+        v247[c250 * 8 + 2] = tsr::bf2f(vb251[2]);
+        v247[c250 * 8 + 3] = tsr::bf2f(vb251[3]);
+        v247[c250 * 8 + 4] = tsr::bf2f(vb251[4]);
+        v247[c250 * 8 + 5] = tsr::bf2f(vb251[5]);
+        v247[c250 * 8 + 6] = tsr::bf2f(vb251[6]);
+        v247[c250 * 8 + 7] = tsr::bf2f(vb251[7]);
       } else {
-        v253[c256 * 8] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 1] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 2] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 3] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 4] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 5] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 6] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
-        v253[c256 * 8 + 7] = ((o254 + 0) < int64_t(tsr_dim_M) && (o255 + (((c256 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o254 + 0) * tsr_p2_s0 + (o255 + (((c256 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 1] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 2] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 3] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 4] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 5] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 6] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
+        v247[c250 * 8 + 7] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
       }
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v258[8];
-  int32_t v259[8];
+  float v252[8];
+  int32_t v253[8];
   __syncthreads();
   #pragma unroll
-  for (int s260 = 0; s260 < 8; ++s260) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s260) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v253[s260];
+  for (int s254 = 0; s254 < 8; ++s254) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s254) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v247[s254];
   }
   __syncthreads();
   #pragma unroll
-  for (int s261 = 0; s261 < 8; ++s261) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s261) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v245[s261];
+  for (int s255 = 0; s255 < 8; ++s255) {
+    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s255) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v239[s255];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1887,74 +1852,74 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s262 = 0; s262 < 8; ++s262) {
-    const int e263 = (((((s262) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v258[s262] = reinterpret_cast<float*>(tsr_smem + 0)[(((e263) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e263) / 64) * 1 + ((e263) % 1)) * 64 + (((e263) / 1) % 64)]) * 1 + ((e263) % 1)];
+  for (int s256 = 0; s256 < 8; ++s256) {
+    const int e257 = (((((s256) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
+    v252[s256] = reinterpret_cast<float*>(tsr_smem + 0)[(((e257) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e257) / 64) * 1 + ((e257) % 1)) * 64 + (((e257) / 1) % 64)]) * 1 + ((e257) % 1)];
   }
   #pragma unroll
-  for (int s264 = 0; s264 < 8; ++s264) {
-    const int e265 = (((((s264) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v259[s264] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e265) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e265) / 64) * 1 + ((e265) % 1)) * 64 + (((e265) / 1) % 64)]) * 1 + ((e265) % 1)];
+  for (int s258 = 0; s258 < 8; ++s258) {
+    const int e259 = (((((s258) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
+    v253[s258] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e259) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e259) / 64) * 1 + ((e259) % 1)) * 64 + (((e259) / 1) % 64)]) * 1 + ((e259) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o266 = int64_t(v0) * 1 + 0;
-    const int64_t o267 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o260 = int64_t(v0) * 1 + 0;
+    const int64_t o261 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
     #pragma unroll
-    for (int c268 = 0; c268 < 1; ++c268) {
-      uint16_t vb269[8];
-      if ((o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1)) {
-        vb269[0] = tsr::f2bf(v258[c268 * 8 + 0]);
-        vb269[1] = tsr::f2bf(v258[c268 * 8 + 1]);
-        vb269[2] = tsr::f2bf(v258[c268 * 8 + 2]);
-        vb269[3] = tsr::f2bf(v258[c268 * 8 + 3]);
-        vb269[4] = tsr::f2bf(v258[c268 * 8 + 4]);
-        vb269[5] = tsr::f2bf(v258[c268 * 8 + 5]);
-        vb269[6] = tsr::f2bf(v258[c268 * 8 + 6]);
-        vb269[7] = tsr::f2bf(v258[c268 * 8 + 7]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1, vb269);
+    for (int c262 = 0; c262 < 1; ++c262) {
+      uint16_t vb263[8];
+      if ((o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1)) {
+        vb263[0] = tsr::f2bf(v252[c262 * 8 + 0]);
+        vb263[1] = tsr::f2bf(v252[c262 * 8 + 1]);
+        vb263[2] = tsr::f2bf(v252[c262 * 8 + 2]);
+        vb263[3] = tsr::f2bf(v252[c262 * 8 + 3]);
+        vb263[4] = tsr::f2bf(v252[c262 * 8 + 4]);
+        vb263[5] = tsr::f2bf(v252[c262 * 8 + 5]);
+        vb263[6] = tsr::f2bf(v252[c262 * 8 + 6]);
+        vb263[7] = tsr::f2bf(v252[c262 * 8 + 7]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1, vb263);
       } else {
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 1]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 2]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 3]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 4]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 5]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 6]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o266 + 0) < int64_t(tsr_dim_M) && (o267 + (((c268 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o266 + 0) * tsr_p2_s0 + (o267 + (((c268 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v258[c268 * 8 + 7]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 1]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 2]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 3]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 4]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 5]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 6]);
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 7]);
       }
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o270 = int64_t(v0) * 1 + 0;
-    const int64_t o271 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole272 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole272) {
+    const int64_t o264 = int64_t(v0) * 1 + 0;
+    const int64_t o265 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const bool whole266 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
+    if (whole266) {
       #pragma unroll
-      for (int c273 = 0; c273 < 2; ++c273) {
-        int32_t vb274[4];
-        vb274[0] = v259[c273 * 4 + 0];
-        vb274[1] = v259[c273 * 4 + 1];
-        vb274[2] = v259[c273 * 4 + 2];
-        vb274[3] = v259[c273 * 4 + 3];
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c273 * 4) % 8))) * tsr_p3_s1, vb274);
+      for (int c267 = 0; c267 < 2; ++c267) {
+        int32_t vb268[4];
+        vb268[0] = v253[c267 * 4 + 0];
+        vb268[1] = v253[c267 * 4 + 1];
+        vb268[2] = v253[c267 * 4 + 2];
+        vb268[3] = v253[c267 * 4 + 3];
+        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c267 * 4) % 8))) * tsr_p3_s1, vb268);
       }
     } else {
       #pragma unroll
-      for (int c275 = 0; c275 < 2; ++c275) {
-        int32_t vb276[4];
-        if ((o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1)) {
-          vb276[0] = v259[c275 * 4 + 0];
-          vb276[1] = v259[c275 * 4 + 1];
-          vb276[2] = v259[c275 * 4 + 2];
-          vb276[3] = v259[c275 * 4 + 3];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1, vb276);
+      for (int c269 = 0; c269 < 2; ++c269) {
+        int32_t vb270[4];
+        if ((o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1)) {
+          vb270[0] = v253[c269 * 4 + 0];
+          vb270[1] = v253[c269 * 4 + 1];
+          vb270[2] = v253[c269 * 4 + 2];
+          vb270[3] = v253[c269 * 4 + 3];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1, vb270);
         } else {
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8))) * tsr_p3_s1] = v259[c275 * 4];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 1) * tsr_p3_s1] = v259[c275 * 4 + 1];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 2) * tsr_p3_s1] = v259[c275 * 4 + 2];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o270 + 0) < int64_t(tsr_dim_M) && (o271 + (((c275 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o270 + 0) * tsr_p3_s0 + (o271 + (((c275 * 4) % 8)) + 3) * tsr_p3_s1] = v259[c275 * 4 + 3];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1] = v253[c269 * 4];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 1) * tsr_p3_s1] = v253[c269 * 4 + 1];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 2) * tsr_p3_s1] = v253[c269 * 4 + 2];
+          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 3) * tsr_p3_s1] = v253[c269 * 4 + 3];
         }
       }
     }
@@ -1962,7 +1927,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_merge_tile, block_threads 512, static_smem 64, dynamic_smem 4096
+// symbol tessera_topk_merge_tile, block_threads 512, static_smem 48, dynamic_smem 4096
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer cand_values bf16 bytes 8 index 0
 // param pointer cand_indices i32 bytes 8 index 1
@@ -1975,7 +1940,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 // header tessera/mma.cuh
 // stat block-scans = 3
 // stat histograms = 1
-// stat layout-exchanges = 2
 // stat producer-warpgroups = 0
 // stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
