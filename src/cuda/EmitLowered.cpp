@@ -544,6 +544,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
       refill_in_dot |= o->kind == OpKind::Dot && o->result()->type.layout.kind == tessera::Layout::Kind::Mma &&
                        o->result()->type.layout.version == 2;
   auto saved_refill = std::move(ring_refill_);
+  ring_refill_ = nullptr;  // (a moved-from std::function's state is unspecified)
   const Op* saved_loop = ring_refill_loop_;
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {

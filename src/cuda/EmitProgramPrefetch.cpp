@@ -93,9 +93,25 @@ bool Emitter::lowered_program_prefetch() {
   // The marks are prefetch-programs' or written by hand: what the copies rely on is checked
   // again here, each a located error.
   std::set<const Value*> written;
+  const Op* first_mark = nullptr;
   walk(*k_.body, [&](Op& o) {
     if (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty())
       written.insert(o.operand(0));
+    if (!first_mark && o.kind == OpKind::LoadTile && o.has_attr("prefetch")) first_mark = &o;
+  });
+  if (!first_mark) return false;
+  // What prefetch-programs declines: a dot, Struct or Raw op (cp.async groups of their own), a
+  // ring or a load into shared memory (their waits drain the copies; a TMA ring's barriers would
+  // be set up again by every program).
+  walk(*k_.body, [&](Op& o) {
+    const OpClass c = o.info().cls;
+    std::string why;
+    if (c == OpClass::Raw || c == OpClass::Struct || o.kind == OpKind::Dot) why = "a dot, Struct or Raw op";
+    else if (o.kind == OpKind::For && o.has_attr("pipeline") && o.attr_int("pipeline") >= 2) why = "a pipelined loop";
+    else if (o.kind == OpKind::LoadTile && o.result()->type.layout.kind == tessera::Layout::Kind::Shared)
+      why = "a load into shared memory";
+    if (!why.empty())
+      fail(*first_mark, "prefetch in a kernel with " + why + " (at " + o.loc.str() + "), which program prefetch cannot run beside");
   });
   std::vector<ProgramPrefetch> plan;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [at, end) of each tile in the buffer

@@ -151,8 +151,10 @@ class Assign {
           std::erase(d, int64_t{1});
           return d;
         };
+        // (The last dims equal and not 1: [N, 1] <-> [N] moves every element's run, whatever the
+        // widths, and is an exchange either way.)
         const std::vector<int64_t> a = dims(op.operand(0)->type), b = dims(op.result()->type);
-        if (non_unit(a) != non_unit(b)) return;
+        if (non_unit(a) != non_unit(b) || a.empty() || b.empty() || a.back() != b.back() || a.back() == 1) return;
         const auto ia = access_bytes_.find(a), ib = access_bytes_.find(b);
         const int wa = ia == access_bytes_.end() ? 4 : ia->second, wb = ib == access_bytes_.end() ? 4 : ib->second;
         if (wa == wb) return;

@@ -486,6 +486,22 @@ TEST(LayoutEmitter, WrittenPrefetchMarksArePrintedOrRejected) {
             std::string::npos);
   EXPECT_NE(error_of(text("prefetch = \"once\", prefetch_at = 0", "", 1)).find("on a tile that depends on the program ids"),
             std::string::npos);
+  // A kernel prefetch-programs would decline (a dot: its copies and ring are its own).
+  const std::string with_dot = R"(kernel @k(%x: view<f32, [M, N]>, %a: view<f16, [M, K]>, %b: view<f16, [K, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m {persistent = 1, prefetch_buffers = 1}
+  }
+  %p = program_id {axis = 0} : i32
+  %zero = const {value = 0} : i32
+  %t = load_tile %x, %p, %zero {prefetch = "next_program", prefetch_at = 0} : tile<f32, [64, 64]>
+  %ta = load_tile %a, %p, %zero : tile<f16, [64, 64]>
+  %tb = load_tile %b, %zero, %zero : tile<f16, [64, 64]>
+  %c = dot %ta, %tb, %t : tile<f32, [64, 64]>
+  store_tile %y, %c, %p, %zero
+}
+)";
+  EXPECT_NE(error_of(with_dot).find("which program prefetch cannot run beside"), std::string::npos) << error_of(with_dot);
 }
 
 // A load whose rows are not whole 16-byte chunks (24 i8 elements) cannot be cp.async copies:
