@@ -38,6 +38,7 @@
 #include <set>
 
 #include "cuda/EmitterInternal.h"
+#include "passes/Passes.h"
 
 namespace tessera::cudagen {
 
@@ -47,42 +48,13 @@ namespace {
 // SM, which already overlap one CTA's loads with another's reductions.
 constexpr int64_t kProgramPrefetchMinBytes = 32768;
 
-bool in_loop(const Op& op) {
-  for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
-    if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
-  return false;
-}
-
 }  // namespace
 
 bool Emitter::index_chain(const Op& load, ProgramPrefetch& pf) const {
-  // The ops between the program ids and the indices; any other source disqualifies the load.
-  const std::set<const Value*> params(k_.params.begin(), k_.params.end());
-  std::set<const Op*> chain;
-  bool ok = true, on_pid = false;
-  std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
-    const Op* d = v->def;
-    if (!d) {
-      ok &= params.count(v) > 0;
-      return false;
-    }
-    if (!pure_scalar(*d)) {
-      ok = false;
-      return false;
-    }
-    bool dep = d->kind == OpKind::ProgramId;
-    for (const Value* x : d->operands) dep |= depends(x);
-    if (dep) chain.insert(d);
-    return dep;
-  };
-  for (size_t i = 1; i < load.operands.size(); ++i) on_pid |= depends(load.operand(i));
-  if (!ok) return false;
+  bool on_pid = false;
+  if (!program_index_chain(k_, load, &pf.chain, &on_pid)) return false;
   pf.load = &load;
   pf.invariant = !on_pid;
-  pf.chain.clear();
-  walk(*k_.body, [&](Op& o) {
-    if (chain.count(&o)) pf.chain.push_back(&o);
-  });
   return true;
 }
 
@@ -92,34 +64,22 @@ bool Emitter::lowered_program_prefetch() {
   pf_buffers_ = y->has_attr("prefetch_buffers") ? static_cast<int>(y->attr_int("prefetch_buffers")) : 1;
   // The marks are prefetch-programs' or written by hand: what the copies rely on is checked
   // again here, each a located error.
-  std::set<const Value*> written;
   const Op* first_mark = nullptr;
   walk(*k_.body, [&](Op& o) {
-    if (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty())
-      written.insert(o.operand(0));
     if (!first_mark && o.kind == OpKind::LoadTile && o.has_attr("prefetch")) first_mark = &o;
   });
   if (!first_mark) return false;
-  // What prefetch-programs declines: a dot, Struct or Raw op (cp.async groups of their own), a
-  // ring or a load into shared memory (their waits drain the copies; a TMA ring's barriers would
-  // be set up again by every program).
-  walk(*k_.body, [&](Op& o) {
-    const OpClass c = o.info().cls;
-    std::string why;
-    if (c == OpClass::Raw || c == OpClass::Struct || o.kind == OpKind::Dot) why = "a dot, Struct or Raw op";
-    else if (o.kind == OpKind::For && o.has_attr("pipeline") && o.attr_int("pipeline") >= 2) why = "a pipelined loop";
-    else if (o.kind == OpKind::LoadTile && o.result()->type.layout.kind == tessera::Layout::Kind::Shared)
-      why = "a load into shared memory";
-    if (!why.empty())
-      fail(*first_mark, "prefetch in a kernel with " + why + " (at " + o.loc.str() + "), which program prefetch cannot run beside");
-  });
+  // What prefetch-programs declines (program_prefetch_blocker).
+  if (const std::string why = program_prefetch_blocker(k_); !why.empty())
+    fail(*first_mark, "prefetch where " + why + ", which program prefetch cannot run beside");
+  const std::set<const Value*> written = tessera::written_views(k_);
   std::vector<ProgramPrefetch> plan;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [at, end) of each tile in the buffer
   walk(*k_.body, [&](Op& o) {
     if (o.kind != OpKind::LoadTile || !o.has_attr("prefetch")) return;
     const std::string how = o.attr_string("prefetch");
     ProgramPrefetch pf;
-    if (in_loop(o)) fail(o, "prefetch of a load inside a loop (only loads that run once a program can be prefetched)");
+    if (inside_loop(o)) fail(o, "prefetch of a load inside a loop (only loads that run once a program can be prefetched)");
     if (written.count(o.operand(0))) fail(o, "prefetch of a view the kernel also writes (its reads would move earlier)");
     if (!index_chain(o, pf)) fail(o, "prefetch: its indices are not pure scalar arithmetic on the program ids, constants and dims");
     if (pf.invariant != (how == "once"))
@@ -154,14 +114,12 @@ bool Emitter::plan_program_prefetch() {
   if (knob_decl && knob_decl->value == 0) return false;
   if (!k_.grid) return false;
   bool allowed = true;
-  std::set<const Value*> written;
+  const std::set<const Value*> written = tessera::written_views(k_);
   std::vector<const Op*> loads;
   walk(*k_.body, [&](Op& o) {
     const OpClass c = o.info().cls;
     if (c == OpClass::Raw || c == OpClass::Struct || o.kind == OpKind::Dot) allowed = false;
-    if (c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather && !o.operands.empty())
-      written.insert(o.operand(0));
-    if (o.kind == OpKind::LoadTile && !in_loop(o)) loads.push_back(&o);
+    if (o.kind == OpKind::LoadTile && !inside_loop(o)) loads.push_back(&o);
   });
   if (!allowed) return false;
   struct Candidate {

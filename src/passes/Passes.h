@@ -1,6 +1,7 @@
 // Compiler passes over the Tile IR. Each pass is its own file; the pipeline is one straight
 // list in Pipeline.cpp.
 #pragma once
+#include <set>
 
 #include <functional>
 #include <map>
@@ -137,6 +138,17 @@ void persist_programs(Kernel& k, PassStats& stats);
 // `prefetch_at` on the loads, `persistent = 1, prefetch_buffers` on the grid's yield
 // (PrefetchPrograms.cpp).
 void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// Its rules, which the emitters' program prefetch reads too (EmitProgramPrefetch.cpp):
+// whether `op` runs inside a for or while;
+bool inside_loop(const Op& op);
+// the views some op of `k` writes (stores, scatters, ...);
+std::set<const Value*> written_views(const Kernel& k);
+// why program prefetch cannot run beside `k`'s other ops (a dot, Struct or Raw op, a ring of
+// its own, a load into shared memory), "" where it can;
+std::string program_prefetch_blocker(const Kernel& k);
+// whether `load`'s indices are pure scalar arithmetic on the program ids, constants and dims,
+// with those ops that depend on a program id (in program order) and whether there are any.
+bool program_index_chain(const Kernel& k, const Op& load, std::vector<const Op*>* chain, bool* on_pid);
 // The L2 cache policy of a pipelined loop's 2-D TMA copies on sm_90a: `l2_hint` on its ring
 // loads, evict_first for tiles that at most two programs read (HintL2Policy.cpp).
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);

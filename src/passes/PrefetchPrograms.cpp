@@ -46,12 +46,6 @@ namespace {
 
 constexpr int64_t kMinBytes = 32768;
 
-bool in_loop(const Op& op) {
-  for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
-    if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
-  return false;
-}
-
 // The bytes the threads hold of `tile` (an element held by several threads counts for each)
 // when its layout is blocked, or a slice of a blocked layout, whose pattern divides the shape
 // and gives every thread runs of 16-byte multiples along the last dim, fastest; else 0.
@@ -97,6 +91,69 @@ int64_t knob(const Kernel& k, const char* name, int64_t otherwise) {
 
 }  // namespace
 
+bool inside_loop(const Op& op) {
+  for (const Block* b = op.parent; b && b->parent; b = b->parent->parent)
+    if (b->parent->kind == OpKind::For || b->parent->kind == OpKind::While) return true;
+  return false;
+}
+
+std::set<const Value*> written_views(const Kernel& k) {
+  std::set<const Value*> written;
+  walk(*k.body, [&](Op& op) {
+    if (op.info().cls == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather && !op.operands.empty())
+      written.insert(op.operand(0));
+  });
+  return written;
+}
+
+std::string program_prefetch_blocker(const Kernel& k) {
+  std::string why, ring;
+  walk(*k.body, [&](Op& op) {
+    const OpClass c = op.info().cls;
+    if (why.empty() && (c == OpClass::Raw || c == OpClass::Struct || op.kind == OpKind::Dot))
+      why = "the kernel has " + std::string(op.kind == OpKind::Dot ? "a dot" : "Struct or Raw ops") + " (at " + op.loc.str() + ")";
+    // A ring of its own (pipeline-loops) or a load into shared memory waits for every cp.async
+    // group of the thread (the next program's copies with it), and a TMA ring's barriers would
+    // be set up again by every program.
+    if (ring.empty() && op.kind == OpKind::For && op.has_attr("pipeline") && op.attr_int("pipeline") >= 2)
+      ring = "the pipelined loop at " + op.loc.str() + " has a ring of its own";
+    if (ring.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
+      ring = "the load at " + op.loc.str() + " goes to shared memory";
+  });
+  return why.empty() ? ring : why;
+}
+
+bool program_index_chain(const Kernel& k, const Op& load, std::vector<const Op*>* chain, bool* on_pid) {
+  const std::set<const Value*> params(k.params.begin(), k.params.end());
+  std::set<const Op*> ops;
+  bool ok = true, dep_any = false;
+  std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
+    const Op* d = v->def;
+    if (!d) {
+      ok &= params.count(v) > 0;
+      return false;
+    }
+    if (!pure_scalar_op(*d)) {  // (program_id and dim are pure scalar ops)
+      ok = false;
+      return false;
+    }
+    bool dep = d->kind == OpKind::ProgramId;
+    for (const Value* x : d->operands) dep |= depends(x);
+    if (dep) ops.insert(d);
+    return dep;
+  };
+  for (size_t i = 1; i < load.operands.size(); ++i) dep_any |= depends(load.operand(i));
+  if (!ok) return false;
+  if (on_pid) *on_pid = dep_any;
+  if (chain) {
+    chain->clear();
+    walk(*k.body, [&](Op& o) {
+      if (ops.count(&o)) chain->push_back(&o);
+    });
+  }
+  return true;
+}
+
 void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (!k.grid) return;
   Op* yield = k.grid->terminator();
@@ -112,58 +169,26 @@ void prefetch_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     throw TesseraError(k.find_constexpr("prefetch_buffers")->loc,
                        "constexpr prefetch_buffers of kernel @" + k.name + " is " + std::to_string(buffers) +
                            "; it must be 1 or 2 (shared buffers of the next program's tiles)");
-  // Why the kernel cannot prefetch ("" when it can): said in a note where the knob asked for it.
-  std::string why, ring;
-  std::set<const Value*> written;
-  std::vector<Op*> loads;
-  walk(*k.body, [&](Op& op) {
-    const OpClass c = op.info().cls;
-    if (why.empty() && (c == OpClass::Raw || c == OpClass::Struct || op.kind == OpKind::Dot))
-      why = "the kernel has " + std::string(op.kind == OpKind::Dot ? "a dot" : "Struct or Raw ops") + " (at " + op.loc.str() + ")";
-    // A ring of its own (pipeline-loops) or a load into shared memory waits for every cp.async
-    // group of the thread (the next program's copies with it), and a TMA ring's barriers would
-    // be set up again by every program.
-    if (ring.empty() && op.kind == OpKind::For && op.has_attr("pipeline") && op.attr_int("pipeline") >= 2)
-      ring = "the pipelined loop at " + op.loc.str() + " has a ring of its own";
-    if (ring.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
-      ring = "the load at " + op.loc.str() + " goes to shared memory";
-    if (c == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather && !op.operands.empty())
-      written.insert(op.operand(0));
-    if (op.kind == OpKind::LoadTile && !in_loop(op)) loads.push_back(&op);
-  });
   auto decline = [&](const std::string& reason) {
     if (wanted == 1)
       stats.notes.push_back("prefetch_programs = 1 of kernel @" + k.name + " not taken: " + reason);
   };
-  if (!why.empty() || !ring.empty()) return decline(why.empty() ? ring : why);
-  const std::set<const Value*> params(k.params.begin(), k.params.end());
+  // Why the kernel cannot prefetch: said in a note where the knob asked for it.
+  if (const std::string why = program_prefetch_blocker(k); !why.empty()) return decline(why);
+  const std::set<const Value*> written = written_views(k);
   struct Candidate {
     Op* load;
     bool invariant;
     int64_t bytes;
   };
   std::vector<Candidate> cands;
-  for (Op* l : loads) {
-    const int64_t bytes = runs_of_16_bytes(l->result()->type);
-    if (bytes == 0 || written.count(l->operand(0))) continue;
-    // Whether the indices depend on a program id, through pure scalar ops only.
-    bool ok = true, on_pid = false;
-    std::function<bool(const Value*)> depends = [&](const Value* v) -> bool {
-      if (!v->def) {
-        ok &= params.count(v) > 0;
-        return false;
-      }
-      if (!pure_scalar_op(*v->def) && v->def->kind != OpKind::ProgramId && v->def->kind != OpKind::Dim) {
-        ok = false;
-        return false;
-      }
-      bool dep = v->def->kind == OpKind::ProgramId;
-      for (const Value* x : v->def->operands) dep |= depends(x);
-      return dep;
-    };
-    for (size_t i = 1; i < l->operands.size(); ++i) on_pid |= depends(l->operand(i));
-    if (ok) cands.push_back({l, !on_pid, bytes});
-  }
+  walk(*k.body, [&](Op& l) {
+    if (l.kind != OpKind::LoadTile || inside_loop(l)) return;
+    const int64_t bytes = runs_of_16_bytes(l.result()->type);
+    bool on_pid = false;
+    if (bytes == 0 || written.count(l.operand(0)) || !program_index_chain(k, l, nullptr, &on_pid)) return;
+    cands.push_back({&l, !on_pid, bytes});
+  });
   int64_t program_bytes = 0;
   for (const auto& c : cands) program_bytes += c.invariant ? 0 : c.bytes;
   if (program_bytes == 0)
