@@ -46,12 +46,12 @@ std::vector<uint64_t> upload(const std::vector<KernelArg>& args, std::vector<cud
 
 class CudaRunner : public Runner {
  public:
-  explicit CudaRunner(const Kernel& k) {
+  CudaRunner(const Kernel& k, const std::string& backend) {
     std::string why;
     if (!nvrtc_available(&why)) throw TesseraError("backend 'cuda' is not available here: " + why);
     if (!cuda_device_available(&why)) throw TesseraError("backend 'cuda' cannot run here: " + why);
     CudaOptions o;
-    o.target = cuda_backend_target();  // the device's own architecture
+    o.target = cuda_backend_target(backend);  // the device's own architecture, or the one asked
     o.target_from_device = false;
     compiled_ = compile_cuda(k, o);
     compile_seconds = compiled_->compile_seconds;
@@ -104,13 +104,13 @@ class StagedRunner : public Runner {
     }
   }
   void make_resident(std::vector<KernelArg>& args) override {
-    if (backend_ != "cuda") return;
+    if (!is_cuda_backend(backend_)) return;
     buffers_.clear();
     op_ptrs_ = upload(args, buffers_);
     temp_ptrs_ = upload(temp_args_, buffers_);  // their contents do not matter
   }
   void run_resident(std::vector<KernelArg>& args) override {
-    if (backend_ != "cuda") return run(args);
+    if (!is_cuda_backend(backend_)) return run(args);
     for (size_t i = 0; i < runners_.size(); ++i)
       static_cast<CudaRunner&>(*runners_[i])
           .launch(stage_args(st_.stages[i], args, temp_args_), stage_args(st_.stages[i], op_ptrs_, temp_ptrs_));
@@ -141,14 +141,31 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
   return make_runner(backend, bound);
 }
 
-CudaTarget cuda_backend_target() {
+bool is_cuda_backend(const std::string& backend) { return backend == "cuda" || backend.rfind("cuda:", 0) == 0; }
+
+CudaTarget cuda_backend_target(const std::string& backend) {
   CudaOptions o;
   o.target = CudaTarget::parse("cuda:sm_90a");  // without a device
-  return cuda_target_for(o);
+  if (backend == "cuda") return cuda_target_for(o);
+  if (!is_cuda_backend(backend)) throw TesseraError("'" + backend + "' is not a cuda backend");
+  // An architecture the user asked for: compiled for exactly that, so it must run on the device
+  // (a cubin runs on its own major architecture at the same or a later minor one; an
+  // arch-specific one, sm_90a, on that architecture only).
+  o.target = CudaTarget::parse(backend);
+  o.target_from_device = false;
+  CudaTarget t = cuda_target_for(o);
+  if (cuda_device_available()) {
+    const int dev = cuda::device().sm;
+    if (t.sm / 10 != dev / 10 || t.sm > dev || (t.arch_specific && t.sm != dev))
+      throw TesseraError("backend '" + backend + "': code for " + t.str() + " does not run on this device (sm_" +
+                         std::to_string(dev) + "); -b cuda:sm_" + std::to_string(dev) +
+                         " compiles its portable path (mma.sync, cp.async), -b cuda its own");
+  }
+  return t;
 }
 
 std::string backend_target(const std::string& backend) {
-  if (backend == "cuda") return "cuda:" + cuda_backend_target().str();
+  if (is_cuda_backend(backend)) return "cuda:" + cuda_backend_target(backend).str();
   if (backend == "cpu") return "cpu";
   return "";
 }
@@ -156,8 +173,8 @@ std::string backend_target(const std::string& backend) {
 std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound) {
   if (backend == "interp") return std::make_unique<InterpRunner>(bound);
   if (backend == "cpu") return std::make_unique<CpuRunner>(bound);
-  if (backend == "cuda") return std::make_unique<CudaRunner>(bound);
-  throw TesseraError("unknown backend '" + backend + "' (expected interp, cpu or cuda)");
+  if (is_cuda_backend(backend)) return std::make_unique<CudaRunner>(bound, backend);
+  throw TesseraError("unknown backend '" + backend + "' (expected interp, cpu, cuda or cuda:sm_XY[a])");
 }
 
 }  // namespace tessera::cli

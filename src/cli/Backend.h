@@ -27,12 +27,17 @@ class Runner {
   std::string detail;  // e.g. the GPU and the architecture compiled for
 };
 
-// The architecture the cuda backend compiles for in `run` and `bench`: the device's own, with
-// sm_90 as sm_90a (the rule of compile_cuda's default, resolve_target in
-// src/cuda/CudaRuntime.cpp); sm_90a without a device (nothing runs then). The cuda runner
-// compiles for exactly this target, so the configs chosen for it (backend_target) and the code
-// it gets cannot disagree.
-CudaTarget cuda_backend_target();
+// "cuda", or "cuda:" and an architecture (cuda:sm_90): the backends that run on the GPU.
+bool is_cuda_backend(const std::string& backend);
+
+// The architecture a cuda backend compiles for in `run` and `bench`. "cuda": the device's own,
+// with sm_90 as sm_90a (the rule of compile_cuda's default, resolve_target in
+// src/cuda/CudaRuntime.cpp); sm_90a without a device (nothing runs then). "cuda:sm_XY[a]":
+// exactly that architecture (cuda:sm_90 on a Hopper runs the portable path: mma.sync dots fed
+// by cp.async, no TMA or wgmma), a TesseraError where the device cannot run its code. The
+// cuda runner compiles for exactly this target, so the configs chosen for it (backend_target)
+// and the code it gets cannot disagree.
+CudaTarget cuda_backend_target(const std::string& backend = "cuda");
 
 // What a backend compiles for here, as a LibraryKernel::target_configs key: "cuda:sm_90a"
 // (cuda_backend_target), "cpu", or "" for the interpreter (no preferred configs).
@@ -49,7 +54,7 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
                                             const std::map<std::string, int64_t>& given,
                                             const std::vector<std::string>& disabled);
 
-// "interp", "cpu" or "cuda". `bound` must outlive the runner. Throws TesseraError when the
+// "interp", "cpu", "cuda" or "cuda:sm_XY[a]". `bound` must outlive the runner. Throws TesseraError when the
 // backend cannot be used here (cuda without NVRTC or without a device).
 std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound);
 

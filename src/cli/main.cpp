@@ -8,11 +8,29 @@
 #include <new>
 
 #include "cli/Commands.h"
+#include "cuda/CudaBackend.h"
 #include "support/Diagnostic.h"
 
 using namespace tessera::cli;
 
 namespace {
+
+// run's and bench's --backend: interp, cpu, cuda, or cuda with the architecture to compile for
+// (cuda:sm_90 on a Hopper: the portable path); a target CudaTarget::parse refuses is an error
+// here, before any kernel is read.
+std::string check_backend(const std::string& b) {
+  if (b == "interp" || b == "cpu" || b == "cuda") return "";
+  if (b.rfind("cuda:", 0) == 0) {
+    try {
+      (void)tessera::CudaTarget::parse(b);
+      return "";
+    } catch (const tessera::TesseraError& e) {
+      const std::string why = e.what();
+      return why.rfind("error: ", 0) == 0 ? why.substr(7) : why;
+    }
+  }
+  return "expected interp, cpu, cuda or cuda:sm_XY[a] (e.g. cuda:sm_90), not '" + b + "'";
+}
 
 // Options shared by run, compile and bench.
 void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes, bool kernel_required = true) {
@@ -76,8 +94,10 @@ int main(int argc, char** argv) {
              "reference=self: a .tile file on interp, which has no independent reference, so the line only "
              "shows that it ran");
   add_kernel_options(run_cmd, run.k, true);
-  run_cmd->add_option("--backend,-b", run.backend, "interp, cpu or cuda")
-      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
+  run_cmd->add_option("--backend,-b", run.backend,
+                      "interp, cpu or cuda; cuda:sm_XY[a] compiles for that architecture (cuda:sm_90 on a "
+                      "Hopper runs the portable mma.sync path; default cuda: the device's own)")
+      ->check(check_backend)
       ->capture_default_str();
   run_cmd->add_flag("--check", run.check, "compare every view tensor with the reference");
   run_cmd->add_option("--input", run.inputs,
@@ -134,8 +154,10 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand(
       "bench", "median time over --reps runs after a warm-up, and GB/s or FLOP/s");
   add_kernel_options(bench_cmd, bench.k, true);
-  bench_cmd->add_option("--backend,-b", bench.backend, "interp, cpu or cuda")
-      ->check(CLI::IsMember({"interp", "cpu", "cuda"}))
+  bench_cmd->add_option("--backend,-b", bench.backend,
+                      "interp, cpu or cuda; cuda:sm_XY[a] compiles for that architecture (cuda:sm_90 on a "
+                      "Hopper runs the portable mma.sync path; default cuda: the device's own)")
+      ->check(check_backend)
       ->capture_default_str();
   bench_cmd->add_option("--reps", bench.reps, "timed runs (default: 3 on interp, 20 otherwise)")
       ->check(CLI::Range(1, 1000000));

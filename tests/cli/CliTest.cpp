@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cuda/CudaBackend.h"
+#include "cuda/Driver.h"
 #include "ir/Ops.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -312,6 +313,33 @@ TEST_F(Cli, RunSplitWithinTheTensorLimit) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "error: the split's partial results (1 programs x 2147483647 runs) need 528.0 GiB; the limit is 16 "
                    "GiB: fewer runs\n");
+}
+
+// -b cuda:sm_XY[a]: an architecture to compile for (checked before any kernel is read); on a
+// machine without a GPU it fails as -b cuda does (tests/gpu: what it runs on a Hopper).
+TEST_F(Cli, BackendWithATarget) {
+  Result r = tessera("run vector_add -b cuda:sm_7 --size N=100");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --backend: unknown CUDA target 'cuda:sm_7': expected cuda, cuda:sm_XY or sm_XY[a] with XY >= "
+                   "70 (e.g. sm_80, sm_90a) (see `tessera run --help`)\n");
+  r = tessera("bench vector_add -b gpu --size N=100");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --backend: expected interp, cpu, cuda or cuda:sm_XY[a] (e.g. cuda:sm_90), not 'gpu' (see "
+                   "`tessera bench --help`)\n");
+  std::string why;
+  const bool gpu = tessera::nvrtc_available(&why) && tessera::cuda_device_available(&why);
+  r = tessera("run matmul -b cuda:sm_90 --dtype bf16 --check --size M=200,N=300,K=136");
+  if (gpu && tessera::cuda::device().sm == 90) {
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, StartsWith("PASS matmul cuda:sm_90 M=200,K=136,N=300 max_abs_err="));
+    r = tessera("run vector_add -b cuda:sm_80 --size N=100");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, "error: backend 'cuda:sm_80': code for sm_80 does not run on this device (sm_90); -b cuda:sm_90 "
+                     "compiles its portable path (mma.sync, cp.async), -b cuda its own\n");
+  } else if (!gpu) {
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.err, StartsWith("error: backend 'cuda' "));
+  }
 }
 
 TEST_F(Cli, RunUnknownKernel) {
