@@ -375,15 +375,11 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   // Chunk q of E elements, 16 bytes (row-major over the tile), is copied by thread q % T.
   const int64_t eb = scalar_bytes(t), E = 16 / eb;
   const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
-  // Up to 16 rounds unrolled in full (every library and corpus kernel's loads), more four at a
-  // time: each round carries a cp.async and its unaligned fallback, and a [2048, 64] u8
-  // operand's 64 rounds a thread unrolled in full were 15,000 PTX lines (1 s of ptxas).
-  const std::string unroll = rounds > 16 ? "#pragma unroll 4" : "#pragma unroll";
   // Opens the loop over this thread's chunks; `c` gets the chunk's coordinates in the tile, `g`
   // in the view, `at_g` its offset in the view, `at_s` its shared-memory address.
   std::vector<std::string> c, g(R);
   std::string rows_ok, at_g, at_s;
-  auto open_chunks = [&] {
+  auto open_chunks = [&](const std::string& unroll) {
     const std::string i = fresh("i"), q = fresh("q");
     line(unroll);
     open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
@@ -421,28 +417,75 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     // 4096^3 285 / 278 -> 298 TFLOP/s at 128x256x64, the A/B switch it was).
     const std::string base = fresh("sb");
     line("const uint32_t " + base + " = tsr::smem_u32(" + dst_view.ptr + ");");
-    open_chunks();
-    line("tsr::cp_async_16(" + base + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + vi.ptr + " + " + at_g + ");");
-    close();
+    const int64_t rows_per_round = R == 2 && (T_ * E) % S[1] == 0 ? T_ * E / S[1] : 0;
+    if (rows_per_round > 0) {
+      // Each round is whole rows (rows_per_round of them) below the round before: the thread's
+      // first chunk addressed once, every later one a constant step from it (a stride times the
+      // round in global memory; in shared memory a constant unless swizzled), as cp_tile_async
+      // does. Per-chunk addresses, loop-invariant in part, were hoisted out of a ring's loop and
+      // kept live across it (the mma.sync matmul's ring: 25 registers more, 226 against 250).
+      const std::string r0 = fresh("r"), c0 = fresh("k"), g0 = fresh("g"), d0 = fresh("d");
+      line("const int " + r0 + " = tsr_tid / " + num(S[1] / E) + ", " + c0 + " = tsr_tid % " + num(S[1] / E) + " * " + num(E) +
+           ";");
+      line("const " + stype(t) + "* const " + g0 + " = " + vi.ptr + " + (" + o[0] + " + " + r0 + ") * " + vi.strides[0] + " + (" +
+           o[1] + " + " + c0 + ") * " + vi.strides[1] + ";");
+      const bool plain = dst_view.rows == 0;
+      if (plain) line("const uint32_t " + d0 + " = " + base + " + uint32_t(" + shared_index(dst_view, {r0, c0}) + ") * " + num(eb) + "u;");
+      const std::string i = fresh("i");
+      line(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
+      open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
+      if (chunks % T_ != 0) line("if (" + i + " * " + num(T_) + " + tsr_tid >= " + num(chunks) + ") break;");
+      const std::string row = r0 + " + " + i + " * " + num(rows_per_round);
+      const std::string dst = plain ? d0 + " + uint32_t(" + i + ") * " + num(rows_per_round * dst_view.strides[0] * eb) + "u"
+                                    : base + " + uint32_t(" + shared_index(dst_view, {row, c0}) + ") * " + num(eb) + "u";
+      line("tsr::cp_async_16(" + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
+      close();
+      count("stepped-tile-copies");
+    } else {
+      // Up to 16 rounds unrolled in full (every library and corpus kernel's loads), more four
+      // at a time: a [2048, 64] u8 operand's 64 rounds a thread unrolled in full were 15,000
+      // PTX lines (1 s of ptxas).
+      open_chunks(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
+      line("tsr::cp_async_16(" + base + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + vi.ptr + " + " + at_g + ");");
+      close();
+    }
     --ind_;
     open("} else {");
     count("whole-tile-copies");
   }
-  open_chunks();
-  const std::string n = fresh("n"), src = fresh("src"), dst = fresh("dst");
-  const std::string left = "(" + vi.dims[R - 1] + " - " + g[R - 1] + ")";
-  const std::string E_ = num(E);
-  line("const int64_t " + n + " = !(" + rows_ok + ") || " + left + " <= 0 ? 0 : " + left + " < " + E_ + " ? " + left + " : " +
-       E_ + ";");
-  line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
-  line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
-  // Past the view's end the chunk reads fewer bytes (none) and the copy zero-fills the rest.
-  open("if (tsr::aligned_vec<" + stype(t) + ", " + E_ + ">(" + src + ")) {");
-  line("tsr::cp_async_16(tsr::smem_u32(" + dst + "), " + src + ", int(" + n + ") * " + num(eb) + ");");
-  --ind_;
-  open("} else {");
-  line("for (int v_ = 0; v_ < " + E_ + "; ++v_) " + dst + "[v_] = v_ < " + n + " ? " + src + "[v_] : " + stype(t) + "(0);");
-  close();
+  // The chunk-by-chunk path (ragged or unaligned tiles, or whole_tile_checks = 0), rolled: each
+  // round's copy is a cp.async of the chunk's bytes in the view (none past its end) that
+  // zero-fills the rest, or element by element where the view is not 16-byte aligned. Unrolled,
+  // its per-chunk values were hoisted out of a ring's loop and kept live across it (the mma.sync
+  // matmul's ring spilled 48 bytes at 255 registers), as cp_tile_async_edge keeps its loop
+  // rolled for the same reason; the alignment is tested once for the view (its base and row
+  // strides), as a per-chunk test in the rolled loop made ptxas spill the f32 matmul's ring.
+  std::string aligned = "tsr::aligned_vec<" + stype(t) + ", " + num(E) + ">(" + vi.ptr + ")";
+  for (int d = 0; d < R - 1; ++d) aligned += " && " + vi.strides[d] + " % " + num(E) + " == 0";
+  const std::string unroll = whole_tile ? "#pragma unroll 1" : rounds > 16 ? "#pragma unroll 4" : "#pragma unroll";
+  for (const bool vec : {true, false}) {
+    if (vec) {
+      open("if (" + aligned + ") {");
+    } else {
+      --ind_;
+      open("} else {");
+    }
+    open_chunks(unroll);
+    const std::string n = fresh("n"), src = fresh("src"), dst = fresh("dst");
+    const std::string left = "(" + vi.dims[R - 1] + " - " + g[R - 1] + ")";
+    const std::string E_ = num(E);
+    line("const int64_t " + n + " = !(" + rows_ok + ") || " + left + " <= 0 ? 0 : " + left + " < " + E_ + " ? " + left +
+         " : " + E_ + ";");
+    line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
+    if (vec) {
+      line("tsr::cp_async_16(tsr::smem_u32(" + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
+           n + ") * " + num(eb) + ");");
+    } else {
+      line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
+      line("for (int v_ = 0; v_ < " + E_ + "; ++v_) " + dst + "[v_] = v_ < " + n + " ? " + src + "[v_] : " + stype(t) + "(0);");
+    }
+    close();
+  }
   close();
   if (whole_tile) close();
   close();

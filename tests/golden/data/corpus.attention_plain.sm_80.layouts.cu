@@ -162,22 +162,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const int64_t o47 = int64_t(v5_c0) * 64;
         if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o46 * tsr_p2_s0 + o47 * tsr_p2_s1)) {
           const uint32_t sb48 = tsr::smem_u32((sh42 + (pro43) * 4352));
+          const int r49 = tsr_tid / 16, k50 = tsr_tid % 16 * 4;
+          const float* const g51 = tsr_p2 + (o46 + r49) * tsr_p2_s0 + (o47 + k50) * tsr_p2_s1;
+          const uint32_t d52 = sb48 + uint32_t((r49) * 68 + (k50) * 1) * 4u;
           #pragma unroll
-          for (int i49 = 0; i49 < 8; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            tsr::cp_async_16(sb48 + uint32_t((((q50 * 4) / 64)) * 68 + (((q50 * 4) % 64)) * 1) * 4u, tsr_p2 + (o46 + ((q50 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q50 * 4) % 64)) * tsr_p2_s1);
+          for (int i53 = 0; i53 < 8; ++i53) {
+            tsr::cp_async_16(d52 + uint32_t(i53) * 2176u, g51 + int64_t(i53) * 8 * tsr_p2_s0);
           }
         } else {
-          #pragma unroll
-          for (int i51 = 0; i51 < 8; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            const int64_t n53 = !(true && (o46 + ((q52 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q52 * 4) % 64))) : 4;
-            const float* src54 = tsr_p2 + (n53 > 0 ? (o46 + ((q52 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q52 * 4) % 64)) * tsr_p2_s1 : 0);
-            float* const dst55 = (sh42 + (pro43) * 4352) + (((q52 * 4) / 64)) * 68 + (((q52 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src54)) {
-              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i54 = 0; i54 < 8; ++i54) {
+              const int q55 = i54 * 128 + tsr_tid;
+              const int64_t n56 = !(true && (o46 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) : 4;
+              const float* src57 = tsr_p2 + (n56 > 0 ? (o46 + ((q55 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q55 * 4) % 64)) * tsr_p2_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh42 + (pro43) * 4352)) + uint32_t((((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1) * 4u, src57, int(n56) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i59 = 0; i59 < 8; ++i59) {
+              const int q60 = i59 * 128 + tsr_tid;
+              const int64_t n61 = !(true && (o46 + ((q60 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q60 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q60 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q60 * 4) % 64))) : 4;
+              const float* src62 = tsr_p2 + (n61 > 0 ? (o46 + ((q60 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q60 * 4) % 64)) * tsr_p2_s1 : 0);
+              float* const dst63 = (sh42 + (pro43) * 4352) + (((q60 * 4) / 64)) * 68 + (((q60 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst63[v_] = v_ < n61 ? src62[v_] : float(0);
             }
           }
         }
@@ -185,35 +193,43 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv56_ = v0; v1 > 0 && iv56_ < v2; iv56_ += v1) {
-    const int32_t iv56 = int32_t(iv56_);
+  for (int64_t iv64_ = v0; v1 > 0 && iv64_ < v2; iv64_ += v1) {
+    const int32_t iv64 = int32_t(iv64_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv56_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx57 = int32_t((iv56_ + 1 * int64_t(v1)));
+    if ((iv64_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx65 = int32_t((iv64_ + 1 * int64_t(v1)));
       // %14 = mul %chunk, %3 : i32
-      const int32_t v58 = int32_t(uint32_t(nx57) * uint32_t(v3));
+      const int32_t v66 = int32_t(uint32_t(nx65) * uint32_t(v3));
       {
-        const int64_t o59 = int64_t(nx57) * 64;
-        const int64_t o60 = int64_t(v5_c0) * 64;
-        if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o59 * tsr_p2_s0 + o60 * tsr_p2_s1)) {
-          const uint32_t sb61 = tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352));
+        const int64_t o67 = int64_t(nx65) * 64;
+        const int64_t o68 = int64_t(v5_c0) * 64;
+        if (o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o67 * tsr_p2_s0 + o68 * tsr_p2_s1)) {
+          const uint32_t sb69 = tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352));
+          const int r70 = tsr_tid / 16, k71 = tsr_tid % 16 * 4;
+          const float* const g72 = tsr_p2 + (o67 + r70) * tsr_p2_s0 + (o68 + k71) * tsr_p2_s1;
+          const uint32_t d73 = sb69 + uint32_t((r70) * 68 + (k71) * 1) * 4u;
           #pragma unroll
-          for (int i62 = 0; i62 < 8; ++i62) {
-            const int q63 = i62 * 128 + tsr_tid;
-            tsr::cp_async_16(sb61 + uint32_t((((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1) * 4u, tsr_p2 + (o59 + ((q63 * 4) / 64)) * tsr_p2_s0 + (o60 + ((q63 * 4) % 64)) * tsr_p2_s1);
+          for (int i74 = 0; i74 < 8; ++i74) {
+            tsr::cp_async_16(d73 + uint32_t(i74) * 2176u, g72 + int64_t(i74) * 8 * tsr_p2_s0);
           }
         } else {
-          #pragma unroll
-          for (int i64 = 0; i64 < 8; ++i64) {
-            const int q65 = i64 * 128 + tsr_tid;
-            const int64_t n66 = !(true && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
-            const float* src67 = tsr_p2 + (n66 > 0 ? (o59 + ((q65 * 4) / 64)) * tsr_p2_s0 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s1 : 0);
-            float* const dst68 = (sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352) + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src67)) {
-              tsr::cp_async_16(tsr::smem_u32(dst68), src67, int(n66) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst68[v_] = v_ < n66 ? src67[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i75 = 0; i75 < 8; ++i75) {
+              const int q76 = i75 * 128 + tsr_tid;
+              const int64_t n77 = !(true && (o67 + ((q76 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) : 4;
+              const float* src78 = tsr_p2 + (n77 > 0 ? (o67 + ((q76 * 4) / 64)) * tsr_p2_s0 + (o68 + ((q76 * 4) % 64)) * tsr_p2_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352)) + uint32_t((((q76 * 4) / 64)) * 68 + (((q76 * 4) % 64)) * 1) * 4u, src78, int(n77) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i80 = 0; i80 < 8; ++i80) {
+              const int q81 = i80 * 128 + tsr_tid;
+              const int64_t n82 = !(true && (o67 + ((q81 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q81 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q81 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o68 + ((q81 * 4) % 64))) : 4;
+              const float* src83 = tsr_p2 + (n82 > 0 ? (o67 + ((q81 * 4) / 64)) * tsr_p2_s0 + (o68 + ((q81 * 4) % 64)) * tsr_p2_s1 : 0);
+              float* const dst84 = (sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352) + (((q81 * 4) / 64)) * 68 + (((q81 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst84[v_] = v_ < n82 ? src83[v_] : float(0);
             }
           }
         }
@@ -221,95 +237,95 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     }
     tsr::cp_async_commit();
     // %kt = load_tile %k, %chunk, %c0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v69_kt[32];
+    float v85_kt[32];
     {
-      const int64_t o70 = int64_t(iv56) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o71 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole72 = int64_t(iv56) * 64 >= 0 && int64_t(iv56) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv56) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
-      if (whole72) {
+      const int64_t o86 = int64_t(iv64) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o87 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole88 = int64_t(iv64) * 64 >= 0 && int64_t(iv64) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv64) * 64 * tsr_p1_s0 + int64_t(v5_c0) * 64 * tsr_p1_s1);
+      if (whole88) {
         #pragma unroll
-        for (int c73 = 0; c73 < 8; ++c73) {
-          float vb74[4];
-          tsr::copy_vec<float, 4>(vb74, tsr_p1 + (o70 + ((((c73 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c73 * 4) % 4))) * tsr_p1_s1);
-          v69_kt[c73 * 4 + 0] = vb74[0];
-          v69_kt[c73 * 4 + 1] = vb74[1];
-          v69_kt[c73 * 4 + 2] = vb74[2];
-          v69_kt[c73 * 4 + 3] = vb74[3];
+        for (int c89 = 0; c89 < 8; ++c89) {
+          float vb90[4];
+          tsr::copy_vec<float, 4>(vb90, tsr_p1 + (o86 + ((((c89 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c89 * 4) % 4))) * tsr_p1_s1);
+          v85_kt[c89 * 4 + 0] = vb90[0];
+          v85_kt[c89 * 4 + 1] = vb90[1];
+          v85_kt[c89 * 4 + 2] = vb90[2];
+          v85_kt[c89 * 4 + 3] = vb90[3];
         }
       } else {
         #pragma unroll
-        for (int c75 = 0; c75 < 8; ++c75) {
-          float vb76[4];
-          if ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb76, tsr_p1 + (o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1);
-            v69_kt[c75 * 4 + 0] = vb76[0];
-            v69_kt[c75 * 4 + 1] = vb76[1];
-            v69_kt[c75 * 4 + 2] = vb76[2];
-            v69_kt[c75 * 4 + 3] = vb76[3];
+        for (int c91 = 0; c91 < 8; ++c91) {
+          float vb92[4];
+          if ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1);
+            v85_kt[c91 * 4 + 0] = vb92[0];
+            v85_kt[c91 * 4 + 1] = vb92[1];
+            v85_kt[c91 * 4 + 2] = vb92[2];
+            v85_kt[c91 * 4 + 3] = vb92[3];
           } else {
-            v69_kt[c75 * 4] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v69_kt[c75 * 4 + 1] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v69_kt[c75 * 4 + 2] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v69_kt[c75 * 4 + 3] = ((o70 + ((((c75 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o71 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o70 + ((((c75 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o71 + (((c75 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 1] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 2] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 3] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v77_ktt[32];
-    v77_ktt[0] = v69_kt[0];
-    v77_ktt[1] = v69_kt[1];
-    v77_ktt[2] = v69_kt[2];
-    v77_ktt[3] = v69_kt[3];
-    v77_ktt[4] = v69_kt[4];
-    v77_ktt[5] = v69_kt[5];
-    v77_ktt[6] = v69_kt[6];
-    v77_ktt[7] = v69_kt[7];
-    v77_ktt[8] = v69_kt[8];
-    v77_ktt[9] = v69_kt[9];
-    v77_ktt[10] = v69_kt[10];
-    v77_ktt[11] = v69_kt[11];
-    v77_ktt[12] = v69_kt[12];
-    v77_ktt[13] = v69_kt[13];
-    v77_ktt[14] = v69_kt[14];
-    v77_ktt[15] = v69_kt[15];
-    v77_ktt[16] = v69_kt[16];
-    v77_ktt[17] = v69_kt[17];
-    v77_ktt[18] = v69_kt[18];
-    v77_ktt[19] = v69_kt[19];
-    v77_ktt[20] = v69_kt[20];
-    v77_ktt[21] = v69_kt[21];
-    v77_ktt[22] = v69_kt[22];
-    v77_ktt[23] = v69_kt[23];
-    v77_ktt[24] = v69_kt[24];
-    v77_ktt[25] = v69_kt[25];
-    v77_ktt[26] = v69_kt[26];
-    v77_ktt[27] = v69_kt[27];
-    v77_ktt[28] = v69_kt[28];
-    v77_ktt[29] = v69_kt[29];
-    v77_ktt[30] = v69_kt[30];
-    v77_ktt[31] = v69_kt[31];
+    float v93_ktt[32];
+    v93_ktt[0] = v85_kt[0];
+    v93_ktt[1] = v85_kt[1];
+    v93_ktt[2] = v85_kt[2];
+    v93_ktt[3] = v85_kt[3];
+    v93_ktt[4] = v85_kt[4];
+    v93_ktt[5] = v85_kt[5];
+    v93_ktt[6] = v85_kt[6];
+    v93_ktt[7] = v85_kt[7];
+    v93_ktt[8] = v85_kt[8];
+    v93_ktt[9] = v85_kt[9];
+    v93_ktt[10] = v85_kt[10];
+    v93_ktt[11] = v85_kt[11];
+    v93_ktt[12] = v85_kt[12];
+    v93_ktt[13] = v85_kt[13];
+    v93_ktt[14] = v85_kt[14];
+    v93_ktt[15] = v85_kt[15];
+    v93_ktt[16] = v85_kt[16];
+    v93_ktt[17] = v85_kt[17];
+    v93_ktt[18] = v85_kt[18];
+    v93_ktt[19] = v85_kt[19];
+    v93_ktt[20] = v85_kt[20];
+    v93_ktt[21] = v85_kt[21];
+    v93_ktt[22] = v85_kt[22];
+    v93_ktt[23] = v85_kt[23];
+    v93_ktt[24] = v85_kt[24];
+    v93_ktt[25] = v85_kt[25];
+    v93_ktt[26] = v85_kt[26];
+    v93_ktt[27] = v85_kt[27];
+    v93_ktt[28] = v85_kt[28];
+    v93_ktt[29] = v85_kt[29];
+    v93_ktt[30] = v85_kt[30];
+    v93_ktt[31] = v85_kt[31];
     // %12 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v78[16];
+    float v94[16];
     #pragma unroll
-    for (int s79 = 0; s79 < 16; ++s79) {
-      v78[s79] = v22_f0;
+    for (int s95 = 0; s95 < 16; ++s95) {
+      v94[s95] = v22_f0;
     }
     // %13 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh80 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh96 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c81 = 0; c81 < 32; ++c81) {
-      float w82[1];
-      w82[0] = v77_ktt[c81 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh80 + ((((c81 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c81 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w82);
+    for (int c97 = 0; c97 < 32; ++c97) {
+      float w98[1];
+      w98[0] = v93_ktt[c97 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh96 + ((((c97 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c97 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w98);
     }
     __syncthreads();
     // %s = dot %6, %13, %12 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v83_s[16];
+    float v99_s[16];
     #pragma unroll
-    for (int s84 = 0; s84 < 16; ++s84) {
-      v83_s[s84] = v78[s84];
+    for (int s100 = 0; s100 < 16; ++s100) {
+      v99_s[s100] = v94[s100];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -319,442 +335,442 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const auto a1_ = sh28[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh28[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh28[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh80[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh80[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh80[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh80[(k_) * 68 + (tn_ + 3) * 1];
-        v83_s[0] = fmaf(float(a0_), float(b0_), v83_s[0]);
-        v83_s[1] = fmaf(float(a0_), float(b1_), v83_s[1]);
-        v83_s[2] = fmaf(float(a0_), float(b2_), v83_s[2]);
-        v83_s[3] = fmaf(float(a0_), float(b3_), v83_s[3]);
-        v83_s[4] = fmaf(float(a1_), float(b0_), v83_s[4]);
-        v83_s[5] = fmaf(float(a1_), float(b1_), v83_s[5]);
-        v83_s[6] = fmaf(float(a1_), float(b2_), v83_s[6]);
-        v83_s[7] = fmaf(float(a1_), float(b3_), v83_s[7]);
-        v83_s[8] = fmaf(float(a2_), float(b0_), v83_s[8]);
-        v83_s[9] = fmaf(float(a2_), float(b1_), v83_s[9]);
-        v83_s[10] = fmaf(float(a2_), float(b2_), v83_s[10]);
-        v83_s[11] = fmaf(float(a2_), float(b3_), v83_s[11]);
-        v83_s[12] = fmaf(float(a3_), float(b0_), v83_s[12]);
-        v83_s[13] = fmaf(float(a3_), float(b1_), v83_s[13]);
-        v83_s[14] = fmaf(float(a3_), float(b2_), v83_s[14]);
-        v83_s[15] = fmaf(float(a3_), float(b3_), v83_s[15]);
+        const auto b0_ = sh96[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh96[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh96[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh96[(k_) * 68 + (tn_ + 3) * 1];
+        v99_s[0] = fmaf(float(a0_), float(b0_), v99_s[0]);
+        v99_s[1] = fmaf(float(a0_), float(b1_), v99_s[1]);
+        v99_s[2] = fmaf(float(a0_), float(b2_), v99_s[2]);
+        v99_s[3] = fmaf(float(a0_), float(b3_), v99_s[3]);
+        v99_s[4] = fmaf(float(a1_), float(b0_), v99_s[4]);
+        v99_s[5] = fmaf(float(a1_), float(b1_), v99_s[5]);
+        v99_s[6] = fmaf(float(a1_), float(b2_), v99_s[6]);
+        v99_s[7] = fmaf(float(a1_), float(b3_), v99_s[7]);
+        v99_s[8] = fmaf(float(a2_), float(b0_), v99_s[8]);
+        v99_s[9] = fmaf(float(a2_), float(b1_), v99_s[9]);
+        v99_s[10] = fmaf(float(a2_), float(b2_), v99_s[10]);
+        v99_s[11] = fmaf(float(a2_), float(b3_), v99_s[11]);
+        v99_s[12] = fmaf(float(a3_), float(b0_), v99_s[12]);
+        v99_s[13] = fmaf(float(a3_), float(b1_), v99_s[13]);
+        v99_s[14] = fmaf(float(a3_), float(b2_), v99_s[14]);
+        v99_s[15] = fmaf(float(a3_), float(b3_), v99_s[15]);
       }
     }
     // %14 = mul %chunk, %3 : i32
-    const int32_t v85 = int32_t(uint32_t(iv56) * uint32_t(v3));
+    const int32_t v101 = int32_t(uint32_t(iv64) * uint32_t(v3));
     // %15 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v86[4];
+    int32_t v102[4];
     #pragma unroll
-    for (int s87 = 0; s87 < 4; ++s87) {
-      v86[s87] = int32_t(0 + (((s87) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s103 = 0; s103 < 4; ++s103) {
+      v102[s103] = int32_t(0 + (((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %16 = splat %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v88[4];
+    int32_t v104[4];
     #pragma unroll
-    for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = v85;
+    for (int s105 = 0; s105 < 4; ++s105) {
+      v104[s105] = v101;
     }
     // %17 = add %15, %16 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v90[4];
+    int32_t v106[4];
     #pragma unroll
-    for (int s91 = 0; s91 < 4; ++s91) {
-      v90[s91] = int32_t(uint32_t(v86[s91]) + uint32_t(v88[s91]));
+    for (int s107 = 0; s107 < 4; ++s107) {
+      v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
     }
     // %18 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v92[4];
+    int32_t v108[4];
     #pragma unroll
-    for (int s93 = 0; s93 < 4; ++s93) {
-      v92[s93] = v6_t;
+    for (int s109 = 0; s109 < 4; ++s109) {
+      v108[s109] = v6_t;
     }
     // %19 = cmp %17, %18 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v94[4];
+    uint8_t v110[4];
     #pragma unroll
-    for (int s95 = 0; s95 < 4; ++s95) {
-      v94[s95] = uint8_t(v90[s95] < v92[s95]);
+    for (int s111 = 0; s111 < 4; ++s111) {
+      v110[s111] = uint8_t(v106[s111] < v108[s111]);
     }
     // %valid2 = expand_dims %19 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v96_valid2[4];
-    v96_valid2[0] = v94[0];
-    v96_valid2[1] = v94[1];
-    v96_valid2[2] = v94[2];
-    v96_valid2[3] = v94[3];
+    uint8_t v112_valid2[4];
+    v112_valid2[0] = v110[0];
+    v112_valid2[1] = v110[1];
+    v112_valid2[2] = v110[2];
+    v112_valid2[3] = v110[3];
     // %validb = broadcast %valid2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v97_validb[16];
-    v97_validb[0] = v96_valid2[0];
-    v97_validb[1] = v96_valid2[1];
-    v97_validb[2] = v96_valid2[2];
-    v97_validb[3] = v96_valid2[3];
-    v97_validb[4] = v96_valid2[0];
-    v97_validb[5] = v96_valid2[1];
-    v97_validb[6] = v96_valid2[2];
-    v97_validb[7] = v96_valid2[3];
-    v97_validb[8] = v96_valid2[0];
-    v97_validb[9] = v96_valid2[1];
-    v97_validb[10] = v96_valid2[2];
-    v97_validb[11] = v96_valid2[3];
-    v97_validb[12] = v96_valid2[0];
-    v97_validb[13] = v96_valid2[1];
-    v97_validb[14] = v96_valid2[2];
-    v97_validb[15] = v96_valid2[3];
+    uint8_t v113_validb[16];
+    v113_validb[0] = v112_valid2[0];
+    v113_validb[1] = v112_valid2[1];
+    v113_validb[2] = v112_valid2[2];
+    v113_validb[3] = v112_valid2[3];
+    v113_validb[4] = v112_valid2[0];
+    v113_validb[5] = v112_valid2[1];
+    v113_validb[6] = v112_valid2[2];
+    v113_validb[7] = v112_valid2[3];
+    v113_validb[8] = v112_valid2[0];
+    v113_validb[9] = v112_valid2[1];
+    v113_validb[10] = v112_valid2[2];
+    v113_validb[11] = v112_valid2[3];
+    v113_validb[12] = v112_valid2[0];
+    v113_validb[13] = v112_valid2[1];
+    v113_validb[14] = v112_valid2[2];
+    v113_validb[15] = v112_valid2[3];
     // %20 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v98[16];
+    float v114[16];
     #pragma unroll
-    for (int s99 = 0; s99 < 16; ++s99) {
-      v98[s99] = v23_ninf;
+    for (int s115 = 0; s115 < 16; ++s115) {
+      v114[s115] = v23_ninf;
     }
     // %sm = where %validb, %s, %20 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v100_sm[16];
+    float v116_sm[16];
     #pragma unroll
-    for (int s101 = 0; s101 < 16; ++s101) {
-      v100_sm[s101] = (v97_validb[s101] ? v83_s[s101] : v98[s101]);
+    for (int s117 = 0; s117 < 16; ++s117) {
+      v116_sm[s117] = (v113_validb[s117] ? v99_s[s117] : v114[s117]);
     }
     // %21 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v102[4];
-    v102[0] = v100_sm[0];
-    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[1]);
-    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[2]);
-    v102[0] = tsr::max_nan_f32(v102[0], v100_sm[3]);
-    v102[1] = v100_sm[4];
-    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[5]);
-    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[6]);
-    v102[1] = tsr::max_nan_f32(v102[1], v100_sm[7]);
-    v102[2] = v100_sm[8];
-    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[9]);
-    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[10]);
-    v102[2] = tsr::max_nan_f32(v102[2], v100_sm[11]);
-    v102[3] = v100_sm[12];
-    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[13]);
-    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[14]);
-    v102[3] = tsr::max_nan_f32(v102[3], v100_sm[15]);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v102[0], 1);
-    v102[0] = tsr::max_nan_f32(v102[0], sh103);
-    const float sh104 = __shfl_xor_sync(0xffffffffu, v102[1], 1);
-    v102[1] = tsr::max_nan_f32(v102[1], sh104);
-    const float sh105 = __shfl_xor_sync(0xffffffffu, v102[2], 1);
-    v102[2] = tsr::max_nan_f32(v102[2], sh105);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v102[3], 1);
-    v102[3] = tsr::max_nan_f32(v102[3], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v102[0], 2);
-    v102[0] = tsr::max_nan_f32(v102[0], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v102[1], 2);
-    v102[1] = tsr::max_nan_f32(v102[1], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v102[2], 2);
-    v102[2] = tsr::max_nan_f32(v102[2], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v102[3], 2);
-    v102[3] = tsr::max_nan_f32(v102[3], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v102[0], 4);
-    v102[0] = tsr::max_nan_f32(v102[0], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v102[1], 4);
-    v102[1] = tsr::max_nan_f32(v102[1], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v102[2], 4);
-    v102[2] = tsr::max_nan_f32(v102[2], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v102[3], 4);
-    v102[3] = tsr::max_nan_f32(v102[3], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v102[0], 8);
-    v102[0] = tsr::max_nan_f32(v102[0], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v102[1], 8);
-    v102[1] = tsr::max_nan_f32(v102[1], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v102[2], 8);
-    v102[2] = tsr::max_nan_f32(v102[2], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v102[3], 8);
-    v102[3] = tsr::max_nan_f32(v102[3], sh118);
+    float v118[4];
+    v118[0] = v116_sm[0];
+    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[1]);
+    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[2]);
+    v118[0] = tsr::max_nan_f32(v118[0], v116_sm[3]);
+    v118[1] = v116_sm[4];
+    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[5]);
+    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[6]);
+    v118[1] = tsr::max_nan_f32(v118[1], v116_sm[7]);
+    v118[2] = v116_sm[8];
+    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[9]);
+    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[10]);
+    v118[2] = tsr::max_nan_f32(v118[2], v116_sm[11]);
+    v118[3] = v116_sm[12];
+    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[13]);
+    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[14]);
+    v118[3] = tsr::max_nan_f32(v118[3], v116_sm[15]);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v118[0], 1);
+    v118[0] = tsr::max_nan_f32(v118[0], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v118[1], 1);
+    v118[1] = tsr::max_nan_f32(v118[1], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v118[2], 1);
+    v118[2] = tsr::max_nan_f32(v118[2], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v118[3], 1);
+    v118[3] = tsr::max_nan_f32(v118[3], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v118[0], 2);
+    v118[0] = tsr::max_nan_f32(v118[0], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v118[1], 2);
+    v118[1] = tsr::max_nan_f32(v118[1], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v118[2], 2);
+    v118[2] = tsr::max_nan_f32(v118[2], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v118[3], 2);
+    v118[3] = tsr::max_nan_f32(v118[3], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v118[0], 4);
+    v118[0] = tsr::max_nan_f32(v118[0], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v118[1], 4);
+    v118[1] = tsr::max_nan_f32(v118[1], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v118[2], 4);
+    v118[2] = tsr::max_nan_f32(v118[2], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v118[3], 4);
+    v118[3] = tsr::max_nan_f32(v118[3], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v118[0], 8);
+    v118[0] = tsr::max_nan_f32(v118[0], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v118[1], 8);
+    v118[1] = tsr::max_nan_f32(v118[1], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v118[2], 8);
+    v118[2] = tsr::max_nan_f32(v118[2], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v118[3], 8);
+    v118[3] = tsr::max_nan_f32(v118[3], sh134);
     // %22 = max %m_run, %21 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v119_mx[4];
+    float v135_mx[4];
     #pragma unroll
-    for (int s120 = 0; s120 < 4; ++s120) {
-      v119_mx[s120] = tsr::fmax_nan_z<float>(c35_mx[s120], v102[s120]);
+    for (int s136 = 0; s136 < 4; ++s136) {
+      v135_mx[s136] = tsr::fmax_nan_z<float>(c35_mx[s136], v118[s136]);
     }
     // %23 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v121[4];
+    float v137[4];
     #pragma unroll
-    for (int s122 = 0; s122 < 4; ++s122) {
-      v121[s122] = v23_ninf;
+    for (int s138 = 0; s138 < 4; ++s138) {
+      v137[s138] = v23_ninf;
     }
     // %m_none = cmp %22, %23 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v123_m_none[4];
+    uint8_t v139_m_none[4];
     #pragma unroll
-    for (int s124 = 0; s124 < 4; ++s124) {
-      v123_m_none[s124] = uint8_t(v119_mx[s124] == v121[s124]);
+    for (int s140 = 0; s140 < 4; ++s140) {
+      v139_m_none[s140] = uint8_t(v135_mx[s140] == v137[s140]);
     }
     // %24 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v125[4];
+    float v141[4];
     #pragma unroll
-    for (int s126 = 0; s126 < 4; ++s126) {
-      v125[s126] = v22_f0;
+    for (int s142 = 0; s142 < 4; ++s142) {
+      v141[s142] = v22_f0;
     }
     // %m_shift = where %m_none, %24, %22 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v127_m_shift[4];
+    float v143_m_shift[4];
     #pragma unroll
-    for (int s128 = 0; s128 < 4; ++s128) {
-      v127_m_shift[s128] = (v123_m_none[s128] ? v125[s128] : v119_mx[s128]);
+    for (int s144 = 0; s144 < 4; ++s144) {
+      v143_m_shift[s144] = (v139_m_none[s144] ? v141[s144] : v135_mx[s144]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v129_m_delta[4];
+    float v145_m_delta[4];
     #pragma unroll
-    for (int s130 = 0; s130 < 4; ++s130) {
-      v129_m_delta[s130] = float(c35_mx[s130] - v127_m_shift[s130]);
+    for (int s146 = 0; s146 < 4; ++s146) {
+      v145_m_delta[s146] = float(c35_mx[s146] - v143_m_shift[s146]);
     }
     // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131_alpha[4];
+    float v147_alpha[4];
     #pragma unroll
-    for (int s132 = 0; s132 < 4; ++s132) {
-      v131_alpha[s132] = float(tsr::fexp(v129_m_delta[s132]));
+    for (int s148 = 0; s148 < 4; ++s148) {
+      v147_alpha[s148] = float(tsr::fexp(v145_m_delta[s148]));
     }
     // %25 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v133[4];
-    v133[0] = v127_m_shift[0];
-    v133[1] = v127_m_shift[1];
-    v133[2] = v127_m_shift[2];
-    v133[3] = v127_m_shift[3];
+    float v149[4];
+    v149[0] = v143_m_shift[0];
+    v149[1] = v143_m_shift[1];
+    v149[2] = v143_m_shift[2];
+    v149[3] = v143_m_shift[3];
     // %mxb = broadcast %25 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v134_mxb[16];
-    v134_mxb[0] = v133[0];
-    v134_mxb[1] = v133[0];
-    v134_mxb[2] = v133[0];
-    v134_mxb[3] = v133[0];
-    v134_mxb[4] = v133[1];
-    v134_mxb[5] = v133[1];
-    v134_mxb[6] = v133[1];
-    v134_mxb[7] = v133[1];
-    v134_mxb[8] = v133[2];
-    v134_mxb[9] = v133[2];
-    v134_mxb[10] = v133[2];
-    v134_mxb[11] = v133[2];
-    v134_mxb[12] = v133[3];
-    v134_mxb[13] = v133[3];
-    v134_mxb[14] = v133[3];
-    v134_mxb[15] = v133[3];
+    float v150_mxb[16];
+    v150_mxb[0] = v149[0];
+    v150_mxb[1] = v149[0];
+    v150_mxb[2] = v149[0];
+    v150_mxb[3] = v149[0];
+    v150_mxb[4] = v149[1];
+    v150_mxb[5] = v149[1];
+    v150_mxb[6] = v149[1];
+    v150_mxb[7] = v149[1];
+    v150_mxb[8] = v149[2];
+    v150_mxb[9] = v149[2];
+    v150_mxb[10] = v149[2];
+    v150_mxb[11] = v149[2];
+    v150_mxb[12] = v149[3];
+    v150_mxb[13] = v149[3];
+    v150_mxb[14] = v149[3];
+    v150_mxb[15] = v149[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v135_sd[16];
+    float v151_sd[16];
     #pragma unroll
-    for (int s136 = 0; s136 < 16; ++s136) {
-      v135_sd[s136] = float(v100_sm[s136] - v134_mxb[s136]);
+    for (int s152 = 0; s152 < 16; ++s152) {
+      v151_sd[s152] = float(v116_sm[s152] - v150_mxb[s152]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v137_e[16];
+    float v153_e[16];
     #pragma unroll
-    for (int s138 = 0; s138 < 16; ++s138) {
-      v137_e[s138] = float(tsr::fexp(v135_sd[s138]));
+    for (int s154 = 0; s154 < 16; ++s154) {
+      v153_e[s154] = float(tsr::fexp(v151_sd[s154]));
     }
     // %26 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v139[4];
-    v139[0] = v137_e[0];
-    v139[0] = float(v139[0] + v137_e[1]);
-    v139[0] = float(v139[0] + v137_e[2]);
-    v139[0] = float(v139[0] + v137_e[3]);
-    v139[1] = v137_e[4];
-    v139[1] = float(v139[1] + v137_e[5]);
-    v139[1] = float(v139[1] + v137_e[6]);
-    v139[1] = float(v139[1] + v137_e[7]);
-    v139[2] = v137_e[8];
-    v139[2] = float(v139[2] + v137_e[9]);
-    v139[2] = float(v139[2] + v137_e[10]);
-    v139[2] = float(v139[2] + v137_e[11]);
-    v139[3] = v137_e[12];
-    v139[3] = float(v139[3] + v137_e[13]);
-    v139[3] = float(v139[3] + v137_e[14]);
-    v139[3] = float(v139[3] + v137_e[15]);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v139[0], 1);
-    v139[0] = float(v139[0] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v139[1], 1);
-    v139[1] = float(v139[1] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v139[2], 1);
-    v139[2] = float(v139[2] + sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v139[3], 1);
-    v139[3] = float(v139[3] + sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v139[0], 2);
-    v139[0] = float(v139[0] + sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v139[1], 2);
-    v139[1] = float(v139[1] + sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v139[2], 2);
-    v139[2] = float(v139[2] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v139[3], 2);
-    v139[3] = float(v139[3] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v139[0], 4);
-    v139[0] = float(v139[0] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v139[1], 4);
-    v139[1] = float(v139[1] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v139[2], 4);
-    v139[2] = float(v139[2] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v139[3], 4);
-    v139[3] = float(v139[3] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v139[0], 8);
-    v139[0] = float(v139[0] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v139[1], 8);
-    v139[1] = float(v139[1] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v139[2], 8);
-    v139[2] = float(v139[2] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v139[3], 8);
-    v139[3] = float(v139[3] + sh155);
+    float v155[4];
+    v155[0] = v153_e[0];
+    v155[0] = float(v155[0] + v153_e[1]);
+    v155[0] = float(v155[0] + v153_e[2]);
+    v155[0] = float(v155[0] + v153_e[3]);
+    v155[1] = v153_e[4];
+    v155[1] = float(v155[1] + v153_e[5]);
+    v155[1] = float(v155[1] + v153_e[6]);
+    v155[1] = float(v155[1] + v153_e[7]);
+    v155[2] = v153_e[8];
+    v155[2] = float(v155[2] + v153_e[9]);
+    v155[2] = float(v155[2] + v153_e[10]);
+    v155[2] = float(v155[2] + v153_e[11]);
+    v155[3] = v153_e[12];
+    v155[3] = float(v155[3] + v153_e[13]);
+    v155[3] = float(v155[3] + v153_e[14]);
+    v155[3] = float(v155[3] + v153_e[15]);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v155[0], 1);
+    v155[0] = float(v155[0] + sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v155[1], 1);
+    v155[1] = float(v155[1] + sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v155[2], 1);
+    v155[2] = float(v155[2] + sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v155[3], 1);
+    v155[3] = float(v155[3] + sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v155[0], 2);
+    v155[0] = float(v155[0] + sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v155[1], 2);
+    v155[1] = float(v155[1] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v155[2], 2);
+    v155[2] = float(v155[2] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v155[3], 2);
+    v155[3] = float(v155[3] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v155[0], 4);
+    v155[0] = float(v155[0] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v155[1], 4);
+    v155[1] = float(v155[1] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v155[2], 4);
+    v155[2] = float(v155[2] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v155[3], 4);
+    v155[3] = float(v155[3] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v155[0], 8);
+    v155[0] = float(v155[0] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v155[1], 8);
+    v155[1] = float(v155[1] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v155[2], 8);
+    v155[2] = float(v155[2] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v155[3], 8);
+    v155[3] = float(v155[3] + sh171);
     // %27 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156[4];
+    float v172[4];
     #pragma unroll
-    for (int s157 = 0; s157 < 4; ++s157) {
-      v156[s157] = float(c37_sum[s157] * v131_alpha[s157]);
+    for (int s173 = 0; s173 < 4; ++s173) {
+      v172[s173] = float(c37_sum[s173] * v147_alpha[s173]);
     }
     // %28 = add %27, %26 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v158_sum[4];
+    float v174_sum[4];
     #pragma unroll
-    for (int s159 = 0; s159 < 4; ++s159) {
-      v158_sum[s159] = float(v156[s159] + v139[s159]);
+    for (int s175 = 0; s175 < 4; ++s175) {
+      v174_sum[s175] = float(v172[s175] + v155[s175]);
     }
     // %vt = load_tile %v, %chunk, %c0 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %29 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v160[4];
-    v160[0] = v131_alpha[0];
-    v160[1] = v131_alpha[1];
-    v160[2] = v131_alpha[2];
-    v160[3] = v131_alpha[3];
+    float v176[4];
+    v176[0] = v147_alpha[0];
+    v176[1] = v147_alpha[1];
+    v176[2] = v147_alpha[2];
+    v176[3] = v147_alpha[3];
     // %30 = broadcast %29 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v161[16];
-    v161[0] = v160[0];
-    v161[1] = v160[0];
-    v161[2] = v160[0];
-    v161[3] = v160[0];
-    v161[4] = v160[1];
-    v161[5] = v160[1];
-    v161[6] = v160[1];
-    v161[7] = v160[1];
-    v161[8] = v160[2];
-    v161[9] = v160[2];
-    v161[10] = v160[2];
-    v161[11] = v160[2];
-    v161[12] = v160[3];
-    v161[13] = v160[3];
-    v161[14] = v160[3];
-    v161[15] = v160[3];
+    float v177[16];
+    v177[0] = v176[0];
+    v177[1] = v176[0];
+    v177[2] = v176[0];
+    v177[3] = v176[0];
+    v177[4] = v176[1];
+    v177[5] = v176[1];
+    v177[6] = v176[1];
+    v177[7] = v176[1];
+    v177[8] = v176[2];
+    v177[9] = v176[2];
+    v177[10] = v176[2];
+    v177[11] = v176[2];
+    v177[12] = v176[3];
+    v177[13] = v176[3];
+    v177[14] = v176[3];
+    v177[15] = v176[3];
     // %31 = mul %out_run, %30 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v162[16];
+    float v178[16];
     #pragma unroll
-    for (int s163 = 0; s163 < 16; ++s163) {
-      v162[s163] = float(c39_out[s163] * v161[s163]);
+    for (int s179 = 0; s179 < 16; ++s179) {
+      v178[s179] = float(c39_out[s179] * v177[s179]);
     }
     // %32 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh164 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh180 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c165 = 0; c165 < 4; ++c165) {
-      float w166[4];
-      w166[0] = v137_e[c165 * 4 + 0];
-      w166[1] = v137_e[c165 * 4 + 1];
-      w166[2] = v137_e[c165 * 4 + 2];
-      w166[3] = v137_e[c165 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh164 + (((((c165 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c165 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w166);
+    for (int c181 = 0; c181 < 4; ++c181) {
+      float w182[4];
+      w182[0] = v153_e[c181 * 4 + 0];
+      w182[1] = v153_e[c181 * 4 + 1];
+      w182[2] = v153_e[c181 * 4 + 2];
+      w182[3] = v153_e[c181 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh180 + (((((c181 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c181 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w182);
     }
     __syncthreads();
     // %33 = dot %32, %vt, %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v167_out[16];
+    float v183_out[16];
     #pragma unroll
-    for (int s168 = 0; s168 < 16; ++s168) {
-      v167_out[s168] = v162[s168];
+    for (int s184 = 0; s184 < 16; ++s184) {
+      v183_out[s184] = v178[s184];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh164[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh164[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh164[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh164[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh180[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh180[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh180[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh180[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh42 + rs41 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v167_out[0] = fmaf(float(a0_), float(b0_), v167_out[0]);
-        v167_out[1] = fmaf(float(a0_), float(b1_), v167_out[1]);
-        v167_out[2] = fmaf(float(a0_), float(b2_), v167_out[2]);
-        v167_out[3] = fmaf(float(a0_), float(b3_), v167_out[3]);
-        v167_out[4] = fmaf(float(a1_), float(b0_), v167_out[4]);
-        v167_out[5] = fmaf(float(a1_), float(b1_), v167_out[5]);
-        v167_out[6] = fmaf(float(a1_), float(b2_), v167_out[6]);
-        v167_out[7] = fmaf(float(a1_), float(b3_), v167_out[7]);
-        v167_out[8] = fmaf(float(a2_), float(b0_), v167_out[8]);
-        v167_out[9] = fmaf(float(a2_), float(b1_), v167_out[9]);
-        v167_out[10] = fmaf(float(a2_), float(b2_), v167_out[10]);
-        v167_out[11] = fmaf(float(a2_), float(b3_), v167_out[11]);
-        v167_out[12] = fmaf(float(a3_), float(b0_), v167_out[12]);
-        v167_out[13] = fmaf(float(a3_), float(b1_), v167_out[13]);
-        v167_out[14] = fmaf(float(a3_), float(b2_), v167_out[14]);
-        v167_out[15] = fmaf(float(a3_), float(b3_), v167_out[15]);
+        v183_out[0] = fmaf(float(a0_), float(b0_), v183_out[0]);
+        v183_out[1] = fmaf(float(a0_), float(b1_), v183_out[1]);
+        v183_out[2] = fmaf(float(a0_), float(b2_), v183_out[2]);
+        v183_out[3] = fmaf(float(a0_), float(b3_), v183_out[3]);
+        v183_out[4] = fmaf(float(a1_), float(b0_), v183_out[4]);
+        v183_out[5] = fmaf(float(a1_), float(b1_), v183_out[5]);
+        v183_out[6] = fmaf(float(a1_), float(b2_), v183_out[6]);
+        v183_out[7] = fmaf(float(a1_), float(b3_), v183_out[7]);
+        v183_out[8] = fmaf(float(a2_), float(b0_), v183_out[8]);
+        v183_out[9] = fmaf(float(a2_), float(b1_), v183_out[9]);
+        v183_out[10] = fmaf(float(a2_), float(b2_), v183_out[10]);
+        v183_out[11] = fmaf(float(a2_), float(b3_), v183_out[11]);
+        v183_out[12] = fmaf(float(a3_), float(b0_), v183_out[12]);
+        v183_out[13] = fmaf(float(a3_), float(b1_), v183_out[13]);
+        v183_out[14] = fmaf(float(a3_), float(b2_), v183_out[14]);
+        v183_out[15] = fmaf(float(a3_), float(b3_), v183_out[15]);
       }
     }
     // yield %22, %28, %33
     #pragma unroll
-    for (int s169 = 0; s169 < 4; ++s169) {
-      c35_mx[s169] = v119_mx[s169];
+    for (int s185 = 0; s185 < 4; ++s185) {
+      c35_mx[s185] = v135_mx[s185];
     }
     #pragma unroll
-    for (int s170 = 0; s170 < 4; ++s170) {
-      c37_sum[s170] = v158_sum[s170];
+    for (int s186 = 0; s186 < 4; ++s186) {
+      c37_sum[s186] = v174_sum[s186];
     }
     #pragma unroll
-    for (int s171 = 0; s171 < 16; ++s171) {
-      c39_out[s171] = v167_out[s171];
+    for (int s187 = 0; s187 < 16; ++s187) {
+      c39_out[s187] = v183_out[s187];
     }
     rs41 = int((unsigned(rs41) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %34 = expand_dims %10 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v172[4];
-  v172[0] = c37_sum[0];
-  v172[1] = c37_sum[1];
-  v172[2] = c37_sum[2];
-  v172[3] = c37_sum[3];
+  float v188[4];
+  v188[0] = c37_sum[0];
+  v188[1] = c37_sum[1];
+  v188[2] = c37_sum[2];
+  v188[3] = c37_sum[3];
   // %35 = broadcast %34 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v173[16];
-  v173[0] = v172[0];
-  v173[1] = v172[0];
-  v173[2] = v172[0];
-  v173[3] = v172[0];
-  v173[4] = v172[1];
-  v173[5] = v172[1];
-  v173[6] = v172[1];
-  v173[7] = v172[1];
-  v173[8] = v172[2];
-  v173[9] = v172[2];
-  v173[10] = v172[2];
-  v173[11] = v172[2];
-  v173[12] = v172[3];
-  v173[13] = v172[3];
-  v173[14] = v172[3];
-  v173[15] = v172[3];
+  float v189[16];
+  v189[0] = v188[0];
+  v189[1] = v188[0];
+  v189[2] = v188[0];
+  v189[3] = v188[0];
+  v189[4] = v188[1];
+  v189[5] = v188[1];
+  v189[6] = v188[1];
+  v189[7] = v188[1];
+  v189[8] = v188[2];
+  v189[9] = v188[2];
+  v189[10] = v188[2];
+  v189[11] = v188[2];
+  v189[12] = v188[3];
+  v189[13] = v188[3];
+  v189[14] = v188[3];
+  v189[15] = v188[3];
   // %36 = div %11, %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v174[16];
+  float v190[16];
   #pragma unroll
-  for (int s175 = 0; s175 < 16; ++s175) {
-    v174[s175] = float(c39_out[s175] / v173[s175]);
+  for (int s191 = 0; s191 < 16; ++s191) {
+    v190[s191] = float(c39_out[s191] / v189[s191]);
   }
   // store_tile %o, %36, %pm, %c0
   {
-    const int64_t o176 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o177 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole178 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
-    if (whole178) {
+    const int64_t o192 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o193 = int64_t(v5_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole194 = int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s0 % 4 == 0 && int64_t(v5_c0) * 64 >= 0 && int64_t(v5_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v4_pm) * 32 * tsr_p3_s0 + int64_t(v5_c0) * 64 * tsr_p3_s1);
+    if (whole194) {
       #pragma unroll
-      for (int c179 = 0; c179 < 4; ++c179) {
-        float vb180[4];
-        vb180[0] = v174[c179 * 4 + 0];
-        vb180[1] = v174[c179 * 4 + 1];
-        vb180[2] = v174[c179 * 4 + 2];
-        vb180[3] = v174[c179 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o176 + ((((c179 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c179 * 4) % 4))) * tsr_p3_s1, vb180);
+      for (int c195 = 0; c195 < 4; ++c195) {
+        float vb196[4];
+        vb196[0] = v190[c195 * 4 + 0];
+        vb196[1] = v190[c195 * 4 + 1];
+        vb196[2] = v190[c195 * 4 + 2];
+        vb196[3] = v190[c195 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o192 + ((((c195 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c195 * 4) % 4))) * tsr_p3_s1, vb196);
       }
     } else {
       #pragma unroll
-      for (int c181 = 0; c181 < 4; ++c181) {
-        float vb182[4];
-        if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1)) {
-          vb182[0] = v174[c181 * 4 + 0];
-          vb182[1] = v174[c181 * 4 + 1];
-          vb182[2] = v174[c181 * 4 + 2];
-          vb182[3] = v174[c181 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1, vb182);
+      for (int c197 = 0; c197 < 4; ++c197) {
+        float vb198[4];
+        if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1)) {
+          vb198[0] = v190[c197 * 4 + 0];
+          vb198[1] = v190[c197 * 4 + 1];
+          vb198[2] = v190[c197 * 4 + 2];
+          vb198[3] = v190[c197 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1, vb198);
         } else {
-          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4))) * tsr_p3_s1] = v174[c181 * 4];
-          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 1) * tsr_p3_s1] = v174[c181 * 4 + 1];
-          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 2) * tsr_p3_s1] = v174[c181 * 4 + 2];
-          if ((o176 + ((((c181 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o177 + (((c181 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o176 + ((((c181 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o177 + (((c181 * 4) % 4)) + 3) * tsr_p3_s1] = v174[c181 * 4 + 3];
+          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1] = v190[c197 * 4];
+          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 1) * tsr_p3_s1] = v190[c197 * 4 + 1];
+          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 2) * tsr_p3_s1] = v190[c197 * 4 + 2];
+          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 3) * tsr_p3_s1] = v190[c197 * 4 + 3];
         }
       }
     }
@@ -779,6 +795,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
 // stat reduction-shuffles = 8
 // stat ring-loops = 1
 // stat smem-bytes = 69632
+// stat stepped-tile-copies = 2
 // stat stores-to-shared = 3
 // stat threads = 128
 // stat vector-accesses = 3

@@ -226,16 +226,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
             tsr::cp_async_16(sb61 + uint32_t((0) * 4352 + (((q63 * 4) / 64)) * 68 + (((q63 * 4) % 64)) * 1) * 4u, tsr_p2 + (o58 + 0) * tsr_p2_s0 + (o59 + ((q63 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q63 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i64 = 0; i64 < 8; ++i64) {
-            const int q65 = i64 * 128 + tsr_tid;
-            const int64_t n66 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
-            const float* src67 = tsr_p2 + (n66 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst68 = (sh54 + (pro55) * 4352) + (0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src67)) {
-              tsr::cp_async_16(tsr::smem_u32(dst68), src67, int(n66) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst68[v_] = v_ < n66 ? src67[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i64 = 0; i64 < 8; ++i64) {
+              const int q65 = i64 * 128 + tsr_tid;
+              const int64_t n66 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
+              const float* src67 = tsr_p2 + (n66 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh54 + (pro55) * 4352)) + uint32_t((0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1) * 4u, src67, int(n66) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i69 = 0; i69 < 8; ++i69) {
+              const int q70 = i69 * 128 + tsr_tid;
+              const int64_t n71 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q70 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q70 * 4) % 64))) : 4;
+              const float* src72 = tsr_p2 + (n71 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst73 = (sh54 + (pro55) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
             }
           }
         }
@@ -243,36 +249,42 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv69_ = v0; v1 > 0 && iv69_ < v2; iv69_ += v1) {
-    const int32_t iv69 = int32_t(iv69_);
+  for (int64_t iv74_ = v0; v1 > 0 && iv74_ < v2; iv74_ += v1) {
+    const int32_t iv74 = int32_t(iv74_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv69_ + 1 * int64_t(v1)) < int64_t(v2)) {
-      const int32_t nx70 = int32_t((iv69_ + 1 * int64_t(v1)));
+    if ((iv74_ + 1 * int64_t(v1)) < int64_t(v2)) {
+      const int32_t nx75 = int32_t((iv74_ + 1 * int64_t(v1)));
       // %17 = mul %chunk, %3 : i32
-      const int32_t v71 = int32_t(uint32_t(nx70) * uint32_t(v3));
+      const int32_t v76 = int32_t(uint32_t(nx75) * uint32_t(v3));
       {
-        const int64_t o72 = int64_t(v5_ph) * 1;
-        const int64_t o73 = int64_t(nx70) * 64;
-        const int64_t o74 = int64_t(v6_c0) * 64;
-        if (o72 >= 0 && o72 + 1 <= int64_t(tsr_dim_H) && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o74 >= 0 && o74 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o72 * tsr_p2_s0 + o73 * tsr_p2_s1 + o74 * tsr_p2_s2)) {
-          const uint32_t sb75 = tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352));
+        const int64_t o77 = int64_t(v5_ph) * 1;
+        const int64_t o78 = int64_t(nx75) * 64;
+        const int64_t o79 = int64_t(v6_c0) * 64;
+        if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
+          const uint32_t sb80 = tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352));
           #pragma unroll
-          for (int i76 = 0; i76 < 8; ++i76) {
-            const int q77 = i76 * 128 + tsr_tid;
-            tsr::cp_async_16(sb75 + uint32_t((0) * 4352 + (((q77 * 4) / 64)) * 68 + (((q77 * 4) % 64)) * 1) * 4u, tsr_p2 + (o72 + 0) * tsr_p2_s0 + (o73 + ((q77 * 4) / 64)) * tsr_p2_s1 + (o74 + ((q77 * 4) % 64)) * tsr_p2_s2);
+          for (int i81 = 0; i81 < 8; ++i81) {
+            const int q82 = i81 * 128 + tsr_tid;
+            tsr::cp_async_16(sb80 + uint32_t((0) * 4352 + (((q82 * 4) / 64)) * 68 + (((q82 * 4) % 64)) * 1) * 4u, tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + ((q82 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q82 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i78 = 0; i78 < 8; ++i78) {
-            const int q79 = i78 * 128 + tsr_tid;
-            const int64_t n80 = !(true && (o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((q79 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o74 + ((q79 * 4) % 64))) : 4;
-            const float* src81 = tsr_p2 + (n80 > 0 ? (o72 + 0) * tsr_p2_s0 + (o73 + ((q79 * 4) / 64)) * tsr_p2_s1 + (o74 + ((q79 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst82 = (sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q79 * 4) / 64)) * 68 + (((q79 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src81)) {
-              tsr::cp_async_16(tsr::smem_u32(dst82), src81, int(n80) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst82[v_] = v_ < n80 ? src81[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i83 = 0; i83 < 8; ++i83) {
+              const int q84 = i83 * 128 + tsr_tid;
+              const int64_t n85 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q84 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) : 4;
+              const float* src86 = tsr_p2 + (n85 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q84 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q84 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i88 = 0; i88 < 8; ++i88) {
+              const int q89 = i88 * 128 + tsr_tid;
+              const int64_t n90 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q89 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o79 + ((q89 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q89 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o79 + ((q89 * 4) % 64))) : 4;
+              const float* src91 = tsr_p2 + (n90 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q89 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q89 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst92 = (sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q89 * 4) / 64)) * 68 + (((q89 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst92[v_] = v_ < n90 ? src91[v_] : float(0);
             }
           }
         }
@@ -280,130 +292,130 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v83_k3[32];
+    float v93_k3[32];
     {
-      const int64_t o84 = int64_t(v5_ph) * 1 + 0;
-      const int64_t o85 = int64_t(iv69) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o86 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole87 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv69) * 64 >= 0 && int64_t(iv69) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv69) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
-      if (whole87) {
+      const int64_t o94 = int64_t(v5_ph) * 1 + 0;
+      const int64_t o95 = int64_t(iv74) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o96 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole97 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv74) * 64 >= 0 && int64_t(iv74) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v5_ph) * 1 * tsr_p1_s0 + int64_t(iv74) * 64 * tsr_p1_s1 + int64_t(v6_c0) * 64 * tsr_p1_s2);
+      if (whole97) {
         #pragma unroll
-        for (int c88 = 0; c88 < 8; ++c88) {
-          float vb89[4];
-          tsr::copy_vec<float, 4>(vb89, tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c88 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c88 * 4) % 4))) * tsr_p1_s2);
-          v83_k3[c88 * 4 + 0] = vb89[0];
-          v83_k3[c88 * 4 + 1] = vb89[1];
-          v83_k3[c88 * 4 + 2] = vb89[2];
-          v83_k3[c88 * 4 + 3] = vb89[3];
+        for (int c98 = 0; c98 < 8; ++c98) {
+          float vb99[4];
+          tsr::copy_vec<float, 4>(vb99, tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c98 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c98 * 4) % 4))) * tsr_p1_s2);
+          v93_k3[c98 * 4 + 0] = vb99[0];
+          v93_k3[c98 * 4 + 1] = vb99[1];
+          v93_k3[c98 * 4 + 2] = vb99[2];
+          v93_k3[c98 * 4 + 3] = vb99[3];
         }
       } else {
         #pragma unroll
-        for (int c90 = 0; c90 < 8; ++c90) {
-          float vb91[4];
-          if ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb91, tsr_p1 + (o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2);
-            v83_k3[c90 * 4 + 0] = vb91[0];
-            v83_k3[c90 * 4 + 1] = vb91[1];
-            v83_k3[c90 * 4 + 2] = vb91[2];
-            v83_k3[c90 * 4 + 3] = vb91[3];
+        for (int c100 = 0; c100 < 8; ++c100) {
+          float vb101[4];
+          if ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb101, tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2);
+            v93_k3[c100 * 4 + 0] = vb101[0];
+            v93_k3[c100 * 4 + 1] = vb101[1];
+            v93_k3[c100 * 4 + 2] = vb101[2];
+            v93_k3[c100 * 4 + 3] = vb101[3];
           } else {
-            v83_k3[c90 * 4] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v83_k3[c90 * 4 + 1] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v83_k3[c90 * 4 + 2] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v83_k3[c90 * 4 + 3] = ((o84 + 0) < int64_t(tsr_dim_H) && (o85 + ((((c90 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o86 + (((c90 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o84 + 0) * tsr_p1_s0 + (o85 + ((((c90 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o86 + (((c90 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 1] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 2] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 3] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v92_kt[32];
-    v92_kt[0] = v83_k3[0];
-    v92_kt[1] = v83_k3[1];
-    v92_kt[2] = v83_k3[2];
-    v92_kt[3] = v83_k3[3];
-    v92_kt[4] = v83_k3[4];
-    v92_kt[5] = v83_k3[5];
-    v92_kt[6] = v83_k3[6];
-    v92_kt[7] = v83_k3[7];
-    v92_kt[8] = v83_k3[8];
-    v92_kt[9] = v83_k3[9];
-    v92_kt[10] = v83_k3[10];
-    v92_kt[11] = v83_k3[11];
-    v92_kt[12] = v83_k3[12];
-    v92_kt[13] = v83_k3[13];
-    v92_kt[14] = v83_k3[14];
-    v92_kt[15] = v83_k3[15];
-    v92_kt[16] = v83_k3[16];
-    v92_kt[17] = v83_k3[17];
-    v92_kt[18] = v83_k3[18];
-    v92_kt[19] = v83_k3[19];
-    v92_kt[20] = v83_k3[20];
-    v92_kt[21] = v83_k3[21];
-    v92_kt[22] = v83_k3[22];
-    v92_kt[23] = v83_k3[23];
-    v92_kt[24] = v83_k3[24];
-    v92_kt[25] = v83_k3[25];
-    v92_kt[26] = v83_k3[26];
-    v92_kt[27] = v83_k3[27];
-    v92_kt[28] = v83_k3[28];
-    v92_kt[29] = v83_k3[29];
-    v92_kt[30] = v83_k3[30];
-    v92_kt[31] = v83_k3[31];
+    float v102_kt[32];
+    v102_kt[0] = v93_k3[0];
+    v102_kt[1] = v93_k3[1];
+    v102_kt[2] = v93_k3[2];
+    v102_kt[3] = v93_k3[3];
+    v102_kt[4] = v93_k3[4];
+    v102_kt[5] = v93_k3[5];
+    v102_kt[6] = v93_k3[6];
+    v102_kt[7] = v93_k3[7];
+    v102_kt[8] = v93_k3[8];
+    v102_kt[9] = v93_k3[9];
+    v102_kt[10] = v93_k3[10];
+    v102_kt[11] = v93_k3[11];
+    v102_kt[12] = v93_k3[12];
+    v102_kt[13] = v93_k3[13];
+    v102_kt[14] = v93_k3[14];
+    v102_kt[15] = v93_k3[15];
+    v102_kt[16] = v93_k3[16];
+    v102_kt[17] = v93_k3[17];
+    v102_kt[18] = v93_k3[18];
+    v102_kt[19] = v93_k3[19];
+    v102_kt[20] = v93_k3[20];
+    v102_kt[21] = v93_k3[21];
+    v102_kt[22] = v93_k3[22];
+    v102_kt[23] = v93_k3[23];
+    v102_kt[24] = v93_k3[24];
+    v102_kt[25] = v93_k3[25];
+    v102_kt[26] = v93_k3[26];
+    v102_kt[27] = v93_k3[27];
+    v102_kt[28] = v93_k3[28];
+    v102_kt[29] = v93_k3[29];
+    v102_kt[30] = v93_k3[30];
+    v102_kt[31] = v93_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v93_ktt[32];
-    v93_ktt[0] = v92_kt[0];
-    v93_ktt[1] = v92_kt[1];
-    v93_ktt[2] = v92_kt[2];
-    v93_ktt[3] = v92_kt[3];
-    v93_ktt[4] = v92_kt[4];
-    v93_ktt[5] = v92_kt[5];
-    v93_ktt[6] = v92_kt[6];
-    v93_ktt[7] = v92_kt[7];
-    v93_ktt[8] = v92_kt[8];
-    v93_ktt[9] = v92_kt[9];
-    v93_ktt[10] = v92_kt[10];
-    v93_ktt[11] = v92_kt[11];
-    v93_ktt[12] = v92_kt[12];
-    v93_ktt[13] = v92_kt[13];
-    v93_ktt[14] = v92_kt[14];
-    v93_ktt[15] = v92_kt[15];
-    v93_ktt[16] = v92_kt[16];
-    v93_ktt[17] = v92_kt[17];
-    v93_ktt[18] = v92_kt[18];
-    v93_ktt[19] = v92_kt[19];
-    v93_ktt[20] = v92_kt[20];
-    v93_ktt[21] = v92_kt[21];
-    v93_ktt[22] = v92_kt[22];
-    v93_ktt[23] = v92_kt[23];
-    v93_ktt[24] = v92_kt[24];
-    v93_ktt[25] = v92_kt[25];
-    v93_ktt[26] = v92_kt[26];
-    v93_ktt[27] = v92_kt[27];
-    v93_ktt[28] = v92_kt[28];
-    v93_ktt[29] = v92_kt[29];
-    v93_ktt[30] = v92_kt[30];
-    v93_ktt[31] = v92_kt[31];
+    float v103_ktt[32];
+    v103_ktt[0] = v102_kt[0];
+    v103_ktt[1] = v102_kt[1];
+    v103_ktt[2] = v102_kt[2];
+    v103_ktt[3] = v102_kt[3];
+    v103_ktt[4] = v102_kt[4];
+    v103_ktt[5] = v102_kt[5];
+    v103_ktt[6] = v102_kt[6];
+    v103_ktt[7] = v102_kt[7];
+    v103_ktt[8] = v102_kt[8];
+    v103_ktt[9] = v102_kt[9];
+    v103_ktt[10] = v102_kt[10];
+    v103_ktt[11] = v102_kt[11];
+    v103_ktt[12] = v102_kt[12];
+    v103_ktt[13] = v102_kt[13];
+    v103_ktt[14] = v102_kt[14];
+    v103_ktt[15] = v102_kt[15];
+    v103_ktt[16] = v102_kt[16];
+    v103_ktt[17] = v102_kt[17];
+    v103_ktt[18] = v102_kt[18];
+    v103_ktt[19] = v102_kt[19];
+    v103_ktt[20] = v102_kt[20];
+    v103_ktt[21] = v102_kt[21];
+    v103_ktt[22] = v102_kt[22];
+    v103_ktt[23] = v102_kt[23];
+    v103_ktt[24] = v102_kt[24];
+    v103_ktt[25] = v102_kt[25];
+    v103_ktt[26] = v102_kt[26];
+    v103_ktt[27] = v102_kt[27];
+    v103_ktt[28] = v102_kt[28];
+    v103_ktt[29] = v102_kt[29];
+    v103_ktt[30] = v102_kt[30];
+    v103_ktt[31] = v102_kt[31];
     // %15 = splat %f0 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v94[16];
+    float v104[16];
     #pragma unroll
-    for (int s95 = 0; s95 < 16; ++s95) {
-      v94[s95] = v25_f0;
+    for (int s105 = 0; s105 < 16; ++s105) {
+      v104[s105] = v25_f0;
     }
     // %16 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh96 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
+    float* const sh106 = reinterpret_cast<float*>((tsr_smem + 0) + 43520);
     __syncthreads();
     #pragma unroll
-    for (int c97 = 0; c97 < 32; ++c97) {
-      float w98[1];
-      w98[0] = v93_ktt[c97 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh96 + ((((c97 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c97 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w98);
+    for (int c107 = 0; c107 < 32; ++c107) {
+      float w108[1];
+      w108[0] = v103_ktt[c107 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh106 + ((((c107 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c107 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w108);
     }
     __syncthreads();
     // %s = dot %9, %16, %15 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v99_s[16];
+    float v109_s[16];
     #pragma unroll
-    for (int s100 = 0; s100 < 16; ++s100) {
-      v99_s[s100] = v94[s100];
+    for (int s110 = 0; s110 < 16; ++s110) {
+      v109_s[s110] = v104[s110];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -413,534 +425,534 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const auto a1_ = sh40[(tm_ + 8) * 68 + (k_) * 1];
         const auto a2_ = sh40[(tm_ + 16) * 68 + (k_) * 1];
         const auto a3_ = sh40[(tm_ + 24) * 68 + (k_) * 1];
-        const auto b0_ = sh96[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh96[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh96[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh96[(k_) * 68 + (tn_ + 3) * 1];
-        v99_s[0] = fmaf(float(a0_), float(b0_), v99_s[0]);
-        v99_s[1] = fmaf(float(a0_), float(b1_), v99_s[1]);
-        v99_s[2] = fmaf(float(a0_), float(b2_), v99_s[2]);
-        v99_s[3] = fmaf(float(a0_), float(b3_), v99_s[3]);
-        v99_s[4] = fmaf(float(a1_), float(b0_), v99_s[4]);
-        v99_s[5] = fmaf(float(a1_), float(b1_), v99_s[5]);
-        v99_s[6] = fmaf(float(a1_), float(b2_), v99_s[6]);
-        v99_s[7] = fmaf(float(a1_), float(b3_), v99_s[7]);
-        v99_s[8] = fmaf(float(a2_), float(b0_), v99_s[8]);
-        v99_s[9] = fmaf(float(a2_), float(b1_), v99_s[9]);
-        v99_s[10] = fmaf(float(a2_), float(b2_), v99_s[10]);
-        v99_s[11] = fmaf(float(a2_), float(b3_), v99_s[11]);
-        v99_s[12] = fmaf(float(a3_), float(b0_), v99_s[12]);
-        v99_s[13] = fmaf(float(a3_), float(b1_), v99_s[13]);
-        v99_s[14] = fmaf(float(a3_), float(b2_), v99_s[14]);
-        v99_s[15] = fmaf(float(a3_), float(b3_), v99_s[15]);
+        const auto b0_ = sh106[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh106[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh106[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh106[(k_) * 68 + (tn_ + 3) * 1];
+        v109_s[0] = fmaf(float(a0_), float(b0_), v109_s[0]);
+        v109_s[1] = fmaf(float(a0_), float(b1_), v109_s[1]);
+        v109_s[2] = fmaf(float(a0_), float(b2_), v109_s[2]);
+        v109_s[3] = fmaf(float(a0_), float(b3_), v109_s[3]);
+        v109_s[4] = fmaf(float(a1_), float(b0_), v109_s[4]);
+        v109_s[5] = fmaf(float(a1_), float(b1_), v109_s[5]);
+        v109_s[6] = fmaf(float(a1_), float(b2_), v109_s[6]);
+        v109_s[7] = fmaf(float(a1_), float(b3_), v109_s[7]);
+        v109_s[8] = fmaf(float(a2_), float(b0_), v109_s[8]);
+        v109_s[9] = fmaf(float(a2_), float(b1_), v109_s[9]);
+        v109_s[10] = fmaf(float(a2_), float(b2_), v109_s[10]);
+        v109_s[11] = fmaf(float(a2_), float(b3_), v109_s[11]);
+        v109_s[12] = fmaf(float(a3_), float(b0_), v109_s[12]);
+        v109_s[13] = fmaf(float(a3_), float(b1_), v109_s[13]);
+        v109_s[14] = fmaf(float(a3_), float(b2_), v109_s[14]);
+        v109_s[15] = fmaf(float(a3_), float(b3_), v109_s[15]);
       }
     }
     // %17 = mul %chunk, %3 : i32
-    const int32_t v101 = int32_t(uint32_t(iv69) * uint32_t(v3));
+    const int32_t v111 = int32_t(uint32_t(iv74) * uint32_t(v3));
     // %18 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v102[4];
+    int32_t v112[4];
     #pragma unroll
-    for (int s103 = 0; s103 < 4; ++s103) {
-      v102[s103] = int32_t(0 + (((s103) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s113 = 0; s113 < 4; ++s113) {
+      v112[s113] = int32_t(0 + (((s113) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %19 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v104[4];
+    int32_t v114[4];
     #pragma unroll
-    for (int s105 = 0; s105 < 4; ++s105) {
-      v104[s105] = v101;
+    for (int s115 = 0; s115 < 4; ++s115) {
+      v114[s115] = v111;
     }
     // %20 = add %18, %19 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v106[4];
+    int32_t v116[4];
     #pragma unroll
-    for (int s107 = 0; s107 < 4; ++s107) {
-      v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
+    for (int s117 = 0; s117 < 4; ++s117) {
+      v116[s117] = int32_t(uint32_t(v112[s117]) + uint32_t(v114[s117]));
     }
     // %21 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v108[4];
+    int32_t v118[4];
     #pragma unroll
-    for (int s109 = 0; s109 < 4; ++s109) {
-      v108[s109] = v7_t;
+    for (int s119 = 0; s119 < 4; ++s119) {
+      v118[s119] = v7_t;
     }
     // %22 = cmp %20, %21 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v110[4];
+    uint8_t v120[4];
     #pragma unroll
-    for (int s111 = 0; s111 < 4; ++s111) {
-      v110[s111] = uint8_t(v106[s111] < v108[s111]);
+    for (int s121 = 0; s121 < 4; ++s121) {
+      v120[s121] = uint8_t(v116[s121] < v118[s121]);
     }
     // %inside2 = expand_dims %22 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v112_inside2[4];
-    v112_inside2[0] = v110[0];
-    v112_inside2[1] = v110[1];
-    v112_inside2[2] = v110[2];
-    v112_inside2[3] = v110[3];
+    uint8_t v122_inside2[4];
+    v122_inside2[0] = v120[0];
+    v122_inside2[1] = v120[1];
+    v122_inside2[2] = v120[2];
+    v122_inside2[3] = v120[3];
     // %insideb = broadcast %inside2 : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v113_insideb[16];
-    v113_insideb[0] = v112_inside2[0];
-    v113_insideb[1] = v112_inside2[1];
-    v113_insideb[2] = v112_inside2[2];
-    v113_insideb[3] = v112_inside2[3];
-    v113_insideb[4] = v112_inside2[0];
-    v113_insideb[5] = v112_inside2[1];
-    v113_insideb[6] = v112_inside2[2];
-    v113_insideb[7] = v112_inside2[3];
-    v113_insideb[8] = v112_inside2[0];
-    v113_insideb[9] = v112_inside2[1];
-    v113_insideb[10] = v112_inside2[2];
-    v113_insideb[11] = v112_inside2[3];
-    v113_insideb[12] = v112_inside2[0];
-    v113_insideb[13] = v112_inside2[1];
-    v113_insideb[14] = v112_inside2[2];
-    v113_insideb[15] = v112_inside2[3];
+    uint8_t v123_insideb[16];
+    v123_insideb[0] = v122_inside2[0];
+    v123_insideb[1] = v122_inside2[1];
+    v123_insideb[2] = v122_inside2[2];
+    v123_insideb[3] = v122_inside2[3];
+    v123_insideb[4] = v122_inside2[0];
+    v123_insideb[5] = v122_inside2[1];
+    v123_insideb[6] = v122_inside2[2];
+    v123_insideb[7] = v122_inside2[3];
+    v123_insideb[8] = v122_inside2[0];
+    v123_insideb[9] = v122_inside2[1];
+    v123_insideb[10] = v122_inside2[2];
+    v123_insideb[11] = v122_inside2[3];
+    v123_insideb[12] = v122_inside2[0];
+    v123_insideb[13] = v122_inside2[1];
+    v123_insideb[14] = v122_inside2[2];
+    v123_insideb[15] = v122_inside2[3];
     // %rowsb = broadcast %rows2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v114_rowsb[16];
-    v114_rowsb[0] = v34_rows2[0];
-    v114_rowsb[1] = v34_rows2[0];
-    v114_rowsb[2] = v34_rows2[0];
-    v114_rowsb[3] = v34_rows2[0];
-    v114_rowsb[4] = v34_rows2[1];
-    v114_rowsb[5] = v34_rows2[1];
-    v114_rowsb[6] = v34_rows2[1];
-    v114_rowsb[7] = v34_rows2[1];
-    v114_rowsb[8] = v34_rows2[2];
-    v114_rowsb[9] = v34_rows2[2];
-    v114_rowsb[10] = v34_rows2[2];
-    v114_rowsb[11] = v34_rows2[2];
-    v114_rowsb[12] = v34_rows2[3];
-    v114_rowsb[13] = v34_rows2[3];
-    v114_rowsb[14] = v34_rows2[3];
-    v114_rowsb[15] = v34_rows2[3];
+    int32_t v124_rowsb[16];
+    v124_rowsb[0] = v34_rows2[0];
+    v124_rowsb[1] = v34_rows2[0];
+    v124_rowsb[2] = v34_rows2[0];
+    v124_rowsb[3] = v34_rows2[0];
+    v124_rowsb[4] = v34_rows2[1];
+    v124_rowsb[5] = v34_rows2[1];
+    v124_rowsb[6] = v34_rows2[1];
+    v124_rowsb[7] = v34_rows2[1];
+    v124_rowsb[8] = v34_rows2[2];
+    v124_rowsb[9] = v34_rows2[2];
+    v124_rowsb[10] = v34_rows2[2];
+    v124_rowsb[11] = v34_rows2[2];
+    v124_rowsb[12] = v34_rows2[3];
+    v124_rowsb[13] = v34_rows2[3];
+    v124_rowsb[14] = v34_rows2[3];
+    v124_rowsb[15] = v34_rows2[3];
     // %23 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v115[4];
+    int32_t v125[4];
     #pragma unroll
-    for (int s116 = 0; s116 < 4; ++s116) {
-      v115[s116] = int32_t(0 + (((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s126 = 0; s126 < 4; ++s126) {
+      v125[s126] = int32_t(0 + (((s126) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %24 = splat %17 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v117[4];
+    int32_t v127[4];
     #pragma unroll
-    for (int s118 = 0; s118 < 4; ++s118) {
-      v117[s118] = v101;
+    for (int s128 = 0; s128 < 4; ++s128) {
+      v127[s128] = v111;
     }
     // %25 = add %23, %24 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v119[4];
+    int32_t v129[4];
     #pragma unroll
-    for (int s120 = 0; s120 < 4; ++s120) {
-      v119[s120] = int32_t(uint32_t(v115[s120]) + uint32_t(v117[s120]));
+    for (int s130 = 0; s130 < 4; ++s130) {
+      v129[s130] = int32_t(uint32_t(v125[s130]) + uint32_t(v127[s130]));
     }
     // %cols2 = expand_dims %25 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v121_cols2[4];
-    v121_cols2[0] = v119[0];
-    v121_cols2[1] = v119[1];
-    v121_cols2[2] = v119[2];
-    v121_cols2[3] = v119[3];
+    int32_t v131_cols2[4];
+    v131_cols2[0] = v129[0];
+    v131_cols2[1] = v129[1];
+    v131_cols2[2] = v129[2];
+    v131_cols2[3] = v129[3];
     // %colsb = broadcast %cols2 : tile<i32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v122_colsb[16];
-    v122_colsb[0] = v121_cols2[0];
-    v122_colsb[1] = v121_cols2[1];
-    v122_colsb[2] = v121_cols2[2];
-    v122_colsb[3] = v121_cols2[3];
-    v122_colsb[4] = v121_cols2[0];
-    v122_colsb[5] = v121_cols2[1];
-    v122_colsb[6] = v121_cols2[2];
-    v122_colsb[7] = v121_cols2[3];
-    v122_colsb[8] = v121_cols2[0];
-    v122_colsb[9] = v121_cols2[1];
-    v122_colsb[10] = v121_cols2[2];
-    v122_colsb[11] = v121_cols2[3];
-    v122_colsb[12] = v121_cols2[0];
-    v122_colsb[13] = v121_cols2[1];
-    v122_colsb[14] = v121_cols2[2];
-    v122_colsb[15] = v121_cols2[3];
+    int32_t v132_colsb[16];
+    v132_colsb[0] = v131_cols2[0];
+    v132_colsb[1] = v131_cols2[1];
+    v132_colsb[2] = v131_cols2[2];
+    v132_colsb[3] = v131_cols2[3];
+    v132_colsb[4] = v131_cols2[0];
+    v132_colsb[5] = v131_cols2[1];
+    v132_colsb[6] = v131_cols2[2];
+    v132_colsb[7] = v131_cols2[3];
+    v132_colsb[8] = v131_cols2[0];
+    v132_colsb[9] = v131_cols2[1];
+    v132_colsb[10] = v131_cols2[2];
+    v132_colsb[11] = v131_cols2[3];
+    v132_colsb[12] = v131_cols2[0];
+    v132_colsb[13] = v131_cols2[1];
+    v132_colsb[14] = v131_cols2[2];
+    v132_colsb[15] = v131_cols2[3];
     // %before = cmp %colsb, %rowsb {pred = "le"} : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v123_before[16];
+    uint8_t v133_before[16];
     #pragma unroll
-    for (int s124 = 0; s124 < 16; ++s124) {
-      v123_before[s124] = uint8_t(v122_colsb[s124] <= v114_rowsb[s124]);
+    for (int s134 = 0; s134 < 16; ++s134) {
+      v133_before[s134] = uint8_t(v132_colsb[s134] <= v124_rowsb[s134]);
     }
     // %valid = and %insideb, %before : tile<i1, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v125_valid[16];
+    uint8_t v135_valid[16];
     #pragma unroll
-    for (int s126 = 0; s126 < 16; ++s126) {
-      v125_valid[s126] = uint8_t(v113_insideb[s126] & v123_before[s126]);
+    for (int s136 = 0; s136 < 16; ++s136) {
+      v135_valid[s136] = uint8_t(v123_insideb[s136] & v133_before[s136]);
     }
     // %26 = splat %ninf : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v127[16];
+    float v137[16];
     #pragma unroll
-    for (int s128 = 0; s128 < 16; ++s128) {
-      v127[s128] = v35_ninf;
+    for (int s138 = 0; s138 < 16; ++s138) {
+      v137[s138] = v35_ninf;
     }
     // %sm = where %valid, %s, %26 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v129_sm[16];
+    float v139_sm[16];
     #pragma unroll
-    for (int s130 = 0; s130 < 16; ++s130) {
-      v129_sm[s130] = (v125_valid[s130] ? v99_s[s130] : v127[s130]);
+    for (int s140 = 0; s140 < 16; ++s140) {
+      v139_sm[s140] = (v135_valid[s140] ? v109_s[s140] : v137[s140]);
     }
     // %27 = reduce %sm {axis = 1, kind = "max"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131[4];
-    v131[0] = v129_sm[0];
-    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[1]);
-    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[2]);
-    v131[0] = tsr::max_nan_f32(v131[0], v129_sm[3]);
-    v131[1] = v129_sm[4];
-    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[5]);
-    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[6]);
-    v131[1] = tsr::max_nan_f32(v131[1], v129_sm[7]);
-    v131[2] = v129_sm[8];
-    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[9]);
-    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[10]);
-    v131[2] = tsr::max_nan_f32(v131[2], v129_sm[11]);
-    v131[3] = v129_sm[12];
-    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[13]);
-    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[14]);
-    v131[3] = tsr::max_nan_f32(v131[3], v129_sm[15]);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v131[0], 1);
-    v131[0] = tsr::max_nan_f32(v131[0], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v131[1], 1);
-    v131[1] = tsr::max_nan_f32(v131[1], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v131[2], 1);
-    v131[2] = tsr::max_nan_f32(v131[2], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v131[3], 1);
-    v131[3] = tsr::max_nan_f32(v131[3], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v131[0], 2);
-    v131[0] = tsr::max_nan_f32(v131[0], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v131[1], 2);
-    v131[1] = tsr::max_nan_f32(v131[1], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v131[2], 2);
-    v131[2] = tsr::max_nan_f32(v131[2], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v131[3], 2);
-    v131[3] = tsr::max_nan_f32(v131[3], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v131[0], 4);
-    v131[0] = tsr::max_nan_f32(v131[0], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v131[1], 4);
-    v131[1] = tsr::max_nan_f32(v131[1], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v131[2], 4);
-    v131[2] = tsr::max_nan_f32(v131[2], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v131[3], 4);
-    v131[3] = tsr::max_nan_f32(v131[3], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v131[0], 8);
-    v131[0] = tsr::max_nan_f32(v131[0], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v131[1], 8);
-    v131[1] = tsr::max_nan_f32(v131[1], sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v131[2], 8);
-    v131[2] = tsr::max_nan_f32(v131[2], sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v131[3], 8);
-    v131[3] = tsr::max_nan_f32(v131[3], sh147);
+    float v141[4];
+    v141[0] = v139_sm[0];
+    v141[0] = tsr::max_nan_f32(v141[0], v139_sm[1]);
+    v141[0] = tsr::max_nan_f32(v141[0], v139_sm[2]);
+    v141[0] = tsr::max_nan_f32(v141[0], v139_sm[3]);
+    v141[1] = v139_sm[4];
+    v141[1] = tsr::max_nan_f32(v141[1], v139_sm[5]);
+    v141[1] = tsr::max_nan_f32(v141[1], v139_sm[6]);
+    v141[1] = tsr::max_nan_f32(v141[1], v139_sm[7]);
+    v141[2] = v139_sm[8];
+    v141[2] = tsr::max_nan_f32(v141[2], v139_sm[9]);
+    v141[2] = tsr::max_nan_f32(v141[2], v139_sm[10]);
+    v141[2] = tsr::max_nan_f32(v141[2], v139_sm[11]);
+    v141[3] = v139_sm[12];
+    v141[3] = tsr::max_nan_f32(v141[3], v139_sm[13]);
+    v141[3] = tsr::max_nan_f32(v141[3], v139_sm[14]);
+    v141[3] = tsr::max_nan_f32(v141[3], v139_sm[15]);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v141[0], 1);
+    v141[0] = tsr::max_nan_f32(v141[0], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v141[1], 1);
+    v141[1] = tsr::max_nan_f32(v141[1], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v141[2], 1);
+    v141[2] = tsr::max_nan_f32(v141[2], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v141[3], 1);
+    v141[3] = tsr::max_nan_f32(v141[3], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v141[0], 2);
+    v141[0] = tsr::max_nan_f32(v141[0], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v141[1], 2);
+    v141[1] = tsr::max_nan_f32(v141[1], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v141[2], 2);
+    v141[2] = tsr::max_nan_f32(v141[2], sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v141[3], 2);
+    v141[3] = tsr::max_nan_f32(v141[3], sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v141[0], 4);
+    v141[0] = tsr::max_nan_f32(v141[0], sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v141[1], 4);
+    v141[1] = tsr::max_nan_f32(v141[1], sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v141[2], 4);
+    v141[2] = tsr::max_nan_f32(v141[2], sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v141[3], 4);
+    v141[3] = tsr::max_nan_f32(v141[3], sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v141[0], 8);
+    v141[0] = tsr::max_nan_f32(v141[0], sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v141[1], 8);
+    v141[1] = tsr::max_nan_f32(v141[1], sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v141[2], 8);
+    v141[2] = tsr::max_nan_f32(v141[2], sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v141[3], 8);
+    v141[3] = tsr::max_nan_f32(v141[3], sh157);
     // %28 = max %m_run, %27 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148_mx[4];
-    #pragma unroll
-    for (int s149 = 0; s149 < 4; ++s149) {
-      v148_mx[s149] = tsr::fmax_nan_z<float>(c47_mx[s149], v131[s149]);
-    }
-    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v150[4];
-    #pragma unroll
-    for (int s151 = 0; s151 < 4; ++s151) {
-      v150[s151] = v35_ninf;
-    }
-    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v152_m_none[4];
-    #pragma unroll
-    for (int s153 = 0; s153 < 4; ++s153) {
-      v152_m_none[s153] = uint8_t(v148_mx[s153] == v150[s153]);
-    }
-    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v154[4];
-    #pragma unroll
-    for (int s155 = 0; s155 < 4; ++s155) {
-      v154[s155] = v25_f0;
-    }
-    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_m_shift[4];
-    #pragma unroll
-    for (int s157 = 0; s157 < 4; ++s157) {
-      v156_m_shift[s157] = (v152_m_none[s157] ? v154[s157] : v148_mx[s157]);
-    }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v158_m_delta[4];
+    float v158_mx[4];
     #pragma unroll
     for (int s159 = 0; s159 < 4; ++s159) {
-      v158_m_delta[s159] = float(c47_mx[s159] - v156_m_shift[s159]);
+      v158_mx[s159] = tsr::fmax_nan_z<float>(c47_mx[s159], v141[s159]);
     }
-    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v160_alpha[4];
+    // %29 = splat %ninf : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v160[4];
     #pragma unroll
     for (int s161 = 0; s161 < 4; ++s161) {
-      v160_alpha[s161] = float(tsr::fexp(v158_m_delta[s161]));
+      v160[s161] = v35_ninf;
+    }
+    // %m_none = cmp %28, %29 {pred = "eq"} : tile<i1, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v162_m_none[4];
+    #pragma unroll
+    for (int s163 = 0; s163 < 4; ++s163) {
+      v162_m_none[s163] = uint8_t(v158_mx[s163] == v160[s163]);
+    }
+    // %30 = splat %f0 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v164[4];
+    #pragma unroll
+    for (int s165 = 0; s165 < 4; ++s165) {
+      v164[s165] = v25_f0;
+    }
+    // %m_shift = where %m_none, %30, %28 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v166_m_shift[4];
+    #pragma unroll
+    for (int s167 = 0; s167 < 4; ++s167) {
+      v166_m_shift[s167] = (v162_m_none[s167] ? v164[s167] : v158_mx[s167]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v168_m_delta[4];
+    #pragma unroll
+    for (int s169 = 0; s169 < 4; ++s169) {
+      v168_m_delta[s169] = float(c47_mx[s169] - v166_m_shift[s169]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v170_alpha[4];
+    #pragma unroll
+    for (int s171 = 0; s171 < 4; ++s171) {
+      v170_alpha[s171] = float(tsr::fexp(v168_m_delta[s171]));
     }
     // %31 = expand_dims %m_shift {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v162[4];
-    v162[0] = v156_m_shift[0];
-    v162[1] = v156_m_shift[1];
-    v162[2] = v156_m_shift[2];
-    v162[3] = v156_m_shift[3];
+    float v172[4];
+    v172[0] = v166_m_shift[0];
+    v172[1] = v166_m_shift[1];
+    v172[2] = v166_m_shift[2];
+    v172[3] = v166_m_shift[3];
     // %mxb = broadcast %31 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v163_mxb[16];
-    v163_mxb[0] = v162[0];
-    v163_mxb[1] = v162[0];
-    v163_mxb[2] = v162[0];
-    v163_mxb[3] = v162[0];
-    v163_mxb[4] = v162[1];
-    v163_mxb[5] = v162[1];
-    v163_mxb[6] = v162[1];
-    v163_mxb[7] = v162[1];
-    v163_mxb[8] = v162[2];
-    v163_mxb[9] = v162[2];
-    v163_mxb[10] = v162[2];
-    v163_mxb[11] = v162[2];
-    v163_mxb[12] = v162[3];
-    v163_mxb[13] = v162[3];
-    v163_mxb[14] = v162[3];
-    v163_mxb[15] = v162[3];
+    float v173_mxb[16];
+    v173_mxb[0] = v172[0];
+    v173_mxb[1] = v172[0];
+    v173_mxb[2] = v172[0];
+    v173_mxb[3] = v172[0];
+    v173_mxb[4] = v172[1];
+    v173_mxb[5] = v172[1];
+    v173_mxb[6] = v172[1];
+    v173_mxb[7] = v172[1];
+    v173_mxb[8] = v172[2];
+    v173_mxb[9] = v172[2];
+    v173_mxb[10] = v172[2];
+    v173_mxb[11] = v172[2];
+    v173_mxb[12] = v172[3];
+    v173_mxb[13] = v172[3];
+    v173_mxb[14] = v172[3];
+    v173_mxb[15] = v172[3];
     // %sd = sub %sm, %mxb : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v164_sd[16];
+    float v174_sd[16];
     #pragma unroll
-    for (int s165 = 0; s165 < 16; ++s165) {
-      v164_sd[s165] = float(v129_sm[s165] - v163_mxb[s165]);
+    for (int s175 = 0; s175 < 16; ++s175) {
+      v174_sd[s175] = float(v139_sm[s175] - v173_mxb[s175]);
     }
     // %e = exp %sd : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v166_e[16];
+    float v176_e[16];
     #pragma unroll
-    for (int s167 = 0; s167 < 16; ++s167) {
-      v166_e[s167] = float(tsr::fexp(v164_sd[s167]));
+    for (int s177 = 0; s177 < 16; ++s177) {
+      v176_e[s177] = float(tsr::fexp(v174_sd[s177]));
     }
     // %32 = reduce %e {axis = 1, kind = "sum"} : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v168[4];
-    v168[0] = v166_e[0];
-    v168[0] = float(v168[0] + v166_e[1]);
-    v168[0] = float(v168[0] + v166_e[2]);
-    v168[0] = float(v168[0] + v166_e[3]);
-    v168[1] = v166_e[4];
-    v168[1] = float(v168[1] + v166_e[5]);
-    v168[1] = float(v168[1] + v166_e[6]);
-    v168[1] = float(v168[1] + v166_e[7]);
-    v168[2] = v166_e[8];
-    v168[2] = float(v168[2] + v166_e[9]);
-    v168[2] = float(v168[2] + v166_e[10]);
-    v168[2] = float(v168[2] + v166_e[11]);
-    v168[3] = v166_e[12];
-    v168[3] = float(v168[3] + v166_e[13]);
-    v168[3] = float(v168[3] + v166_e[14]);
-    v168[3] = float(v168[3] + v166_e[15]);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v168[0], 1);
-    v168[0] = float(v168[0] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v168[1], 1);
-    v168[1] = float(v168[1] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v168[2], 1);
-    v168[2] = float(v168[2] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v168[3], 1);
-    v168[3] = float(v168[3] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v168[0], 2);
-    v168[0] = float(v168[0] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v168[1], 2);
-    v168[1] = float(v168[1] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v168[2], 2);
-    v168[2] = float(v168[2] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v168[3], 2);
-    v168[3] = float(v168[3] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v168[0], 4);
-    v168[0] = float(v168[0] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v168[1], 4);
-    v168[1] = float(v168[1] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v168[2], 4);
-    v168[2] = float(v168[2] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v168[3], 4);
-    v168[3] = float(v168[3] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v168[0], 8);
-    v168[0] = float(v168[0] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v168[1], 8);
-    v168[1] = float(v168[1] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v168[2], 8);
-    v168[2] = float(v168[2] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v168[3], 8);
-    v168[3] = float(v168[3] + sh184);
+    float v178[4];
+    v178[0] = v176_e[0];
+    v178[0] = float(v178[0] + v176_e[1]);
+    v178[0] = float(v178[0] + v176_e[2]);
+    v178[0] = float(v178[0] + v176_e[3]);
+    v178[1] = v176_e[4];
+    v178[1] = float(v178[1] + v176_e[5]);
+    v178[1] = float(v178[1] + v176_e[6]);
+    v178[1] = float(v178[1] + v176_e[7]);
+    v178[2] = v176_e[8];
+    v178[2] = float(v178[2] + v176_e[9]);
+    v178[2] = float(v178[2] + v176_e[10]);
+    v178[2] = float(v178[2] + v176_e[11]);
+    v178[3] = v176_e[12];
+    v178[3] = float(v178[3] + v176_e[13]);
+    v178[3] = float(v178[3] + v176_e[14]);
+    v178[3] = float(v178[3] + v176_e[15]);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v178[0], 1);
+    v178[0] = float(v178[0] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v178[1], 1);
+    v178[1] = float(v178[1] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v178[2], 1);
+    v178[2] = float(v178[2] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v178[3], 1);
+    v178[3] = float(v178[3] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v178[0], 2);
+    v178[0] = float(v178[0] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v178[1], 2);
+    v178[1] = float(v178[1] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v178[2], 2);
+    v178[2] = float(v178[2] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v178[3], 2);
+    v178[3] = float(v178[3] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v178[0], 4);
+    v178[0] = float(v178[0] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v178[1], 4);
+    v178[1] = float(v178[1] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v178[2], 4);
+    v178[2] = float(v178[2] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v178[3], 4);
+    v178[3] = float(v178[3] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v178[0], 8);
+    v178[0] = float(v178[0] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v178[1], 8);
+    v178[1] = float(v178[1] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v178[2], 8);
+    v178[2] = float(v178[2] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v178[3], 8);
+    v178[3] = float(v178[3] + sh194);
     // %33 = mul %sum_run, %alpha : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v185[4];
+    float v195[4];
     #pragma unroll
-    for (int s186 = 0; s186 < 4; ++s186) {
-      v185[s186] = float(c49_sum[s186] * v160_alpha[s186]);
+    for (int s196 = 0; s196 < 4; ++s196) {
+      v195[s196] = float(c49_sum[s196] * v170_alpha[s196]);
     }
     // %34 = add %33, %32 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v187_sum[4];
+    float v197_sum[4];
     #pragma unroll
-    for (int s188 = 0; s188 < 4; ++s188) {
-      v187_sum[s188] = float(v185[s188] + v168[s188]);
+    for (int s198 = 0; s198 < 4; ++s198) {
+      v197_sum[s198] = float(v195[s198] + v178[s198]);
     }
     // %v3 = load_tile %v, %ph, %chunk, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %35 = expand_dims %alpha {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189[4];
-    v189[0] = v160_alpha[0];
-    v189[1] = v160_alpha[1];
-    v189[2] = v160_alpha[2];
-    v189[3] = v160_alpha[3];
+    float v199[4];
+    v199[0] = v170_alpha[0];
+    v199[1] = v170_alpha[1];
+    v199[2] = v170_alpha[2];
+    v199[3] = v170_alpha[3];
     // %36 = broadcast %35 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v190[16];
-    v190[0] = v189[0];
-    v190[1] = v189[0];
-    v190[2] = v189[0];
-    v190[3] = v189[0];
-    v190[4] = v189[1];
-    v190[5] = v189[1];
-    v190[6] = v189[1];
-    v190[7] = v189[1];
-    v190[8] = v189[2];
-    v190[9] = v189[2];
-    v190[10] = v189[2];
-    v190[11] = v189[2];
-    v190[12] = v189[3];
-    v190[13] = v189[3];
-    v190[14] = v189[3];
-    v190[15] = v189[3];
+    float v200[16];
+    v200[0] = v199[0];
+    v200[1] = v199[0];
+    v200[2] = v199[0];
+    v200[3] = v199[0];
+    v200[4] = v199[1];
+    v200[5] = v199[1];
+    v200[6] = v199[1];
+    v200[7] = v199[1];
+    v200[8] = v199[2];
+    v200[9] = v199[2];
+    v200[10] = v199[2];
+    v200[11] = v199[2];
+    v200[12] = v199[3];
+    v200[13] = v199[3];
+    v200[14] = v199[3];
+    v200[15] = v199[3];
     // %37 = mul %out_run, %36 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v191[16];
+    float v201[16];
     #pragma unroll
-    for (int s192 = 0; s192 < 16; ++s192) {
-      v191[s192] = float(c51_out[s192] * v190[s192]);
+    for (int s202 = 0; s202 < 16; ++s202) {
+      v201[s202] = float(c51_out[s202] * v200[s202]);
     }
     // %38 = convert_layout %e : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh193 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
+    float* const sh203 = reinterpret_cast<float*>((tsr_smem + 0) + 60928);
     __syncthreads();
     #pragma unroll
-    for (int c194 = 0; c194 < 4; ++c194) {
-      float w195[4];
-      w195[0] = v166_e[c194 * 4 + 0];
-      w195[1] = v166_e[c194 * 4 + 1];
-      w195[2] = v166_e[c194 * 4 + 2];
-      w195[3] = v166_e[c194 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh193 + (((((c194 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c194 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w195);
+    for (int c204 = 0; c204 < 4; ++c204) {
+      float w205[4];
+      w205[0] = v176_e[c204 * 4 + 0];
+      w205[1] = v176_e[c204 * 4 + 1];
+      w205[2] = v176_e[c204 * 4 + 2];
+      w205[3] = v176_e[c204 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh203 + (((((c204 * 4) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c204 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w205);
     }
     __syncthreads();
     // %39 = dot %38, %vt, %37 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v196_out[16];
+    float v206_out[16];
     #pragma unroll
-    for (int s197 = 0; s197 < 16; ++s197) {
-      v196_out[s197] = v191[s197];
+    for (int s207 = 0; s207 < 16; ++s207) {
+      v206_out[s207] = v201[s207];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh193[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh193[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh193[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh193[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a0_ = sh203[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh203[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh203[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh203[(tm_ + 24) * 68 + (k_) * 1];
         const auto b0_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh54 + rs53 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v196_out[0] = fmaf(float(a0_), float(b0_), v196_out[0]);
-        v196_out[1] = fmaf(float(a0_), float(b1_), v196_out[1]);
-        v196_out[2] = fmaf(float(a0_), float(b2_), v196_out[2]);
-        v196_out[3] = fmaf(float(a0_), float(b3_), v196_out[3]);
-        v196_out[4] = fmaf(float(a1_), float(b0_), v196_out[4]);
-        v196_out[5] = fmaf(float(a1_), float(b1_), v196_out[5]);
-        v196_out[6] = fmaf(float(a1_), float(b2_), v196_out[6]);
-        v196_out[7] = fmaf(float(a1_), float(b3_), v196_out[7]);
-        v196_out[8] = fmaf(float(a2_), float(b0_), v196_out[8]);
-        v196_out[9] = fmaf(float(a2_), float(b1_), v196_out[9]);
-        v196_out[10] = fmaf(float(a2_), float(b2_), v196_out[10]);
-        v196_out[11] = fmaf(float(a2_), float(b3_), v196_out[11]);
-        v196_out[12] = fmaf(float(a3_), float(b0_), v196_out[12]);
-        v196_out[13] = fmaf(float(a3_), float(b1_), v196_out[13]);
-        v196_out[14] = fmaf(float(a3_), float(b2_), v196_out[14]);
-        v196_out[15] = fmaf(float(a3_), float(b3_), v196_out[15]);
+        v206_out[0] = fmaf(float(a0_), float(b0_), v206_out[0]);
+        v206_out[1] = fmaf(float(a0_), float(b1_), v206_out[1]);
+        v206_out[2] = fmaf(float(a0_), float(b2_), v206_out[2]);
+        v206_out[3] = fmaf(float(a0_), float(b3_), v206_out[3]);
+        v206_out[4] = fmaf(float(a1_), float(b0_), v206_out[4]);
+        v206_out[5] = fmaf(float(a1_), float(b1_), v206_out[5]);
+        v206_out[6] = fmaf(float(a1_), float(b2_), v206_out[6]);
+        v206_out[7] = fmaf(float(a1_), float(b3_), v206_out[7]);
+        v206_out[8] = fmaf(float(a2_), float(b0_), v206_out[8]);
+        v206_out[9] = fmaf(float(a2_), float(b1_), v206_out[9]);
+        v206_out[10] = fmaf(float(a2_), float(b2_), v206_out[10]);
+        v206_out[11] = fmaf(float(a2_), float(b3_), v206_out[11]);
+        v206_out[12] = fmaf(float(a3_), float(b0_), v206_out[12]);
+        v206_out[13] = fmaf(float(a3_), float(b1_), v206_out[13]);
+        v206_out[14] = fmaf(float(a3_), float(b2_), v206_out[14]);
+        v206_out[15] = fmaf(float(a3_), float(b3_), v206_out[15]);
       }
     }
     // yield %28, %34, %39
     #pragma unroll
-    for (int s198 = 0; s198 < 4; ++s198) {
-      c47_mx[s198] = v148_mx[s198];
+    for (int s208 = 0; s208 < 4; ++s208) {
+      c47_mx[s208] = v158_mx[s208];
     }
     #pragma unroll
-    for (int s199 = 0; s199 < 4; ++s199) {
-      c49_sum[s199] = v187_sum[s199];
+    for (int s209 = 0; s209 < 4; ++s209) {
+      c49_sum[s209] = v197_sum[s209];
     }
     #pragma unroll
-    for (int s200 = 0; s200 < 16; ++s200) {
-      c51_out[s200] = v196_out[s200];
+    for (int s210 = 0; s210 < 16; ++s210) {
+      c51_out[s210] = v206_out[s210];
     }
     rs53 = int((unsigned(rs53) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %40 = expand_dims %13 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v201[4];
-  v201[0] = c49_sum[0];
-  v201[1] = c49_sum[1];
-  v201[2] = c49_sum[2];
-  v201[3] = c49_sum[3];
+  float v211[4];
+  v211[0] = c49_sum[0];
+  v211[1] = c49_sum[1];
+  v211[2] = c49_sum[2];
+  v211[3] = c49_sum[3];
   // %41 = broadcast %40 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v202[16];
-  v202[0] = v201[0];
-  v202[1] = v201[0];
-  v202[2] = v201[0];
-  v202[3] = v201[0];
-  v202[4] = v201[1];
-  v202[5] = v201[1];
-  v202[6] = v201[1];
-  v202[7] = v201[1];
-  v202[8] = v201[2];
-  v202[9] = v201[2];
-  v202[10] = v201[2];
-  v202[11] = v201[2];
-  v202[12] = v201[3];
-  v202[13] = v201[3];
-  v202[14] = v201[3];
-  v202[15] = v201[3];
+  float v212[16];
+  v212[0] = v211[0];
+  v212[1] = v211[0];
+  v212[2] = v211[0];
+  v212[3] = v211[0];
+  v212[4] = v211[1];
+  v212[5] = v211[1];
+  v212[6] = v211[1];
+  v212[7] = v211[1];
+  v212[8] = v211[2];
+  v212[9] = v211[2];
+  v212[10] = v211[2];
+  v212[11] = v211[2];
+  v212[12] = v211[3];
+  v212[13] = v211[3];
+  v212[14] = v211[3];
+  v212[15] = v211[3];
   // %42 = div %14, %41 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v203[16];
+  float v213[16];
   #pragma unroll
-  for (int s204 = 0; s204 < 16; ++s204) {
-    v203[s204] = float(c51_out[s204] / v202[s204]);
+  for (int s214 = 0; s214 < 16; ++s214) {
+    v213[s214] = float(c51_out[s214] / v212[s214]);
   }
   // %o3 = reshape %42 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v205_o3[16];
-  v205_o3[0] = v203[0];
-  v205_o3[1] = v203[1];
-  v205_o3[2] = v203[2];
-  v205_o3[3] = v203[3];
-  v205_o3[4] = v203[4];
-  v205_o3[5] = v203[5];
-  v205_o3[6] = v203[6];
-  v205_o3[7] = v203[7];
-  v205_o3[8] = v203[8];
-  v205_o3[9] = v203[9];
-  v205_o3[10] = v203[10];
-  v205_o3[11] = v203[11];
-  v205_o3[12] = v203[12];
-  v205_o3[13] = v203[13];
-  v205_o3[14] = v203[14];
-  v205_o3[15] = v203[15];
+  float v215_o3[16];
+  v215_o3[0] = v213[0];
+  v215_o3[1] = v213[1];
+  v215_o3[2] = v213[2];
+  v215_o3[3] = v213[3];
+  v215_o3[4] = v213[4];
+  v215_o3[5] = v213[5];
+  v215_o3[6] = v213[6];
+  v215_o3[7] = v213[7];
+  v215_o3[8] = v213[8];
+  v215_o3[9] = v213[9];
+  v215_o3[10] = v213[10];
+  v215_o3[11] = v213[11];
+  v215_o3[12] = v213[12];
+  v215_o3[13] = v213[13];
+  v215_o3[14] = v213[14];
+  v215_o3[15] = v213[15];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o206 = int64_t(v5_ph) * 1 + 0;
-    const int64_t o207 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o208 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole209 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
-    if (whole209) {
+    const int64_t o216 = int64_t(v5_ph) * 1 + 0;
+    const int64_t o217 = int64_t(v4_pm) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o218 = int64_t(v6_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole219 = int64_t(v5_ph) * 1 >= 0 && int64_t(v5_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v4_pm) * 32 >= 0 && int64_t(v4_pm) * 32 + 32 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v6_c0) * 64 >= 0 && int64_t(v6_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v5_ph) * 1 * tsr_p3_s0 + int64_t(v4_pm) * 32 * tsr_p3_s1 + int64_t(v6_c0) * 64 * tsr_p3_s2);
+    if (whole219) {
       #pragma unroll
-      for (int c210 = 0; c210 < 4; ++c210) {
-        float vb211[4];
-        vb211[0] = v205_o3[c210 * 4 + 0];
-        vb211[1] = v205_o3[c210 * 4 + 1];
-        vb211[2] = v205_o3[c210 * 4 + 2];
-        vb211[3] = v205_o3[c210 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c210 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
+      for (int c220 = 0; c220 < 4; ++c220) {
+        float vb221[4];
+        vb221[0] = v215_o3[c220 * 4 + 0];
+        vb221[1] = v215_o3[c220 * 4 + 1];
+        vb221[2] = v215_o3[c220 * 4 + 2];
+        vb221[3] = v215_o3[c220 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c220 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c220 * 4) % 4))) * tsr_p3_s2, vb221);
       }
     } else {
       #pragma unroll
-      for (int c212 = 0; c212 < 4; ++c212) {
-        float vb213[4];
-        if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2)) {
-          vb213[0] = v205_o3[c212 * 4 + 0];
-          vb213[1] = v205_o3[c212 * 4 + 1];
-          vb213[2] = v205_o3[c212 * 4 + 2];
-          vb213[3] = v205_o3[c212 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2, vb213);
+      for (int c222 = 0; c222 < 4; ++c222) {
+        float vb223[4];
+        if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2)) {
+          vb223[0] = v215_o3[c222 * 4 + 0];
+          vb223[1] = v215_o3[c222 * 4 + 1];
+          vb223[2] = v215_o3[c222 * 4 + 2];
+          vb223[3] = v215_o3[c222 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2, vb223);
         } else {
-          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4))) * tsr_p3_s2] = v205_o3[c212 * 4];
-          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 1) * tsr_p3_s2] = v205_o3[c212 * 4 + 1];
-          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 2) * tsr_p3_s2] = v205_o3[c212 * 4 + 2];
-          if ((o206 + 0) < int64_t(tsr_dim_H) && (o207 + ((((c212 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o208 + (((c212 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o206 + 0) * tsr_p3_s0 + (o207 + ((((c212 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o208 + (((c212 * 4) % 4)) + 3) * tsr_p3_s2] = v205_o3[c212 * 4 + 3];
+          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2] = v215_o3[c222 * 4];
+          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 1) * tsr_p3_s2] = v215_o3[c222 * 4 + 1];
+          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 2) * tsr_p3_s2] = v215_o3[c222 * 4 + 2];
+          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 3) * tsr_p3_s2] = v215_o3[c222 * 4 + 3];
         }
       }
     }

@@ -216,16 +216,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
             tsr::cp_async_16(sb52 + uint32_t((0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1) * 4u, tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q54 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i55 = 0; i55 < 8; ++i55) {
-            const int q56 = i55 * 128 + tsr_tid;
-            const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
-            const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst59 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src58)) {
-              tsr::cp_async_16(tsr::smem_u32(dst59), src58, int(n57) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i55 = 0; i55 < 8; ++i55) {
+              const int q56 = i55 * 128 + tsr_tid;
+              const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
+              const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352)) + uint32_t((0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1) * 4u, src58, int(n57) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i60 = 0; i60 < 8; ++i60) {
+              const int q61 = i60 * 128 + tsr_tid;
+              const int64_t n62 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q61 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) : 4;
+              const float* src63 = tsr_p2 + (n62 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q61 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst64 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
             }
           }
         }
@@ -233,36 +239,42 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv60_ = v2_c0; v3_c1 > 0 && iv60_ < v8_ntiles; iv60_ += v3_c1) {
-    const int32_t iv60 = int32_t(iv60_);
+  for (int64_t iv65_ = v2_c0; v3_c1 > 0 && iv65_ < v8_ntiles; iv65_ += v3_c1) {
+    const int32_t iv65 = int32_t(iv65_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv60_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx61 = int32_t((iv60_ + 1 * int64_t(v3_c1)));
+    if ((iv65_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx66 = int32_t((iv65_ + 1 * int64_t(v3_c1)));
       // %off1 = mul %j1, %bn : i32
-      const int32_t v62_off1 = int32_t(uint32_t(nx61) * uint32_t(v5_bn));
+      const int32_t v67_off1 = int32_t(uint32_t(nx66) * uint32_t(v5_bn));
       {
-        const int64_t o63 = int64_t(v1_ph) * 1;
-        const int64_t o64 = int64_t(nx61) * 64;
-        const int64_t o65 = int64_t(v2_c0) * 64;
-        if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
-          const uint32_t sb66 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
+        const int64_t o68 = int64_t(v1_ph) * 1;
+        const int64_t o69 = int64_t(nx66) * 64;
+        const int64_t o70 = int64_t(v2_c0) * 64;
+        if (o68 >= 0 && o68 + 1 <= int64_t(tsr_dim_H) && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o70 >= 0 && o70 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o68 * tsr_p2_s0 + o69 * tsr_p2_s1 + o70 * tsr_p2_s2)) {
+          const uint32_t sb71 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
           #pragma unroll
-          for (int i67 = 0; i67 < 8; ++i67) {
-            const int q68 = i67 * 128 + tsr_tid;
-            tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
+          for (int i72 = 0; i72 < 8; ++i72) {
+            const int q73 = i72 * 128 + tsr_tid;
+            tsr::cp_async_16(sb71 + uint32_t((0) * 4352 + (((q73 * 4) / 64)) * 68 + (((q73 * 4) % 64)) * 1) * 4u, tsr_p2 + (o68 + 0) * tsr_p2_s0 + (o69 + ((q73 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q73 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i69 = 0; i69 < 8; ++i69) {
-            const int q70 = i69 * 128 + tsr_tid;
-            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
-            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst73 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src72)) {
-              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i74 = 0; i74 < 8; ++i74) {
+              const int q75 = i74 * 128 + tsr_tid;
+              const int64_t n76 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q75 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) : 4;
+              const float* src77 = tsr_p2 + (n76 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q75 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1) * 4u, src77, int(n76) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i79 = 0; i79 < 8; ++i79) {
+              const int q80 = i79 * 128 + tsr_tid;
+              const int64_t n81 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q80 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) : 4;
+              const float* src82 = tsr_p2 + (n81 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q80 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q80 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst83 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q80 * 4) / 64)) * 68 + (((q80 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst83[v_] = v_ < n81 ? src82[v_] : float(0);
             }
           }
         }
@@ -270,124 +282,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     }
     tsr::cp_async_commit();
     // %kblk1 = load_tile %k, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v74_kblk1[32];
+    float v84_kblk1[32];
     {
-      const int64_t o75 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o76 = int64_t(iv60) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o77 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole78 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv60) * 64 >= 0 && int64_t(iv60) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv60) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole78) {
+      const int64_t o85 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o86 = int64_t(iv65) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o87 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole88 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv65) * 64 >= 0 && int64_t(iv65) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv65) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole88) {
         #pragma unroll
-        for (int c79 = 0; c79 < 8; ++c79) {
-          float vb80[4];
-          tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c79 * 4) % 4))) * tsr_p1_s2);
-          v74_kblk1[c79 * 4 + 0] = vb80[0];
-          v74_kblk1[c79 * 4 + 1] = vb80[1];
-          v74_kblk1[c79 * 4 + 2] = vb80[2];
-          v74_kblk1[c79 * 4 + 3] = vb80[3];
+        for (int c89 = 0; c89 < 8; ++c89) {
+          float vb90[4];
+          tsr::copy_vec<float, 4>(vb90, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c89 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c89 * 4) % 4))) * tsr_p1_s2);
+          v84_kblk1[c89 * 4 + 0] = vb90[0];
+          v84_kblk1[c89 * 4 + 1] = vb90[1];
+          v84_kblk1[c89 * 4 + 2] = vb90[2];
+          v84_kblk1[c89 * 4 + 3] = vb90[3];
         }
       } else {
         #pragma unroll
-        for (int c81 = 0; c81 < 8; ++c81) {
-          float vb82[4];
-          if ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2);
-            v74_kblk1[c81 * 4 + 0] = vb82[0];
-            v74_kblk1[c81 * 4 + 1] = vb82[1];
-            v74_kblk1[c81 * 4 + 2] = vb82[2];
-            v74_kblk1[c81 * 4 + 3] = vb82[3];
+        for (int c91 = 0; c91 < 8; ++c91) {
+          float vb92[4];
+          if ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2);
+            v84_kblk1[c91 * 4 + 0] = vb92[0];
+            v84_kblk1[c91 * 4 + 1] = vb92[1];
+            v84_kblk1[c91 * 4 + 2] = vb92[2];
+            v84_kblk1[c91 * 4 + 3] = vb92[3];
           } else {
-            v74_kblk1[c81 * 4] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v74_kblk1[c81 * 4 + 1] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v74_kblk1[c81 * 4 + 2] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v74_kblk1[c81 * 4 + 3] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 1] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 2] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 3] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt1 = reshape %kblk1 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v83_kt1[32];
-    v83_kt1[0] = v74_kblk1[0];
-    v83_kt1[1] = v74_kblk1[1];
-    v83_kt1[2] = v74_kblk1[2];
-    v83_kt1[3] = v74_kblk1[3];
-    v83_kt1[4] = v74_kblk1[4];
-    v83_kt1[5] = v74_kblk1[5];
-    v83_kt1[6] = v74_kblk1[6];
-    v83_kt1[7] = v74_kblk1[7];
-    v83_kt1[8] = v74_kblk1[8];
-    v83_kt1[9] = v74_kblk1[9];
-    v83_kt1[10] = v74_kblk1[10];
-    v83_kt1[11] = v74_kblk1[11];
-    v83_kt1[12] = v74_kblk1[12];
-    v83_kt1[13] = v74_kblk1[13];
-    v83_kt1[14] = v74_kblk1[14];
-    v83_kt1[15] = v74_kblk1[15];
-    v83_kt1[16] = v74_kblk1[16];
-    v83_kt1[17] = v74_kblk1[17];
-    v83_kt1[18] = v74_kblk1[18];
-    v83_kt1[19] = v74_kblk1[19];
-    v83_kt1[20] = v74_kblk1[20];
-    v83_kt1[21] = v74_kblk1[21];
-    v83_kt1[22] = v74_kblk1[22];
-    v83_kt1[23] = v74_kblk1[23];
-    v83_kt1[24] = v74_kblk1[24];
-    v83_kt1[25] = v74_kblk1[25];
-    v83_kt1[26] = v74_kblk1[26];
-    v83_kt1[27] = v74_kblk1[27];
-    v83_kt1[28] = v74_kblk1[28];
-    v83_kt1[29] = v74_kblk1[29];
-    v83_kt1[30] = v74_kblk1[30];
-    v83_kt1[31] = v74_kblk1[31];
+    float v93_kt1[32];
+    v93_kt1[0] = v84_kblk1[0];
+    v93_kt1[1] = v84_kblk1[1];
+    v93_kt1[2] = v84_kblk1[2];
+    v93_kt1[3] = v84_kblk1[3];
+    v93_kt1[4] = v84_kblk1[4];
+    v93_kt1[5] = v84_kblk1[5];
+    v93_kt1[6] = v84_kblk1[6];
+    v93_kt1[7] = v84_kblk1[7];
+    v93_kt1[8] = v84_kblk1[8];
+    v93_kt1[9] = v84_kblk1[9];
+    v93_kt1[10] = v84_kblk1[10];
+    v93_kt1[11] = v84_kblk1[11];
+    v93_kt1[12] = v84_kblk1[12];
+    v93_kt1[13] = v84_kblk1[13];
+    v93_kt1[14] = v84_kblk1[14];
+    v93_kt1[15] = v84_kblk1[15];
+    v93_kt1[16] = v84_kblk1[16];
+    v93_kt1[17] = v84_kblk1[17];
+    v93_kt1[18] = v84_kblk1[18];
+    v93_kt1[19] = v84_kblk1[19];
+    v93_kt1[20] = v84_kblk1[20];
+    v93_kt1[21] = v84_kblk1[21];
+    v93_kt1[22] = v84_kblk1[22];
+    v93_kt1[23] = v84_kblk1[23];
+    v93_kt1[24] = v84_kblk1[24];
+    v93_kt1[25] = v84_kblk1[25];
+    v93_kt1[26] = v84_kblk1[26];
+    v93_kt1[27] = v84_kblk1[27];
+    v93_kt1[28] = v84_kblk1[28];
+    v93_kt1[29] = v84_kblk1[29];
+    v93_kt1[30] = v84_kblk1[30];
+    v93_kt1[31] = v84_kblk1[31];
     // %ktt1 = permute %kt1 {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v84_ktt1[32];
-    v84_ktt1[0] = v83_kt1[0];
-    v84_ktt1[1] = v83_kt1[1];
-    v84_ktt1[2] = v83_kt1[2];
-    v84_ktt1[3] = v83_kt1[3];
-    v84_ktt1[4] = v83_kt1[4];
-    v84_ktt1[5] = v83_kt1[5];
-    v84_ktt1[6] = v83_kt1[6];
-    v84_ktt1[7] = v83_kt1[7];
-    v84_ktt1[8] = v83_kt1[8];
-    v84_ktt1[9] = v83_kt1[9];
-    v84_ktt1[10] = v83_kt1[10];
-    v84_ktt1[11] = v83_kt1[11];
-    v84_ktt1[12] = v83_kt1[12];
-    v84_ktt1[13] = v83_kt1[13];
-    v84_ktt1[14] = v83_kt1[14];
-    v84_ktt1[15] = v83_kt1[15];
-    v84_ktt1[16] = v83_kt1[16];
-    v84_ktt1[17] = v83_kt1[17];
-    v84_ktt1[18] = v83_kt1[18];
-    v84_ktt1[19] = v83_kt1[19];
-    v84_ktt1[20] = v83_kt1[20];
-    v84_ktt1[21] = v83_kt1[21];
-    v84_ktt1[22] = v83_kt1[22];
-    v84_ktt1[23] = v83_kt1[23];
-    v84_ktt1[24] = v83_kt1[24];
-    v84_ktt1[25] = v83_kt1[25];
-    v84_ktt1[26] = v83_kt1[26];
-    v84_ktt1[27] = v83_kt1[27];
-    v84_ktt1[28] = v83_kt1[28];
-    v84_ktt1[29] = v83_kt1[29];
-    v84_ktt1[30] = v83_kt1[30];
-    v84_ktt1[31] = v83_kt1[31];
+    float v94_ktt1[32];
+    v94_ktt1[0] = v93_kt1[0];
+    v94_ktt1[1] = v93_kt1[1];
+    v94_ktt1[2] = v93_kt1[2];
+    v94_ktt1[3] = v93_kt1[3];
+    v94_ktt1[4] = v93_kt1[4];
+    v94_ktt1[5] = v93_kt1[5];
+    v94_ktt1[6] = v93_kt1[6];
+    v94_ktt1[7] = v93_kt1[7];
+    v94_ktt1[8] = v93_kt1[8];
+    v94_ktt1[9] = v93_kt1[9];
+    v94_ktt1[10] = v93_kt1[10];
+    v94_ktt1[11] = v93_kt1[11];
+    v94_ktt1[12] = v93_kt1[12];
+    v94_ktt1[13] = v93_kt1[13];
+    v94_ktt1[14] = v93_kt1[14];
+    v94_ktt1[15] = v93_kt1[15];
+    v94_ktt1[16] = v93_kt1[16];
+    v94_ktt1[17] = v93_kt1[17];
+    v94_ktt1[18] = v93_kt1[18];
+    v94_ktt1[19] = v93_kt1[19];
+    v94_ktt1[20] = v93_kt1[20];
+    v94_ktt1[21] = v93_kt1[21];
+    v94_ktt1[22] = v93_kt1[22];
+    v94_ktt1[23] = v93_kt1[23];
+    v94_ktt1[24] = v93_kt1[24];
+    v94_ktt1[25] = v93_kt1[25];
+    v94_ktt1[26] = v93_kt1[26];
+    v94_ktt1[27] = v93_kt1[27];
+    v94_ktt1[28] = v93_kt1[28];
+    v94_ktt1[29] = v93_kt1[29];
+    v94_ktt1[30] = v93_kt1[30];
+    v94_ktt1[31] = v93_kt1[31];
     // %3 = convert_layout %ktt1 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh85 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh95 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c86 = 0; c86 < 32; ++c86) {
-      float w87[1];
-      w87[0] = v84_ktt1[c86 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh85 + ((((c86 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c86 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w87);
+    for (int c96 = 0; c96 < 32; ++c96) {
+      float w97[1];
+      w97[0] = v94_ktt1[c96 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh95 + ((((c96 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c96 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w97);
     }
     __syncthreads();
     // %s1 = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v88_s1[32];
+    float v98_s1[32];
     #pragma unroll
-    for (int s89 = 0; s89 < 32; ++s89) {
-      v88_s1[s89] = v27_acc0[s89];
+    for (int s99 = 0; s99 < 32; ++s99) {
+      v98_s1[s99] = v27_acc0[s99];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -401,680 +413,680 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh85[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh85[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh85[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh85[(k_) * 68 + (tn_ + 3) * 1];
-        v88_s1[0] = fmaf(float(a0_), float(b0_), v88_s1[0]);
-        v88_s1[1] = fmaf(float(a0_), float(b1_), v88_s1[1]);
-        v88_s1[2] = fmaf(float(a0_), float(b2_), v88_s1[2]);
-        v88_s1[3] = fmaf(float(a0_), float(b3_), v88_s1[3]);
-        v88_s1[4] = fmaf(float(a1_), float(b0_), v88_s1[4]);
-        v88_s1[5] = fmaf(float(a1_), float(b1_), v88_s1[5]);
-        v88_s1[6] = fmaf(float(a1_), float(b2_), v88_s1[6]);
-        v88_s1[7] = fmaf(float(a1_), float(b3_), v88_s1[7]);
-        v88_s1[8] = fmaf(float(a2_), float(b0_), v88_s1[8]);
-        v88_s1[9] = fmaf(float(a2_), float(b1_), v88_s1[9]);
-        v88_s1[10] = fmaf(float(a2_), float(b2_), v88_s1[10]);
-        v88_s1[11] = fmaf(float(a2_), float(b3_), v88_s1[11]);
-        v88_s1[12] = fmaf(float(a3_), float(b0_), v88_s1[12]);
-        v88_s1[13] = fmaf(float(a3_), float(b1_), v88_s1[13]);
-        v88_s1[14] = fmaf(float(a3_), float(b2_), v88_s1[14]);
-        v88_s1[15] = fmaf(float(a3_), float(b3_), v88_s1[15]);
-        v88_s1[16] = fmaf(float(a4_), float(b0_), v88_s1[16]);
-        v88_s1[17] = fmaf(float(a4_), float(b1_), v88_s1[17]);
-        v88_s1[18] = fmaf(float(a4_), float(b2_), v88_s1[18]);
-        v88_s1[19] = fmaf(float(a4_), float(b3_), v88_s1[19]);
-        v88_s1[20] = fmaf(float(a5_), float(b0_), v88_s1[20]);
-        v88_s1[21] = fmaf(float(a5_), float(b1_), v88_s1[21]);
-        v88_s1[22] = fmaf(float(a5_), float(b2_), v88_s1[22]);
-        v88_s1[23] = fmaf(float(a5_), float(b3_), v88_s1[23]);
-        v88_s1[24] = fmaf(float(a6_), float(b0_), v88_s1[24]);
-        v88_s1[25] = fmaf(float(a6_), float(b1_), v88_s1[25]);
-        v88_s1[26] = fmaf(float(a6_), float(b2_), v88_s1[26]);
-        v88_s1[27] = fmaf(float(a6_), float(b3_), v88_s1[27]);
-        v88_s1[28] = fmaf(float(a7_), float(b0_), v88_s1[28]);
-        v88_s1[29] = fmaf(float(a7_), float(b1_), v88_s1[29]);
-        v88_s1[30] = fmaf(float(a7_), float(b2_), v88_s1[30]);
-        v88_s1[31] = fmaf(float(a7_), float(b3_), v88_s1[31]);
+        const auto b0_ = sh95[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh95[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh95[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh95[(k_) * 68 + (tn_ + 3) * 1];
+        v98_s1[0] = fmaf(float(a0_), float(b0_), v98_s1[0]);
+        v98_s1[1] = fmaf(float(a0_), float(b1_), v98_s1[1]);
+        v98_s1[2] = fmaf(float(a0_), float(b2_), v98_s1[2]);
+        v98_s1[3] = fmaf(float(a0_), float(b3_), v98_s1[3]);
+        v98_s1[4] = fmaf(float(a1_), float(b0_), v98_s1[4]);
+        v98_s1[5] = fmaf(float(a1_), float(b1_), v98_s1[5]);
+        v98_s1[6] = fmaf(float(a1_), float(b2_), v98_s1[6]);
+        v98_s1[7] = fmaf(float(a1_), float(b3_), v98_s1[7]);
+        v98_s1[8] = fmaf(float(a2_), float(b0_), v98_s1[8]);
+        v98_s1[9] = fmaf(float(a2_), float(b1_), v98_s1[9]);
+        v98_s1[10] = fmaf(float(a2_), float(b2_), v98_s1[10]);
+        v98_s1[11] = fmaf(float(a2_), float(b3_), v98_s1[11]);
+        v98_s1[12] = fmaf(float(a3_), float(b0_), v98_s1[12]);
+        v98_s1[13] = fmaf(float(a3_), float(b1_), v98_s1[13]);
+        v98_s1[14] = fmaf(float(a3_), float(b2_), v98_s1[14]);
+        v98_s1[15] = fmaf(float(a3_), float(b3_), v98_s1[15]);
+        v98_s1[16] = fmaf(float(a4_), float(b0_), v98_s1[16]);
+        v98_s1[17] = fmaf(float(a4_), float(b1_), v98_s1[17]);
+        v98_s1[18] = fmaf(float(a4_), float(b2_), v98_s1[18]);
+        v98_s1[19] = fmaf(float(a4_), float(b3_), v98_s1[19]);
+        v98_s1[20] = fmaf(float(a5_), float(b0_), v98_s1[20]);
+        v98_s1[21] = fmaf(float(a5_), float(b1_), v98_s1[21]);
+        v98_s1[22] = fmaf(float(a5_), float(b2_), v98_s1[22]);
+        v98_s1[23] = fmaf(float(a5_), float(b3_), v98_s1[23]);
+        v98_s1[24] = fmaf(float(a6_), float(b0_), v98_s1[24]);
+        v98_s1[25] = fmaf(float(a6_), float(b1_), v98_s1[25]);
+        v98_s1[26] = fmaf(float(a6_), float(b2_), v98_s1[26]);
+        v98_s1[27] = fmaf(float(a6_), float(b3_), v98_s1[27]);
+        v98_s1[28] = fmaf(float(a7_), float(b0_), v98_s1[28]);
+        v98_s1[29] = fmaf(float(a7_), float(b1_), v98_s1[29]);
+        v98_s1[30] = fmaf(float(a7_), float(b2_), v98_s1[30]);
+        v98_s1[31] = fmaf(float(a7_), float(b3_), v98_s1[31]);
       }
     }
     // %off1 = mul %j1, %bn : i32
-    const int32_t v90_off1 = int32_t(uint32_t(iv60) * uint32_t(v5_bn));
+    const int32_t v100_off1 = int32_t(uint32_t(iv65) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v91[4];
+    int32_t v101[4];
     #pragma unroll
-    for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = int32_t(0 + (((s92) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s102 = 0; s102 < 4; ++s102) {
+      v101[s102] = int32_t(0 + (((s102) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v93[4];
+    int32_t v103[4];
     #pragma unroll
-    for (int s94 = 0; s94 < 4; ++s94) {
-      v93[s94] = v90_off1;
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = v100_off1;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v95[4];
+    int32_t v105[4];
     #pragma unroll
-    for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = int32_t(uint32_t(v91[s96]) + uint32_t(v93[s96]));
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105[s106] = int32_t(uint32_t(v101[s106]) + uint32_t(v103[s106]));
     }
     // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v97[4];
+    int32_t v107[4];
     #pragma unroll
-    for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = v4_t;
+    for (int s108 = 0; s108 < 4; ++s108) {
+      v107[s108] = v4_t;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v99[4];
+    uint8_t v109[4];
     #pragma unroll
-    for (int s100 = 0; s100 < 4; ++s100) {
-      v99[s100] = uint8_t(v95[s100] < v97[s100]);
+    for (int s110 = 0; s110 < 4; ++s110) {
+      v109[s110] = uint8_t(v105[s110] < v107[s110]);
     }
     // %validr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v101_validr1[4];
-    v101_validr1[0] = v99[0];
-    v101_validr1[1] = v99[1];
-    v101_validr1[2] = v99[2];
-    v101_validr1[3] = v99[3];
+    uint8_t v111_validr1[4];
+    v111_validr1[0] = v109[0];
+    v111_validr1[1] = v109[1];
+    v111_validr1[2] = v109[2];
+    v111_validr1[3] = v109[3];
     // %validb1 = broadcast %validr1 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v102_validb1[32];
-    v102_validb1[0] = v101_validr1[0];
-    v102_validb1[1] = v101_validr1[1];
-    v102_validb1[2] = v101_validr1[2];
-    v102_validb1[3] = v101_validr1[3];
-    v102_validb1[4] = v101_validr1[0];
-    v102_validb1[5] = v101_validr1[1];
-    v102_validb1[6] = v101_validr1[2];
-    v102_validb1[7] = v101_validr1[3];
-    v102_validb1[8] = v101_validr1[0];
-    v102_validb1[9] = v101_validr1[1];
-    v102_validb1[10] = v101_validr1[2];
-    v102_validb1[11] = v101_validr1[3];
-    v102_validb1[12] = v101_validr1[0];
-    v102_validb1[13] = v101_validr1[1];
-    v102_validb1[14] = v101_validr1[2];
-    v102_validb1[15] = v101_validr1[3];
-    v102_validb1[16] = v101_validr1[0];
-    v102_validb1[17] = v101_validr1[1];
-    v102_validb1[18] = v101_validr1[2];
-    v102_validb1[19] = v101_validr1[3];
-    v102_validb1[20] = v101_validr1[0];
-    v102_validb1[21] = v101_validr1[1];
-    v102_validb1[22] = v101_validr1[2];
-    v102_validb1[23] = v101_validr1[3];
-    v102_validb1[24] = v101_validr1[0];
-    v102_validb1[25] = v101_validr1[1];
-    v102_validb1[26] = v101_validr1[2];
-    v102_validb1[27] = v101_validr1[3];
-    v102_validb1[28] = v101_validr1[0];
-    v102_validb1[29] = v101_validr1[1];
-    v102_validb1[30] = v101_validr1[2];
-    v102_validb1[31] = v101_validr1[3];
+    uint8_t v112_validb1[32];
+    v112_validb1[0] = v111_validr1[0];
+    v112_validb1[1] = v111_validr1[1];
+    v112_validb1[2] = v111_validr1[2];
+    v112_validb1[3] = v111_validr1[3];
+    v112_validb1[4] = v111_validr1[0];
+    v112_validb1[5] = v111_validr1[1];
+    v112_validb1[6] = v111_validr1[2];
+    v112_validb1[7] = v111_validr1[3];
+    v112_validb1[8] = v111_validr1[0];
+    v112_validb1[9] = v111_validr1[1];
+    v112_validb1[10] = v111_validr1[2];
+    v112_validb1[11] = v111_validr1[3];
+    v112_validb1[12] = v111_validr1[0];
+    v112_validb1[13] = v111_validr1[1];
+    v112_validb1[14] = v111_validr1[2];
+    v112_validb1[15] = v111_validr1[3];
+    v112_validb1[16] = v111_validr1[0];
+    v112_validb1[17] = v111_validr1[1];
+    v112_validb1[18] = v111_validr1[2];
+    v112_validb1[19] = v111_validr1[3];
+    v112_validb1[20] = v111_validr1[0];
+    v112_validb1[21] = v111_validr1[1];
+    v112_validb1[22] = v111_validr1[2];
+    v112_validb1[23] = v111_validr1[3];
+    v112_validb1[24] = v111_validr1[0];
+    v112_validb1[25] = v111_validr1[1];
+    v112_validb1[26] = v111_validr1[2];
+    v112_validb1[27] = v111_validr1[3];
+    v112_validb1[28] = v111_validr1[0];
+    v112_validb1[29] = v111_validr1[1];
+    v112_validb1[30] = v111_validr1[2];
+    v112_validb1[31] = v111_validr1[3];
     // %sm1 = where %validb1, %s1, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v103_sm1[32];
+    float v113_sm1[32];
     #pragma unroll
-    for (int s104 = 0; s104 < 32; ++s104) {
-      v103_sm1[s104] = (v102_validb1[s104] ? v88_s1[s104] : v29_ninfs[s104]);
+    for (int s114 = 0; s114 < 32; ++s114) {
+      v113_sm1[s114] = (v112_validb1[s114] ? v98_s1[s114] : v29_ninfs[s114]);
     }
     // %rmax = reduce %sm1 {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v105_rmax[8];
-    v105_rmax[0] = v103_sm1[0];
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[1]);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[2]);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm1[3]);
-    v105_rmax[1] = v103_sm1[4];
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[5]);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[6]);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm1[7]);
-    v105_rmax[2] = v103_sm1[8];
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[9]);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[10]);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm1[11]);
-    v105_rmax[3] = v103_sm1[12];
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[13]);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[14]);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm1[15]);
-    v105_rmax[4] = v103_sm1[16];
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[17]);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[18]);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm1[19]);
-    v105_rmax[5] = v103_sm1[20];
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[21]);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[22]);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm1[23]);
-    v105_rmax[6] = v103_sm1[24];
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[25]);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[26]);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm1[27]);
-    v105_rmax[7] = v103_sm1[28];
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[29]);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[30]);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm1[31]);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 1);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 1);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 1);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 1);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 1);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 1);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 1);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 1);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 2);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 2);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 2);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 2);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 2);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 2);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 2);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 2);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 4);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 4);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 4);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 4);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 4);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 4);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 4);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 4);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 8);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 8);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 8);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 8);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 8);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 8);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 8);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 8);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh137);
+    float v115_rmax[8];
+    v115_rmax[0] = v113_sm1[0];
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm1[1]);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm1[2]);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm1[3]);
+    v115_rmax[1] = v113_sm1[4];
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm1[5]);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm1[6]);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm1[7]);
+    v115_rmax[2] = v113_sm1[8];
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm1[9]);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm1[10]);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm1[11]);
+    v115_rmax[3] = v113_sm1[12];
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm1[13]);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm1[14]);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm1[15]);
+    v115_rmax[4] = v113_sm1[16];
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm1[17]);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm1[18]);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm1[19]);
+    v115_rmax[5] = v113_sm1[20];
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm1[21]);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm1[22]);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm1[23]);
+    v115_rmax[6] = v113_sm1[24];
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm1[25]);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm1[26]);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm1[27]);
+    v115_rmax[7] = v113_sm1[28];
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm1[29]);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm1[30]);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm1[31]);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 1);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 1);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 1);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 1);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 1);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 1);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 1);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 1);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 2);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 2);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 2);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 2);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 2);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 2);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 2);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 2);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 4);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 4);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 4);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 4);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 4);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 4);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 4);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 4);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 8);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 8);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 8);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 8);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 8);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 8);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 8);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 8);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh147);
     // %mn = max %m_run, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v138_mn[8];
-    #pragma unroll
-    for (int s139 = 0; s139 < 8; ++s139) {
-      v138_mn[s139] = tsr::fmax_nan_z<float>(c38_m[s139], v105_rmax[s139]);
-    }
-    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v140[8];
-    #pragma unroll
-    for (int s141 = 0; s141 < 8; ++s141) {
-      v140[s141] = v25_ninf;
-    }
-    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v142_m_none[8];
-    #pragma unroll
-    for (int s143 = 0; s143 < 8; ++s143) {
-      v142_m_none[s143] = uint8_t(v138_mn[s143] == v140[s143]);
-    }
-    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v144[8];
-    #pragma unroll
-    for (int s145 = 0; s145 < 8; ++s145) {
-      v144[s145] = v26_f0;
-    }
-    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v146_m_shift[8];
-    #pragma unroll
-    for (int s147 = 0; s147 < 8; ++s147) {
-      v146_m_shift[s147] = (v142_m_none[s147] ? v144[s147] : v138_mn[s147]);
-    }
-    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v148_m_delta[8];
+    float v148_mn[8];
     #pragma unroll
     for (int s149 = 0; s149 < 8; ++s149) {
-      v148_m_delta[s149] = float(c38_m[s149] - v146_m_shift[s149]);
+      v148_mn[s149] = tsr::fmax_nan_z<float>(c38_m[s149], v115_rmax[s149]);
     }
-    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v150_alpha[8];
+    // %9 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v150[8];
     #pragma unroll
     for (int s151 = 0; s151 < 8; ++s151) {
-      v150_alpha[s151] = float(tsr::fexp(v148_m_delta[s151]));
+      v150[s151] = v25_ninf;
+    }
+    // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v152_m_none[8];
+    #pragma unroll
+    for (int s153 = 0; s153 < 8; ++s153) {
+      v152_m_none[s153] = uint8_t(v148_mn[s153] == v150[s153]);
+    }
+    // %10 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v154[8];
+    #pragma unroll
+    for (int s155 = 0; s155 < 8; ++s155) {
+      v154[s155] = v26_f0;
+    }
+    // %m_shift = where %m_none, %10, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v156_m_shift[8];
+    #pragma unroll
+    for (int s157 = 0; s157 < 8; ++s157) {
+      v156_m_shift[s157] = (v152_m_none[s157] ? v154[s157] : v148_mn[s157]);
+    }
+    // %m_delta = sub %m_run, %m_shift : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v158_m_delta[8];
+    #pragma unroll
+    for (int s159 = 0; s159 < 8; ++s159) {
+      v158_m_delta[s159] = float(c38_m[s159] - v156_m_shift[s159]);
+    }
+    // %alpha = exp %m_delta : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v160_alpha[8];
+    #pragma unroll
+    for (int s161 = 0; s161 < 8; ++s161) {
+      v160_alpha[s161] = float(tsr::fexp(v158_m_delta[s161]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v152[8];
-    v152[0] = v146_m_shift[0];
-    v152[1] = v146_m_shift[1];
-    v152[2] = v146_m_shift[2];
-    v152[3] = v146_m_shift[3];
-    v152[4] = v146_m_shift[4];
-    v152[5] = v146_m_shift[5];
-    v152[6] = v146_m_shift[6];
-    v152[7] = v146_m_shift[7];
+    float v162[8];
+    v162[0] = v156_m_shift[0];
+    v162[1] = v156_m_shift[1];
+    v162[2] = v156_m_shift[2];
+    v162[3] = v156_m_shift[3];
+    v162[4] = v156_m_shift[4];
+    v162[5] = v156_m_shift[5];
+    v162[6] = v156_m_shift[6];
+    v162[7] = v156_m_shift[7];
     // %12 = broadcast %11 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v153[32];
-    v153[0] = v152[0];
-    v153[1] = v152[0];
-    v153[2] = v152[0];
-    v153[3] = v152[0];
-    v153[4] = v152[1];
-    v153[5] = v152[1];
-    v153[6] = v152[1];
-    v153[7] = v152[1];
-    v153[8] = v152[2];
-    v153[9] = v152[2];
-    v153[10] = v152[2];
-    v153[11] = v152[2];
-    v153[12] = v152[3];
-    v153[13] = v152[3];
-    v153[14] = v152[3];
-    v153[15] = v152[3];
-    v153[16] = v152[4];
-    v153[17] = v152[4];
-    v153[18] = v152[4];
-    v153[19] = v152[4];
-    v153[20] = v152[5];
-    v153[21] = v152[5];
-    v153[22] = v152[5];
-    v153[23] = v152[5];
-    v153[24] = v152[6];
-    v153[25] = v152[6];
-    v153[26] = v152[6];
-    v153[27] = v152[6];
-    v153[28] = v152[7];
-    v153[29] = v152[7];
-    v153[30] = v152[7];
-    v153[31] = v152[7];
+    float v163[32];
+    v163[0] = v162[0];
+    v163[1] = v162[0];
+    v163[2] = v162[0];
+    v163[3] = v162[0];
+    v163[4] = v162[1];
+    v163[5] = v162[1];
+    v163[6] = v162[1];
+    v163[7] = v162[1];
+    v163[8] = v162[2];
+    v163[9] = v162[2];
+    v163[10] = v162[2];
+    v163[11] = v162[2];
+    v163[12] = v162[3];
+    v163[13] = v162[3];
+    v163[14] = v162[3];
+    v163[15] = v162[3];
+    v163[16] = v162[4];
+    v163[17] = v162[4];
+    v163[18] = v162[4];
+    v163[19] = v162[4];
+    v163[20] = v162[5];
+    v163[21] = v162[5];
+    v163[22] = v162[5];
+    v163[23] = v162[5];
+    v163[24] = v162[6];
+    v163[25] = v162[6];
+    v163[26] = v162[6];
+    v163[27] = v162[6];
+    v163[28] = v162[7];
+    v163[29] = v162[7];
+    v163[30] = v162[7];
+    v163[31] = v162[7];
     // %sd2 = sub %sm1, %12 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v154_sd2[32];
+    float v164_sd2[32];
     #pragma unroll
-    for (int s155 = 0; s155 < 32; ++s155) {
-      v154_sd2[s155] = float(v103_sm1[s155] - v153[s155]);
+    for (int s165 = 0; s165 < 32; ++s165) {
+      v164_sd2[s165] = float(v113_sm1[s165] - v163[s165]);
     }
     // %p2 = exp %sd2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v156_p2[32];
+    float v166_p2[32];
     #pragma unroll
-    for (int s157 = 0; s157 < 32; ++s157) {
-      v156_p2[s157] = float(tsr::fexp(v154_sd2[s157]));
+    for (int s167 = 0; s167 < 32; ++s167) {
+      v166_p2[s167] = float(tsr::fexp(v164_sd2[s167]));
     }
     // %psum = reduce %p2 {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v158_psum[8];
-    v158_psum[0] = v156_p2[0];
-    v158_psum[0] = float(v158_psum[0] + v156_p2[1]);
-    v158_psum[0] = float(v158_psum[0] + v156_p2[2]);
-    v158_psum[0] = float(v158_psum[0] + v156_p2[3]);
-    v158_psum[1] = v156_p2[4];
-    v158_psum[1] = float(v158_psum[1] + v156_p2[5]);
-    v158_psum[1] = float(v158_psum[1] + v156_p2[6]);
-    v158_psum[1] = float(v158_psum[1] + v156_p2[7]);
-    v158_psum[2] = v156_p2[8];
-    v158_psum[2] = float(v158_psum[2] + v156_p2[9]);
-    v158_psum[2] = float(v158_psum[2] + v156_p2[10]);
-    v158_psum[2] = float(v158_psum[2] + v156_p2[11]);
-    v158_psum[3] = v156_p2[12];
-    v158_psum[3] = float(v158_psum[3] + v156_p2[13]);
-    v158_psum[3] = float(v158_psum[3] + v156_p2[14]);
-    v158_psum[3] = float(v158_psum[3] + v156_p2[15]);
-    v158_psum[4] = v156_p2[16];
-    v158_psum[4] = float(v158_psum[4] + v156_p2[17]);
-    v158_psum[4] = float(v158_psum[4] + v156_p2[18]);
-    v158_psum[4] = float(v158_psum[4] + v156_p2[19]);
-    v158_psum[5] = v156_p2[20];
-    v158_psum[5] = float(v158_psum[5] + v156_p2[21]);
-    v158_psum[5] = float(v158_psum[5] + v156_p2[22]);
-    v158_psum[5] = float(v158_psum[5] + v156_p2[23]);
-    v158_psum[6] = v156_p2[24];
-    v158_psum[6] = float(v158_psum[6] + v156_p2[25]);
-    v158_psum[6] = float(v158_psum[6] + v156_p2[26]);
-    v158_psum[6] = float(v158_psum[6] + v156_p2[27]);
-    v158_psum[7] = v156_p2[28];
-    v158_psum[7] = float(v158_psum[7] + v156_p2[29]);
-    v158_psum[7] = float(v158_psum[7] + v156_p2[30]);
-    v158_psum[7] = float(v158_psum[7] + v156_p2[31]);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 1);
-    v158_psum[0] = float(v158_psum[0] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 1);
-    v158_psum[1] = float(v158_psum[1] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 1);
-    v158_psum[2] = float(v158_psum[2] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 1);
-    v158_psum[3] = float(v158_psum[3] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 1);
-    v158_psum[4] = float(v158_psum[4] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 1);
-    v158_psum[5] = float(v158_psum[5] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 1);
-    v158_psum[6] = float(v158_psum[6] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 1);
-    v158_psum[7] = float(v158_psum[7] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 2);
-    v158_psum[0] = float(v158_psum[0] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 2);
-    v158_psum[1] = float(v158_psum[1] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 2);
-    v158_psum[2] = float(v158_psum[2] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 2);
-    v158_psum[3] = float(v158_psum[3] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 2);
-    v158_psum[4] = float(v158_psum[4] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 2);
-    v158_psum[5] = float(v158_psum[5] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 2);
-    v158_psum[6] = float(v158_psum[6] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 2);
-    v158_psum[7] = float(v158_psum[7] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 4);
-    v158_psum[0] = float(v158_psum[0] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 4);
-    v158_psum[1] = float(v158_psum[1] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 4);
-    v158_psum[2] = float(v158_psum[2] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 4);
-    v158_psum[3] = float(v158_psum[3] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 4);
-    v158_psum[4] = float(v158_psum[4] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 4);
-    v158_psum[5] = float(v158_psum[5] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 4);
-    v158_psum[6] = float(v158_psum[6] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 4);
-    v158_psum[7] = float(v158_psum[7] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v158_psum[0], 8);
-    v158_psum[0] = float(v158_psum[0] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v158_psum[1], 8);
-    v158_psum[1] = float(v158_psum[1] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v158_psum[2], 8);
-    v158_psum[2] = float(v158_psum[2] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v158_psum[3], 8);
-    v158_psum[3] = float(v158_psum[3] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v158_psum[4], 8);
-    v158_psum[4] = float(v158_psum[4] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v158_psum[5], 8);
-    v158_psum[5] = float(v158_psum[5] + sh188);
-    const float sh189 = __shfl_xor_sync(0xffffffffu, v158_psum[6], 8);
-    v158_psum[6] = float(v158_psum[6] + sh189);
-    const float sh190 = __shfl_xor_sync(0xffffffffu, v158_psum[7], 8);
-    v158_psum[7] = float(v158_psum[7] + sh190);
+    float v168_psum[8];
+    v168_psum[0] = v166_p2[0];
+    v168_psum[0] = float(v168_psum[0] + v166_p2[1]);
+    v168_psum[0] = float(v168_psum[0] + v166_p2[2]);
+    v168_psum[0] = float(v168_psum[0] + v166_p2[3]);
+    v168_psum[1] = v166_p2[4];
+    v168_psum[1] = float(v168_psum[1] + v166_p2[5]);
+    v168_psum[1] = float(v168_psum[1] + v166_p2[6]);
+    v168_psum[1] = float(v168_psum[1] + v166_p2[7]);
+    v168_psum[2] = v166_p2[8];
+    v168_psum[2] = float(v168_psum[2] + v166_p2[9]);
+    v168_psum[2] = float(v168_psum[2] + v166_p2[10]);
+    v168_psum[2] = float(v168_psum[2] + v166_p2[11]);
+    v168_psum[3] = v166_p2[12];
+    v168_psum[3] = float(v168_psum[3] + v166_p2[13]);
+    v168_psum[3] = float(v168_psum[3] + v166_p2[14]);
+    v168_psum[3] = float(v168_psum[3] + v166_p2[15]);
+    v168_psum[4] = v166_p2[16];
+    v168_psum[4] = float(v168_psum[4] + v166_p2[17]);
+    v168_psum[4] = float(v168_psum[4] + v166_p2[18]);
+    v168_psum[4] = float(v168_psum[4] + v166_p2[19]);
+    v168_psum[5] = v166_p2[20];
+    v168_psum[5] = float(v168_psum[5] + v166_p2[21]);
+    v168_psum[5] = float(v168_psum[5] + v166_p2[22]);
+    v168_psum[5] = float(v168_psum[5] + v166_p2[23]);
+    v168_psum[6] = v166_p2[24];
+    v168_psum[6] = float(v168_psum[6] + v166_p2[25]);
+    v168_psum[6] = float(v168_psum[6] + v166_p2[26]);
+    v168_psum[6] = float(v168_psum[6] + v166_p2[27]);
+    v168_psum[7] = v166_p2[28];
+    v168_psum[7] = float(v168_psum[7] + v166_p2[29]);
+    v168_psum[7] = float(v168_psum[7] + v166_p2[30]);
+    v168_psum[7] = float(v168_psum[7] + v166_p2[31]);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v168_psum[0], 1);
+    v168_psum[0] = float(v168_psum[0] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v168_psum[1], 1);
+    v168_psum[1] = float(v168_psum[1] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v168_psum[2], 1);
+    v168_psum[2] = float(v168_psum[2] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v168_psum[3], 1);
+    v168_psum[3] = float(v168_psum[3] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v168_psum[4], 1);
+    v168_psum[4] = float(v168_psum[4] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v168_psum[5], 1);
+    v168_psum[5] = float(v168_psum[5] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v168_psum[6], 1);
+    v168_psum[6] = float(v168_psum[6] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v168_psum[7], 1);
+    v168_psum[7] = float(v168_psum[7] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v168_psum[0], 2);
+    v168_psum[0] = float(v168_psum[0] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v168_psum[1], 2);
+    v168_psum[1] = float(v168_psum[1] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v168_psum[2], 2);
+    v168_psum[2] = float(v168_psum[2] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v168_psum[3], 2);
+    v168_psum[3] = float(v168_psum[3] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v168_psum[4], 2);
+    v168_psum[4] = float(v168_psum[4] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v168_psum[5], 2);
+    v168_psum[5] = float(v168_psum[5] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v168_psum[6], 2);
+    v168_psum[6] = float(v168_psum[6] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v168_psum[7], 2);
+    v168_psum[7] = float(v168_psum[7] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v168_psum[0], 4);
+    v168_psum[0] = float(v168_psum[0] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v168_psum[1], 4);
+    v168_psum[1] = float(v168_psum[1] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v168_psum[2], 4);
+    v168_psum[2] = float(v168_psum[2] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v168_psum[3], 4);
+    v168_psum[3] = float(v168_psum[3] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v168_psum[4], 4);
+    v168_psum[4] = float(v168_psum[4] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v168_psum[5], 4);
+    v168_psum[5] = float(v168_psum[5] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v168_psum[6], 4);
+    v168_psum[6] = float(v168_psum[6] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v168_psum[7], 4);
+    v168_psum[7] = float(v168_psum[7] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v168_psum[0], 8);
+    v168_psum[0] = float(v168_psum[0] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v168_psum[1], 8);
+    v168_psum[1] = float(v168_psum[1] + sh194);
+    const float sh195 = __shfl_xor_sync(0xffffffffu, v168_psum[2], 8);
+    v168_psum[2] = float(v168_psum[2] + sh195);
+    const float sh196 = __shfl_xor_sync(0xffffffffu, v168_psum[3], 8);
+    v168_psum[3] = float(v168_psum[3] + sh196);
+    const float sh197 = __shfl_xor_sync(0xffffffffu, v168_psum[4], 8);
+    v168_psum[4] = float(v168_psum[4] + sh197);
+    const float sh198 = __shfl_xor_sync(0xffffffffu, v168_psum[5], 8);
+    v168_psum[5] = float(v168_psum[5] + sh198);
+    const float sh199 = __shfl_xor_sync(0xffffffffu, v168_psum[6], 8);
+    v168_psum[6] = float(v168_psum[6] + sh199);
+    const float sh200 = __shfl_xor_sync(0xffffffffu, v168_psum[7], 8);
+    v168_psum[7] = float(v168_psum[7] + sh200);
     // %13 = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v191[8];
+    float v201[8];
     #pragma unroll
-    for (int s192 = 0; s192 < 8; ++s192) {
-      v191[s192] = float(c40_l[s192] * v150_alpha[s192]);
+    for (int s202 = 0; s202 < 8; ++s202) {
+      v201[s202] = float(c40_l[s202] * v160_alpha[s202]);
     }
     // %ln = add %13, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v193_ln[8];
+    float v203_ln[8];
     #pragma unroll
-    for (int s194 = 0; s194 < 8; ++s194) {
-      v193_ln[s194] = float(v191[s194] + v158_psum[s194]);
+    for (int s204 = 0; s204 < 8; ++s204) {
+      v203_ln[s204] = float(v201[s204] + v168_psum[s204]);
     }
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %14 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v195[8];
-    v195[0] = v150_alpha[0];
-    v195[1] = v150_alpha[1];
-    v195[2] = v150_alpha[2];
-    v195[3] = v150_alpha[3];
-    v195[4] = v150_alpha[4];
-    v195[5] = v150_alpha[5];
-    v195[6] = v150_alpha[6];
-    v195[7] = v150_alpha[7];
+    float v205[8];
+    v205[0] = v160_alpha[0];
+    v205[1] = v160_alpha[1];
+    v205[2] = v160_alpha[2];
+    v205[3] = v160_alpha[3];
+    v205[4] = v160_alpha[4];
+    v205[5] = v160_alpha[5];
+    v205[6] = v160_alpha[6];
+    v205[7] = v160_alpha[7];
     // %15 = broadcast %14 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v196[32];
-    v196[0] = v195[0];
-    v196[1] = v195[0];
-    v196[2] = v195[0];
-    v196[3] = v195[0];
-    v196[4] = v195[1];
-    v196[5] = v195[1];
-    v196[6] = v195[1];
-    v196[7] = v195[1];
-    v196[8] = v195[2];
-    v196[9] = v195[2];
-    v196[10] = v195[2];
-    v196[11] = v195[2];
-    v196[12] = v195[3];
-    v196[13] = v195[3];
-    v196[14] = v195[3];
-    v196[15] = v195[3];
-    v196[16] = v195[4];
-    v196[17] = v195[4];
-    v196[18] = v195[4];
-    v196[19] = v195[4];
-    v196[20] = v195[5];
-    v196[21] = v195[5];
-    v196[22] = v195[5];
-    v196[23] = v195[5];
-    v196[24] = v195[6];
-    v196[25] = v195[6];
-    v196[26] = v195[6];
-    v196[27] = v195[6];
-    v196[28] = v195[7];
-    v196[29] = v195[7];
-    v196[30] = v195[7];
-    v196[31] = v195[7];
+    float v206[32];
+    v206[0] = v205[0];
+    v206[1] = v205[0];
+    v206[2] = v205[0];
+    v206[3] = v205[0];
+    v206[4] = v205[1];
+    v206[5] = v205[1];
+    v206[6] = v205[1];
+    v206[7] = v205[1];
+    v206[8] = v205[2];
+    v206[9] = v205[2];
+    v206[10] = v205[2];
+    v206[11] = v205[2];
+    v206[12] = v205[3];
+    v206[13] = v205[3];
+    v206[14] = v205[3];
+    v206[15] = v205[3];
+    v206[16] = v205[4];
+    v206[17] = v205[4];
+    v206[18] = v205[4];
+    v206[19] = v205[4];
+    v206[20] = v205[5];
+    v206[21] = v205[5];
+    v206[22] = v205[5];
+    v206[23] = v205[5];
+    v206[24] = v205[6];
+    v206[25] = v205[6];
+    v206[26] = v205[6];
+    v206[27] = v205[6];
+    v206[28] = v205[7];
+    v206[29] = v205[7];
+    v206[30] = v205[7];
+    v206[31] = v205[7];
     // %16 = mul %accc, %15 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v197[32];
+    float v207[32];
     #pragma unroll
-    for (int s198 = 0; s198 < 32; ++s198) {
-      v197[s198] = float(c42_acc[s198] * v196[s198]);
+    for (int s208 = 0; s208 < 32; ++s208) {
+      v207[s208] = float(c42_acc[s208] * v206[s208]);
     }
     // %17 = convert_layout %p2 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh199 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh209 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c200 = 0; c200 < 8; ++c200) {
-      float w201[4];
-      w201[0] = v156_p2[c200 * 4 + 0];
-      w201[1] = v156_p2[c200 * 4 + 1];
-      w201[2] = v156_p2[c200 * 4 + 2];
-      w201[3] = v156_p2[c200 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh199 + (((((c200 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c200 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w201);
+    for (int c210 = 0; c210 < 8; ++c210) {
+      float w211[4];
+      w211[0] = v166_p2[c210 * 4 + 0];
+      w211[1] = v166_p2[c210 * 4 + 1];
+      w211[2] = v166_p2[c210 * 4 + 2];
+      w211[3] = v166_p2[c210 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh209 + (((((c210 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c210 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w211);
     }
     __syncthreads();
     // %accn = dot %17, %vt, %16 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v202_accn[32];
+    float v212_accn[32];
     #pragma unroll
-    for (int s203 = 0; s203 < 32; ++s203) {
-      v202_accn[s203] = v197[s203];
+    for (int s213 = 0; s213 < 32; ++s213) {
+      v212_accn[s213] = v207[s213];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh199[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh199[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh199[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh199[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh199[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh199[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh199[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh199[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh209[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh209[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh209[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh209[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh209[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh209[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh209[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh209[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v202_accn[0] = fmaf(float(a0_), float(b0_), v202_accn[0]);
-        v202_accn[1] = fmaf(float(a0_), float(b1_), v202_accn[1]);
-        v202_accn[2] = fmaf(float(a0_), float(b2_), v202_accn[2]);
-        v202_accn[3] = fmaf(float(a0_), float(b3_), v202_accn[3]);
-        v202_accn[4] = fmaf(float(a1_), float(b0_), v202_accn[4]);
-        v202_accn[5] = fmaf(float(a1_), float(b1_), v202_accn[5]);
-        v202_accn[6] = fmaf(float(a1_), float(b2_), v202_accn[6]);
-        v202_accn[7] = fmaf(float(a1_), float(b3_), v202_accn[7]);
-        v202_accn[8] = fmaf(float(a2_), float(b0_), v202_accn[8]);
-        v202_accn[9] = fmaf(float(a2_), float(b1_), v202_accn[9]);
-        v202_accn[10] = fmaf(float(a2_), float(b2_), v202_accn[10]);
-        v202_accn[11] = fmaf(float(a2_), float(b3_), v202_accn[11]);
-        v202_accn[12] = fmaf(float(a3_), float(b0_), v202_accn[12]);
-        v202_accn[13] = fmaf(float(a3_), float(b1_), v202_accn[13]);
-        v202_accn[14] = fmaf(float(a3_), float(b2_), v202_accn[14]);
-        v202_accn[15] = fmaf(float(a3_), float(b3_), v202_accn[15]);
-        v202_accn[16] = fmaf(float(a4_), float(b0_), v202_accn[16]);
-        v202_accn[17] = fmaf(float(a4_), float(b1_), v202_accn[17]);
-        v202_accn[18] = fmaf(float(a4_), float(b2_), v202_accn[18]);
-        v202_accn[19] = fmaf(float(a4_), float(b3_), v202_accn[19]);
-        v202_accn[20] = fmaf(float(a5_), float(b0_), v202_accn[20]);
-        v202_accn[21] = fmaf(float(a5_), float(b1_), v202_accn[21]);
-        v202_accn[22] = fmaf(float(a5_), float(b2_), v202_accn[22]);
-        v202_accn[23] = fmaf(float(a5_), float(b3_), v202_accn[23]);
-        v202_accn[24] = fmaf(float(a6_), float(b0_), v202_accn[24]);
-        v202_accn[25] = fmaf(float(a6_), float(b1_), v202_accn[25]);
-        v202_accn[26] = fmaf(float(a6_), float(b2_), v202_accn[26]);
-        v202_accn[27] = fmaf(float(a6_), float(b3_), v202_accn[27]);
-        v202_accn[28] = fmaf(float(a7_), float(b0_), v202_accn[28]);
-        v202_accn[29] = fmaf(float(a7_), float(b1_), v202_accn[29]);
-        v202_accn[30] = fmaf(float(a7_), float(b2_), v202_accn[30]);
-        v202_accn[31] = fmaf(float(a7_), float(b3_), v202_accn[31]);
+        v212_accn[0] = fmaf(float(a0_), float(b0_), v212_accn[0]);
+        v212_accn[1] = fmaf(float(a0_), float(b1_), v212_accn[1]);
+        v212_accn[2] = fmaf(float(a0_), float(b2_), v212_accn[2]);
+        v212_accn[3] = fmaf(float(a0_), float(b3_), v212_accn[3]);
+        v212_accn[4] = fmaf(float(a1_), float(b0_), v212_accn[4]);
+        v212_accn[5] = fmaf(float(a1_), float(b1_), v212_accn[5]);
+        v212_accn[6] = fmaf(float(a1_), float(b2_), v212_accn[6]);
+        v212_accn[7] = fmaf(float(a1_), float(b3_), v212_accn[7]);
+        v212_accn[8] = fmaf(float(a2_), float(b0_), v212_accn[8]);
+        v212_accn[9] = fmaf(float(a2_), float(b1_), v212_accn[9]);
+        v212_accn[10] = fmaf(float(a2_), float(b2_), v212_accn[10]);
+        v212_accn[11] = fmaf(float(a2_), float(b3_), v212_accn[11]);
+        v212_accn[12] = fmaf(float(a3_), float(b0_), v212_accn[12]);
+        v212_accn[13] = fmaf(float(a3_), float(b1_), v212_accn[13]);
+        v212_accn[14] = fmaf(float(a3_), float(b2_), v212_accn[14]);
+        v212_accn[15] = fmaf(float(a3_), float(b3_), v212_accn[15]);
+        v212_accn[16] = fmaf(float(a4_), float(b0_), v212_accn[16]);
+        v212_accn[17] = fmaf(float(a4_), float(b1_), v212_accn[17]);
+        v212_accn[18] = fmaf(float(a4_), float(b2_), v212_accn[18]);
+        v212_accn[19] = fmaf(float(a4_), float(b3_), v212_accn[19]);
+        v212_accn[20] = fmaf(float(a5_), float(b0_), v212_accn[20]);
+        v212_accn[21] = fmaf(float(a5_), float(b1_), v212_accn[21]);
+        v212_accn[22] = fmaf(float(a5_), float(b2_), v212_accn[22]);
+        v212_accn[23] = fmaf(float(a5_), float(b3_), v212_accn[23]);
+        v212_accn[24] = fmaf(float(a6_), float(b0_), v212_accn[24]);
+        v212_accn[25] = fmaf(float(a6_), float(b1_), v212_accn[25]);
+        v212_accn[26] = fmaf(float(a6_), float(b2_), v212_accn[26]);
+        v212_accn[27] = fmaf(float(a6_), float(b3_), v212_accn[27]);
+        v212_accn[28] = fmaf(float(a7_), float(b0_), v212_accn[28]);
+        v212_accn[29] = fmaf(float(a7_), float(b1_), v212_accn[29]);
+        v212_accn[30] = fmaf(float(a7_), float(b2_), v212_accn[30]);
+        v212_accn[31] = fmaf(float(a7_), float(b3_), v212_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s204 = 0; s204 < 8; ++s204) {
-      c38_m[s204] = v138_mn[s204];
+    for (int s214 = 0; s214 < 8; ++s214) {
+      c38_m[s214] = v148_mn[s214];
     }
     #pragma unroll
-    for (int s205 = 0; s205 < 8; ++s205) {
-      c40_l[s205] = v193_ln[s205];
+    for (int s215 = 0; s215 < 8; ++s215) {
+      c40_l[s215] = v203_ln[s215];
     }
     #pragma unroll
-    for (int s206 = 0; s206 < 32; ++s206) {
-      c42_acc[s206] = v202_accn[s206];
+    for (int s216 = 0; s216 < 32; ++s216) {
+      c42_acc[s216] = v212_accn[s216];
     }
     rs44 = int((unsigned(rs44) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %18 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v207[8];
-  v207[0] = c40_l[0];
-  v207[1] = c40_l[1];
-  v207[2] = c40_l[2];
-  v207[3] = c40_l[3];
-  v207[4] = c40_l[4];
-  v207[5] = c40_l[5];
-  v207[6] = c40_l[6];
-  v207[7] = c40_l[7];
+  float v217[8];
+  v217[0] = c40_l[0];
+  v217[1] = c40_l[1];
+  v217[2] = c40_l[2];
+  v217[3] = c40_l[3];
+  v217[4] = c40_l[4];
+  v217[5] = c40_l[5];
+  v217[6] = c40_l[6];
+  v217[7] = c40_l[7];
   // %19 = broadcast %18 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v208[32];
-  v208[0] = v207[0];
-  v208[1] = v207[0];
-  v208[2] = v207[0];
-  v208[3] = v207[0];
-  v208[4] = v207[1];
-  v208[5] = v207[1];
-  v208[6] = v207[1];
-  v208[7] = v207[1];
-  v208[8] = v207[2];
-  v208[9] = v207[2];
-  v208[10] = v207[2];
-  v208[11] = v207[2];
-  v208[12] = v207[3];
-  v208[13] = v207[3];
-  v208[14] = v207[3];
-  v208[15] = v207[3];
-  v208[16] = v207[4];
-  v208[17] = v207[4];
-  v208[18] = v207[4];
-  v208[19] = v207[4];
-  v208[20] = v207[5];
-  v208[21] = v207[5];
-  v208[22] = v207[5];
-  v208[23] = v207[5];
-  v208[24] = v207[6];
-  v208[25] = v207[6];
-  v208[26] = v207[6];
-  v208[27] = v207[6];
-  v208[28] = v207[7];
-  v208[29] = v207[7];
-  v208[30] = v207[7];
-  v208[31] = v207[7];
+  float v218[32];
+  v218[0] = v217[0];
+  v218[1] = v217[0];
+  v218[2] = v217[0];
+  v218[3] = v217[0];
+  v218[4] = v217[1];
+  v218[5] = v217[1];
+  v218[6] = v217[1];
+  v218[7] = v217[1];
+  v218[8] = v217[2];
+  v218[9] = v217[2];
+  v218[10] = v217[2];
+  v218[11] = v217[2];
+  v218[12] = v217[3];
+  v218[13] = v217[3];
+  v218[14] = v217[3];
+  v218[15] = v217[3];
+  v218[16] = v217[4];
+  v218[17] = v217[4];
+  v218[18] = v217[4];
+  v218[19] = v217[4];
+  v218[20] = v217[5];
+  v218[21] = v217[5];
+  v218[22] = v217[5];
+  v218[23] = v217[5];
+  v218[24] = v217[6];
+  v218[25] = v217[6];
+  v218[26] = v217[6];
+  v218[27] = v217[6];
+  v218[28] = v217[7];
+  v218[29] = v217[7];
+  v218[30] = v217[7];
+  v218[31] = v217[7];
   // %20 = div %acc, %19 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v209[32];
+  float v219[32];
   #pragma unroll
-  for (int s210 = 0; s210 < 32; ++s210) {
-    v209[s210] = float(c42_acc[s210] / v208[s210]);
+  for (int s220 = 0; s220 < 32; ++s220) {
+    v219[s220] = float(c42_acc[s220] / v218[s220]);
   }
   // %o3 = reshape %20 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v211_o3[32];
-  v211_o3[0] = v209[0];
-  v211_o3[1] = v209[1];
-  v211_o3[2] = v209[2];
-  v211_o3[3] = v209[3];
-  v211_o3[4] = v209[4];
-  v211_o3[5] = v209[5];
-  v211_o3[6] = v209[6];
-  v211_o3[7] = v209[7];
-  v211_o3[8] = v209[8];
-  v211_o3[9] = v209[9];
-  v211_o3[10] = v209[10];
-  v211_o3[11] = v209[11];
-  v211_o3[12] = v209[12];
-  v211_o3[13] = v209[13];
-  v211_o3[14] = v209[14];
-  v211_o3[15] = v209[15];
-  v211_o3[16] = v209[16];
-  v211_o3[17] = v209[17];
-  v211_o3[18] = v209[18];
-  v211_o3[19] = v209[19];
-  v211_o3[20] = v209[20];
-  v211_o3[21] = v209[21];
-  v211_o3[22] = v209[22];
-  v211_o3[23] = v209[23];
-  v211_o3[24] = v209[24];
-  v211_o3[25] = v209[25];
-  v211_o3[26] = v209[26];
-  v211_o3[27] = v209[27];
-  v211_o3[28] = v209[28];
-  v211_o3[29] = v209[29];
-  v211_o3[30] = v209[30];
-  v211_o3[31] = v209[31];
+  float v221_o3[32];
+  v221_o3[0] = v219[0];
+  v221_o3[1] = v219[1];
+  v221_o3[2] = v219[2];
+  v221_o3[3] = v219[3];
+  v221_o3[4] = v219[4];
+  v221_o3[5] = v219[5];
+  v221_o3[6] = v219[6];
+  v221_o3[7] = v219[7];
+  v221_o3[8] = v219[8];
+  v221_o3[9] = v219[9];
+  v221_o3[10] = v219[10];
+  v221_o3[11] = v219[11];
+  v221_o3[12] = v219[12];
+  v221_o3[13] = v219[13];
+  v221_o3[14] = v219[14];
+  v221_o3[15] = v219[15];
+  v221_o3[16] = v219[16];
+  v221_o3[17] = v219[17];
+  v221_o3[18] = v219[18];
+  v221_o3[19] = v219[19];
+  v221_o3[20] = v219[20];
+  v221_o3[21] = v219[21];
+  v221_o3[22] = v219[22];
+  v221_o3[23] = v219[23];
+  v221_o3[24] = v219[24];
+  v221_o3[25] = v219[25];
+  v221_o3[26] = v219[26];
+  v221_o3[27] = v219[27];
+  v221_o3[28] = v219[28];
+  v221_o3[29] = v219[29];
+  v221_o3[30] = v219[30];
+  v221_o3[31] = v219[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o212 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o213 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o214 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole215 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole215) {
+    const int64_t o222 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o223 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o224 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole225 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole225) {
       #pragma unroll
-      for (int c216 = 0; c216 < 8; ++c216) {
-        float vb217[4];
-        vb217[0] = v211_o3[c216 * 4 + 0];
-        vb217[1] = v211_o3[c216 * 4 + 1];
-        vb217[2] = v211_o3[c216 * 4 + 2];
-        vb217[3] = v211_o3[c216 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c216 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c216 * 4) % 4))) * tsr_p3_s2, vb217);
+      for (int c226 = 0; c226 < 8; ++c226) {
+        float vb227[4];
+        vb227[0] = v221_o3[c226 * 4 + 0];
+        vb227[1] = v221_o3[c226 * 4 + 1];
+        vb227[2] = v221_o3[c226 * 4 + 2];
+        vb227[3] = v221_o3[c226 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c226 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c226 * 4) % 4))) * tsr_p3_s2, vb227);
       }
     } else {
       #pragma unroll
-      for (int c218 = 0; c218 < 8; ++c218) {
-        float vb219[4];
-        if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2)) {
-          vb219[0] = v211_o3[c218 * 4 + 0];
-          vb219[1] = v211_o3[c218 * 4 + 1];
-          vb219[2] = v211_o3[c218 * 4 + 2];
-          vb219[3] = v211_o3[c218 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2, vb219);
+      for (int c228 = 0; c228 < 8; ++c228) {
+        float vb229[4];
+        if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2)) {
+          vb229[0] = v221_o3[c228 * 4 + 0];
+          vb229[1] = v221_o3[c228 * 4 + 1];
+          vb229[2] = v221_o3[c228 * 4 + 2];
+          vb229[3] = v221_o3[c228 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2, vb229);
         } else {
-          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4))) * tsr_p3_s2] = v211_o3[c218 * 4];
-          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 1) * tsr_p3_s2] = v211_o3[c218 * 4 + 1];
-          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 2) * tsr_p3_s2] = v211_o3[c218 * 4 + 2];
-          if ((o212 + 0) < int64_t(tsr_dim_H) && (o213 + ((((c218 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o214 + (((c218 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o212 + 0) * tsr_p3_s0 + (o213 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o214 + (((c218 * 4) % 4)) + 3) * tsr_p3_s2] = v211_o3[c218 * 4 + 3];
+          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2] = v221_o3[c228 * 4];
+          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 1) * tsr_p3_s2] = v221_o3[c228 * 4 + 1];
+          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 2) * tsr_p3_s2] = v221_o3[c228 * 4 + 2];
+          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 3) * tsr_p3_s2] = v221_o3[c228 * 4 + 3];
         }
       }
     }

@@ -72,16 +72,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
         tsr::cp_async_16(sb15 + uint32_t((0) * 4608 + (((q17 * 8) / 64)) * 72 + (((q17 * 8) % 64)) * 1) * 2u, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q17 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q17 * 8) % 64)) * tsr_p0_s2);
       }
     } else {
-      #pragma unroll
-      for (int i18 = 0; i18 < 4; ++i18) {
-        const int q19 = i18 * 128 + tsr_tid;
-        const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
-        const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
-        uint16_t* const dst22 = sh11 + (0) * 4608 + (((q19 * 8) / 64)) * 72 + (((q19 * 8) % 64)) * 1;
-        if (tsr::aligned_vec<uint16_t, 8>(src21)) {
-          tsr::cp_async_16(tsr::smem_u32(dst22), src21, int(n20) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst22[v_] = v_ < n20 ? src21[v_] : uint16_t(0);
+      if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0 && tsr_p0_s1 % 8 == 0) {
+        #pragma unroll 1
+        for (int i18 = 0; i18 < 4; ++i18) {
+          const int q19 = i18 * 128 + tsr_tid;
+          const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
+          const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
+          tsr::cp_async_16(tsr::smem_u32(sh11) + uint32_t((0) * 4608 + (((q19 * 8) / 64)) * 72 + (((q19 * 8) % 64)) * 1) * 2u, src21, int(n20) * 2);
+        }
+      } else {
+        #pragma unroll 1
+        for (int i23 = 0; i23 < 4; ++i23) {
+          const int q24 = i23 * 128 + tsr_tid;
+          const int64_t n25 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q24 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) : 8;
+          const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q24 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q24 * 8) % 64)) * tsr_p0_s2 : 0);
+          uint16_t* const dst27 = sh11 + (0) * 4608 + (((q24 * 8) / 64)) * 72 + (((q24 * 8) % 64)) * 1;
+          for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
         }
       }
     }
@@ -91,106 +97,118 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v23_ninf = (-tsr::inf_f());
+  const float v28_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v24_f0 = 0x0p+0f;
+  const float v29_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v25[32];
+  float v30[32];
   #pragma unroll
-  for (int s26 = 0; s26 < 32; ++s26) {
-    v25[s26] = v24_f0;
+  for (int s31 = 0; s31 < 32; ++s31) {
+    v30[s31] = v29_f0;
   }
   // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v27[32];
+  float v32[32];
   #pragma unroll
-  for (int s28 = 0; s28 < 32; ++s28) {
-    v27[s28] = v24_f0;
+  for (int s33 = 0; s33 < 32; ++s33) {
+    v32[s33] = v29_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v29[2];
+  float v34[2];
   #pragma unroll
-  for (int s30 = 0; s30 < 2; ++s30) {
-    v29[s30] = v23_ninf;
+  for (int s35 = 0; s35 < 2; ++s35) {
+    v34[s35] = v28_ninf;
   }
   // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-  float v31[2];
+  float v36[2];
   #pragma unroll
-  for (int s32 = 0; s32 < 2; ++s32) {
-    v31[s32] = v24_f0;
+  for (int s37 = 0; s37 < 2; ++s37) {
+    v36[s37] = v29_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>, tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>> {...}
-  float c33_m[2];
+  float c38_m[2];
   #pragma unroll
-  for (int s34 = 0; s34 < 2; ++s34) {
-    c33_m[s34] = v29[s34];
+  for (int s39 = 0; s39 < 2; ++s39) {
+    c38_m[s39] = v34[s39];
   }
-  float c35_l[2];
+  float c40_l[2];
   #pragma unroll
-  for (int s36 = 0; s36 < 2; ++s36) {
-    c35_l[s36] = v31[s36];
+  for (int s41 = 0; s41 < 2; ++s41) {
+    c40_l[s41] = v36[s41];
   }
-  float c37_acc[32];
+  float c42_acc[32];
   #pragma unroll
-  for (int s38 = 0; s38 < 32; ++s38) {
-    c37_acc[s38] = v27[s38];
+  for (int s43 = 0; s43 < 32; ++s43) {
+    c42_acc[s43] = v32[s43];
   }
-  uint16_t* const sh40 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
-  uint16_t* const sh41 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
-  int rs39 = 0;
+  uint16_t* const sh45 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
+  uint16_t* const sh46 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
+  int rs44 = 0;
   #pragma unroll 1
-  for (int pro42 = 0; pro42 < 1; ++pro42) {
-    if ((int64_t(v2_c0) + int64_t(pro42) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx43 = int32_t((int64_t(v2_c0) + int64_t(pro42) * int64_t(v3_c1)));
+  for (int pro47 = 0; pro47 < 1; ++pro47) {
+    if ((int64_t(v2_c0) + int64_t(pro47) * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx48 = int32_t((int64_t(v2_c0) + int64_t(pro47) * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v44_off = int32_t(uint32_t(nx43) * uint32_t(v5_bn));
+      const int32_t v49_off = int32_t(uint32_t(nx48) * uint32_t(v5_bn));
       {
-        const int64_t o45 = int64_t(v1_ph) * 1;
-        const int64_t o46 = int64_t(nx43) * 64;
-        const int64_t o47 = int64_t(v2_c0) * 64;
-        if (o45 >= 0 && o45 + 1 <= int64_t(tsr_dim_H) && o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o45 * tsr_p1_s0 + o46 * tsr_p1_s1 + o47 * tsr_p1_s2)) {
-          const uint32_t sb48 = tsr::smem_u32((sh40 + (pro42) * 4608));
+        const int64_t o50 = int64_t(v1_ph) * 1;
+        const int64_t o51 = int64_t(nx48) * 64;
+        const int64_t o52 = int64_t(v2_c0) * 64;
+        if (o50 >= 0 && o50 + 1 <= int64_t(tsr_dim_H) && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o50 * tsr_p1_s0 + o51 * tsr_p1_s1 + o52 * tsr_p1_s2)) {
+          const uint32_t sb53 = tsr::smem_u32((sh45 + (pro47) * 4608));
           #pragma unroll
-          for (int i49 = 0; i49 < 4; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            tsr::cp_async_16(sb48 + uint32_t((0) * 4608 + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1) * 2u, tsr_p1 + (o45 + 0) * tsr_p1_s0 + (o46 + ((q50 * 8) / 64)) * tsr_p1_s1 + (o47 + ((q50 * 8) % 64)) * tsr_p1_s2);
+          for (int i54 = 0; i54 < 4; ++i54) {
+            const int q55 = i54 * 128 + tsr_tid;
+            tsr::cp_async_16(sb53 + uint32_t((0) * 4608 + (((q55 * 8) / 64)) * 72 + (((q55 * 8) % 64)) * 1) * 2u, tsr_p1 + (o50 + 0) * tsr_p1_s0 + (o51 + ((q55 * 8) / 64)) * tsr_p1_s1 + (o52 + ((q55 * 8) % 64)) * tsr_p1_s2);
           }
         } else {
-          #pragma unroll
-          for (int i51 = 0; i51 < 4; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            const int64_t n53 = !(true && (o45 + 0) < int64_t(tsr_dim_H) && (o46 + ((q52 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o47 + ((q52 * 8) % 64))) : 8;
-            const uint16_t* src54 = tsr_p1 + (n53 > 0 ? (o45 + 0) * tsr_p1_s0 + (o46 + ((q52 * 8) / 64)) * tsr_p1_s1 + (o47 + ((q52 * 8) % 64)) * tsr_p1_s2 : 0);
-            uint16_t* const dst55 = (sh40 + (pro42) * 4608) + (0) * 4608 + (((q52 * 8) / 64)) * 72 + (((q52 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src54)) {
-              tsr::cp_async_16(tsr::smem_u32(dst55), src54, int(n53) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst55[v_] = v_ < n53 ? src54[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0 && tsr_p1_s1 % 8 == 0) {
+            #pragma unroll 1
+            for (int i56 = 0; i56 < 4; ++i56) {
+              const int q57 = i56 * 128 + tsr_tid;
+              const int64_t n58 = !(true && (o50 + 0) < int64_t(tsr_dim_H) && (o51 + ((q57 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) : 8;
+              const uint16_t* src59 = tsr_p1 + (n58 > 0 ? (o50 + 0) * tsr_p1_s0 + (o51 + ((q57 * 8) / 64)) * tsr_p1_s1 + (o52 + ((q57 * 8) % 64)) * tsr_p1_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (pro47) * 4608)) + uint32_t((0) * 4608 + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, src59, int(n58) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i61 = 0; i61 < 4; ++i61) {
+              const int q62 = i61 * 128 + tsr_tid;
+              const int64_t n63 = !(true && (o50 + 0) < int64_t(tsr_dim_H) && (o51 + ((q62 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o52 + ((q62 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o52 + ((q62 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o52 + ((q62 * 8) % 64))) : 8;
+              const uint16_t* src64 = tsr_p1 + (n63 > 0 ? (o50 + 0) * tsr_p1_s0 + (o51 + ((q62 * 8) / 64)) * tsr_p1_s1 + (o52 + ((q62 * 8) % 64)) * tsr_p1_s2 : 0);
+              uint16_t* const dst65 = (sh45 + (pro47) * 4608) + (0) * 4608 + (((q62 * 8) / 64)) * 72 + (((q62 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst65[v_] = v_ < n63 ? src64[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o56 = int64_t(v1_ph) * 1;
-        const int64_t o57 = int64_t(nx43) * 64;
-        const int64_t o58 = int64_t(v2_c0) * 64;
-        if (o56 >= 0 && o56 + 1 <= int64_t(tsr_dim_H) && o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o56 * tsr_p2_s0 + o57 * tsr_p2_s1 + o58 * tsr_p2_s2)) {
-          const uint32_t sb59 = tsr::smem_u32((sh41 + (pro42) * 4608));
+        const int64_t o66 = int64_t(v1_ph) * 1;
+        const int64_t o67 = int64_t(nx48) * 64;
+        const int64_t o68 = int64_t(v2_c0) * 64;
+        if (o66 >= 0 && o66 + 1 <= int64_t(tsr_dim_H) && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o66 * tsr_p2_s0 + o67 * tsr_p2_s1 + o68 * tsr_p2_s2)) {
+          const uint32_t sb69 = tsr::smem_u32((sh46 + (pro47) * 4608));
           #pragma unroll
-          for (int i60 = 0; i60 < 4; ++i60) {
-            const int q61 = i60 * 128 + tsr_tid;
-            tsr::cp_async_16(sb59 + uint32_t((0) * 4608 + (((q61 * 8) / 64)) * 72 + (((q61 * 8) % 64)) * 1) * 2u, tsr_p2 + (o56 + 0) * tsr_p2_s0 + (o57 + ((q61 * 8) / 64)) * tsr_p2_s1 + (o58 + ((q61 * 8) % 64)) * tsr_p2_s2);
+          for (int i70 = 0; i70 < 4; ++i70) {
+            const int q71 = i70 * 128 + tsr_tid;
+            tsr::cp_async_16(sb69 + uint32_t((0) * 4608 + (((q71 * 8) / 64)) * 72 + (((q71 * 8) % 64)) * 1) * 2u, tsr_p2 + (o66 + 0) * tsr_p2_s0 + (o67 + ((q71 * 8) / 64)) * tsr_p2_s1 + (o68 + ((q71 * 8) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i62 = 0; i62 < 4; ++i62) {
-            const int q63 = i62 * 128 + tsr_tid;
-            const int64_t n64 = !(true && (o56 + 0) < int64_t(tsr_dim_H) && (o57 + ((q63 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o58 + ((q63 * 8) % 64))) : 8;
-            const uint16_t* src65 = tsr_p2 + (n64 > 0 ? (o56 + 0) * tsr_p2_s0 + (o57 + ((q63 * 8) / 64)) * tsr_p2_s1 + (o58 + ((q63 * 8) % 64)) * tsr_p2_s2 : 0);
-            uint16_t* const dst66 = (sh41 + (pro42) * 4608) + (0) * 4608 + (((q63 * 8) / 64)) * 72 + (((q63 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src65)) {
-              tsr::cp_async_16(tsr::smem_u32(dst66), src65, int(n64) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst66[v_] = v_ < n64 ? src65[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0 && tsr_p2_s1 % 8 == 0) {
+            #pragma unroll 1
+            for (int i72 = 0; i72 < 4; ++i72) {
+              const int q73 = i72 * 128 + tsr_tid;
+              const int64_t n74 = !(true && (o66 + 0) < int64_t(tsr_dim_H) && (o67 + ((q73 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) : 8;
+              const uint16_t* src75 = tsr_p2 + (n74 > 0 ? (o66 + 0) * tsr_p2_s0 + (o67 + ((q73 * 8) / 64)) * tsr_p2_s1 + (o68 + ((q73 * 8) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh46 + (pro47) * 4608)) + uint32_t((0) * 4608 + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1) * 2u, src75, int(n74) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i77 = 0; i77 < 4; ++i77) {
+              const int q78 = i77 * 128 + tsr_tid;
+              const int64_t n79 = !(true && (o66 + 0) < int64_t(tsr_dim_H) && (o67 + ((q78 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q78 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q78 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o68 + ((q78 * 8) % 64))) : 8;
+              const uint16_t* src80 = tsr_p2 + (n79 > 0 ? (o66 + 0) * tsr_p2_s0 + (o67 + ((q78 * 8) / 64)) * tsr_p2_s1 + (o68 + ((q78 * 8) % 64)) * tsr_p2_s2 : 0);
+              uint16_t* const dst81 = (sh46 + (pro47) * 4608) + (0) * 4608 + (((q78 * 8) / 64)) * 72 + (((q78 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst81[v_] = v_ < n79 ? src80[v_] : uint16_t(0);
             }
           }
         }
@@ -198,98 +216,110 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv67_ = v2_c0; v3_c1 > 0 && iv67_ < v8_ntiles; iv67_ += v3_c1) {
-    const int32_t iv67 = int32_t(iv67_);
+  for (int64_t iv82_ = v2_c0; v3_c1 > 0 && iv82_ < v8_ntiles; iv82_ += v3_c1) {
+    const int32_t iv82 = int32_t(iv82_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v68_s0[32];
+    float v83_s0[32];
     #pragma unroll
-    for (int s69 = 0; s69 < 32; ++s69) {
-      v68_s0[s69] = v25[s69];
+    for (int s84 = 0; s84 < 32; ++s84) {
+      v83_s0[s84] = v30[s84];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][8][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh40 + rs39 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
-        tsr::mma_bf16_16816(&v68_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v68_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v68_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v68_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v68_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v68_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v68_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v68_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v83_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v83_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v83_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v83_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v83_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v83_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v83_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v83_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv67_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-            const int32_t nx70 = int32_t((iv67_ + 1 * int64_t(v3_c1)));
+          if ((iv82_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+            const int32_t nx85 = int32_t((iv82_ + 1 * int64_t(v3_c1)));
             // %off = mul %j, %bn : i32
-            const int32_t v71_off = int32_t(uint32_t(nx70) * uint32_t(v5_bn));
+            const int32_t v86_off = int32_t(uint32_t(nx85) * uint32_t(v5_bn));
             {
-              const int64_t o72 = int64_t(v1_ph) * 1;
-              const int64_t o73 = int64_t(nx70) * 64;
-              const int64_t o74 = int64_t(v2_c0) * 64;
-              if (o72 >= 0 && o72 + 1 <= int64_t(tsr_dim_H) && o73 >= 0 && o73 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o74 >= 0 && o74 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o72 * tsr_p1_s0 + o73 * tsr_p1_s1 + o74 * tsr_p1_s2)) {
-                const uint32_t sb75 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
+              const int64_t o87 = int64_t(v1_ph) * 1;
+              const int64_t o88 = int64_t(nx85) * 64;
+              const int64_t o89 = int64_t(v2_c0) * 64;
+              if (o87 >= 0 && o87 + 1 <= int64_t(tsr_dim_H) && o88 >= 0 && o88 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o89 >= 0 && o89 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o87 * tsr_p1_s0 + o88 * tsr_p1_s1 + o89 * tsr_p1_s2)) {
+                const uint32_t sb90 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4608));
                 #pragma unroll
-                for (int i76 = 0; i76 < 4; ++i76) {
-                  const int q77 = i76 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb75 + uint32_t((0) * 4608 + (((q77 * 8) / 64)) * 72 + (((q77 * 8) % 64)) * 1) * 2u, tsr_p1 + (o72 + 0) * tsr_p1_s0 + (o73 + ((q77 * 8) / 64)) * tsr_p1_s1 + (o74 + ((q77 * 8) % 64)) * tsr_p1_s2);
+                for (int i91 = 0; i91 < 4; ++i91) {
+                  const int q92 = i91 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb90 + uint32_t((0) * 4608 + (((q92 * 8) / 64)) * 72 + (((q92 * 8) % 64)) * 1) * 2u, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((q92 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q92 * 8) % 64)) * tsr_p1_s2);
                 }
               } else {
-                #pragma unroll
-                for (int i78 = 0; i78 < 4; ++i78) {
-                  const int q79 = i78 * 128 + tsr_tid;
-                  const int64_t n80 = !(true && (o72 + 0) < int64_t(tsr_dim_H) && (o73 + ((q79 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o74 + ((q79 * 8) % 64))) : 8;
-                  const uint16_t* src81 = tsr_p1 + (n80 > 0 ? (o72 + 0) * tsr_p1_s0 + (o73 + ((q79 * 8) / 64)) * tsr_p1_s1 + (o74 + ((q79 * 8) % 64)) * tsr_p1_s2 : 0);
-                  uint16_t* const dst82 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q79 * 8) / 64)) * 72 + (((q79 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src81)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst82), src81, int(n80) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst82[v_] = v_ < n80 ? src81[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0 && tsr_p1_s1 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i93 = 0; i93 < 4; ++i93) {
+                    const int q94 = i93 * 128 + tsr_tid;
+                    const int64_t n95 = !(true && (o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((q94 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) : 8;
+                    const uint16_t* src96 = tsr_p1 + (n95 > 0 ? (o87 + 0) * tsr_p1_s0 + (o88 + ((q94 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q94 * 8) % 64)) * tsr_p1_s2 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4608)) + uint32_t((0) * 4608 + (((q94 * 8) / 64)) * 72 + (((q94 * 8) % 64)) * 1) * 2u, src96, int(n95) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i98 = 0; i98 < 4; ++i98) {
+                    const int q99 = i98 * 128 + tsr_tid;
+                    const int64_t n100 = !(true && (o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((q99 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) : 8;
+                    const uint16_t* src101 = tsr_p1 + (n100 > 0 ? (o87 + 0) * tsr_p1_s0 + (o88 + ((q99 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q99 * 8) % 64)) * tsr_p1_s2 : 0);
+                    uint16_t* const dst102 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q99 * 8) / 64)) * 72 + (((q99 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst102[v_] = v_ < n100 ? src101[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o83 = int64_t(v1_ph) * 1;
-              const int64_t o84 = int64_t(nx70) * 64;
-              const int64_t o85 = int64_t(v2_c0) * 64;
-              if (o83 >= 0 && o83 + 1 <= int64_t(tsr_dim_H) && o84 >= 0 && o84 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o85 >= 0 && o85 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o83 * tsr_p2_s0 + o84 * tsr_p2_s1 + o85 * tsr_p2_s2)) {
-                const uint32_t sb86 = tsr::smem_u32((sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608));
+              const int64_t o103 = int64_t(v1_ph) * 1;
+              const int64_t o104 = int64_t(nx85) * 64;
+              const int64_t o105 = int64_t(v2_c0) * 64;
+              if (o103 >= 0 && o103 + 1 <= int64_t(tsr_dim_H) && o104 >= 0 && o104 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o105 >= 0 && o105 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o103 * tsr_p2_s0 + o104 * tsr_p2_s1 + o105 * tsr_p2_s2)) {
+                const uint32_t sb106 = tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4608));
                 #pragma unroll
-                for (int i87 = 0; i87 < 4; ++i87) {
-                  const int q88 = i87 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb86 + uint32_t((0) * 4608 + (((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, tsr_p2 + (o83 + 0) * tsr_p2_s0 + (o84 + ((q88 * 8) / 64)) * tsr_p2_s1 + (o85 + ((q88 * 8) % 64)) * tsr_p2_s2);
+                for (int i107 = 0; i107 < 4; ++i107) {
+                  const int q108 = i107 * 128 + tsr_tid;
+                  tsr::cp_async_16(sb106 + uint32_t((0) * 4608 + (((q108 * 8) / 64)) * 72 + (((q108 * 8) % 64)) * 1) * 2u, tsr_p2 + (o103 + 0) * tsr_p2_s0 + (o104 + ((q108 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q108 * 8) % 64)) * tsr_p2_s2);
                 }
               } else {
-                #pragma unroll
-                for (int i89 = 0; i89 < 4; ++i89) {
-                  const int q90 = i89 * 128 + tsr_tid;
-                  const int64_t n91 = !(true && (o83 + 0) < int64_t(tsr_dim_H) && (o84 + ((q90 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o85 + ((q90 * 8) % 64))) : 8;
-                  const uint16_t* src92 = tsr_p2 + (n91 > 0 ? (o83 + 0) * tsr_p2_s0 + (o84 + ((q90 * 8) / 64)) * tsr_p2_s1 + (o85 + ((q90 * 8) % 64)) * tsr_p2_s2 : 0);
-                  uint16_t* const dst93 = (sh41 + (int((unsigned(rs39) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q90 * 8) / 64)) * 72 + (((q90 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src92)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst93), src92, int(n91) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst93[v_] = v_ < n91 ? src92[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0 && tsr_p2_s1 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i109 = 0; i109 < 4; ++i109) {
+                    const int q110 = i109 * 128 + tsr_tid;
+                    const int64_t n111 = !(true && (o103 + 0) < int64_t(tsr_dim_H) && (o104 + ((q110 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) : 8;
+                    const uint16_t* src112 = tsr_p2 + (n111 > 0 ? (o103 + 0) * tsr_p2_s0 + (o104 + ((q110 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q110 * 8) % 64)) * tsr_p2_s2 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4608)) + uint32_t((0) * 4608 + (((q110 * 8) / 64)) * 72 + (((q110 * 8) % 64)) * 1) * 2u, src112, int(n111) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i114 = 0; i114 < 4; ++i114) {
+                    const int q115 = i114 * 128 + tsr_tid;
+                    const int64_t n116 = !(true && (o103 + 0) < int64_t(tsr_dim_H) && (o104 + ((q115 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) : 8;
+                    const uint16_t* src117 = tsr_p2 + (n116 > 0 ? (o103 + 0) * tsr_p2_s0 + (o104 + ((q115 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q115 * 8) % 64)) * tsr_p2_s2 : 0);
+                    uint16_t* const dst118 = (sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4608) + (0) * 4608 + (((q115 * 8) / 64)) * 72 + (((q115 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst118[v_] = v_ < n116 ? src117[v_] : uint16_t(0);
                   }
                 }
               }
@@ -300,570 +330,570 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v94_scs[32];
+    float v119_scs[32];
     #pragma unroll
-    for (int s95 = 0; s95 < 32; ++s95) {
-      v94_scs[s95] = v10_scale;
+    for (int s120 = 0; s120 < 32; ++s120) {
+      v119_scs[s120] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v96[32];
+    float v121[32];
     #pragma unroll
-    for (int s97 = 0; s97 < 32; ++s97) {
-      v96[s97] = v10_scale;
+    for (int s122 = 0; s122 < 32; ++s122) {
+      v121[s122] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v98_s[32];
+    float v123_s[32];
     #pragma unroll
-    for (int s99 = 0; s99 < 32; ++s99) {
-      v98_s[s99] = float(v68_s0[s99] * v96[s99]);
+    for (int s124 = 0; s124 < 32; ++s124) {
+      v123_s[s124] = float(v83_s0[s124] * v121[s124]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v100_off = int32_t(uint32_t(iv67) * uint32_t(v5_bn));
+    const int32_t v125_off = int32_t(uint32_t(iv82) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v101[16];
+    int32_t v126[16];
     #pragma unroll
-    for (int s102 = 0; s102 < 16; ++s102) {
-      v101[s102] = int32_t(0 + (((s102) % 2) + (((s102) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s127 = 0; s127 < 16; ++s127) {
+      v126[s127] = int32_t(0 + (((s127) % 2) + (((s127) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v103[16];
+    int32_t v128[16];
     #pragma unroll
-    for (int s104 = 0; s104 < 16; ++s104) {
-      v103[s104] = v100_off;
+    for (int s129 = 0; s129 < 16; ++s129) {
+      v128[s129] = v125_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v105[16];
+    int32_t v130[16];
     #pragma unroll
-    for (int s106 = 0; s106 < 16; ++s106) {
-      v105[s106] = int32_t(uint32_t(v101[s106]) + uint32_t(v103[s106]));
+    for (int s131 = 0; s131 < 16; ++s131) {
+      v130[s131] = int32_t(uint32_t(v126[s131]) + uint32_t(v128[s131]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    int32_t v107[16];
+    int32_t v132[16];
     #pragma unroll
-    for (int s108 = 0; s108 < 16; ++s108) {
-      v107[s108] = v4_t;
+    for (int s133 = 0; s133 < 16; ++s133) {
+      v132[s133] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    uint8_t v109[16];
+    uint8_t v134[16];
     #pragma unroll
-    for (int s110 = 0; s110 < 16; ++s110) {
-      v109[s110] = uint8_t(v105[s110] < v107[s110]);
+    for (int s135 = 0; s135 < 16; ++s135) {
+      v134[s135] = uint8_t(v130[s135] < v132[s135]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v111_valid2[16];
-    v111_valid2[0] = v109[0];
-    v111_valid2[1] = v109[1];
-    v111_valid2[2] = v109[2];
-    v111_valid2[3] = v109[3];
-    v111_valid2[4] = v109[4];
-    v111_valid2[5] = v109[5];
-    v111_valid2[6] = v109[6];
-    v111_valid2[7] = v109[7];
-    v111_valid2[8] = v109[8];
-    v111_valid2[9] = v109[9];
-    v111_valid2[10] = v109[10];
-    v111_valid2[11] = v109[11];
-    v111_valid2[12] = v109[12];
-    v111_valid2[13] = v109[13];
-    v111_valid2[14] = v109[14];
-    v111_valid2[15] = v109[15];
+    uint8_t v136_valid2[16];
+    v136_valid2[0] = v134[0];
+    v136_valid2[1] = v134[1];
+    v136_valid2[2] = v134[2];
+    v136_valid2[3] = v134[3];
+    v136_valid2[4] = v134[4];
+    v136_valid2[5] = v134[5];
+    v136_valid2[6] = v134[6];
+    v136_valid2[7] = v134[7];
+    v136_valid2[8] = v134[8];
+    v136_valid2[9] = v134[9];
+    v136_valid2[10] = v134[10];
+    v136_valid2[11] = v134[11];
+    v136_valid2[12] = v134[12];
+    v136_valid2[13] = v134[13];
+    v136_valid2[14] = v134[14];
+    v136_valid2[15] = v134[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    uint8_t v112_validb[32];
-    v112_validb[0] = v111_valid2[0];
-    v112_validb[1] = v111_valid2[1];
-    v112_validb[2] = v111_valid2[0];
-    v112_validb[3] = v111_valid2[1];
-    v112_validb[4] = v111_valid2[2];
-    v112_validb[5] = v111_valid2[3];
-    v112_validb[6] = v111_valid2[2];
-    v112_validb[7] = v111_valid2[3];
-    v112_validb[8] = v111_valid2[4];
-    v112_validb[9] = v111_valid2[5];
-    v112_validb[10] = v111_valid2[4];
-    v112_validb[11] = v111_valid2[5];
-    v112_validb[12] = v111_valid2[6];
-    v112_validb[13] = v111_valid2[7];
-    v112_validb[14] = v111_valid2[6];
-    v112_validb[15] = v111_valid2[7];
-    v112_validb[16] = v111_valid2[8];
-    v112_validb[17] = v111_valid2[9];
-    v112_validb[18] = v111_valid2[8];
-    v112_validb[19] = v111_valid2[9];
-    v112_validb[20] = v111_valid2[10];
-    v112_validb[21] = v111_valid2[11];
-    v112_validb[22] = v111_valid2[10];
-    v112_validb[23] = v111_valid2[11];
-    v112_validb[24] = v111_valid2[12];
-    v112_validb[25] = v111_valid2[13];
-    v112_validb[26] = v111_valid2[12];
-    v112_validb[27] = v111_valid2[13];
-    v112_validb[28] = v111_valid2[14];
-    v112_validb[29] = v111_valid2[15];
-    v112_validb[30] = v111_valid2[14];
-    v112_validb[31] = v111_valid2[15];
+    uint8_t v137_validb[32];
+    v137_validb[0] = v136_valid2[0];
+    v137_validb[1] = v136_valid2[1];
+    v137_validb[2] = v136_valid2[0];
+    v137_validb[3] = v136_valid2[1];
+    v137_validb[4] = v136_valid2[2];
+    v137_validb[5] = v136_valid2[3];
+    v137_validb[6] = v136_valid2[2];
+    v137_validb[7] = v136_valid2[3];
+    v137_validb[8] = v136_valid2[4];
+    v137_validb[9] = v136_valid2[5];
+    v137_validb[10] = v136_valid2[4];
+    v137_validb[11] = v136_valid2[5];
+    v137_validb[12] = v136_valid2[6];
+    v137_validb[13] = v136_valid2[7];
+    v137_validb[14] = v136_valid2[6];
+    v137_validb[15] = v136_valid2[7];
+    v137_validb[16] = v136_valid2[8];
+    v137_validb[17] = v136_valid2[9];
+    v137_validb[18] = v136_valid2[8];
+    v137_validb[19] = v136_valid2[9];
+    v137_validb[20] = v136_valid2[10];
+    v137_validb[21] = v136_valid2[11];
+    v137_validb[22] = v136_valid2[10];
+    v137_validb[23] = v136_valid2[11];
+    v137_validb[24] = v136_valid2[12];
+    v137_validb[25] = v136_valid2[13];
+    v137_validb[26] = v136_valid2[12];
+    v137_validb[27] = v136_valid2[13];
+    v137_validb[28] = v136_valid2[14];
+    v137_validb[29] = v136_valid2[15];
+    v137_validb[30] = v136_valid2[14];
+    v137_validb[31] = v136_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v113[32];
+    float v138[32];
     #pragma unroll
-    for (int s114 = 0; s114 < 32; ++s114) {
-      v113[s114] = v23_ninf;
+    for (int s139 = 0; s139 < 32; ++s139) {
+      v138[s139] = v28_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v115_sm[32];
+    float v140_sm[32];
     #pragma unroll
-    for (int s116 = 0; s116 < 32; ++s116) {
-      v115_sm[s116] = (v112_validb[s116] ? v98_s[s116] : v113[s116]);
+    for (int s141 = 0; s141 < 32; ++s141) {
+      v140_sm[s141] = (v137_validb[s141] ? v123_s[s141] : v138[s141]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v117_rmax[2];
-    float part118[8];
-    part118[0] = v115_sm[0];
-    part118[1] = v115_sm[1];
-    part118[2] = v115_sm[4];
-    part118[3] = v115_sm[5];
-    part118[4] = v115_sm[8];
-    part118[5] = v115_sm[9];
-    part118[6] = v115_sm[12];
-    part118[7] = v115_sm[13];
-    part118[0] = tsr::max_nan_f32(part118[0], v115_sm[16]);
-    part118[1] = tsr::max_nan_f32(part118[1], v115_sm[17]);
-    part118[2] = tsr::max_nan_f32(part118[2], v115_sm[20]);
-    part118[3] = tsr::max_nan_f32(part118[3], v115_sm[21]);
-    part118[4] = tsr::max_nan_f32(part118[4], v115_sm[24]);
-    part118[5] = tsr::max_nan_f32(part118[5], v115_sm[25]);
-    part118[6] = tsr::max_nan_f32(part118[6], v115_sm[28]);
-    part118[7] = tsr::max_nan_f32(part118[7], v115_sm[29]);
-    part118[0] = tsr::max_nan_f32(part118[0], part118[4]);
-    part118[1] = tsr::max_nan_f32(part118[1], part118[5]);
-    part118[2] = tsr::max_nan_f32(part118[2], part118[6]);
-    part118[3] = tsr::max_nan_f32(part118[3], part118[7]);
-    part118[0] = tsr::max_nan_f32(part118[0], part118[2]);
-    part118[1] = tsr::max_nan_f32(part118[1], part118[3]);
-    part118[0] = tsr::max_nan_f32(part118[0], part118[1]);
-    v117_rmax[0] = part118[0];
-    float part119[8];
-    part119[0] = v115_sm[2];
-    part119[1] = v115_sm[3];
-    part119[2] = v115_sm[6];
-    part119[3] = v115_sm[7];
-    part119[4] = v115_sm[10];
-    part119[5] = v115_sm[11];
-    part119[6] = v115_sm[14];
-    part119[7] = v115_sm[15];
-    part119[0] = tsr::max_nan_f32(part119[0], v115_sm[18]);
-    part119[1] = tsr::max_nan_f32(part119[1], v115_sm[19]);
-    part119[2] = tsr::max_nan_f32(part119[2], v115_sm[22]);
-    part119[3] = tsr::max_nan_f32(part119[3], v115_sm[23]);
-    part119[4] = tsr::max_nan_f32(part119[4], v115_sm[26]);
-    part119[5] = tsr::max_nan_f32(part119[5], v115_sm[27]);
-    part119[6] = tsr::max_nan_f32(part119[6], v115_sm[30]);
-    part119[7] = tsr::max_nan_f32(part119[7], v115_sm[31]);
-    part119[0] = tsr::max_nan_f32(part119[0], part119[4]);
-    part119[1] = tsr::max_nan_f32(part119[1], part119[5]);
-    part119[2] = tsr::max_nan_f32(part119[2], part119[6]);
-    part119[3] = tsr::max_nan_f32(part119[3], part119[7]);
-    part119[0] = tsr::max_nan_f32(part119[0], part119[2]);
-    part119[1] = tsr::max_nan_f32(part119[1], part119[3]);
-    part119[0] = tsr::max_nan_f32(part119[0], part119[1]);
-    v117_rmax[1] = part119[0];
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_rmax[0], 1);
-    v117_rmax[0] = tsr::max_nan_f32(v117_rmax[0], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_rmax[1], 1);
-    v117_rmax[1] = tsr::max_nan_f32(v117_rmax[1], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v117_rmax[0], 2);
-    v117_rmax[0] = tsr::max_nan_f32(v117_rmax[0], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v117_rmax[1], 2);
-    v117_rmax[1] = tsr::max_nan_f32(v117_rmax[1], sh123);
+    float v142_rmax[2];
+    float part143[8];
+    part143[0] = v140_sm[0];
+    part143[1] = v140_sm[1];
+    part143[2] = v140_sm[4];
+    part143[3] = v140_sm[5];
+    part143[4] = v140_sm[8];
+    part143[5] = v140_sm[9];
+    part143[6] = v140_sm[12];
+    part143[7] = v140_sm[13];
+    part143[0] = tsr::max_nan_f32(part143[0], v140_sm[16]);
+    part143[1] = tsr::max_nan_f32(part143[1], v140_sm[17]);
+    part143[2] = tsr::max_nan_f32(part143[2], v140_sm[20]);
+    part143[3] = tsr::max_nan_f32(part143[3], v140_sm[21]);
+    part143[4] = tsr::max_nan_f32(part143[4], v140_sm[24]);
+    part143[5] = tsr::max_nan_f32(part143[5], v140_sm[25]);
+    part143[6] = tsr::max_nan_f32(part143[6], v140_sm[28]);
+    part143[7] = tsr::max_nan_f32(part143[7], v140_sm[29]);
+    part143[0] = tsr::max_nan_f32(part143[0], part143[4]);
+    part143[1] = tsr::max_nan_f32(part143[1], part143[5]);
+    part143[2] = tsr::max_nan_f32(part143[2], part143[6]);
+    part143[3] = tsr::max_nan_f32(part143[3], part143[7]);
+    part143[0] = tsr::max_nan_f32(part143[0], part143[2]);
+    part143[1] = tsr::max_nan_f32(part143[1], part143[3]);
+    part143[0] = tsr::max_nan_f32(part143[0], part143[1]);
+    v142_rmax[0] = part143[0];
+    float part144[8];
+    part144[0] = v140_sm[2];
+    part144[1] = v140_sm[3];
+    part144[2] = v140_sm[6];
+    part144[3] = v140_sm[7];
+    part144[4] = v140_sm[10];
+    part144[5] = v140_sm[11];
+    part144[6] = v140_sm[14];
+    part144[7] = v140_sm[15];
+    part144[0] = tsr::max_nan_f32(part144[0], v140_sm[18]);
+    part144[1] = tsr::max_nan_f32(part144[1], v140_sm[19]);
+    part144[2] = tsr::max_nan_f32(part144[2], v140_sm[22]);
+    part144[3] = tsr::max_nan_f32(part144[3], v140_sm[23]);
+    part144[4] = tsr::max_nan_f32(part144[4], v140_sm[26]);
+    part144[5] = tsr::max_nan_f32(part144[5], v140_sm[27]);
+    part144[6] = tsr::max_nan_f32(part144[6], v140_sm[30]);
+    part144[7] = tsr::max_nan_f32(part144[7], v140_sm[31]);
+    part144[0] = tsr::max_nan_f32(part144[0], part144[4]);
+    part144[1] = tsr::max_nan_f32(part144[1], part144[5]);
+    part144[2] = tsr::max_nan_f32(part144[2], part144[6]);
+    part144[3] = tsr::max_nan_f32(part144[3], part144[7]);
+    part144[0] = tsr::max_nan_f32(part144[0], part144[2]);
+    part144[1] = tsr::max_nan_f32(part144[1], part144[3]);
+    part144[0] = tsr::max_nan_f32(part144[0], part144[1]);
+    v142_rmax[1] = part144[0];
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v142_rmax[0], 1);
+    v142_rmax[0] = tsr::max_nan_f32(v142_rmax[0], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v142_rmax[1], 1);
+    v142_rmax[1] = tsr::max_nan_f32(v142_rmax[1], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v142_rmax[0], 2);
+    v142_rmax[0] = tsr::max_nan_f32(v142_rmax[0], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v142_rmax[1], 2);
+    v142_rmax[1] = tsr::max_nan_f32(v142_rmax[1], sh148);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v124_mn[2];
+    float v149_mn[2];
     #pragma unroll
-    for (int s125 = 0; s125 < 2; ++s125) {
-      v124_mn[s125] = tsr::fmax_nan_z<float>(c33_m[s125], v117_rmax[s125]);
+    for (int s150 = 0; s150 < 2; ++s150) {
+      v149_mn[s150] = tsr::fmax_nan_z<float>(c38_m[s150], v142_rmax[s150]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v126_dm[2];
+    float v151_dm[2];
     #pragma unroll
-    for (int s127 = 0; s127 < 2; ++s127) {
-      v126_dm[s127] = float(c33_m[s127] - v124_mn[s127]);
+    for (int s152 = 0; s152 < 2; ++s152) {
+      v151_dm[s152] = float(c38_m[s152] - v149_mn[s152]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v128_alpha[2];
+    float v153_alpha[2];
     #pragma unroll
-    for (int s129 = 0; s129 < 2; ++s129) {
-      v128_alpha[s129] = float(tsr::fexp(v126_dm[s129]));
+    for (int s154 = 0; s154 < 2; ++s154) {
+      v153_alpha[s154] = float(tsr::fexp(v151_dm[s154]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v130_mn2[2];
-    v130_mn2[0] = v124_mn[0];
-    v130_mn2[1] = v124_mn[1];
+    float v155_mn2[2];
+    v155_mn2[0] = v149_mn[0];
+    v155_mn2[1] = v149_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v131_mnb[32];
-    v131_mnb[0] = v130_mn2[0];
-    v131_mnb[1] = v130_mn2[0];
-    v131_mnb[2] = v130_mn2[1];
-    v131_mnb[3] = v130_mn2[1];
-    v131_mnb[4] = v130_mn2[0];
-    v131_mnb[5] = v130_mn2[0];
-    v131_mnb[6] = v130_mn2[1];
-    v131_mnb[7] = v130_mn2[1];
-    v131_mnb[8] = v130_mn2[0];
-    v131_mnb[9] = v130_mn2[0];
-    v131_mnb[10] = v130_mn2[1];
-    v131_mnb[11] = v130_mn2[1];
-    v131_mnb[12] = v130_mn2[0];
-    v131_mnb[13] = v130_mn2[0];
-    v131_mnb[14] = v130_mn2[1];
-    v131_mnb[15] = v130_mn2[1];
-    v131_mnb[16] = v130_mn2[0];
-    v131_mnb[17] = v130_mn2[0];
-    v131_mnb[18] = v130_mn2[1];
-    v131_mnb[19] = v130_mn2[1];
-    v131_mnb[20] = v130_mn2[0];
-    v131_mnb[21] = v130_mn2[0];
-    v131_mnb[22] = v130_mn2[1];
-    v131_mnb[23] = v130_mn2[1];
-    v131_mnb[24] = v130_mn2[0];
-    v131_mnb[25] = v130_mn2[0];
-    v131_mnb[26] = v130_mn2[1];
-    v131_mnb[27] = v130_mn2[1];
-    v131_mnb[28] = v130_mn2[0];
-    v131_mnb[29] = v130_mn2[0];
-    v131_mnb[30] = v130_mn2[1];
-    v131_mnb[31] = v130_mn2[1];
+    float v156_mnb[32];
+    v156_mnb[0] = v155_mn2[0];
+    v156_mnb[1] = v155_mn2[0];
+    v156_mnb[2] = v155_mn2[1];
+    v156_mnb[3] = v155_mn2[1];
+    v156_mnb[4] = v155_mn2[0];
+    v156_mnb[5] = v155_mn2[0];
+    v156_mnb[6] = v155_mn2[1];
+    v156_mnb[7] = v155_mn2[1];
+    v156_mnb[8] = v155_mn2[0];
+    v156_mnb[9] = v155_mn2[0];
+    v156_mnb[10] = v155_mn2[1];
+    v156_mnb[11] = v155_mn2[1];
+    v156_mnb[12] = v155_mn2[0];
+    v156_mnb[13] = v155_mn2[0];
+    v156_mnb[14] = v155_mn2[1];
+    v156_mnb[15] = v155_mn2[1];
+    v156_mnb[16] = v155_mn2[0];
+    v156_mnb[17] = v155_mn2[0];
+    v156_mnb[18] = v155_mn2[1];
+    v156_mnb[19] = v155_mn2[1];
+    v156_mnb[20] = v155_mn2[0];
+    v156_mnb[21] = v155_mn2[0];
+    v156_mnb[22] = v155_mn2[1];
+    v156_mnb[23] = v155_mn2[1];
+    v156_mnb[24] = v155_mn2[0];
+    v156_mnb[25] = v155_mn2[0];
+    v156_mnb[26] = v155_mn2[1];
+    v156_mnb[27] = v155_mn2[1];
+    v156_mnb[28] = v155_mn2[0];
+    v156_mnb[29] = v155_mn2[0];
+    v156_mnb[30] = v155_mn2[1];
+    v156_mnb[31] = v155_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v132_sd[32];
+    float v157_sd[32];
     #pragma unroll
-    for (int s133 = 0; s133 < 32; ++s133) {
-      v132_sd[s133] = float(v115_sm[s133] - v131_mnb[s133]);
+    for (int s158 = 0; s158 < 32; ++s158) {
+      v157_sd[s158] = float(v140_sm[s158] - v156_mnb[s158]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v134_p[32];
+    float v159_p[32];
     #pragma unroll
-    for (int s135 = 0; s135 < 32; ++s135) {
-      v134_p[s135] = float(tsr::fexp(v132_sd[s135]));
+    for (int s160 = 0; s160 < 32; ++s160) {
+      v159_p[s160] = float(tsr::fexp(v157_sd[s160]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v136_psum[2];
-    float part137[8];
-    part137[0] = v134_p[0];
-    part137[1] = v134_p[1];
-    part137[2] = v134_p[4];
-    part137[3] = v134_p[5];
-    part137[4] = v134_p[8];
-    part137[5] = v134_p[9];
-    part137[6] = v134_p[12];
-    part137[7] = v134_p[13];
-    part137[0] = float(part137[0] + v134_p[16]);
-    part137[1] = float(part137[1] + v134_p[17]);
-    part137[2] = float(part137[2] + v134_p[20]);
-    part137[3] = float(part137[3] + v134_p[21]);
-    part137[4] = float(part137[4] + v134_p[24]);
-    part137[5] = float(part137[5] + v134_p[25]);
-    part137[6] = float(part137[6] + v134_p[28]);
-    part137[7] = float(part137[7] + v134_p[29]);
-    part137[0] = float(part137[0] + part137[4]);
-    part137[1] = float(part137[1] + part137[5]);
-    part137[2] = float(part137[2] + part137[6]);
-    part137[3] = float(part137[3] + part137[7]);
-    part137[0] = float(part137[0] + part137[2]);
-    part137[1] = float(part137[1] + part137[3]);
-    part137[0] = float(part137[0] + part137[1]);
-    v136_psum[0] = part137[0];
-    float part138[8];
-    part138[0] = v134_p[2];
-    part138[1] = v134_p[3];
-    part138[2] = v134_p[6];
-    part138[3] = v134_p[7];
-    part138[4] = v134_p[10];
-    part138[5] = v134_p[11];
-    part138[6] = v134_p[14];
-    part138[7] = v134_p[15];
-    part138[0] = float(part138[0] + v134_p[18]);
-    part138[1] = float(part138[1] + v134_p[19]);
-    part138[2] = float(part138[2] + v134_p[22]);
-    part138[3] = float(part138[3] + v134_p[23]);
-    part138[4] = float(part138[4] + v134_p[26]);
-    part138[5] = float(part138[5] + v134_p[27]);
-    part138[6] = float(part138[6] + v134_p[30]);
-    part138[7] = float(part138[7] + v134_p[31]);
-    part138[0] = float(part138[0] + part138[4]);
-    part138[1] = float(part138[1] + part138[5]);
-    part138[2] = float(part138[2] + part138[6]);
-    part138[3] = float(part138[3] + part138[7]);
-    part138[0] = float(part138[0] + part138[2]);
-    part138[1] = float(part138[1] + part138[3]);
-    part138[0] = float(part138[0] + part138[1]);
-    v136_psum[1] = part138[0];
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v136_psum[0], 1);
-    v136_psum[0] = float(v136_psum[0] + sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v136_psum[1], 1);
-    v136_psum[1] = float(v136_psum[1] + sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v136_psum[0], 2);
-    v136_psum[0] = float(v136_psum[0] + sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v136_psum[1], 2);
-    v136_psum[1] = float(v136_psum[1] + sh142);
+    float v161_psum[2];
+    float part162[8];
+    part162[0] = v159_p[0];
+    part162[1] = v159_p[1];
+    part162[2] = v159_p[4];
+    part162[3] = v159_p[5];
+    part162[4] = v159_p[8];
+    part162[5] = v159_p[9];
+    part162[6] = v159_p[12];
+    part162[7] = v159_p[13];
+    part162[0] = float(part162[0] + v159_p[16]);
+    part162[1] = float(part162[1] + v159_p[17]);
+    part162[2] = float(part162[2] + v159_p[20]);
+    part162[3] = float(part162[3] + v159_p[21]);
+    part162[4] = float(part162[4] + v159_p[24]);
+    part162[5] = float(part162[5] + v159_p[25]);
+    part162[6] = float(part162[6] + v159_p[28]);
+    part162[7] = float(part162[7] + v159_p[29]);
+    part162[0] = float(part162[0] + part162[4]);
+    part162[1] = float(part162[1] + part162[5]);
+    part162[2] = float(part162[2] + part162[6]);
+    part162[3] = float(part162[3] + part162[7]);
+    part162[0] = float(part162[0] + part162[2]);
+    part162[1] = float(part162[1] + part162[3]);
+    part162[0] = float(part162[0] + part162[1]);
+    v161_psum[0] = part162[0];
+    float part163[8];
+    part163[0] = v159_p[2];
+    part163[1] = v159_p[3];
+    part163[2] = v159_p[6];
+    part163[3] = v159_p[7];
+    part163[4] = v159_p[10];
+    part163[5] = v159_p[11];
+    part163[6] = v159_p[14];
+    part163[7] = v159_p[15];
+    part163[0] = float(part163[0] + v159_p[18]);
+    part163[1] = float(part163[1] + v159_p[19]);
+    part163[2] = float(part163[2] + v159_p[22]);
+    part163[3] = float(part163[3] + v159_p[23]);
+    part163[4] = float(part163[4] + v159_p[26]);
+    part163[5] = float(part163[5] + v159_p[27]);
+    part163[6] = float(part163[6] + v159_p[30]);
+    part163[7] = float(part163[7] + v159_p[31]);
+    part163[0] = float(part163[0] + part163[4]);
+    part163[1] = float(part163[1] + part163[5]);
+    part163[2] = float(part163[2] + part163[6]);
+    part163[3] = float(part163[3] + part163[7]);
+    part163[0] = float(part163[0] + part163[2]);
+    part163[1] = float(part163[1] + part163[3]);
+    part163[0] = float(part163[0] + part163[1]);
+    v161_psum[1] = part163[0];
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v161_psum[0], 1);
+    v161_psum[0] = float(v161_psum[0] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v161_psum[1], 1);
+    v161_psum[1] = float(v161_psum[1] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v161_psum[0], 2);
+    v161_psum[0] = float(v161_psum[0] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v161_psum[1], 2);
+    v161_psum[1] = float(v161_psum[1] + sh167);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v143_la[2];
+    float v168_la[2];
     #pragma unroll
-    for (int s144 = 0; s144 < 2; ++s144) {
-      v143_la[s144] = float(c35_l[s144] * v128_alpha[s144]);
+    for (int s169 = 0; s169 < 2; ++s169) {
+      v168_la[s169] = float(c40_l[s169] * v153_alpha[s169]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v145_ln[2];
+    float v170_ln[2];
     #pragma unroll
-    for (int s146 = 0; s146 < 2; ++s146) {
-      v145_ln[s146] = float(v143_la[s146] + v136_psum[s146]);
+    for (int s171 = 0; s171 < 2; ++s171) {
+      v170_ln[s171] = float(v168_la[s171] + v161_psum[s171]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v147_alpha2[2];
-    v147_alpha2[0] = v128_alpha[0];
-    v147_alpha2[1] = v128_alpha[1];
+    float v172_alpha2[2];
+    v172_alpha2[0] = v153_alpha[0];
+    v172_alpha2[1] = v153_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v148_alphab[32];
-    v148_alphab[0] = v147_alpha2[0];
-    v148_alphab[1] = v147_alpha2[0];
-    v148_alphab[2] = v147_alpha2[1];
-    v148_alphab[3] = v147_alpha2[1];
-    v148_alphab[4] = v147_alpha2[0];
-    v148_alphab[5] = v147_alpha2[0];
-    v148_alphab[6] = v147_alpha2[1];
-    v148_alphab[7] = v147_alpha2[1];
-    v148_alphab[8] = v147_alpha2[0];
-    v148_alphab[9] = v147_alpha2[0];
-    v148_alphab[10] = v147_alpha2[1];
-    v148_alphab[11] = v147_alpha2[1];
-    v148_alphab[12] = v147_alpha2[0];
-    v148_alphab[13] = v147_alpha2[0];
-    v148_alphab[14] = v147_alpha2[1];
-    v148_alphab[15] = v147_alpha2[1];
-    v148_alphab[16] = v147_alpha2[0];
-    v148_alphab[17] = v147_alpha2[0];
-    v148_alphab[18] = v147_alpha2[1];
-    v148_alphab[19] = v147_alpha2[1];
-    v148_alphab[20] = v147_alpha2[0];
-    v148_alphab[21] = v147_alpha2[0];
-    v148_alphab[22] = v147_alpha2[1];
-    v148_alphab[23] = v147_alpha2[1];
-    v148_alphab[24] = v147_alpha2[0];
-    v148_alphab[25] = v147_alpha2[0];
-    v148_alphab[26] = v147_alpha2[1];
-    v148_alphab[27] = v147_alpha2[1];
-    v148_alphab[28] = v147_alpha2[0];
-    v148_alphab[29] = v147_alpha2[0];
-    v148_alphab[30] = v147_alpha2[1];
-    v148_alphab[31] = v147_alpha2[1];
+    float v173_alphab[32];
+    v173_alphab[0] = v172_alpha2[0];
+    v173_alphab[1] = v172_alpha2[0];
+    v173_alphab[2] = v172_alpha2[1];
+    v173_alphab[3] = v172_alpha2[1];
+    v173_alphab[4] = v172_alpha2[0];
+    v173_alphab[5] = v172_alpha2[0];
+    v173_alphab[6] = v172_alpha2[1];
+    v173_alphab[7] = v172_alpha2[1];
+    v173_alphab[8] = v172_alpha2[0];
+    v173_alphab[9] = v172_alpha2[0];
+    v173_alphab[10] = v172_alpha2[1];
+    v173_alphab[11] = v172_alpha2[1];
+    v173_alphab[12] = v172_alpha2[0];
+    v173_alphab[13] = v172_alpha2[0];
+    v173_alphab[14] = v172_alpha2[1];
+    v173_alphab[15] = v172_alpha2[1];
+    v173_alphab[16] = v172_alpha2[0];
+    v173_alphab[17] = v172_alpha2[0];
+    v173_alphab[18] = v172_alpha2[1];
+    v173_alphab[19] = v172_alpha2[1];
+    v173_alphab[20] = v172_alpha2[0];
+    v173_alphab[21] = v172_alpha2[0];
+    v173_alphab[22] = v172_alpha2[1];
+    v173_alphab[23] = v172_alpha2[1];
+    v173_alphab[24] = v172_alpha2[0];
+    v173_alphab[25] = v172_alpha2[0];
+    v173_alphab[26] = v172_alpha2[1];
+    v173_alphab[27] = v172_alpha2[1];
+    v173_alphab[28] = v172_alpha2[0];
+    v173_alphab[29] = v172_alpha2[0];
+    v173_alphab[30] = v172_alpha2[1];
+    v173_alphab[31] = v172_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v149_accs[32];
+    float v174_accs[32];
     #pragma unroll
-    for (int s150 = 0; s150 < 32; ++s150) {
-      v149_accs[s150] = float(c37_acc[s150] * v148_alphab[s150]);
+    for (int s175 = 0; s175 < 32; ++s175) {
+      v174_accs[s175] = float(c42_acc[s175] * v173_alphab[s175]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v151_pb[32];
+    float v176_pb[32];
     #pragma unroll
-    for (int s152 = 0; s152 < 32; ++s152) {
-      v151_pb[s152] = tsr::rbf16(float(float(v134_p[s152])));
+    for (int s177 = 0; s177 < 32; ++s177) {
+      v176_pb[s177] = tsr::rbf16(float(float(v159_p[s177])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 2, warps = [4, 1], instr = [16, 8]>>>
-    float v153[32];
-    v153[0] = v151_pb[0];
-    v153[1] = v151_pb[1];
-    v153[2] = v151_pb[2];
-    v153[3] = v151_pb[3];
-    v153[4] = v151_pb[4];
-    v153[5] = v151_pb[5];
-    v153[6] = v151_pb[6];
-    v153[7] = v151_pb[7];
-    v153[8] = v151_pb[8];
-    v153[9] = v151_pb[9];
-    v153[10] = v151_pb[10];
-    v153[11] = v151_pb[11];
-    v153[12] = v151_pb[12];
-    v153[13] = v151_pb[13];
-    v153[14] = v151_pb[14];
-    v153[15] = v151_pb[15];
-    v153[16] = v151_pb[16];
-    v153[17] = v151_pb[17];
-    v153[18] = v151_pb[18];
-    v153[19] = v151_pb[19];
-    v153[20] = v151_pb[20];
-    v153[21] = v151_pb[21];
-    v153[22] = v151_pb[22];
-    v153[23] = v151_pb[23];
-    v153[24] = v151_pb[24];
-    v153[25] = v151_pb[25];
-    v153[26] = v151_pb[26];
-    v153[27] = v151_pb[27];
-    v153[28] = v151_pb[28];
-    v153[29] = v151_pb[29];
-    v153[30] = v151_pb[30];
-    v153[31] = v151_pb[31];
+    float v178[32];
+    v178[0] = v176_pb[0];
+    v178[1] = v176_pb[1];
+    v178[2] = v176_pb[2];
+    v178[3] = v176_pb[3];
+    v178[4] = v176_pb[4];
+    v178[5] = v176_pb[5];
+    v178[6] = v176_pb[6];
+    v178[7] = v176_pb[7];
+    v178[8] = v176_pb[8];
+    v178[9] = v176_pb[9];
+    v178[10] = v176_pb[10];
+    v178[11] = v176_pb[11];
+    v178[12] = v176_pb[12];
+    v178[13] = v176_pb[13];
+    v178[14] = v176_pb[14];
+    v178[15] = v176_pb[15];
+    v178[16] = v176_pb[16];
+    v178[17] = v176_pb[17];
+    v178[18] = v176_pb[18];
+    v178[19] = v176_pb[19];
+    v178[20] = v176_pb[20];
+    v178[21] = v176_pb[21];
+    v178[22] = v176_pb[22];
+    v178[23] = v176_pb[23];
+    v178[24] = v176_pb[24];
+    v178[25] = v176_pb[25];
+    v178[26] = v176_pb[26];
+    v178[27] = v176_pb[27];
+    v178[28] = v176_pb[28];
+    v178[29] = v176_pb[29];
+    v178[30] = v176_pb[30];
+    v178[31] = v176_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v154_accn[32];
+    float v179_accn[32];
     #pragma unroll
-    for (int s155 = 0; s155 < 32; ++s155) {
-      v154_accn[s155] = v149_accs[s155];
+    for (int s180 = 0; s180 < 32; ++s180) {
+      v179_accn[s180] = v174_accs[s180];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][8][2];
-      fa[0][0][0] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 0], v153[8 * (0 + 4 * 0) + 0 + 1]);
-      fa[0][0][1] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 2], v153[8 * (0 + 4 * 0) + 2 + 1]);
-      fa[0][0][2] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 4], v153[8 * (0 + 4 * 0) + 4 + 1]);
-      fa[0][0][3] = tsr::f2bf2(v153[8 * (0 + 4 * 0) + 6], v153[8 * (0 + 4 * 0) + 6 + 1]);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      fa[0][0][0] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 0], v178[8 * (0 + 4 * 0) + 0 + 1]);
+      fa[0][0][1] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 2], v178[8 * (0 + 4 * 0) + 2 + 1]);
+      fa[0][0][2] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 4], v178[8 * (0 + 4 * 0) + 4 + 1]);
+      fa[0][0][3] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 6], v178[8 * (0 + 4 * 0) + 6 + 1]);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 0], v153[8 * (ks + 1 + 4 * 0) + 0 + 1]);
-          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 2], v153[8 * (ks + 1 + 4 * 0) + 2 + 1]);
-          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 4], v153[8 * (ks + 1 + 4 * 0) + 4 + 1]);
-          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v153[8 * (ks + 1 + 4 * 0) + 6], v153[8 * (ks + 1 + 4 * 0) + 6 + 1]);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh41 + rs39 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          fa[(ks + 1) & 1][0][0] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 0], v178[8 * (ks + 1 + 4 * 0) + 0 + 1]);
+          fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 2], v178[8 * (ks + 1 + 4 * 0) + 2 + 1]);
+          fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 4], v178[8 * (ks + 1 + 4 * 0) + 4 + 1]);
+          fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 6], v178[8 * (ks + 1 + 4 * 0) + 6 + 1]);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v154_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v154_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v154_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v154_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v154_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v154_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v154_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v154_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v179_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v179_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v179_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v179_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v179_accn[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v179_accn[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v179_accn[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v179_accn[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s156 = 0; s156 < 2; ++s156) {
-      c33_m[s156] = v124_mn[s156];
+    for (int s181 = 0; s181 < 2; ++s181) {
+      c38_m[s181] = v149_mn[s181];
     }
     #pragma unroll
-    for (int s157 = 0; s157 < 2; ++s157) {
-      c35_l[s157] = v145_ln[s157];
+    for (int s182 = 0; s182 < 2; ++s182) {
+      c40_l[s182] = v170_ln[s182];
     }
     #pragma unroll
-    for (int s158 = 0; s158 < 32; ++s158) {
-      c37_acc[s158] = v154_accn[s158];
+    for (int s183 = 0; s183 < 32; ++s183) {
+      c42_acc[s183] = v179_accn[s183];
     }
-    rs39 = int((unsigned(rs39) + 1u) % 2u);
+    rs44 = int((unsigned(rs44) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v159_l2[2];
-  v159_l2[0] = c35_l[0];
-  v159_l2[1] = c35_l[1];
+  float v184_l2[2];
+  v184_l2[0] = c40_l[0];
+  v184_l2[1] = c40_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v160_lb[32];
-  v160_lb[0] = v159_l2[0];
-  v160_lb[1] = v159_l2[0];
-  v160_lb[2] = v159_l2[1];
-  v160_lb[3] = v159_l2[1];
-  v160_lb[4] = v159_l2[0];
-  v160_lb[5] = v159_l2[0];
-  v160_lb[6] = v159_l2[1];
-  v160_lb[7] = v159_l2[1];
-  v160_lb[8] = v159_l2[0];
-  v160_lb[9] = v159_l2[0];
-  v160_lb[10] = v159_l2[1];
-  v160_lb[11] = v159_l2[1];
-  v160_lb[12] = v159_l2[0];
-  v160_lb[13] = v159_l2[0];
-  v160_lb[14] = v159_l2[1];
-  v160_lb[15] = v159_l2[1];
-  v160_lb[16] = v159_l2[0];
-  v160_lb[17] = v159_l2[0];
-  v160_lb[18] = v159_l2[1];
-  v160_lb[19] = v159_l2[1];
-  v160_lb[20] = v159_l2[0];
-  v160_lb[21] = v159_l2[0];
-  v160_lb[22] = v159_l2[1];
-  v160_lb[23] = v159_l2[1];
-  v160_lb[24] = v159_l2[0];
-  v160_lb[25] = v159_l2[0];
-  v160_lb[26] = v159_l2[1];
-  v160_lb[27] = v159_l2[1];
-  v160_lb[28] = v159_l2[0];
-  v160_lb[29] = v159_l2[0];
-  v160_lb[30] = v159_l2[1];
-  v160_lb[31] = v159_l2[1];
+  float v185_lb[32];
+  v185_lb[0] = v184_l2[0];
+  v185_lb[1] = v184_l2[0];
+  v185_lb[2] = v184_l2[1];
+  v185_lb[3] = v184_l2[1];
+  v185_lb[4] = v184_l2[0];
+  v185_lb[5] = v184_l2[0];
+  v185_lb[6] = v184_l2[1];
+  v185_lb[7] = v184_l2[1];
+  v185_lb[8] = v184_l2[0];
+  v185_lb[9] = v184_l2[0];
+  v185_lb[10] = v184_l2[1];
+  v185_lb[11] = v184_l2[1];
+  v185_lb[12] = v184_l2[0];
+  v185_lb[13] = v184_l2[0];
+  v185_lb[14] = v184_l2[1];
+  v185_lb[15] = v184_l2[1];
+  v185_lb[16] = v184_l2[0];
+  v185_lb[17] = v184_l2[0];
+  v185_lb[18] = v184_l2[1];
+  v185_lb[19] = v184_l2[1];
+  v185_lb[20] = v184_l2[0];
+  v185_lb[21] = v184_l2[0];
+  v185_lb[22] = v184_l2[1];
+  v185_lb[23] = v184_l2[1];
+  v185_lb[24] = v184_l2[0];
+  v185_lb[25] = v184_l2[0];
+  v185_lb[26] = v184_l2[1];
+  v185_lb[27] = v184_l2[1];
+  v185_lb[28] = v184_l2[0];
+  v185_lb[29] = v184_l2[0];
+  v185_lb[30] = v184_l2[1];
+  v185_lb[31] = v184_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v161_out[32];
+  float v186_out[32];
   #pragma unroll
-  for (int s162 = 0; s162 < 32; ++s162) {
-    v161_out[s162] = float(c37_acc[s162] / v160_lb[s162]);
+  for (int s187 = 0; s187 < 32; ++s187) {
+    v186_out[s187] = float(c42_acc[s187] / v185_lb[s187]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v163_outb[32];
+  float v188_outb[32];
   #pragma unroll
-  for (int s164 = 0; s164 < 32; ++s164) {
-    v163_outb[s164] = tsr::rbf16(float(float(v161_out[s164])));
+  for (int s189 = 0; s189 < 32; ++s189) {
+    v188_outb[s189] = tsr::rbf16(float(float(v186_out[s189])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-  float v165_o3[32];
-  v165_o3[0] = v163_outb[0];
-  v165_o3[1] = v163_outb[1];
-  v165_o3[2] = v163_outb[2];
-  v165_o3[3] = v163_outb[3];
-  v165_o3[4] = v163_outb[4];
-  v165_o3[5] = v163_outb[5];
-  v165_o3[6] = v163_outb[6];
-  v165_o3[7] = v163_outb[7];
-  v165_o3[8] = v163_outb[8];
-  v165_o3[9] = v163_outb[9];
-  v165_o3[10] = v163_outb[10];
-  v165_o3[11] = v163_outb[11];
-  v165_o3[12] = v163_outb[12];
-  v165_o3[13] = v163_outb[13];
-  v165_o3[14] = v163_outb[14];
-  v165_o3[15] = v163_outb[15];
-  v165_o3[16] = v163_outb[16];
-  v165_o3[17] = v163_outb[17];
-  v165_o3[18] = v163_outb[18];
-  v165_o3[19] = v163_outb[19];
-  v165_o3[20] = v163_outb[20];
-  v165_o3[21] = v163_outb[21];
-  v165_o3[22] = v163_outb[22];
-  v165_o3[23] = v163_outb[23];
-  v165_o3[24] = v163_outb[24];
-  v165_o3[25] = v163_outb[25];
-  v165_o3[26] = v163_outb[26];
-  v165_o3[27] = v163_outb[27];
-  v165_o3[28] = v163_outb[28];
-  v165_o3[29] = v163_outb[29];
-  v165_o3[30] = v163_outb[30];
-  v165_o3[31] = v163_outb[31];
+  float v190_o3[32];
+  v190_o3[0] = v188_outb[0];
+  v190_o3[1] = v188_outb[1];
+  v190_o3[2] = v188_outb[2];
+  v190_o3[3] = v188_outb[3];
+  v190_o3[4] = v188_outb[4];
+  v190_o3[5] = v188_outb[5];
+  v190_o3[6] = v188_outb[6];
+  v190_o3[7] = v188_outb[7];
+  v190_o3[8] = v188_outb[8];
+  v190_o3[9] = v188_outb[9];
+  v190_o3[10] = v188_outb[10];
+  v190_o3[11] = v188_outb[11];
+  v190_o3[12] = v188_outb[12];
+  v190_o3[13] = v188_outb[13];
+  v190_o3[14] = v188_outb[14];
+  v190_o3[15] = v188_outb[15];
+  v190_o3[16] = v188_outb[16];
+  v190_o3[17] = v188_outb[17];
+  v190_o3[18] = v188_outb[18];
+  v190_o3[19] = v188_outb[19];
+  v190_o3[20] = v188_outb[20];
+  v190_o3[21] = v188_outb[21];
+  v190_o3[22] = v188_outb[22];
+  v190_o3[23] = v188_outb[23];
+  v190_o3[24] = v188_outb[24];
+  v190_o3[25] = v188_outb[25];
+  v190_o3[26] = v188_outb[26];
+  v190_o3[27] = v188_outb[27];
+  v190_o3[28] = v188_outb[28];
+  v190_o3[29] = v188_outb[29];
+  v190_o3[30] = v188_outb[30];
+  v190_o3[31] = v188_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o166 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o167 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o168 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole169 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole169) {
+    const int64_t o191 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o192 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o193 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole194 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole194) {
       #pragma unroll
-      for (int c170 = 0; c170 < 16; ++c170) {
-        uint16_t vb171[2];
-        vb171[0] = tsr::f2bf(v165_o3[c170 * 2 + 0]);
-        vb171[1] = tsr::f2bf(v165_o3[c170 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c170 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c170 * 2) % 2) + (((c170 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb171);
+      for (int c195 = 0; c195 < 16; ++c195) {
+        uint16_t vb196[2];
+        vb196[0] = tsr::f2bf(v190_o3[c195 * 2 + 0]);
+        vb196[1] = tsr::f2bf(v190_o3[c195 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c195 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c195 * 2) % 2) + (((c195 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb196);
       }
     } else {
       #pragma unroll
-      for (int c172 = 0; c172 < 16; ++c172) {
-        uint16_t vb173[2];
-        if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb173[0] = tsr::f2bf(v165_o3[c172 * 2 + 0]);
-          vb173[1] = tsr::f2bf(v165_o3[c172 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb173);
+      for (int c197 = 0; c197 < 16; ++c197) {
+        uint16_t vb198[2];
+        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb198[0] = tsr::f2bf(v190_o3[c197 * 2 + 0]);
+          vb198[1] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb198);
         } else {
-          if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v165_o3[c172 * 2]);
-          if ((o166 + 0) < int64_t(tsr_dim_H) && (o167 + ((((c172 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o166 + 0) * tsr_p3_s0 + (o167 + ((((c172 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o168 + (((c172 * 2) % 2) + (((c172 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v165_o3[c172 * 2 + 1]);
+          if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2]);
+          if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
         }
       }
     }

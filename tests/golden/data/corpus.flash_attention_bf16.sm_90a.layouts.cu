@@ -74,16 +74,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
         tsr::cp_async_16(sb15 + uint32_t(tsr::sw128_index(int((((q17 * 8) / 64)) * 1), int(((q17 * 8) % 64)), 64)) * 2u, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((q17 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q17 * 8) % 64)) * tsr_p0_s2);
       }
     } else {
-      #pragma unroll
-      for (int i18 = 0; i18 < 4; ++i18) {
-        const int q19 = i18 * 128 + tsr_tid;
-        const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
-        const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
-        uint16_t* const dst22 = sh11 + tsr::sw128_index(int((((q19 * 8) / 64)) * 1), int(((q19 * 8) % 64)), 64);
-        if (tsr::aligned_vec<uint16_t, 8>(src21)) {
-          tsr::cp_async_16(tsr::smem_u32(dst22), src21, int(n20) * 2);
-        } else {
-          for (int v_ = 0; v_ < 8; ++v_) dst22[v_] = v_ < n20 ? src21[v_] : uint16_t(0);
+      if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0 && tsr_p0_s1 % 8 == 0) {
+        #pragma unroll 1
+        for (int i18 = 0; i18 < 4; ++i18) {
+          const int q19 = i18 * 128 + tsr_tid;
+          const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
+          const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
+          tsr::cp_async_16(tsr::smem_u32(sh11) + uint32_t(tsr::sw128_index(int((((q19 * 8) / 64)) * 1), int(((q19 * 8) % 64)), 64)) * 2u, src21, int(n20) * 2);
+        }
+      } else {
+        #pragma unroll 1
+        for (int i23 = 0; i23 < 4; ++i23) {
+          const int q24 = i23 * 128 + tsr_tid;
+          const int64_t n25 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q24 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q24 * 8) % 64))) : 8;
+          const uint16_t* src26 = tsr_p0 + (n25 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q24 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q24 * 8) % 64)) * tsr_p0_s2 : 0);
+          uint16_t* const dst27 = sh11 + tsr::sw128_index(int((((q24 * 8) / 64)) * 1), int(((q24 * 8) % 64)), 64);
+          for (int v_ = 0; v_ < 8; ++v_) dst27[v_] = v_ < n25 ? src26[v_] : uint16_t(0);
         }
       }
     }
@@ -94,543 +100,543 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   __syncthreads();
   // %qs = reshape %q3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
   // %ninf = const {value = -inf} : f32
-  const float v23_ninf = (-tsr::inf_f());
+  const float v28_ninf = (-tsr::inf_f());
   // %f0 = const {value = 0.0} : f32
-  const float v24_f0 = 0x0p+0f;
+  const float v29_f0 = 0x0p+0f;
   // %0 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v25[32];
+  float v30[32];
   #pragma unroll
-  for (int s26 = 0; s26 < 32; ++s26) {
-    v25[s26] = v24_f0;
+  for (int s31 = 0; s31 < 32; ++s31) {
+    v30[s31] = v29_f0;
   }
   // %1 = splat %f0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v27[32];
+  float v32[32];
   #pragma unroll
-  for (int s28 = 0; s28 < 32; ++s28) {
-    v27[s28] = v24_f0;
+  for (int s33 = 0; s33 < 32; ++s33) {
+    v32[s33] = v29_f0;
   }
   // %2 = splat %ninf : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-  float v29[2];
+  float v34[2];
   #pragma unroll
-  for (int s30 = 0; s30 < 2; ++s30) {
-    v29[s30] = v23_ninf;
+  for (int s35 = 0; s35 < 2; ++s35) {
+    v34[s35] = v28_ninf;
   }
   // %3 = splat %f0 : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-  float v31[2];
+  float v36[2];
   #pragma unroll
-  for (int s32 = 0; s32 < 2; ++s32) {
-    v31[s32] = v24_f0;
+  for (int s37 = 0; s37 < 2; ++s37) {
+    v36[s37] = v29_f0;
   }
   // %m, %l, %acc = for %c0, %ntiles, %c1, %2, %3, %1 {pipeline = 2} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>, tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>> {...}
-  float c33_m[2];
+  float c38_m[2];
   #pragma unroll
-  for (int s34 = 0; s34 < 2; ++s34) {
-    c33_m[s34] = v29[s34];
+  for (int s39 = 0; s39 < 2; ++s39) {
+    c38_m[s39] = v34[s39];
   }
-  float c35_l[2];
+  float c40_l[2];
   #pragma unroll
-  for (int s36 = 0; s36 < 2; ++s36) {
-    c35_l[s36] = v31[s36];
+  for (int s41 = 0; s41 < 2; ++s41) {
+    c40_l[s41] = v36[s41];
   }
-  float c37_acc[32];
+  float c42_acc[32];
   #pragma unroll
-  for (int s38 = 0; s38 < 32; ++s38) {
-    c37_acc[s38] = v27[s38];
+  for (int s43 = 0; s43 < 32; ++s43) {
+    c42_acc[s43] = v32[s43];
   }
-  uint16_t* const sh40 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
-  uint16_t* const sh41 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
-  const uint32_t mb42 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
+  uint16_t* const sh45 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
+  uint16_t* const sh46 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
+  const uint32_t mb47 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 2u; ++s_) {
-      tsr::mbar_init(mb42 + 8u * s_, 1);
-      tsr::mbar_init(mb42 + 8u * (2u + s_), 4);
+      tsr::mbar_init(mb47 + 8u * s_, 1);
+      tsr::mbar_init(mb47 + 8u * (2u + s_), 4);
     }
     tsr::mbar_init_fence();
   }
   __syncthreads();
-  int rs39 = 0;
-  uint32_t rn43 = 0;  // iterations begun
+  int rs44 = 0;
+  uint32_t rn48 = 0;  // iterations begun
   if (tsr_tid == 0 && (int64_t(v2_c0) + 0 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-    const int32_t nx44 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
-    const uint32_t st45 = (0u) % 2u;
-    if ((0u) >= 2u) tsr::mbar_wait(mb42 + 8u * (2u + st45), ((0u) / 2u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb42 + 8u * st45, 16384u);
+    const int32_t nx49 = int32_t((int64_t(v2_c0) + 0 * int64_t(v3_c1)));
+    const uint32_t st50 = (0u) % 2u;
+    if ((0u) >= 2u) tsr::mbar_wait(mb47 + 8u * (2u + st50), ((0u) / 2u - 1u) & 1u);
+    tsr::mbar_arrive_expect_tx(mb47 + 8u * st50, 16384u);
     // %off = mul %j, %bn : i32
-    const int32_t v46_off = int32_t(uint32_t(nx44) * uint32_t(v5_bn));
-    tsr::tma_load_3d(tsr::smem_u32(sh40) + st45 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx44) * 64, int(v1_ph) * 1, mb42 + 8u * st45);
-    tsr::tma_load_3d(tsr::smem_u32(sh41) + st45 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx44) * 64, int(v1_ph) * 1, mb42 + 8u * st45);
+    const int32_t v51_off = int32_t(uint32_t(nx49) * uint32_t(v5_bn));
+    tsr::tma_load_3d(tsr::smem_u32(sh45) + st50 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
+    tsr::tma_load_3d(tsr::smem_u32(sh46) + st50 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
   }
-  for (int64_t iv47_ = v2_c0; v3_c1 > 0 && iv47_ < v8_ntiles; iv47_ += v3_c1) {
-    const int32_t iv47 = int32_t(iv47_);
-    if (tsr_tid == 0 && (iv47_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx48 = int32_t((iv47_ + 1 * int64_t(v3_c1)));
-      const uint32_t st49 = (rn43 + 1u) % 2u;
-      if ((rn43 + 1u) >= 2u) tsr::mbar_wait(mb42 + 8u * (2u + st49), ((rn43 + 1u) / 2u - 1u) & 1u);
-      tsr::mbar_arrive_expect_tx(mb42 + 8u * st49, 16384u);
+  for (int64_t iv52_ = v2_c0; v3_c1 > 0 && iv52_ < v8_ntiles; iv52_ += v3_c1) {
+    const int32_t iv52 = int32_t(iv52_);
+    if (tsr_tid == 0 && (iv52_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v3_c1)));
+      const uint32_t st54 = (rn48 + 1u) % 2u;
+      if ((rn48 + 1u) >= 2u) tsr::mbar_wait(mb47 + 8u * (2u + st54), ((rn48 + 1u) / 2u - 1u) & 1u);
+      tsr::mbar_arrive_expect_tx(mb47 + 8u * st54, 16384u);
       // %off = mul %j, %bn : i32
-      const int32_t v50_off = int32_t(uint32_t(nx48) * uint32_t(v5_bn));
-      tsr::tma_load_3d(tsr::smem_u32(sh40) + st49 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx48) * 64, int(v1_ph) * 1, mb42 + 8u * st49);
-      tsr::tma_load_3d(tsr::smem_u32(sh41) + st49 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx48) * 64, int(v1_ph) * 1, mb42 + 8u * st49);
+      const int32_t v55_off = int32_t(uint32_t(nx53) * uint32_t(v5_bn));
+      tsr::tma_load_3d(tsr::smem_u32(sh45) + st54 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
+      tsr::tma_load_3d(tsr::smem_u32(sh46) + st54 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
     }
-    tsr::mbar_wait(mb42 + 8u * (rn43 % 2u), (rn43 / 2u) & 1u);  // this iteration's copies are in
+    tsr::mbar_wait(mb47 + 8u * (rn48 % 2u), (rn48 / 2u) & 1u);  // this iteration's copies are in
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v51_s0[32];
+    float v56_s0[32];
     #pragma unroll
-    for (int s52 = 0; s52 < 32; ++s52) {
-      v51_s0[s52] = v25[s52];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56_s0[s57] = v30[s57];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       const uint32_t sa_ = tsr::smem_u32(sh11);
-      const uint32_t sb_ = tsr::smem_u32((sh40 + rs39 * 4096));
+      const uint32_t sb_ = tsr::smem_u32((sh45 + rs44 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
-      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+      tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v51_s0[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]));
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v53_scs[32];
+    float v58_scs[32];
     #pragma unroll
-    for (int s54 = 0; s54 < 32; ++s54) {
-      v53_scs[s54] = v10_scale;
+    for (int s59 = 0; s59 < 32; ++s59) {
+      v58_scs[s59] = v10_scale;
     }
     // %4 = splat %scale : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v55[32];
+    float v60[32];
     #pragma unroll
-    for (int s56 = 0; s56 < 32; ++s56) {
-      v55[s56] = v10_scale;
+    for (int s61 = 0; s61 < 32; ++s61) {
+      v60[s61] = v10_scale;
     }
     // %s = mul %s0, %4 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v57_s[32];
+    float v62_s[32];
     #pragma unroll
-    for (int s58 = 0; s58 < 32; ++s58) {
-      v57_s[s58] = float(v51_s0[s58] * v55[s58]);
+    for (int s63 = 0; s63 < 32; ++s63) {
+      v62_s[s63] = float(v56_s0[s63] * v60[s63]);
     }
     // %off = mul %j, %bn : i32
-    const int32_t v59_off = int32_t(uint32_t(iv47) * uint32_t(v5_bn));
+    const int32_t v64_off = int32_t(uint32_t(iv52) * uint32_t(v5_bn));
     // %5 = arange : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v60[16];
+    int32_t v65[16];
     #pragma unroll
-    for (int s61 = 0; s61 < 16; ++s61) {
-      v60[s61] = int32_t(0 + (((s61) % 2) + (((s61) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
+    for (int s66 = 0; s66 < 16; ++s66) {
+      v65[s66] = int32_t(0 + (((s66) % 2) + (((s66) / 2) % 8) * 8) + (((tsr_lane >> 0) & 3) * 2));
     }
     // %6 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v62[16];
+    int32_t v67[16];
     #pragma unroll
-    for (int s63 = 0; s63 < 16; ++s63) {
-      v62[s63] = v59_off;
+    for (int s68 = 0; s68 < 16; ++s68) {
+      v67[s68] = v64_off;
     }
     // %7 = add %5, %6 : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v64[16];
+    int32_t v69[16];
     #pragma unroll
-    for (int s65 = 0; s65 < 16; ++s65) {
-      v64[s65] = int32_t(uint32_t(v60[s65]) + uint32_t(v62[s65]));
+    for (int s70 = 0; s70 < 16; ++s70) {
+      v69[s70] = int32_t(uint32_t(v65[s70]) + uint32_t(v67[s70]));
     }
     // %8 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    int32_t v66[16];
+    int32_t v71[16];
     #pragma unroll
-    for (int s67 = 0; s67 < 16; ++s67) {
-      v66[s67] = v4_t;
+    for (int s72 = 0; s72 < 16; ++s72) {
+      v71[s72] = v4_t;
     }
     // %9 = cmp %7, %8 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    uint8_t v68[16];
+    uint8_t v73[16];
     #pragma unroll
-    for (int s69 = 0; s69 < 16; ++s69) {
-      v68[s69] = uint8_t(v64[s69] < v66[s69]);
+    for (int s74 = 0; s74 < 16; ++s74) {
+      v73[s74] = uint8_t(v69[s74] < v71[s74]);
     }
     // %valid2 = expand_dims %9 {axis = 0} : tile<i1, [1, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v70_valid2[16];
-    v70_valid2[0] = v68[0];
-    v70_valid2[1] = v68[1];
-    v70_valid2[2] = v68[2];
-    v70_valid2[3] = v68[3];
-    v70_valid2[4] = v68[4];
-    v70_valid2[5] = v68[5];
-    v70_valid2[6] = v68[6];
-    v70_valid2[7] = v68[7];
-    v70_valid2[8] = v68[8];
-    v70_valid2[9] = v68[9];
-    v70_valid2[10] = v68[10];
-    v70_valid2[11] = v68[11];
-    v70_valid2[12] = v68[12];
-    v70_valid2[13] = v68[13];
-    v70_valid2[14] = v68[14];
-    v70_valid2[15] = v68[15];
+    uint8_t v75_valid2[16];
+    v75_valid2[0] = v73[0];
+    v75_valid2[1] = v73[1];
+    v75_valid2[2] = v73[2];
+    v75_valid2[3] = v73[3];
+    v75_valid2[4] = v73[4];
+    v75_valid2[5] = v73[5];
+    v75_valid2[6] = v73[6];
+    v75_valid2[7] = v73[7];
+    v75_valid2[8] = v73[8];
+    v75_valid2[9] = v73[9];
+    v75_valid2[10] = v73[10];
+    v75_valid2[11] = v73[11];
+    v75_valid2[12] = v73[12];
+    v75_valid2[13] = v73[13];
+    v75_valid2[14] = v73[14];
+    v75_valid2[15] = v73[15];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    uint8_t v71_validb[32];
-    v71_validb[0] = v70_valid2[0];
-    v71_validb[1] = v70_valid2[1];
-    v71_validb[2] = v70_valid2[0];
-    v71_validb[3] = v70_valid2[1];
-    v71_validb[4] = v70_valid2[2];
-    v71_validb[5] = v70_valid2[3];
-    v71_validb[6] = v70_valid2[2];
-    v71_validb[7] = v70_valid2[3];
-    v71_validb[8] = v70_valid2[4];
-    v71_validb[9] = v70_valid2[5];
-    v71_validb[10] = v70_valid2[4];
-    v71_validb[11] = v70_valid2[5];
-    v71_validb[12] = v70_valid2[6];
-    v71_validb[13] = v70_valid2[7];
-    v71_validb[14] = v70_valid2[6];
-    v71_validb[15] = v70_valid2[7];
-    v71_validb[16] = v70_valid2[8];
-    v71_validb[17] = v70_valid2[9];
-    v71_validb[18] = v70_valid2[8];
-    v71_validb[19] = v70_valid2[9];
-    v71_validb[20] = v70_valid2[10];
-    v71_validb[21] = v70_valid2[11];
-    v71_validb[22] = v70_valid2[10];
-    v71_validb[23] = v70_valid2[11];
-    v71_validb[24] = v70_valid2[12];
-    v71_validb[25] = v70_valid2[13];
-    v71_validb[26] = v70_valid2[12];
-    v71_validb[27] = v70_valid2[13];
-    v71_validb[28] = v70_valid2[14];
-    v71_validb[29] = v70_valid2[15];
-    v71_validb[30] = v70_valid2[14];
-    v71_validb[31] = v70_valid2[15];
+    uint8_t v76_validb[32];
+    v76_validb[0] = v75_valid2[0];
+    v76_validb[1] = v75_valid2[1];
+    v76_validb[2] = v75_valid2[0];
+    v76_validb[3] = v75_valid2[1];
+    v76_validb[4] = v75_valid2[2];
+    v76_validb[5] = v75_valid2[3];
+    v76_validb[6] = v75_valid2[2];
+    v76_validb[7] = v75_valid2[3];
+    v76_validb[8] = v75_valid2[4];
+    v76_validb[9] = v75_valid2[5];
+    v76_validb[10] = v75_valid2[4];
+    v76_validb[11] = v75_valid2[5];
+    v76_validb[12] = v75_valid2[6];
+    v76_validb[13] = v75_valid2[7];
+    v76_validb[14] = v75_valid2[6];
+    v76_validb[15] = v75_valid2[7];
+    v76_validb[16] = v75_valid2[8];
+    v76_validb[17] = v75_valid2[9];
+    v76_validb[18] = v75_valid2[8];
+    v76_validb[19] = v75_valid2[9];
+    v76_validb[20] = v75_valid2[10];
+    v76_validb[21] = v75_valid2[11];
+    v76_validb[22] = v75_valid2[10];
+    v76_validb[23] = v75_valid2[11];
+    v76_validb[24] = v75_valid2[12];
+    v76_validb[25] = v75_valid2[13];
+    v76_validb[26] = v75_valid2[12];
+    v76_validb[27] = v75_valid2[13];
+    v76_validb[28] = v75_valid2[14];
+    v76_validb[29] = v75_valid2[15];
+    v76_validb[30] = v75_valid2[14];
+    v76_validb[31] = v75_valid2[15];
     // %10 = splat %ninf : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v72[32];
+    float v77[32];
     #pragma unroll
-    for (int s73 = 0; s73 < 32; ++s73) {
-      v72[s73] = v23_ninf;
+    for (int s78 = 0; s78 < 32; ++s78) {
+      v77[s78] = v28_ninf;
     }
     // %sm = where %validb, %s, %10 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v74_sm[32];
+    float v79_sm[32];
     #pragma unroll
-    for (int s75 = 0; s75 < 32; ++s75) {
-      v74_sm[s75] = (v71_validb[s75] ? v57_s[s75] : v72[s75]);
+    for (int s80 = 0; s80 < 32; ++s80) {
+      v79_sm[s80] = (v76_validb[s80] ? v62_s[s80] : v77[s80]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v76_rmax[2];
-    float part77[8];
-    part77[0] = v74_sm[0];
-    part77[1] = v74_sm[1];
-    part77[2] = v74_sm[4];
-    part77[3] = v74_sm[5];
-    part77[4] = v74_sm[8];
-    part77[5] = v74_sm[9];
-    part77[6] = v74_sm[12];
-    part77[7] = v74_sm[13];
-    part77[0] = tsr::max_nan_f32(part77[0], v74_sm[16]);
-    part77[1] = tsr::max_nan_f32(part77[1], v74_sm[17]);
-    part77[2] = tsr::max_nan_f32(part77[2], v74_sm[20]);
-    part77[3] = tsr::max_nan_f32(part77[3], v74_sm[21]);
-    part77[4] = tsr::max_nan_f32(part77[4], v74_sm[24]);
-    part77[5] = tsr::max_nan_f32(part77[5], v74_sm[25]);
-    part77[6] = tsr::max_nan_f32(part77[6], v74_sm[28]);
-    part77[7] = tsr::max_nan_f32(part77[7], v74_sm[29]);
-    part77[0] = tsr::max_nan_f32(part77[0], part77[4]);
-    part77[1] = tsr::max_nan_f32(part77[1], part77[5]);
-    part77[2] = tsr::max_nan_f32(part77[2], part77[6]);
-    part77[3] = tsr::max_nan_f32(part77[3], part77[7]);
-    part77[0] = tsr::max_nan_f32(part77[0], part77[2]);
-    part77[1] = tsr::max_nan_f32(part77[1], part77[3]);
-    part77[0] = tsr::max_nan_f32(part77[0], part77[1]);
-    v76_rmax[0] = part77[0];
-    float part78[8];
-    part78[0] = v74_sm[2];
-    part78[1] = v74_sm[3];
-    part78[2] = v74_sm[6];
-    part78[3] = v74_sm[7];
-    part78[4] = v74_sm[10];
-    part78[5] = v74_sm[11];
-    part78[6] = v74_sm[14];
-    part78[7] = v74_sm[15];
-    part78[0] = tsr::max_nan_f32(part78[0], v74_sm[18]);
-    part78[1] = tsr::max_nan_f32(part78[1], v74_sm[19]);
-    part78[2] = tsr::max_nan_f32(part78[2], v74_sm[22]);
-    part78[3] = tsr::max_nan_f32(part78[3], v74_sm[23]);
-    part78[4] = tsr::max_nan_f32(part78[4], v74_sm[26]);
-    part78[5] = tsr::max_nan_f32(part78[5], v74_sm[27]);
-    part78[6] = tsr::max_nan_f32(part78[6], v74_sm[30]);
-    part78[7] = tsr::max_nan_f32(part78[7], v74_sm[31]);
-    part78[0] = tsr::max_nan_f32(part78[0], part78[4]);
-    part78[1] = tsr::max_nan_f32(part78[1], part78[5]);
-    part78[2] = tsr::max_nan_f32(part78[2], part78[6]);
-    part78[3] = tsr::max_nan_f32(part78[3], part78[7]);
-    part78[0] = tsr::max_nan_f32(part78[0], part78[2]);
-    part78[1] = tsr::max_nan_f32(part78[1], part78[3]);
-    part78[0] = tsr::max_nan_f32(part78[0], part78[1]);
-    v76_rmax[1] = part78[0];
-    const float sh79 = __shfl_xor_sync(0xffffffffu, v76_rmax[0], 1);
-    v76_rmax[0] = tsr::max_nan_f32(v76_rmax[0], sh79);
-    const float sh80 = __shfl_xor_sync(0xffffffffu, v76_rmax[1], 1);
-    v76_rmax[1] = tsr::max_nan_f32(v76_rmax[1], sh80);
-    const float sh81 = __shfl_xor_sync(0xffffffffu, v76_rmax[0], 2);
-    v76_rmax[0] = tsr::max_nan_f32(v76_rmax[0], sh81);
-    const float sh82 = __shfl_xor_sync(0xffffffffu, v76_rmax[1], 2);
-    v76_rmax[1] = tsr::max_nan_f32(v76_rmax[1], sh82);
+    float v81_rmax[2];
+    float part82[8];
+    part82[0] = v79_sm[0];
+    part82[1] = v79_sm[1];
+    part82[2] = v79_sm[4];
+    part82[3] = v79_sm[5];
+    part82[4] = v79_sm[8];
+    part82[5] = v79_sm[9];
+    part82[6] = v79_sm[12];
+    part82[7] = v79_sm[13];
+    part82[0] = tsr::max_nan_f32(part82[0], v79_sm[16]);
+    part82[1] = tsr::max_nan_f32(part82[1], v79_sm[17]);
+    part82[2] = tsr::max_nan_f32(part82[2], v79_sm[20]);
+    part82[3] = tsr::max_nan_f32(part82[3], v79_sm[21]);
+    part82[4] = tsr::max_nan_f32(part82[4], v79_sm[24]);
+    part82[5] = tsr::max_nan_f32(part82[5], v79_sm[25]);
+    part82[6] = tsr::max_nan_f32(part82[6], v79_sm[28]);
+    part82[7] = tsr::max_nan_f32(part82[7], v79_sm[29]);
+    part82[0] = tsr::max_nan_f32(part82[0], part82[4]);
+    part82[1] = tsr::max_nan_f32(part82[1], part82[5]);
+    part82[2] = tsr::max_nan_f32(part82[2], part82[6]);
+    part82[3] = tsr::max_nan_f32(part82[3], part82[7]);
+    part82[0] = tsr::max_nan_f32(part82[0], part82[2]);
+    part82[1] = tsr::max_nan_f32(part82[1], part82[3]);
+    part82[0] = tsr::max_nan_f32(part82[0], part82[1]);
+    v81_rmax[0] = part82[0];
+    float part83[8];
+    part83[0] = v79_sm[2];
+    part83[1] = v79_sm[3];
+    part83[2] = v79_sm[6];
+    part83[3] = v79_sm[7];
+    part83[4] = v79_sm[10];
+    part83[5] = v79_sm[11];
+    part83[6] = v79_sm[14];
+    part83[7] = v79_sm[15];
+    part83[0] = tsr::max_nan_f32(part83[0], v79_sm[18]);
+    part83[1] = tsr::max_nan_f32(part83[1], v79_sm[19]);
+    part83[2] = tsr::max_nan_f32(part83[2], v79_sm[22]);
+    part83[3] = tsr::max_nan_f32(part83[3], v79_sm[23]);
+    part83[4] = tsr::max_nan_f32(part83[4], v79_sm[26]);
+    part83[5] = tsr::max_nan_f32(part83[5], v79_sm[27]);
+    part83[6] = tsr::max_nan_f32(part83[6], v79_sm[30]);
+    part83[7] = tsr::max_nan_f32(part83[7], v79_sm[31]);
+    part83[0] = tsr::max_nan_f32(part83[0], part83[4]);
+    part83[1] = tsr::max_nan_f32(part83[1], part83[5]);
+    part83[2] = tsr::max_nan_f32(part83[2], part83[6]);
+    part83[3] = tsr::max_nan_f32(part83[3], part83[7]);
+    part83[0] = tsr::max_nan_f32(part83[0], part83[2]);
+    part83[1] = tsr::max_nan_f32(part83[1], part83[3]);
+    part83[0] = tsr::max_nan_f32(part83[0], part83[1]);
+    v81_rmax[1] = part83[0];
+    const float sh84 = __shfl_xor_sync(0xffffffffu, v81_rmax[0], 1);
+    v81_rmax[0] = tsr::max_nan_f32(v81_rmax[0], sh84);
+    const float sh85 = __shfl_xor_sync(0xffffffffu, v81_rmax[1], 1);
+    v81_rmax[1] = tsr::max_nan_f32(v81_rmax[1], sh85);
+    const float sh86 = __shfl_xor_sync(0xffffffffu, v81_rmax[0], 2);
+    v81_rmax[0] = tsr::max_nan_f32(v81_rmax[0], sh86);
+    const float sh87 = __shfl_xor_sync(0xffffffffu, v81_rmax[1], 2);
+    v81_rmax[1] = tsr::max_nan_f32(v81_rmax[1], sh87);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v83_mn[2];
+    float v88_mn[2];
     #pragma unroll
-    for (int s84 = 0; s84 < 2; ++s84) {
-      v83_mn[s84] = tsr::fmax_nan_z<float>(c33_m[s84], v76_rmax[s84]);
+    for (int s89 = 0; s89 < 2; ++s89) {
+      v88_mn[s89] = tsr::fmax_nan_z<float>(c38_m[s89], v81_rmax[s89]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v85_dm[2];
+    float v90_dm[2];
     #pragma unroll
-    for (int s86 = 0; s86 < 2; ++s86) {
-      v85_dm[s86] = float(c33_m[s86] - v83_mn[s86]);
+    for (int s91 = 0; s91 < 2; ++s91) {
+      v90_dm[s91] = float(c38_m[s91] - v88_mn[s91]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v87_alpha[2];
+    float v92_alpha[2];
     #pragma unroll
-    for (int s88 = 0; s88 < 2; ++s88) {
-      v87_alpha[s88] = float(tsr::fexp(v85_dm[s88]));
+    for (int s93 = 0; s93 < 2; ++s93) {
+      v92_alpha[s93] = float(tsr::fexp(v90_dm[s93]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v89_mn2[2];
-    v89_mn2[0] = v83_mn[0];
-    v89_mn2[1] = v83_mn[1];
+    float v94_mn2[2];
+    v94_mn2[0] = v88_mn[0];
+    v94_mn2[1] = v88_mn[1];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v90_mnb[32];
-    v90_mnb[0] = v89_mn2[0];
-    v90_mnb[1] = v89_mn2[0];
-    v90_mnb[2] = v89_mn2[1];
-    v90_mnb[3] = v89_mn2[1];
-    v90_mnb[4] = v89_mn2[0];
-    v90_mnb[5] = v89_mn2[0];
-    v90_mnb[6] = v89_mn2[1];
-    v90_mnb[7] = v89_mn2[1];
-    v90_mnb[8] = v89_mn2[0];
-    v90_mnb[9] = v89_mn2[0];
-    v90_mnb[10] = v89_mn2[1];
-    v90_mnb[11] = v89_mn2[1];
-    v90_mnb[12] = v89_mn2[0];
-    v90_mnb[13] = v89_mn2[0];
-    v90_mnb[14] = v89_mn2[1];
-    v90_mnb[15] = v89_mn2[1];
-    v90_mnb[16] = v89_mn2[0];
-    v90_mnb[17] = v89_mn2[0];
-    v90_mnb[18] = v89_mn2[1];
-    v90_mnb[19] = v89_mn2[1];
-    v90_mnb[20] = v89_mn2[0];
-    v90_mnb[21] = v89_mn2[0];
-    v90_mnb[22] = v89_mn2[1];
-    v90_mnb[23] = v89_mn2[1];
-    v90_mnb[24] = v89_mn2[0];
-    v90_mnb[25] = v89_mn2[0];
-    v90_mnb[26] = v89_mn2[1];
-    v90_mnb[27] = v89_mn2[1];
-    v90_mnb[28] = v89_mn2[0];
-    v90_mnb[29] = v89_mn2[0];
-    v90_mnb[30] = v89_mn2[1];
-    v90_mnb[31] = v89_mn2[1];
+    float v95_mnb[32];
+    v95_mnb[0] = v94_mn2[0];
+    v95_mnb[1] = v94_mn2[0];
+    v95_mnb[2] = v94_mn2[1];
+    v95_mnb[3] = v94_mn2[1];
+    v95_mnb[4] = v94_mn2[0];
+    v95_mnb[5] = v94_mn2[0];
+    v95_mnb[6] = v94_mn2[1];
+    v95_mnb[7] = v94_mn2[1];
+    v95_mnb[8] = v94_mn2[0];
+    v95_mnb[9] = v94_mn2[0];
+    v95_mnb[10] = v94_mn2[1];
+    v95_mnb[11] = v94_mn2[1];
+    v95_mnb[12] = v94_mn2[0];
+    v95_mnb[13] = v94_mn2[0];
+    v95_mnb[14] = v94_mn2[1];
+    v95_mnb[15] = v94_mn2[1];
+    v95_mnb[16] = v94_mn2[0];
+    v95_mnb[17] = v94_mn2[0];
+    v95_mnb[18] = v94_mn2[1];
+    v95_mnb[19] = v94_mn2[1];
+    v95_mnb[20] = v94_mn2[0];
+    v95_mnb[21] = v94_mn2[0];
+    v95_mnb[22] = v94_mn2[1];
+    v95_mnb[23] = v94_mn2[1];
+    v95_mnb[24] = v94_mn2[0];
+    v95_mnb[25] = v94_mn2[0];
+    v95_mnb[26] = v94_mn2[1];
+    v95_mnb[27] = v94_mn2[1];
+    v95_mnb[28] = v94_mn2[0];
+    v95_mnb[29] = v94_mn2[0];
+    v95_mnb[30] = v94_mn2[1];
+    v95_mnb[31] = v94_mn2[1];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v91_sd[32];
+    float v96_sd[32];
     #pragma unroll
-    for (int s92 = 0; s92 < 32; ++s92) {
-      v91_sd[s92] = float(v74_sm[s92] - v90_mnb[s92]);
+    for (int s97 = 0; s97 < 32; ++s97) {
+      v96_sd[s97] = float(v79_sm[s97] - v95_mnb[s97]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v93_p[32];
+    float v98_p[32];
     #pragma unroll
-    for (int s94 = 0; s94 < 32; ++s94) {
-      v93_p[s94] = float(tsr::fexp(v91_sd[s94]));
+    for (int s99 = 0; s99 < 32; ++s99) {
+      v98_p[s99] = float(tsr::fexp(v96_sd[s99]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v95_psum[2];
-    float part96[8];
-    part96[0] = v93_p[0];
-    part96[1] = v93_p[1];
-    part96[2] = v93_p[4];
-    part96[3] = v93_p[5];
-    part96[4] = v93_p[8];
-    part96[5] = v93_p[9];
-    part96[6] = v93_p[12];
-    part96[7] = v93_p[13];
-    part96[0] = float(part96[0] + v93_p[16]);
-    part96[1] = float(part96[1] + v93_p[17]);
-    part96[2] = float(part96[2] + v93_p[20]);
-    part96[3] = float(part96[3] + v93_p[21]);
-    part96[4] = float(part96[4] + v93_p[24]);
-    part96[5] = float(part96[5] + v93_p[25]);
-    part96[6] = float(part96[6] + v93_p[28]);
-    part96[7] = float(part96[7] + v93_p[29]);
-    part96[0] = float(part96[0] + part96[4]);
-    part96[1] = float(part96[1] + part96[5]);
-    part96[2] = float(part96[2] + part96[6]);
-    part96[3] = float(part96[3] + part96[7]);
-    part96[0] = float(part96[0] + part96[2]);
-    part96[1] = float(part96[1] + part96[3]);
-    part96[0] = float(part96[0] + part96[1]);
-    v95_psum[0] = part96[0];
-    float part97[8];
-    part97[0] = v93_p[2];
-    part97[1] = v93_p[3];
-    part97[2] = v93_p[6];
-    part97[3] = v93_p[7];
-    part97[4] = v93_p[10];
-    part97[5] = v93_p[11];
-    part97[6] = v93_p[14];
-    part97[7] = v93_p[15];
-    part97[0] = float(part97[0] + v93_p[18]);
-    part97[1] = float(part97[1] + v93_p[19]);
-    part97[2] = float(part97[2] + v93_p[22]);
-    part97[3] = float(part97[3] + v93_p[23]);
-    part97[4] = float(part97[4] + v93_p[26]);
-    part97[5] = float(part97[5] + v93_p[27]);
-    part97[6] = float(part97[6] + v93_p[30]);
-    part97[7] = float(part97[7] + v93_p[31]);
-    part97[0] = float(part97[0] + part97[4]);
-    part97[1] = float(part97[1] + part97[5]);
-    part97[2] = float(part97[2] + part97[6]);
-    part97[3] = float(part97[3] + part97[7]);
-    part97[0] = float(part97[0] + part97[2]);
-    part97[1] = float(part97[1] + part97[3]);
-    part97[0] = float(part97[0] + part97[1]);
-    v95_psum[1] = part97[0];
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v95_psum[0], 1);
-    v95_psum[0] = float(v95_psum[0] + sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v95_psum[1], 1);
-    v95_psum[1] = float(v95_psum[1] + sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v95_psum[0], 2);
-    v95_psum[0] = float(v95_psum[0] + sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v95_psum[1], 2);
-    v95_psum[1] = float(v95_psum[1] + sh101);
+    float v100_psum[2];
+    float part101[8];
+    part101[0] = v98_p[0];
+    part101[1] = v98_p[1];
+    part101[2] = v98_p[4];
+    part101[3] = v98_p[5];
+    part101[4] = v98_p[8];
+    part101[5] = v98_p[9];
+    part101[6] = v98_p[12];
+    part101[7] = v98_p[13];
+    part101[0] = float(part101[0] + v98_p[16]);
+    part101[1] = float(part101[1] + v98_p[17]);
+    part101[2] = float(part101[2] + v98_p[20]);
+    part101[3] = float(part101[3] + v98_p[21]);
+    part101[4] = float(part101[4] + v98_p[24]);
+    part101[5] = float(part101[5] + v98_p[25]);
+    part101[6] = float(part101[6] + v98_p[28]);
+    part101[7] = float(part101[7] + v98_p[29]);
+    part101[0] = float(part101[0] + part101[4]);
+    part101[1] = float(part101[1] + part101[5]);
+    part101[2] = float(part101[2] + part101[6]);
+    part101[3] = float(part101[3] + part101[7]);
+    part101[0] = float(part101[0] + part101[2]);
+    part101[1] = float(part101[1] + part101[3]);
+    part101[0] = float(part101[0] + part101[1]);
+    v100_psum[0] = part101[0];
+    float part102[8];
+    part102[0] = v98_p[2];
+    part102[1] = v98_p[3];
+    part102[2] = v98_p[6];
+    part102[3] = v98_p[7];
+    part102[4] = v98_p[10];
+    part102[5] = v98_p[11];
+    part102[6] = v98_p[14];
+    part102[7] = v98_p[15];
+    part102[0] = float(part102[0] + v98_p[18]);
+    part102[1] = float(part102[1] + v98_p[19]);
+    part102[2] = float(part102[2] + v98_p[22]);
+    part102[3] = float(part102[3] + v98_p[23]);
+    part102[4] = float(part102[4] + v98_p[26]);
+    part102[5] = float(part102[5] + v98_p[27]);
+    part102[6] = float(part102[6] + v98_p[30]);
+    part102[7] = float(part102[7] + v98_p[31]);
+    part102[0] = float(part102[0] + part102[4]);
+    part102[1] = float(part102[1] + part102[5]);
+    part102[2] = float(part102[2] + part102[6]);
+    part102[3] = float(part102[3] + part102[7]);
+    part102[0] = float(part102[0] + part102[2]);
+    part102[1] = float(part102[1] + part102[3]);
+    part102[0] = float(part102[0] + part102[1]);
+    v100_psum[1] = part102[0];
+    const float sh103 = __shfl_xor_sync(0xffffffffu, v100_psum[0], 1);
+    v100_psum[0] = float(v100_psum[0] + sh103);
+    const float sh104 = __shfl_xor_sync(0xffffffffu, v100_psum[1], 1);
+    v100_psum[1] = float(v100_psum[1] + sh104);
+    const float sh105 = __shfl_xor_sync(0xffffffffu, v100_psum[0], 2);
+    v100_psum[0] = float(v100_psum[0] + sh105);
+    const float sh106 = __shfl_xor_sync(0xffffffffu, v100_psum[1], 2);
+    v100_psum[1] = float(v100_psum[1] + sh106);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v102_la[2];
+    float v107_la[2];
     #pragma unroll
-    for (int s103 = 0; s103 < 2; ++s103) {
-      v102_la[s103] = float(c35_l[s103] * v87_alpha[s103]);
+    for (int s108 = 0; s108 < 2; ++s108) {
+      v107_la[s108] = float(c40_l[s108] * v92_alpha[s108]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v104_ln[2];
+    float v109_ln[2];
     #pragma unroll
-    for (int s105 = 0; s105 < 2; ++s105) {
-      v104_ln[s105] = float(v102_la[s105] + v95_psum[s105]);
+    for (int s110 = 0; s110 < 2; ++s110) {
+      v109_ln[s110] = float(v107_la[s110] + v100_psum[s110]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v106_alpha2[2];
-    v106_alpha2[0] = v87_alpha[0];
-    v106_alpha2[1] = v87_alpha[1];
+    float v111_alpha2[2];
+    v111_alpha2[0] = v92_alpha[0];
+    v111_alpha2[1] = v92_alpha[1];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v107_alphab[32];
-    v107_alphab[0] = v106_alpha2[0];
-    v107_alphab[1] = v106_alpha2[0];
-    v107_alphab[2] = v106_alpha2[1];
-    v107_alphab[3] = v106_alpha2[1];
-    v107_alphab[4] = v106_alpha2[0];
-    v107_alphab[5] = v106_alpha2[0];
-    v107_alphab[6] = v106_alpha2[1];
-    v107_alphab[7] = v106_alpha2[1];
-    v107_alphab[8] = v106_alpha2[0];
-    v107_alphab[9] = v106_alpha2[0];
-    v107_alphab[10] = v106_alpha2[1];
-    v107_alphab[11] = v106_alpha2[1];
-    v107_alphab[12] = v106_alpha2[0];
-    v107_alphab[13] = v106_alpha2[0];
-    v107_alphab[14] = v106_alpha2[1];
-    v107_alphab[15] = v106_alpha2[1];
-    v107_alphab[16] = v106_alpha2[0];
-    v107_alphab[17] = v106_alpha2[0];
-    v107_alphab[18] = v106_alpha2[1];
-    v107_alphab[19] = v106_alpha2[1];
-    v107_alphab[20] = v106_alpha2[0];
-    v107_alphab[21] = v106_alpha2[0];
-    v107_alphab[22] = v106_alpha2[1];
-    v107_alphab[23] = v106_alpha2[1];
-    v107_alphab[24] = v106_alpha2[0];
-    v107_alphab[25] = v106_alpha2[0];
-    v107_alphab[26] = v106_alpha2[1];
-    v107_alphab[27] = v106_alpha2[1];
-    v107_alphab[28] = v106_alpha2[0];
-    v107_alphab[29] = v106_alpha2[0];
-    v107_alphab[30] = v106_alpha2[1];
-    v107_alphab[31] = v106_alpha2[1];
+    float v112_alphab[32];
+    v112_alphab[0] = v111_alpha2[0];
+    v112_alphab[1] = v111_alpha2[0];
+    v112_alphab[2] = v111_alpha2[1];
+    v112_alphab[3] = v111_alpha2[1];
+    v112_alphab[4] = v111_alpha2[0];
+    v112_alphab[5] = v111_alpha2[0];
+    v112_alphab[6] = v111_alpha2[1];
+    v112_alphab[7] = v111_alpha2[1];
+    v112_alphab[8] = v111_alpha2[0];
+    v112_alphab[9] = v111_alpha2[0];
+    v112_alphab[10] = v111_alpha2[1];
+    v112_alphab[11] = v111_alpha2[1];
+    v112_alphab[12] = v111_alpha2[0];
+    v112_alphab[13] = v111_alpha2[0];
+    v112_alphab[14] = v111_alpha2[1];
+    v112_alphab[15] = v111_alpha2[1];
+    v112_alphab[16] = v111_alpha2[0];
+    v112_alphab[17] = v111_alpha2[0];
+    v112_alphab[18] = v111_alpha2[1];
+    v112_alphab[19] = v111_alpha2[1];
+    v112_alphab[20] = v111_alpha2[0];
+    v112_alphab[21] = v111_alpha2[0];
+    v112_alphab[22] = v111_alpha2[1];
+    v112_alphab[23] = v111_alpha2[1];
+    v112_alphab[24] = v111_alpha2[0];
+    v112_alphab[25] = v111_alpha2[0];
+    v112_alphab[26] = v111_alpha2[1];
+    v112_alphab[27] = v111_alpha2[1];
+    v112_alphab[28] = v111_alpha2[0];
+    v112_alphab[29] = v111_alpha2[0];
+    v112_alphab[30] = v111_alpha2[1];
+    v112_alphab[31] = v111_alpha2[1];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v108_accs[32];
+    float v113_accs[32];
     #pragma unroll
-    for (int s109 = 0; s109 < 32; ++s109) {
-      v108_accs[s109] = float(c37_acc[s109] * v107_alphab[s109]);
+    for (int s114 = 0; s114 < 32; ++s114) {
+      v113_accs[s114] = float(c42_acc[s114] * v112_alphab[s114]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %vt = reshape %v3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %pb = cast %p : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v110_pb[32];
+    float v115_pb[32];
     #pragma unroll
-    for (int s111 = 0; s111 < 32; ++s111) {
-      v110_pb[s111] = tsr::rbf16(float(float(v93_p[s111])));
+    for (int s116 = 0; s116 < 32; ++s116) {
+      v115_pb[s116] = tsr::rbf16(float(float(v98_p[s116])));
     }
     // %11 = convert_layout %pb : tile<bf16, [64, 64], layout = dot_operand<operand = 0, k_width = 2, parent = mma<version = 3, warps = [4, 1], instr = [64, 64]>>>
-    float v112[32];
-    v112[0] = v110_pb[0];
-    v112[1] = v110_pb[1];
-    v112[2] = v110_pb[2];
-    v112[3] = v110_pb[3];
-    v112[4] = v110_pb[4];
-    v112[5] = v110_pb[5];
-    v112[6] = v110_pb[6];
-    v112[7] = v110_pb[7];
-    v112[8] = v110_pb[8];
-    v112[9] = v110_pb[9];
-    v112[10] = v110_pb[10];
-    v112[11] = v110_pb[11];
-    v112[12] = v110_pb[12];
-    v112[13] = v110_pb[13];
-    v112[14] = v110_pb[14];
-    v112[15] = v110_pb[15];
-    v112[16] = v110_pb[16];
-    v112[17] = v110_pb[17];
-    v112[18] = v110_pb[18];
-    v112[19] = v110_pb[19];
-    v112[20] = v110_pb[20];
-    v112[21] = v110_pb[21];
-    v112[22] = v110_pb[22];
-    v112[23] = v110_pb[23];
-    v112[24] = v110_pb[24];
-    v112[25] = v110_pb[25];
-    v112[26] = v110_pb[26];
-    v112[27] = v110_pb[27];
-    v112[28] = v110_pb[28];
-    v112[29] = v110_pb[29];
-    v112[30] = v110_pb[30];
-    v112[31] = v110_pb[31];
+    float v117[32];
+    v117[0] = v115_pb[0];
+    v117[1] = v115_pb[1];
+    v117[2] = v115_pb[2];
+    v117[3] = v115_pb[3];
+    v117[4] = v115_pb[4];
+    v117[5] = v115_pb[5];
+    v117[6] = v115_pb[6];
+    v117[7] = v115_pb[7];
+    v117[8] = v115_pb[8];
+    v117[9] = v115_pb[9];
+    v117[10] = v115_pb[10];
+    v117[11] = v115_pb[11];
+    v117[12] = v115_pb[12];
+    v117[13] = v115_pb[13];
+    v117[14] = v115_pb[14];
+    v117[15] = v115_pb[15];
+    v117[16] = v115_pb[16];
+    v117[17] = v115_pb[17];
+    v117[18] = v115_pb[18];
+    v117[19] = v115_pb[19];
+    v117[20] = v115_pb[20];
+    v117[21] = v115_pb[21];
+    v117[22] = v115_pb[22];
+    v117[23] = v115_pb[23];
+    v117[24] = v115_pb[24];
+    v117[25] = v115_pb[25];
+    v117[26] = v115_pb[26];
+    v117[27] = v115_pb[27];
+    v117[28] = v115_pb[28];
+    v117[29] = v115_pb[29];
+    v117[30] = v115_pb[30];
+    v117[31] = v115_pb[31];
     // %accn = dot %11, %vt, %accs : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-    float v113_accn[32];
+    float v118_accn[32];
     #pragma unroll
-    for (int s114 = 0; s114 < 32; ++s114) {
-      v113_accn[s114] = v108_accs[s114];
+    for (int s119 = 0; s119 < 32; ++s119) {
+      v118_accn[s119] = v113_accs[s119];
     }
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       uint32_t fa_[1][4][4];
-      fa_[0][0][0] = tsr::f2bf2(v112[0], v112[1]);
-      fa_[0][0][1] = tsr::f2bf2(v112[2], v112[3]);
-      fa_[0][0][2] = tsr::f2bf2(v112[4], v112[5]);
-      fa_[0][0][3] = tsr::f2bf2(v112[6], v112[7]);
-      fa_[0][1][0] = tsr::f2bf2(v112[8], v112[9]);
-      fa_[0][1][1] = tsr::f2bf2(v112[10], v112[11]);
-      fa_[0][1][2] = tsr::f2bf2(v112[12], v112[13]);
-      fa_[0][1][3] = tsr::f2bf2(v112[14], v112[15]);
-      fa_[0][2][0] = tsr::f2bf2(v112[16], v112[17]);
-      fa_[0][2][1] = tsr::f2bf2(v112[18], v112[19]);
-      fa_[0][2][2] = tsr::f2bf2(v112[20], v112[21]);
-      fa_[0][2][3] = tsr::f2bf2(v112[22], v112[23]);
-      fa_[0][3][0] = tsr::f2bf2(v112[24], v112[25]);
-      fa_[0][3][1] = tsr::f2bf2(v112[26], v112[27]);
-      fa_[0][3][2] = tsr::f2bf2(v112[28], v112[29]);
-      fa_[0][3][3] = tsr::f2bf2(v112[30], v112[31]);
-      const uint32_t sb_ = tsr::smem_u32((sh41 + rs39 * 4096));
+      fa_[0][0][0] = tsr::f2bf2(v117[0], v117[1]);
+      fa_[0][0][1] = tsr::f2bf2(v117[2], v117[3]);
+      fa_[0][0][2] = tsr::f2bf2(v117[4], v117[5]);
+      fa_[0][0][3] = tsr::f2bf2(v117[6], v117[7]);
+      fa_[0][1][0] = tsr::f2bf2(v117[8], v117[9]);
+      fa_[0][1][1] = tsr::f2bf2(v117[10], v117[11]);
+      fa_[0][1][2] = tsr::f2bf2(v117[12], v117[13]);
+      fa_[0][1][3] = tsr::f2bf2(v117[14], v117[15]);
+      fa_[0][2][0] = tsr::f2bf2(v117[16], v117[17]);
+      fa_[0][2][1] = tsr::f2bf2(v117[18], v117[19]);
+      fa_[0][2][2] = tsr::f2bf2(v117[20], v117[21]);
+      fa_[0][2][3] = tsr::f2bf2(v117[22], v117[23]);
+      fa_[0][3][0] = tsr::f2bf2(v117[24], v117[25]);
+      fa_[0][3][1] = tsr::f2bf2(v117[26], v117[27]);
+      fa_[0][3][2] = tsr::f2bf2(v117[28], v117[29]);
+      fa_[0][3][3] = tsr::f2bf2(v117[30], v117[31]);
+      const uint32_t sb_ = tsr::smem_u32((sh46 + rs44 * 4096));
       tsr::wgmma_fence();
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][2], tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+      tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][3], tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
       tsr::wgmma_commit();
       tsr::wgmma_wait<0>();
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v113_accn[0]));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]));
       tsr::wgmma_fence_a(fa_[0][0]);
       tsr::wgmma_fence_a(fa_[0][1]);
       tsr::wgmma_fence_a(fa_[0][2]);
@@ -638,131 +644,131 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s115 = 0; s115 < 2; ++s115) {
-      c33_m[s115] = v83_mn[s115];
+    for (int s120 = 0; s120 < 2; ++s120) {
+      c38_m[s120] = v88_mn[s120];
     }
     #pragma unroll
-    for (int s116 = 0; s116 < 2; ++s116) {
-      c35_l[s116] = v104_ln[s116];
+    for (int s121 = 0; s121 < 2; ++s121) {
+      c40_l[s121] = v109_ln[s121];
     }
     #pragma unroll
-    for (int s117 = 0; s117 < 32; ++s117) {
-      c37_acc[s117] = v113_accn[s117];
+    for (int s122 = 0; s122 < 32; ++s122) {
+      c42_acc[s122] = v118_accn[s122];
     }
     __syncwarp();
-    if (tsr_lane == 0) tsr::mbar_arrive(mb42 + 8u * (2u + rn43 % 2u));
-    ++rn43;
-    rs39 = (rs39 + 1) % 2;
+    if (tsr_lane == 0) tsr::mbar_arrive(mb47 + 8u * (2u + rn48 % 2u));
+    ++rn48;
+    rs44 = (rs44 + 1) % 2;
   }
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v118_l2[2];
-  v118_l2[0] = c35_l[0];
-  v118_l2[1] = c35_l[1];
+  float v123_l2[2];
+  v123_l2[0] = c40_l[0];
+  v123_l2[1] = c40_l[1];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v119_lb[32];
-  v119_lb[0] = v118_l2[0];
-  v119_lb[1] = v118_l2[0];
-  v119_lb[2] = v118_l2[1];
-  v119_lb[3] = v118_l2[1];
-  v119_lb[4] = v118_l2[0];
-  v119_lb[5] = v118_l2[0];
-  v119_lb[6] = v118_l2[1];
-  v119_lb[7] = v118_l2[1];
-  v119_lb[8] = v118_l2[0];
-  v119_lb[9] = v118_l2[0];
-  v119_lb[10] = v118_l2[1];
-  v119_lb[11] = v118_l2[1];
-  v119_lb[12] = v118_l2[0];
-  v119_lb[13] = v118_l2[0];
-  v119_lb[14] = v118_l2[1];
-  v119_lb[15] = v118_l2[1];
-  v119_lb[16] = v118_l2[0];
-  v119_lb[17] = v118_l2[0];
-  v119_lb[18] = v118_l2[1];
-  v119_lb[19] = v118_l2[1];
-  v119_lb[20] = v118_l2[0];
-  v119_lb[21] = v118_l2[0];
-  v119_lb[22] = v118_l2[1];
-  v119_lb[23] = v118_l2[1];
-  v119_lb[24] = v118_l2[0];
-  v119_lb[25] = v118_l2[0];
-  v119_lb[26] = v118_l2[1];
-  v119_lb[27] = v118_l2[1];
-  v119_lb[28] = v118_l2[0];
-  v119_lb[29] = v118_l2[0];
-  v119_lb[30] = v118_l2[1];
-  v119_lb[31] = v118_l2[1];
+  float v124_lb[32];
+  v124_lb[0] = v123_l2[0];
+  v124_lb[1] = v123_l2[0];
+  v124_lb[2] = v123_l2[1];
+  v124_lb[3] = v123_l2[1];
+  v124_lb[4] = v123_l2[0];
+  v124_lb[5] = v123_l2[0];
+  v124_lb[6] = v123_l2[1];
+  v124_lb[7] = v123_l2[1];
+  v124_lb[8] = v123_l2[0];
+  v124_lb[9] = v123_l2[0];
+  v124_lb[10] = v123_l2[1];
+  v124_lb[11] = v123_l2[1];
+  v124_lb[12] = v123_l2[0];
+  v124_lb[13] = v123_l2[0];
+  v124_lb[14] = v123_l2[1];
+  v124_lb[15] = v123_l2[1];
+  v124_lb[16] = v123_l2[0];
+  v124_lb[17] = v123_l2[0];
+  v124_lb[18] = v123_l2[1];
+  v124_lb[19] = v123_l2[1];
+  v124_lb[20] = v123_l2[0];
+  v124_lb[21] = v123_l2[0];
+  v124_lb[22] = v123_l2[1];
+  v124_lb[23] = v123_l2[1];
+  v124_lb[24] = v123_l2[0];
+  v124_lb[25] = v123_l2[0];
+  v124_lb[26] = v123_l2[1];
+  v124_lb[27] = v123_l2[1];
+  v124_lb[28] = v123_l2[0];
+  v124_lb[29] = v123_l2[0];
+  v124_lb[30] = v123_l2[1];
+  v124_lb[31] = v123_l2[1];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v120_out[32];
+  float v125_out[32];
   #pragma unroll
-  for (int s121 = 0; s121 < 32; ++s121) {
-    v120_out[s121] = float(c37_acc[s121] / v119_lb[s121]);
+  for (int s126 = 0; s126 < 32; ++s126) {
+    v125_out[s126] = float(c42_acc[s126] / v124_lb[s126]);
   }
   // %outb = cast %out : tile<bf16, [64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v122_outb[32];
+  float v127_outb[32];
   #pragma unroll
-  for (int s123 = 0; s123 < 32; ++s123) {
-    v122_outb[s123] = tsr::rbf16(float(float(v120_out[s123])));
+  for (int s128 = 0; s128 < 32; ++s128) {
+    v127_outb[s128] = tsr::rbf16(float(float(v125_out[s128])));
   }
   // %o3 = reshape %outb : tile<bf16, [1, 64, 64], layout = mma<version = 3, warps = [4, 1], instr = [64, 64]>>
-  float v124_o3[32];
-  v124_o3[0] = v122_outb[0];
-  v124_o3[1] = v122_outb[1];
-  v124_o3[2] = v122_outb[2];
-  v124_o3[3] = v122_outb[3];
-  v124_o3[4] = v122_outb[4];
-  v124_o3[5] = v122_outb[5];
-  v124_o3[6] = v122_outb[6];
-  v124_o3[7] = v122_outb[7];
-  v124_o3[8] = v122_outb[8];
-  v124_o3[9] = v122_outb[9];
-  v124_o3[10] = v122_outb[10];
-  v124_o3[11] = v122_outb[11];
-  v124_o3[12] = v122_outb[12];
-  v124_o3[13] = v122_outb[13];
-  v124_o3[14] = v122_outb[14];
-  v124_o3[15] = v122_outb[15];
-  v124_o3[16] = v122_outb[16];
-  v124_o3[17] = v122_outb[17];
-  v124_o3[18] = v122_outb[18];
-  v124_o3[19] = v122_outb[19];
-  v124_o3[20] = v122_outb[20];
-  v124_o3[21] = v122_outb[21];
-  v124_o3[22] = v122_outb[22];
-  v124_o3[23] = v122_outb[23];
-  v124_o3[24] = v122_outb[24];
-  v124_o3[25] = v122_outb[25];
-  v124_o3[26] = v122_outb[26];
-  v124_o3[27] = v122_outb[27];
-  v124_o3[28] = v122_outb[28];
-  v124_o3[29] = v122_outb[29];
-  v124_o3[30] = v122_outb[30];
-  v124_o3[31] = v122_outb[31];
+  float v129_o3[32];
+  v129_o3[0] = v127_outb[0];
+  v129_o3[1] = v127_outb[1];
+  v129_o3[2] = v127_outb[2];
+  v129_o3[3] = v127_outb[3];
+  v129_o3[4] = v127_outb[4];
+  v129_o3[5] = v127_outb[5];
+  v129_o3[6] = v127_outb[6];
+  v129_o3[7] = v127_outb[7];
+  v129_o3[8] = v127_outb[8];
+  v129_o3[9] = v127_outb[9];
+  v129_o3[10] = v127_outb[10];
+  v129_o3[11] = v127_outb[11];
+  v129_o3[12] = v127_outb[12];
+  v129_o3[13] = v127_outb[13];
+  v129_o3[14] = v127_outb[14];
+  v129_o3[15] = v127_outb[15];
+  v129_o3[16] = v127_outb[16];
+  v129_o3[17] = v127_outb[17];
+  v129_o3[18] = v127_outb[18];
+  v129_o3[19] = v127_outb[19];
+  v129_o3[20] = v127_outb[20];
+  v129_o3[21] = v127_outb[21];
+  v129_o3[22] = v127_outb[22];
+  v129_o3[23] = v127_outb[23];
+  v129_o3[24] = v127_outb[24];
+  v129_o3[25] = v127_outb[25];
+  v129_o3[26] = v127_outb[26];
+  v129_o3[27] = v127_outb[27];
+  v129_o3[28] = v127_outb[28];
+  v129_o3[29] = v127_outb[29];
+  v129_o3[30] = v127_outb[30];
+  v129_o3[31] = v127_outb[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o125 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o126 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
-    const int64_t o127 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
-    const bool whole128 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole128) {
+    const int64_t o130 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o131 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 3) * 16);
+    const int64_t o132 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 3) * 2);
+    const bool whole133 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 2 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole133) {
       #pragma unroll
-      for (int c129 = 0; c129 < 16; ++c129) {
-        uint16_t vb130[2];
-        vb130[0] = tsr::f2bf(v124_o3[c129 * 2 + 0]);
-        vb130[1] = tsr::f2bf(v124_o3[c129 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c129 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c129 * 2) % 2) + (((c129 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb130);
+      for (int c134 = 0; c134 < 16; ++c134) {
+        uint16_t vb135[2];
+        vb135[0] = tsr::f2bf(v129_o3[c134 * 2 + 0]);
+        vb135[1] = tsr::f2bf(v129_o3[c134 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c134 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c134 * 2) % 2) + (((c134 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb135);
       }
     } else {
       #pragma unroll
-      for (int c131 = 0; c131 < 16; ++c131) {
-        uint16_t vb132[2];
-        if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb132[0] = tsr::f2bf(v124_o3[c131 * 2 + 0]);
-          vb132[1] = tsr::f2bf(v124_o3[c131 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb132);
+      for (int c136 = 0; c136 < 16; ++c136) {
+        uint16_t vb137[2];
+        if ((o130 + 0) < int64_t(tsr_dim_H) && (o131 + ((((c136 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+          vb137[0] = tsr::f2bf(v129_o3[c136 * 2 + 0]);
+          vb137[1] = tsr::f2bf(v129_o3[c136 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb137);
         } else {
-          if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v124_o3[c131 * 2]);
-          if ((o125 + 0) < int64_t(tsr_dim_H) && (o126 + ((((c131 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o125 + 0) * tsr_p3_s0 + (o126 + ((((c131 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o127 + (((c131 * 2) % 2) + (((c131 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v124_o3[c131 * 2 + 1]);
+          if ((o130 + 0) < int64_t(tsr_dim_H) && (o131 + ((((c136 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v129_o3[c136 * 2]);
+          if ((o130 + 0) < int64_t(tsr_dim_H) && (o131 + ((((c136 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v129_o3[c136 * 2 + 1]);
         }
       }
     }

@@ -290,16 +290,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
             tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i69 = 0; i69 < 8; ++i69) {
-            const int q70 = i69 * 128 + tsr_tid;
-            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
-            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst73 = (sh59 + (pro60) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src72)) {
-              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i69 = 0; i69 < 8; ++i69) {
+              const int q70 = i69 * 128 + tsr_tid;
+              const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
+              const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh59 + (pro60) * 4352)) + uint32_t((0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1) * 4u, src72, int(n71) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i74 = 0; i74 < 8; ++i74) {
+              const int q75 = i74 * 128 + tsr_tid;
+              const int64_t n76 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q75 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q75 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q75 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q75 * 4) % 64))) : 4;
+              const float* src77 = tsr_p2 + (n76 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q75 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst78 = (sh59 + (pro60) * 4352) + (0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : float(0);
             }
           }
         }
@@ -307,36 +313,42 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv74_ = v2_c0; v3_c1 > 0 && iv74_ < v13_hi; iv74_ += v3_c1) {
-    const int32_t iv74 = int32_t(iv74_);
+  for (int64_t iv79_ = v2_c0; v3_c1 > 0 && iv79_ < v13_hi; iv79_ += v3_c1) {
+    const int32_t iv79 = int32_t(iv79_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv74_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
-      const int32_t nx75 = int32_t((iv74_ + 1 * int64_t(v3_c1)));
+    if ((iv79_ + 1 * int64_t(v3_c1)) < int64_t(v13_hi)) {
+      const int32_t nx80 = int32_t((iv79_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bm : i32
-      const int32_t v76_off = int32_t(uint32_t(nx75) * uint32_t(v5_bm));
+      const int32_t v81_off = int32_t(uint32_t(nx80) * uint32_t(v5_bm));
       {
-        const int64_t o77 = int64_t(v1_ph) * 1;
-        const int64_t o78 = int64_t(nx75) * 64;
-        const int64_t o79 = int64_t(v2_c0) * 64;
-        if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
-          const uint32_t sb80 = tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352));
+        const int64_t o82 = int64_t(v1_ph) * 1;
+        const int64_t o83 = int64_t(nx80) * 64;
+        const int64_t o84 = int64_t(v2_c0) * 64;
+        if (o82 >= 0 && o82 + 1 <= int64_t(tsr_dim_H) && o83 >= 0 && o83 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o84 >= 0 && o84 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o82 * tsr_p2_s0 + o83 * tsr_p2_s1 + o84 * tsr_p2_s2)) {
+          const uint32_t sb85 = tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352));
           #pragma unroll
-          for (int i81 = 0; i81 < 8; ++i81) {
-            const int q82 = i81 * 128 + tsr_tid;
-            tsr::cp_async_16(sb80 + uint32_t((0) * 4352 + (((q82 * 4) / 64)) * 68 + (((q82 * 4) % 64)) * 1) * 4u, tsr_p2 + (o77 + 0) * tsr_p2_s0 + (o78 + ((q82 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q82 * 4) % 64)) * tsr_p2_s2);
+          for (int i86 = 0; i86 < 8; ++i86) {
+            const int q87 = i86 * 128 + tsr_tid;
+            tsr::cp_async_16(sb85 + uint32_t((0) * 4352 + (((q87 * 4) / 64)) * 68 + (((q87 * 4) % 64)) * 1) * 4u, tsr_p2 + (o82 + 0) * tsr_p2_s0 + (o83 + ((q87 * 4) / 64)) * tsr_p2_s1 + (o84 + ((q87 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i83 = 0; i83 < 8; ++i83) {
-            const int q84 = i83 * 128 + tsr_tid;
-            const int64_t n85 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q84 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) : 4;
-            const float* src86 = tsr_p2 + (n85 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q84 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q84 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst87 = (sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src86)) {
-              tsr::cp_async_16(tsr::smem_u32(dst87), src86, int(n85) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst87[v_] = v_ < n85 ? src86[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i88 = 0; i88 < 8; ++i88) {
+              const int q89 = i88 * 128 + tsr_tid;
+              const int64_t n90 = !(true && (o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((q89 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) : 4;
+              const float* src91 = tsr_p2 + (n90 > 0 ? (o82 + 0) * tsr_p2_s0 + (o83 + ((q89 * 4) / 64)) * tsr_p2_s1 + (o84 + ((q89 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q89 * 4) / 64)) * 68 + (((q89 * 4) % 64)) * 1) * 4u, src91, int(n90) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i93 = 0; i93 < 8; ++i93) {
+              const int q94 = i93 * 128 + tsr_tid;
+              const int64_t n95 = !(true && (o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((q94 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o84 + ((q94 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o84 + ((q94 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o84 + ((q94 * 4) % 64))) : 4;
+              const float* src96 = tsr_p2 + (n95 > 0 ? (o82 + 0) * tsr_p2_s0 + (o83 + ((q94 * 4) / 64)) * tsr_p2_s1 + (o84 + ((q94 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst97 = (sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q94 * 4) / 64)) * 68 + (((q94 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst97[v_] = v_ < n95 ? src96[v_] : float(0);
             }
           }
         }
@@ -344,124 +356,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v88_k3[32];
+    float v98_k3[32];
     {
-      const int64_t o89 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o90 = int64_t(iv74) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o91 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole92 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv74) * 64 >= 0 && int64_t(iv74) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv74) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole92) {
+      const int64_t o99 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o100 = int64_t(iv79) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o101 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole102 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv79) * 64 >= 0 && int64_t(iv79) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv79) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole102) {
         #pragma unroll
-        for (int c93 = 0; c93 < 8; ++c93) {
-          float vb94[4];
-          tsr::copy_vec<float, 4>(vb94, tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c93 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c93 * 4) % 4))) * tsr_p1_s2);
-          v88_k3[c93 * 4 + 0] = vb94[0];
-          v88_k3[c93 * 4 + 1] = vb94[1];
-          v88_k3[c93 * 4 + 2] = vb94[2];
-          v88_k3[c93 * 4 + 3] = vb94[3];
+        for (int c103 = 0; c103 < 8; ++c103) {
+          float vb104[4];
+          tsr::copy_vec<float, 4>(vb104, tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c103 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c103 * 4) % 4))) * tsr_p1_s2);
+          v98_k3[c103 * 4 + 0] = vb104[0];
+          v98_k3[c103 * 4 + 1] = vb104[1];
+          v98_k3[c103 * 4 + 2] = vb104[2];
+          v98_k3[c103 * 4 + 3] = vb104[3];
         }
       } else {
         #pragma unroll
-        for (int c95 = 0; c95 < 8; ++c95) {
-          float vb96[4];
-          if ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb96, tsr_p1 + (o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2);
-            v88_k3[c95 * 4 + 0] = vb96[0];
-            v88_k3[c95 * 4 + 1] = vb96[1];
-            v88_k3[c95 * 4 + 2] = vb96[2];
-            v88_k3[c95 * 4 + 3] = vb96[3];
+        for (int c105 = 0; c105 < 8; ++c105) {
+          float vb106[4];
+          if ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb106, tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2);
+            v98_k3[c105 * 4 + 0] = vb106[0];
+            v98_k3[c105 * 4 + 1] = vb106[1];
+            v98_k3[c105 * 4 + 2] = vb106[2];
+            v98_k3[c105 * 4 + 3] = vb106[3];
           } else {
-            v88_k3[c95 * 4] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v88_k3[c95 * 4 + 1] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v88_k3[c95 * 4 + 2] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v88_k3[c95 * 4 + 3] = ((o89 + 0) < int64_t(tsr_dim_H) && (o90 + ((((c95 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o91 + (((c95 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o89 + 0) * tsr_p1_s0 + (o90 + ((((c95 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o91 + (((c95 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 1] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 2] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 3] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v97_kt[32];
-    v97_kt[0] = v88_k3[0];
-    v97_kt[1] = v88_k3[1];
-    v97_kt[2] = v88_k3[2];
-    v97_kt[3] = v88_k3[3];
-    v97_kt[4] = v88_k3[4];
-    v97_kt[5] = v88_k3[5];
-    v97_kt[6] = v88_k3[6];
-    v97_kt[7] = v88_k3[7];
-    v97_kt[8] = v88_k3[8];
-    v97_kt[9] = v88_k3[9];
-    v97_kt[10] = v88_k3[10];
-    v97_kt[11] = v88_k3[11];
-    v97_kt[12] = v88_k3[12];
-    v97_kt[13] = v88_k3[13];
-    v97_kt[14] = v88_k3[14];
-    v97_kt[15] = v88_k3[15];
-    v97_kt[16] = v88_k3[16];
-    v97_kt[17] = v88_k3[17];
-    v97_kt[18] = v88_k3[18];
-    v97_kt[19] = v88_k3[19];
-    v97_kt[20] = v88_k3[20];
-    v97_kt[21] = v88_k3[21];
-    v97_kt[22] = v88_k3[22];
-    v97_kt[23] = v88_k3[23];
-    v97_kt[24] = v88_k3[24];
-    v97_kt[25] = v88_k3[25];
-    v97_kt[26] = v88_k3[26];
-    v97_kt[27] = v88_k3[27];
-    v97_kt[28] = v88_k3[28];
-    v97_kt[29] = v88_k3[29];
-    v97_kt[30] = v88_k3[30];
-    v97_kt[31] = v88_k3[31];
+    float v107_kt[32];
+    v107_kt[0] = v98_k3[0];
+    v107_kt[1] = v98_k3[1];
+    v107_kt[2] = v98_k3[2];
+    v107_kt[3] = v98_k3[3];
+    v107_kt[4] = v98_k3[4];
+    v107_kt[5] = v98_k3[5];
+    v107_kt[6] = v98_k3[6];
+    v107_kt[7] = v98_k3[7];
+    v107_kt[8] = v98_k3[8];
+    v107_kt[9] = v98_k3[9];
+    v107_kt[10] = v98_k3[10];
+    v107_kt[11] = v98_k3[11];
+    v107_kt[12] = v98_k3[12];
+    v107_kt[13] = v98_k3[13];
+    v107_kt[14] = v98_k3[14];
+    v107_kt[15] = v98_k3[15];
+    v107_kt[16] = v98_k3[16];
+    v107_kt[17] = v98_k3[17];
+    v107_kt[18] = v98_k3[18];
+    v107_kt[19] = v98_k3[19];
+    v107_kt[20] = v98_k3[20];
+    v107_kt[21] = v98_k3[21];
+    v107_kt[22] = v98_k3[22];
+    v107_kt[23] = v98_k3[23];
+    v107_kt[24] = v98_k3[24];
+    v107_kt[25] = v98_k3[25];
+    v107_kt[26] = v98_k3[26];
+    v107_kt[27] = v98_k3[27];
+    v107_kt[28] = v98_k3[28];
+    v107_kt[29] = v98_k3[29];
+    v107_kt[30] = v98_k3[30];
+    v107_kt[31] = v98_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v98_ktt[32];
-    v98_ktt[0] = v97_kt[0];
-    v98_ktt[1] = v97_kt[1];
-    v98_ktt[2] = v97_kt[2];
-    v98_ktt[3] = v97_kt[3];
-    v98_ktt[4] = v97_kt[4];
-    v98_ktt[5] = v97_kt[5];
-    v98_ktt[6] = v97_kt[6];
-    v98_ktt[7] = v97_kt[7];
-    v98_ktt[8] = v97_kt[8];
-    v98_ktt[9] = v97_kt[9];
-    v98_ktt[10] = v97_kt[10];
-    v98_ktt[11] = v97_kt[11];
-    v98_ktt[12] = v97_kt[12];
-    v98_ktt[13] = v97_kt[13];
-    v98_ktt[14] = v97_kt[14];
-    v98_ktt[15] = v97_kt[15];
-    v98_ktt[16] = v97_kt[16];
-    v98_ktt[17] = v97_kt[17];
-    v98_ktt[18] = v97_kt[18];
-    v98_ktt[19] = v97_kt[19];
-    v98_ktt[20] = v97_kt[20];
-    v98_ktt[21] = v97_kt[21];
-    v98_ktt[22] = v97_kt[22];
-    v98_ktt[23] = v97_kt[23];
-    v98_ktt[24] = v97_kt[24];
-    v98_ktt[25] = v97_kt[25];
-    v98_ktt[26] = v97_kt[26];
-    v98_ktt[27] = v97_kt[27];
-    v98_ktt[28] = v97_kt[28];
-    v98_ktt[29] = v97_kt[29];
-    v98_ktt[30] = v97_kt[30];
-    v98_ktt[31] = v97_kt[31];
+    float v108_ktt[32];
+    v108_ktt[0] = v107_kt[0];
+    v108_ktt[1] = v107_kt[1];
+    v108_ktt[2] = v107_kt[2];
+    v108_ktt[3] = v107_kt[3];
+    v108_ktt[4] = v107_kt[4];
+    v108_ktt[5] = v107_kt[5];
+    v108_ktt[6] = v107_kt[6];
+    v108_ktt[7] = v107_kt[7];
+    v108_ktt[8] = v107_kt[8];
+    v108_ktt[9] = v107_kt[9];
+    v108_ktt[10] = v107_kt[10];
+    v108_ktt[11] = v107_kt[11];
+    v108_ktt[12] = v107_kt[12];
+    v108_ktt[13] = v107_kt[13];
+    v108_ktt[14] = v107_kt[14];
+    v108_ktt[15] = v107_kt[15];
+    v108_ktt[16] = v107_kt[16];
+    v108_ktt[17] = v107_kt[17];
+    v108_ktt[18] = v107_kt[18];
+    v108_ktt[19] = v107_kt[19];
+    v108_ktt[20] = v107_kt[20];
+    v108_ktt[21] = v107_kt[21];
+    v108_ktt[22] = v107_kt[22];
+    v108_ktt[23] = v107_kt[23];
+    v108_ktt[24] = v107_kt[24];
+    v108_ktt[25] = v107_kt[25];
+    v108_ktt[26] = v107_kt[26];
+    v108_ktt[27] = v107_kt[27];
+    v108_ktt[28] = v107_kt[28];
+    v108_ktt[29] = v107_kt[29];
+    v108_ktt[30] = v107_kt[30];
+    v108_ktt[31] = v107_kt[31];
     // %6 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh99 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh109 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c100 = 0; c100 < 32; ++c100) {
-      float w101[1];
-      w101[0] = v98_ktt[c100 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh99 + ((((c100 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c100 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w101);
+    for (int c110 = 0; c110 < 32; ++c110) {
+      float w111[1];
+      w111[0] = v108_ktt[c110 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh109 + ((((c110 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c110 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w111);
     }
     __syncthreads();
     // %s = dot %3, %6, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v102_s[32];
+    float v112_s[32];
     #pragma unroll
-    for (int s103 = 0; s103 < 32; ++s103) {
-      v102_s[s103] = v32_acc0[s103];
+    for (int s113 = 0; s113 < 32; ++s113) {
+      v112_s[s113] = v32_acc0[s113];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -475,726 +487,726 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const auto a5_ = sh45[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh45[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh45[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh99[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh99[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh99[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh99[(k_) * 68 + (tn_ + 3) * 1];
-        v102_s[0] = fmaf(float(a0_), float(b0_), v102_s[0]);
-        v102_s[1] = fmaf(float(a0_), float(b1_), v102_s[1]);
-        v102_s[2] = fmaf(float(a0_), float(b2_), v102_s[2]);
-        v102_s[3] = fmaf(float(a0_), float(b3_), v102_s[3]);
-        v102_s[4] = fmaf(float(a1_), float(b0_), v102_s[4]);
-        v102_s[5] = fmaf(float(a1_), float(b1_), v102_s[5]);
-        v102_s[6] = fmaf(float(a1_), float(b2_), v102_s[6]);
-        v102_s[7] = fmaf(float(a1_), float(b3_), v102_s[7]);
-        v102_s[8] = fmaf(float(a2_), float(b0_), v102_s[8]);
-        v102_s[9] = fmaf(float(a2_), float(b1_), v102_s[9]);
-        v102_s[10] = fmaf(float(a2_), float(b2_), v102_s[10]);
-        v102_s[11] = fmaf(float(a2_), float(b3_), v102_s[11]);
-        v102_s[12] = fmaf(float(a3_), float(b0_), v102_s[12]);
-        v102_s[13] = fmaf(float(a3_), float(b1_), v102_s[13]);
-        v102_s[14] = fmaf(float(a3_), float(b2_), v102_s[14]);
-        v102_s[15] = fmaf(float(a3_), float(b3_), v102_s[15]);
-        v102_s[16] = fmaf(float(a4_), float(b0_), v102_s[16]);
-        v102_s[17] = fmaf(float(a4_), float(b1_), v102_s[17]);
-        v102_s[18] = fmaf(float(a4_), float(b2_), v102_s[18]);
-        v102_s[19] = fmaf(float(a4_), float(b3_), v102_s[19]);
-        v102_s[20] = fmaf(float(a5_), float(b0_), v102_s[20]);
-        v102_s[21] = fmaf(float(a5_), float(b1_), v102_s[21]);
-        v102_s[22] = fmaf(float(a5_), float(b2_), v102_s[22]);
-        v102_s[23] = fmaf(float(a5_), float(b3_), v102_s[23]);
-        v102_s[24] = fmaf(float(a6_), float(b0_), v102_s[24]);
-        v102_s[25] = fmaf(float(a6_), float(b1_), v102_s[25]);
-        v102_s[26] = fmaf(float(a6_), float(b2_), v102_s[26]);
-        v102_s[27] = fmaf(float(a6_), float(b3_), v102_s[27]);
-        v102_s[28] = fmaf(float(a7_), float(b0_), v102_s[28]);
-        v102_s[29] = fmaf(float(a7_), float(b1_), v102_s[29]);
-        v102_s[30] = fmaf(float(a7_), float(b2_), v102_s[30]);
-        v102_s[31] = fmaf(float(a7_), float(b3_), v102_s[31]);
+        const auto b0_ = sh109[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh109[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh109[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh109[(k_) * 68 + (tn_ + 3) * 1];
+        v112_s[0] = fmaf(float(a0_), float(b0_), v112_s[0]);
+        v112_s[1] = fmaf(float(a0_), float(b1_), v112_s[1]);
+        v112_s[2] = fmaf(float(a0_), float(b2_), v112_s[2]);
+        v112_s[3] = fmaf(float(a0_), float(b3_), v112_s[3]);
+        v112_s[4] = fmaf(float(a1_), float(b0_), v112_s[4]);
+        v112_s[5] = fmaf(float(a1_), float(b1_), v112_s[5]);
+        v112_s[6] = fmaf(float(a1_), float(b2_), v112_s[6]);
+        v112_s[7] = fmaf(float(a1_), float(b3_), v112_s[7]);
+        v112_s[8] = fmaf(float(a2_), float(b0_), v112_s[8]);
+        v112_s[9] = fmaf(float(a2_), float(b1_), v112_s[9]);
+        v112_s[10] = fmaf(float(a2_), float(b2_), v112_s[10]);
+        v112_s[11] = fmaf(float(a2_), float(b3_), v112_s[11]);
+        v112_s[12] = fmaf(float(a3_), float(b0_), v112_s[12]);
+        v112_s[13] = fmaf(float(a3_), float(b1_), v112_s[13]);
+        v112_s[14] = fmaf(float(a3_), float(b2_), v112_s[14]);
+        v112_s[15] = fmaf(float(a3_), float(b3_), v112_s[15]);
+        v112_s[16] = fmaf(float(a4_), float(b0_), v112_s[16]);
+        v112_s[17] = fmaf(float(a4_), float(b1_), v112_s[17]);
+        v112_s[18] = fmaf(float(a4_), float(b2_), v112_s[18]);
+        v112_s[19] = fmaf(float(a4_), float(b3_), v112_s[19]);
+        v112_s[20] = fmaf(float(a5_), float(b0_), v112_s[20]);
+        v112_s[21] = fmaf(float(a5_), float(b1_), v112_s[21]);
+        v112_s[22] = fmaf(float(a5_), float(b2_), v112_s[22]);
+        v112_s[23] = fmaf(float(a5_), float(b3_), v112_s[23]);
+        v112_s[24] = fmaf(float(a6_), float(b0_), v112_s[24]);
+        v112_s[25] = fmaf(float(a6_), float(b1_), v112_s[25]);
+        v112_s[26] = fmaf(float(a6_), float(b2_), v112_s[26]);
+        v112_s[27] = fmaf(float(a6_), float(b3_), v112_s[27]);
+        v112_s[28] = fmaf(float(a7_), float(b0_), v112_s[28]);
+        v112_s[29] = fmaf(float(a7_), float(b1_), v112_s[29]);
+        v112_s[30] = fmaf(float(a7_), float(b2_), v112_s[30]);
+        v112_s[31] = fmaf(float(a7_), float(b3_), v112_s[31]);
       }
     }
     // %off = mul %j, %bm : i32
-    const int32_t v104_off = int32_t(uint32_t(iv74) * uint32_t(v5_bm));
+    const int32_t v114_off = int32_t(uint32_t(iv79) * uint32_t(v5_bm));
     // %7 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v105[4];
+    int32_t v115[4];
     #pragma unroll
-    for (int s106 = 0; s106 < 4; ++s106) {
-      v105[s106] = int32_t(0 + (((s106) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s116 = 0; s116 < 4; ++s116) {
+      v115[s116] = int32_t(0 + (((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %8 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v107[4];
-    #pragma unroll
-    for (int s108 = 0; s108 < 4; ++s108) {
-      v107[s108] = v104_off;
-    }
-    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v109[4];
-    #pragma unroll
-    for (int s110 = 0; s110 < 4; ++s110) {
-      v109[s110] = int32_t(uint32_t(v105[s110]) + uint32_t(v107[s110]));
-    }
-    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v111[4];
-    #pragma unroll
-    for (int s112 = 0; s112 < 4; ++s112) {
-      v111[s112] = v4_n;
-    }
-    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v113[4];
-    #pragma unroll
-    for (int s114 = 0; s114 < 4; ++s114) {
-      v113[s114] = uint8_t(v109[s114] < v111[s114]);
-    }
-    // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v115_inseq2[4];
-    v115_inseq2[0] = v113[0];
-    v115_inseq2[1] = v113[1];
-    v115_inseq2[2] = v113[2];
-    v115_inseq2[3] = v113[3];
-    // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v116_inseqb[32];
-    v116_inseqb[0] = v115_inseq2[0];
-    v116_inseqb[1] = v115_inseq2[1];
-    v116_inseqb[2] = v115_inseq2[2];
-    v116_inseqb[3] = v115_inseq2[3];
-    v116_inseqb[4] = v115_inseq2[0];
-    v116_inseqb[5] = v115_inseq2[1];
-    v116_inseqb[6] = v115_inseq2[2];
-    v116_inseqb[7] = v115_inseq2[3];
-    v116_inseqb[8] = v115_inseq2[0];
-    v116_inseqb[9] = v115_inseq2[1];
-    v116_inseqb[10] = v115_inseq2[2];
-    v116_inseqb[11] = v115_inseq2[3];
-    v116_inseqb[12] = v115_inseq2[0];
-    v116_inseqb[13] = v115_inseq2[1];
-    v116_inseqb[14] = v115_inseq2[2];
-    v116_inseqb[15] = v115_inseq2[3];
-    v116_inseqb[16] = v115_inseq2[0];
-    v116_inseqb[17] = v115_inseq2[1];
-    v116_inseqb[18] = v115_inseq2[2];
-    v116_inseqb[19] = v115_inseq2[3];
-    v116_inseqb[20] = v115_inseq2[0];
-    v116_inseqb[21] = v115_inseq2[1];
-    v116_inseqb[22] = v115_inseq2[2];
-    v116_inseqb[23] = v115_inseq2[3];
-    v116_inseqb[24] = v115_inseq2[0];
-    v116_inseqb[25] = v115_inseq2[1];
-    v116_inseqb[26] = v115_inseq2[2];
-    v116_inseqb[27] = v115_inseq2[3];
-    v116_inseqb[28] = v115_inseq2[0];
-    v116_inseqb[29] = v115_inseq2[1];
-    v116_inseqb[30] = v115_inseq2[2];
-    v116_inseqb[31] = v115_inseq2[3];
-    // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v117[4];
     #pragma unroll
     for (int s118 = 0; s118 < 4; ++s118) {
-      v117[s118] = int32_t(0 + (((s118) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+      v117[s118] = v114_off;
     }
-    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %9 = add %7, %8 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v119[4];
     #pragma unroll
     for (int s120 = 0; s120 < 4; ++s120) {
-      v119[s120] = v104_off;
+      v119[s120] = int32_t(uint32_t(v115[s120]) + uint32_t(v117[s120]));
     }
-    // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    // %10 = splat %n : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
     int32_t v121[4];
     #pragma unroll
     for (int s122 = 0; s122 < 4; ++s122) {
-      v121[s122] = int32_t(uint32_t(v117[s122]) + uint32_t(v119[s122]));
+      v121[s122] = v4_n;
+    }
+    // %11 = cmp %9, %10 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    uint8_t v123[4];
+    #pragma unroll
+    for (int s124 = 0; s124 < 4; ++s124) {
+      v123[s124] = uint8_t(v119[s124] < v121[s124]);
+    }
+    // %inseq2 = expand_dims %11 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v125_inseq2[4];
+    v125_inseq2[0] = v123[0];
+    v125_inseq2[1] = v123[1];
+    v125_inseq2[2] = v123[2];
+    v125_inseq2[3] = v123[3];
+    // %inseqb = broadcast %inseq2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v126_inseqb[32];
+    v126_inseqb[0] = v125_inseq2[0];
+    v126_inseqb[1] = v125_inseq2[1];
+    v126_inseqb[2] = v125_inseq2[2];
+    v126_inseqb[3] = v125_inseq2[3];
+    v126_inseqb[4] = v125_inseq2[0];
+    v126_inseqb[5] = v125_inseq2[1];
+    v126_inseqb[6] = v125_inseq2[2];
+    v126_inseqb[7] = v125_inseq2[3];
+    v126_inseqb[8] = v125_inseq2[0];
+    v126_inseqb[9] = v125_inseq2[1];
+    v126_inseqb[10] = v125_inseq2[2];
+    v126_inseqb[11] = v125_inseq2[3];
+    v126_inseqb[12] = v125_inseq2[0];
+    v126_inseqb[13] = v125_inseq2[1];
+    v126_inseqb[14] = v125_inseq2[2];
+    v126_inseqb[15] = v125_inseq2[3];
+    v126_inseqb[16] = v125_inseq2[0];
+    v126_inseqb[17] = v125_inseq2[1];
+    v126_inseqb[18] = v125_inseq2[2];
+    v126_inseqb[19] = v125_inseq2[3];
+    v126_inseqb[20] = v125_inseq2[0];
+    v126_inseqb[21] = v125_inseq2[1];
+    v126_inseqb[22] = v125_inseq2[2];
+    v126_inseqb[23] = v125_inseq2[3];
+    v126_inseqb[24] = v125_inseq2[0];
+    v126_inseqb[25] = v125_inseq2[1];
+    v126_inseqb[26] = v125_inseq2[2];
+    v126_inseqb[27] = v125_inseq2[3];
+    v126_inseqb[28] = v125_inseq2[0];
+    v126_inseqb[29] = v125_inseq2[1];
+    v126_inseqb[30] = v125_inseq2[2];
+    v126_inseqb[31] = v125_inseq2[3];
+    // %12 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v127[4];
+    #pragma unroll
+    for (int s128 = 0; s128 < 4; ++s128) {
+      v127[s128] = int32_t(0 + (((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    }
+    // %13 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v129[4];
+    #pragma unroll
+    for (int s130 = 0; s130 < 4; ++s130) {
+      v129[s130] = v114_off;
+    }
+    // %14 = add %12, %13 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    int32_t v131[4];
+    #pragma unroll
+    for (int s132 = 0; s132 < 4; ++s132) {
+      v131[s132] = int32_t(uint32_t(v127[s132]) + uint32_t(v129[s132]));
     }
     // %col2 = expand_dims %14 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v123_col2[4];
-    v123_col2[0] = v121[0];
-    v123_col2[1] = v121[1];
-    v123_col2[2] = v121[2];
-    v123_col2[3] = v121[3];
+    int32_t v133_col2[4];
+    v133_col2[0] = v131[0];
+    v133_col2[1] = v131[1];
+    v133_col2[2] = v131[2];
+    v133_col2[3] = v131[3];
     // %colb = broadcast %col2 : tile<i32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v124_colb[32];
-    v124_colb[0] = v123_col2[0];
-    v124_colb[1] = v123_col2[1];
-    v124_colb[2] = v123_col2[2];
-    v124_colb[3] = v123_col2[3];
-    v124_colb[4] = v123_col2[0];
-    v124_colb[5] = v123_col2[1];
-    v124_colb[6] = v123_col2[2];
-    v124_colb[7] = v123_col2[3];
-    v124_colb[8] = v123_col2[0];
-    v124_colb[9] = v123_col2[1];
-    v124_colb[10] = v123_col2[2];
-    v124_colb[11] = v123_col2[3];
-    v124_colb[12] = v123_col2[0];
-    v124_colb[13] = v123_col2[1];
-    v124_colb[14] = v123_col2[2];
-    v124_colb[15] = v123_col2[3];
-    v124_colb[16] = v123_col2[0];
-    v124_colb[17] = v123_col2[1];
-    v124_colb[18] = v123_col2[2];
-    v124_colb[19] = v123_col2[3];
-    v124_colb[20] = v123_col2[0];
-    v124_colb[21] = v123_col2[1];
-    v124_colb[22] = v123_col2[2];
-    v124_colb[23] = v123_col2[3];
-    v124_colb[24] = v123_col2[0];
-    v124_colb[25] = v123_col2[1];
-    v124_colb[26] = v123_col2[2];
-    v124_colb[27] = v123_col2[3];
-    v124_colb[28] = v123_col2[0];
-    v124_colb[29] = v123_col2[1];
-    v124_colb[30] = v123_col2[2];
-    v124_colb[31] = v123_col2[3];
+    int32_t v134_colb[32];
+    v134_colb[0] = v133_col2[0];
+    v134_colb[1] = v133_col2[1];
+    v134_colb[2] = v133_col2[2];
+    v134_colb[3] = v133_col2[3];
+    v134_colb[4] = v133_col2[0];
+    v134_colb[5] = v133_col2[1];
+    v134_colb[6] = v133_col2[2];
+    v134_colb[7] = v133_col2[3];
+    v134_colb[8] = v133_col2[0];
+    v134_colb[9] = v133_col2[1];
+    v134_colb[10] = v133_col2[2];
+    v134_colb[11] = v133_col2[3];
+    v134_colb[12] = v133_col2[0];
+    v134_colb[13] = v133_col2[1];
+    v134_colb[14] = v133_col2[2];
+    v134_colb[15] = v133_col2[3];
+    v134_colb[16] = v133_col2[0];
+    v134_colb[17] = v133_col2[1];
+    v134_colb[18] = v133_col2[2];
+    v134_colb[19] = v133_col2[3];
+    v134_colb[20] = v133_col2[0];
+    v134_colb[21] = v133_col2[1];
+    v134_colb[22] = v133_col2[2];
+    v134_colb[23] = v133_col2[3];
+    v134_colb[24] = v133_col2[0];
+    v134_colb[25] = v133_col2[1];
+    v134_colb[26] = v133_col2[2];
+    v134_colb[27] = v133_col2[3];
+    v134_colb[28] = v133_col2[0];
+    v134_colb[29] = v133_col2[1];
+    v134_colb[30] = v133_col2[2];
+    v134_colb[31] = v133_col2[3];
     // %causal = cmp %colb, %rowsb {pred = "le"} : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v125_causal[32];
+    uint8_t v135_causal[32];
     #pragma unroll
-    for (int s126 = 0; s126 < 32; ++s126) {
-      v125_causal[s126] = uint8_t(v124_colb[s126] <= v44_rowsb[s126]);
+    for (int s136 = 0; s136 < 32; ++s136) {
+      v135_causal[s136] = uint8_t(v134_colb[s136] <= v44_rowsb[s136]);
     }
     // %keep = and %causal, %inseqb : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v127_keep[32];
+    uint8_t v137_keep[32];
     #pragma unroll
-    for (int s128 = 0; s128 < 32; ++s128) {
-      v127_keep[s128] = uint8_t(v125_causal[s128] & v116_inseqb[s128]);
+    for (int s138 = 0; s138 < 32; ++s138) {
+      v137_keep[s138] = uint8_t(v135_causal[s138] & v126_inseqb[s138]);
     }
     // %sm = where %keep, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v129_sm[32];
+    float v139_sm[32];
     #pragma unroll
-    for (int s130 = 0; s130 < 32; ++s130) {
-      v129_sm[s130] = (v127_keep[s130] ? v102_s[s130] : v34_ninfs[s130]);
+    for (int s140 = 0; s140 < 32; ++s140) {
+      v139_sm[s140] = (v137_keep[s140] ? v112_s[s140] : v34_ninfs[s140]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v131_rmax[8];
-    v131_rmax[0] = v129_sm[0];
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[1]);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[2]);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], v129_sm[3]);
-    v131_rmax[1] = v129_sm[4];
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[5]);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[6]);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], v129_sm[7]);
-    v131_rmax[2] = v129_sm[8];
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[9]);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[10]);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], v129_sm[11]);
-    v131_rmax[3] = v129_sm[12];
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[13]);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[14]);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], v129_sm[15]);
-    v131_rmax[4] = v129_sm[16];
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[17]);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[18]);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], v129_sm[19]);
-    v131_rmax[5] = v129_sm[20];
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[21]);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[22]);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], v129_sm[23]);
-    v131_rmax[6] = v129_sm[24];
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[25]);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[26]);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], v129_sm[27]);
-    v131_rmax[7] = v129_sm[28];
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[29]);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[30]);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], v129_sm[31]);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 1);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 1);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 1);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 1);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 1);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 1);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh137);
-    const float sh138 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 1);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh138);
-    const float sh139 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 1);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh139);
-    const float sh140 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 2);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh140);
-    const float sh141 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 2);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh141);
-    const float sh142 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 2);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh142);
-    const float sh143 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 2);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh143);
-    const float sh144 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 2);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh144);
-    const float sh145 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 2);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh145);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 2);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 2);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 4);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 4);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 4);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 4);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 4);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 4);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 4);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 4);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v131_rmax[0], 8);
-    v131_rmax[0] = tsr::max_nan_f32(v131_rmax[0], sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v131_rmax[1], 8);
-    v131_rmax[1] = tsr::max_nan_f32(v131_rmax[1], sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v131_rmax[2], 8);
-    v131_rmax[2] = tsr::max_nan_f32(v131_rmax[2], sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v131_rmax[3], 8);
-    v131_rmax[3] = tsr::max_nan_f32(v131_rmax[3], sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v131_rmax[4], 8);
-    v131_rmax[4] = tsr::max_nan_f32(v131_rmax[4], sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v131_rmax[5], 8);
-    v131_rmax[5] = tsr::max_nan_f32(v131_rmax[5], sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v131_rmax[6], 8);
-    v131_rmax[6] = tsr::max_nan_f32(v131_rmax[6], sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v131_rmax[7], 8);
-    v131_rmax[7] = tsr::max_nan_f32(v131_rmax[7], sh163);
+    float v141_rmax[8];
+    v141_rmax[0] = v139_sm[0];
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], v139_sm[1]);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], v139_sm[2]);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], v139_sm[3]);
+    v141_rmax[1] = v139_sm[4];
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], v139_sm[5]);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], v139_sm[6]);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], v139_sm[7]);
+    v141_rmax[2] = v139_sm[8];
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], v139_sm[9]);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], v139_sm[10]);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], v139_sm[11]);
+    v141_rmax[3] = v139_sm[12];
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], v139_sm[13]);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], v139_sm[14]);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], v139_sm[15]);
+    v141_rmax[4] = v139_sm[16];
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], v139_sm[17]);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], v139_sm[18]);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], v139_sm[19]);
+    v141_rmax[5] = v139_sm[20];
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], v139_sm[21]);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], v139_sm[22]);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], v139_sm[23]);
+    v141_rmax[6] = v139_sm[24];
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], v139_sm[25]);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], v139_sm[26]);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], v139_sm[27]);
+    v141_rmax[7] = v139_sm[28];
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], v139_sm[29]);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], v139_sm[30]);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], v139_sm[31]);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v141_rmax[0], 1);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v141_rmax[1], 1);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v141_rmax[2], 1);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v141_rmax[3], 1);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v141_rmax[4], 1);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v141_rmax[5], 1);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v141_rmax[6], 1);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], sh148);
+    const float sh149 = __shfl_xor_sync(0xffffffffu, v141_rmax[7], 1);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], sh149);
+    const float sh150 = __shfl_xor_sync(0xffffffffu, v141_rmax[0], 2);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], sh150);
+    const float sh151 = __shfl_xor_sync(0xffffffffu, v141_rmax[1], 2);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], sh151);
+    const float sh152 = __shfl_xor_sync(0xffffffffu, v141_rmax[2], 2);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], sh152);
+    const float sh153 = __shfl_xor_sync(0xffffffffu, v141_rmax[3], 2);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], sh153);
+    const float sh154 = __shfl_xor_sync(0xffffffffu, v141_rmax[4], 2);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], sh154);
+    const float sh155 = __shfl_xor_sync(0xffffffffu, v141_rmax[5], 2);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], sh155);
+    const float sh156 = __shfl_xor_sync(0xffffffffu, v141_rmax[6], 2);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], sh156);
+    const float sh157 = __shfl_xor_sync(0xffffffffu, v141_rmax[7], 2);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], sh157);
+    const float sh158 = __shfl_xor_sync(0xffffffffu, v141_rmax[0], 4);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], sh158);
+    const float sh159 = __shfl_xor_sync(0xffffffffu, v141_rmax[1], 4);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], sh159);
+    const float sh160 = __shfl_xor_sync(0xffffffffu, v141_rmax[2], 4);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], sh160);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v141_rmax[3], 4);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v141_rmax[4], 4);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v141_rmax[5], 4);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v141_rmax[6], 4);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v141_rmax[7], 4);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v141_rmax[0], 8);
+    v141_rmax[0] = tsr::max_nan_f32(v141_rmax[0], sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v141_rmax[1], 8);
+    v141_rmax[1] = tsr::max_nan_f32(v141_rmax[1], sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v141_rmax[2], 8);
+    v141_rmax[2] = tsr::max_nan_f32(v141_rmax[2], sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v141_rmax[3], 8);
+    v141_rmax[3] = tsr::max_nan_f32(v141_rmax[3], sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v141_rmax[4], 8);
+    v141_rmax[4] = tsr::max_nan_f32(v141_rmax[4], sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v141_rmax[5], 8);
+    v141_rmax[5] = tsr::max_nan_f32(v141_rmax[5], sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v141_rmax[6], 8);
+    v141_rmax[6] = tsr::max_nan_f32(v141_rmax[6], sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v141_rmax[7], 8);
+    v141_rmax[7] = tsr::max_nan_f32(v141_rmax[7], sh173);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v164_mn[8];
+    float v174_mn[8];
     #pragma unroll
-    for (int s165 = 0; s165 < 8; ++s165) {
-      v164_mn[s165] = tsr::fmax_nan_z<float>(c52_m[s165], v131_rmax[s165]);
+    for (int s175 = 0; s175 < 8; ++s175) {
+      v174_mn[s175] = tsr::fmax_nan_z<float>(c52_m[s175], v141_rmax[s175]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v166_dm[8];
+    float v176_dm[8];
     #pragma unroll
-    for (int s167 = 0; s167 < 8; ++s167) {
-      v166_dm[s167] = float(c52_m[s167] - v164_mn[s167]);
+    for (int s177 = 0; s177 < 8; ++s177) {
+      v176_dm[s177] = float(c52_m[s177] - v174_mn[s177]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v168_alpha[8];
+    float v178_alpha[8];
     #pragma unroll
-    for (int s169 = 0; s169 < 8; ++s169) {
-      v168_alpha[s169] = float(tsr::fexp(v166_dm[s169]));
+    for (int s179 = 0; s179 < 8; ++s179) {
+      v178_alpha[s179] = float(tsr::fexp(v176_dm[s179]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v170_mn2[8];
-    v170_mn2[0] = v164_mn[0];
-    v170_mn2[1] = v164_mn[1];
-    v170_mn2[2] = v164_mn[2];
-    v170_mn2[3] = v164_mn[3];
-    v170_mn2[4] = v164_mn[4];
-    v170_mn2[5] = v164_mn[5];
-    v170_mn2[6] = v164_mn[6];
-    v170_mn2[7] = v164_mn[7];
+    float v180_mn2[8];
+    v180_mn2[0] = v174_mn[0];
+    v180_mn2[1] = v174_mn[1];
+    v180_mn2[2] = v174_mn[2];
+    v180_mn2[3] = v174_mn[3];
+    v180_mn2[4] = v174_mn[4];
+    v180_mn2[5] = v174_mn[5];
+    v180_mn2[6] = v174_mn[6];
+    v180_mn2[7] = v174_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v171_mnb[32];
-    v171_mnb[0] = v170_mn2[0];
-    v171_mnb[1] = v170_mn2[0];
-    v171_mnb[2] = v170_mn2[0];
-    v171_mnb[3] = v170_mn2[0];
-    v171_mnb[4] = v170_mn2[1];
-    v171_mnb[5] = v170_mn2[1];
-    v171_mnb[6] = v170_mn2[1];
-    v171_mnb[7] = v170_mn2[1];
-    v171_mnb[8] = v170_mn2[2];
-    v171_mnb[9] = v170_mn2[2];
-    v171_mnb[10] = v170_mn2[2];
-    v171_mnb[11] = v170_mn2[2];
-    v171_mnb[12] = v170_mn2[3];
-    v171_mnb[13] = v170_mn2[3];
-    v171_mnb[14] = v170_mn2[3];
-    v171_mnb[15] = v170_mn2[3];
-    v171_mnb[16] = v170_mn2[4];
-    v171_mnb[17] = v170_mn2[4];
-    v171_mnb[18] = v170_mn2[4];
-    v171_mnb[19] = v170_mn2[4];
-    v171_mnb[20] = v170_mn2[5];
-    v171_mnb[21] = v170_mn2[5];
-    v171_mnb[22] = v170_mn2[5];
-    v171_mnb[23] = v170_mn2[5];
-    v171_mnb[24] = v170_mn2[6];
-    v171_mnb[25] = v170_mn2[6];
-    v171_mnb[26] = v170_mn2[6];
-    v171_mnb[27] = v170_mn2[6];
-    v171_mnb[28] = v170_mn2[7];
-    v171_mnb[29] = v170_mn2[7];
-    v171_mnb[30] = v170_mn2[7];
-    v171_mnb[31] = v170_mn2[7];
+    float v181_mnb[32];
+    v181_mnb[0] = v180_mn2[0];
+    v181_mnb[1] = v180_mn2[0];
+    v181_mnb[2] = v180_mn2[0];
+    v181_mnb[3] = v180_mn2[0];
+    v181_mnb[4] = v180_mn2[1];
+    v181_mnb[5] = v180_mn2[1];
+    v181_mnb[6] = v180_mn2[1];
+    v181_mnb[7] = v180_mn2[1];
+    v181_mnb[8] = v180_mn2[2];
+    v181_mnb[9] = v180_mn2[2];
+    v181_mnb[10] = v180_mn2[2];
+    v181_mnb[11] = v180_mn2[2];
+    v181_mnb[12] = v180_mn2[3];
+    v181_mnb[13] = v180_mn2[3];
+    v181_mnb[14] = v180_mn2[3];
+    v181_mnb[15] = v180_mn2[3];
+    v181_mnb[16] = v180_mn2[4];
+    v181_mnb[17] = v180_mn2[4];
+    v181_mnb[18] = v180_mn2[4];
+    v181_mnb[19] = v180_mn2[4];
+    v181_mnb[20] = v180_mn2[5];
+    v181_mnb[21] = v180_mn2[5];
+    v181_mnb[22] = v180_mn2[5];
+    v181_mnb[23] = v180_mn2[5];
+    v181_mnb[24] = v180_mn2[6];
+    v181_mnb[25] = v180_mn2[6];
+    v181_mnb[26] = v180_mn2[6];
+    v181_mnb[27] = v180_mn2[6];
+    v181_mnb[28] = v180_mn2[7];
+    v181_mnb[29] = v180_mn2[7];
+    v181_mnb[30] = v180_mn2[7];
+    v181_mnb[31] = v180_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v172_sd[32];
+    float v182_sd[32];
     #pragma unroll
-    for (int s173 = 0; s173 < 32; ++s173) {
-      v172_sd[s173] = float(v129_sm[s173] - v171_mnb[s173]);
+    for (int s183 = 0; s183 < 32; ++s183) {
+      v182_sd[s183] = float(v139_sm[s183] - v181_mnb[s183]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v174_p[32];
+    float v184_p[32];
     #pragma unroll
-    for (int s175 = 0; s175 < 32; ++s175) {
-      v174_p[s175] = float(tsr::fexp(v172_sd[s175]));
+    for (int s185 = 0; s185 < 32; ++s185) {
+      v184_p[s185] = float(tsr::fexp(v182_sd[s185]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v176_psum[8];
-    v176_psum[0] = v174_p[0];
-    v176_psum[0] = float(v176_psum[0] + v174_p[1]);
-    v176_psum[0] = float(v176_psum[0] + v174_p[2]);
-    v176_psum[0] = float(v176_psum[0] + v174_p[3]);
-    v176_psum[1] = v174_p[4];
-    v176_psum[1] = float(v176_psum[1] + v174_p[5]);
-    v176_psum[1] = float(v176_psum[1] + v174_p[6]);
-    v176_psum[1] = float(v176_psum[1] + v174_p[7]);
-    v176_psum[2] = v174_p[8];
-    v176_psum[2] = float(v176_psum[2] + v174_p[9]);
-    v176_psum[2] = float(v176_psum[2] + v174_p[10]);
-    v176_psum[2] = float(v176_psum[2] + v174_p[11]);
-    v176_psum[3] = v174_p[12];
-    v176_psum[3] = float(v176_psum[3] + v174_p[13]);
-    v176_psum[3] = float(v176_psum[3] + v174_p[14]);
-    v176_psum[3] = float(v176_psum[3] + v174_p[15]);
-    v176_psum[4] = v174_p[16];
-    v176_psum[4] = float(v176_psum[4] + v174_p[17]);
-    v176_psum[4] = float(v176_psum[4] + v174_p[18]);
-    v176_psum[4] = float(v176_psum[4] + v174_p[19]);
-    v176_psum[5] = v174_p[20];
-    v176_psum[5] = float(v176_psum[5] + v174_p[21]);
-    v176_psum[5] = float(v176_psum[5] + v174_p[22]);
-    v176_psum[5] = float(v176_psum[5] + v174_p[23]);
-    v176_psum[6] = v174_p[24];
-    v176_psum[6] = float(v176_psum[6] + v174_p[25]);
-    v176_psum[6] = float(v176_psum[6] + v174_p[26]);
-    v176_psum[6] = float(v176_psum[6] + v174_p[27]);
-    v176_psum[7] = v174_p[28];
-    v176_psum[7] = float(v176_psum[7] + v174_p[29]);
-    v176_psum[7] = float(v176_psum[7] + v174_p[30]);
-    v176_psum[7] = float(v176_psum[7] + v174_p[31]);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 1);
-    v176_psum[0] = float(v176_psum[0] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 1);
-    v176_psum[1] = float(v176_psum[1] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 1);
-    v176_psum[2] = float(v176_psum[2] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 1);
-    v176_psum[3] = float(v176_psum[3] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 1);
-    v176_psum[4] = float(v176_psum[4] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 1);
-    v176_psum[5] = float(v176_psum[5] + sh182);
-    const float sh183 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 1);
-    v176_psum[6] = float(v176_psum[6] + sh183);
-    const float sh184 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 1);
-    v176_psum[7] = float(v176_psum[7] + sh184);
-    const float sh185 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 2);
-    v176_psum[0] = float(v176_psum[0] + sh185);
-    const float sh186 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 2);
-    v176_psum[1] = float(v176_psum[1] + sh186);
-    const float sh187 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 2);
-    v176_psum[2] = float(v176_psum[2] + sh187);
-    const float sh188 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 2);
-    v176_psum[3] = float(v176_psum[3] + sh188);
-    const float sh189 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 2);
-    v176_psum[4] = float(v176_psum[4] + sh189);
-    const float sh190 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 2);
-    v176_psum[5] = float(v176_psum[5] + sh190);
-    const float sh191 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 2);
-    v176_psum[6] = float(v176_psum[6] + sh191);
-    const float sh192 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 2);
-    v176_psum[7] = float(v176_psum[7] + sh192);
-    const float sh193 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 4);
-    v176_psum[0] = float(v176_psum[0] + sh193);
-    const float sh194 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 4);
-    v176_psum[1] = float(v176_psum[1] + sh194);
-    const float sh195 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 4);
-    v176_psum[2] = float(v176_psum[2] + sh195);
-    const float sh196 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 4);
-    v176_psum[3] = float(v176_psum[3] + sh196);
-    const float sh197 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 4);
-    v176_psum[4] = float(v176_psum[4] + sh197);
-    const float sh198 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 4);
-    v176_psum[5] = float(v176_psum[5] + sh198);
-    const float sh199 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 4);
-    v176_psum[6] = float(v176_psum[6] + sh199);
-    const float sh200 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 4);
-    v176_psum[7] = float(v176_psum[7] + sh200);
-    const float sh201 = __shfl_xor_sync(0xffffffffu, v176_psum[0], 8);
-    v176_psum[0] = float(v176_psum[0] + sh201);
-    const float sh202 = __shfl_xor_sync(0xffffffffu, v176_psum[1], 8);
-    v176_psum[1] = float(v176_psum[1] + sh202);
-    const float sh203 = __shfl_xor_sync(0xffffffffu, v176_psum[2], 8);
-    v176_psum[2] = float(v176_psum[2] + sh203);
-    const float sh204 = __shfl_xor_sync(0xffffffffu, v176_psum[3], 8);
-    v176_psum[3] = float(v176_psum[3] + sh204);
-    const float sh205 = __shfl_xor_sync(0xffffffffu, v176_psum[4], 8);
-    v176_psum[4] = float(v176_psum[4] + sh205);
-    const float sh206 = __shfl_xor_sync(0xffffffffu, v176_psum[5], 8);
-    v176_psum[5] = float(v176_psum[5] + sh206);
-    const float sh207 = __shfl_xor_sync(0xffffffffu, v176_psum[6], 8);
-    v176_psum[6] = float(v176_psum[6] + sh207);
-    const float sh208 = __shfl_xor_sync(0xffffffffu, v176_psum[7], 8);
-    v176_psum[7] = float(v176_psum[7] + sh208);
+    float v186_psum[8];
+    v186_psum[0] = v184_p[0];
+    v186_psum[0] = float(v186_psum[0] + v184_p[1]);
+    v186_psum[0] = float(v186_psum[0] + v184_p[2]);
+    v186_psum[0] = float(v186_psum[0] + v184_p[3]);
+    v186_psum[1] = v184_p[4];
+    v186_psum[1] = float(v186_psum[1] + v184_p[5]);
+    v186_psum[1] = float(v186_psum[1] + v184_p[6]);
+    v186_psum[1] = float(v186_psum[1] + v184_p[7]);
+    v186_psum[2] = v184_p[8];
+    v186_psum[2] = float(v186_psum[2] + v184_p[9]);
+    v186_psum[2] = float(v186_psum[2] + v184_p[10]);
+    v186_psum[2] = float(v186_psum[2] + v184_p[11]);
+    v186_psum[3] = v184_p[12];
+    v186_psum[3] = float(v186_psum[3] + v184_p[13]);
+    v186_psum[3] = float(v186_psum[3] + v184_p[14]);
+    v186_psum[3] = float(v186_psum[3] + v184_p[15]);
+    v186_psum[4] = v184_p[16];
+    v186_psum[4] = float(v186_psum[4] + v184_p[17]);
+    v186_psum[4] = float(v186_psum[4] + v184_p[18]);
+    v186_psum[4] = float(v186_psum[4] + v184_p[19]);
+    v186_psum[5] = v184_p[20];
+    v186_psum[5] = float(v186_psum[5] + v184_p[21]);
+    v186_psum[5] = float(v186_psum[5] + v184_p[22]);
+    v186_psum[5] = float(v186_psum[5] + v184_p[23]);
+    v186_psum[6] = v184_p[24];
+    v186_psum[6] = float(v186_psum[6] + v184_p[25]);
+    v186_psum[6] = float(v186_psum[6] + v184_p[26]);
+    v186_psum[6] = float(v186_psum[6] + v184_p[27]);
+    v186_psum[7] = v184_p[28];
+    v186_psum[7] = float(v186_psum[7] + v184_p[29]);
+    v186_psum[7] = float(v186_psum[7] + v184_p[30]);
+    v186_psum[7] = float(v186_psum[7] + v184_p[31]);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v186_psum[0], 1);
+    v186_psum[0] = float(v186_psum[0] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v186_psum[1], 1);
+    v186_psum[1] = float(v186_psum[1] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v186_psum[2], 1);
+    v186_psum[2] = float(v186_psum[2] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v186_psum[3], 1);
+    v186_psum[3] = float(v186_psum[3] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v186_psum[4], 1);
+    v186_psum[4] = float(v186_psum[4] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v186_psum[5], 1);
+    v186_psum[5] = float(v186_psum[5] + sh192);
+    const float sh193 = __shfl_xor_sync(0xffffffffu, v186_psum[6], 1);
+    v186_psum[6] = float(v186_psum[6] + sh193);
+    const float sh194 = __shfl_xor_sync(0xffffffffu, v186_psum[7], 1);
+    v186_psum[7] = float(v186_psum[7] + sh194);
+    const float sh195 = __shfl_xor_sync(0xffffffffu, v186_psum[0], 2);
+    v186_psum[0] = float(v186_psum[0] + sh195);
+    const float sh196 = __shfl_xor_sync(0xffffffffu, v186_psum[1], 2);
+    v186_psum[1] = float(v186_psum[1] + sh196);
+    const float sh197 = __shfl_xor_sync(0xffffffffu, v186_psum[2], 2);
+    v186_psum[2] = float(v186_psum[2] + sh197);
+    const float sh198 = __shfl_xor_sync(0xffffffffu, v186_psum[3], 2);
+    v186_psum[3] = float(v186_psum[3] + sh198);
+    const float sh199 = __shfl_xor_sync(0xffffffffu, v186_psum[4], 2);
+    v186_psum[4] = float(v186_psum[4] + sh199);
+    const float sh200 = __shfl_xor_sync(0xffffffffu, v186_psum[5], 2);
+    v186_psum[5] = float(v186_psum[5] + sh200);
+    const float sh201 = __shfl_xor_sync(0xffffffffu, v186_psum[6], 2);
+    v186_psum[6] = float(v186_psum[6] + sh201);
+    const float sh202 = __shfl_xor_sync(0xffffffffu, v186_psum[7], 2);
+    v186_psum[7] = float(v186_psum[7] + sh202);
+    const float sh203 = __shfl_xor_sync(0xffffffffu, v186_psum[0], 4);
+    v186_psum[0] = float(v186_psum[0] + sh203);
+    const float sh204 = __shfl_xor_sync(0xffffffffu, v186_psum[1], 4);
+    v186_psum[1] = float(v186_psum[1] + sh204);
+    const float sh205 = __shfl_xor_sync(0xffffffffu, v186_psum[2], 4);
+    v186_psum[2] = float(v186_psum[2] + sh205);
+    const float sh206 = __shfl_xor_sync(0xffffffffu, v186_psum[3], 4);
+    v186_psum[3] = float(v186_psum[3] + sh206);
+    const float sh207 = __shfl_xor_sync(0xffffffffu, v186_psum[4], 4);
+    v186_psum[4] = float(v186_psum[4] + sh207);
+    const float sh208 = __shfl_xor_sync(0xffffffffu, v186_psum[5], 4);
+    v186_psum[5] = float(v186_psum[5] + sh208);
+    const float sh209 = __shfl_xor_sync(0xffffffffu, v186_psum[6], 4);
+    v186_psum[6] = float(v186_psum[6] + sh209);
+    const float sh210 = __shfl_xor_sync(0xffffffffu, v186_psum[7], 4);
+    v186_psum[7] = float(v186_psum[7] + sh210);
+    const float sh211 = __shfl_xor_sync(0xffffffffu, v186_psum[0], 8);
+    v186_psum[0] = float(v186_psum[0] + sh211);
+    const float sh212 = __shfl_xor_sync(0xffffffffu, v186_psum[1], 8);
+    v186_psum[1] = float(v186_psum[1] + sh212);
+    const float sh213 = __shfl_xor_sync(0xffffffffu, v186_psum[2], 8);
+    v186_psum[2] = float(v186_psum[2] + sh213);
+    const float sh214 = __shfl_xor_sync(0xffffffffu, v186_psum[3], 8);
+    v186_psum[3] = float(v186_psum[3] + sh214);
+    const float sh215 = __shfl_xor_sync(0xffffffffu, v186_psum[4], 8);
+    v186_psum[4] = float(v186_psum[4] + sh215);
+    const float sh216 = __shfl_xor_sync(0xffffffffu, v186_psum[5], 8);
+    v186_psum[5] = float(v186_psum[5] + sh216);
+    const float sh217 = __shfl_xor_sync(0xffffffffu, v186_psum[6], 8);
+    v186_psum[6] = float(v186_psum[6] + sh217);
+    const float sh218 = __shfl_xor_sync(0xffffffffu, v186_psum[7], 8);
+    v186_psum[7] = float(v186_psum[7] + sh218);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v209_la[8];
+    float v219_la[8];
     #pragma unroll
-    for (int s210 = 0; s210 < 8; ++s210) {
-      v209_la[s210] = float(c54_l[s210] * v168_alpha[s210]);
+    for (int s220 = 0; s220 < 8; ++s220) {
+      v219_la[s220] = float(c54_l[s220] * v178_alpha[s220]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v211_ln[8];
+    float v221_ln[8];
     #pragma unroll
-    for (int s212 = 0; s212 < 8; ++s212) {
-      v211_ln[s212] = float(v209_la[s212] + v176_psum[s212]);
+    for (int s222 = 0; s222 < 8; ++s222) {
+      v221_ln[s222] = float(v219_la[s222] + v186_psum[s222]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v213_alpha2[8];
-    v213_alpha2[0] = v168_alpha[0];
-    v213_alpha2[1] = v168_alpha[1];
-    v213_alpha2[2] = v168_alpha[2];
-    v213_alpha2[3] = v168_alpha[3];
-    v213_alpha2[4] = v168_alpha[4];
-    v213_alpha2[5] = v168_alpha[5];
-    v213_alpha2[6] = v168_alpha[6];
-    v213_alpha2[7] = v168_alpha[7];
+    float v223_alpha2[8];
+    v223_alpha2[0] = v178_alpha[0];
+    v223_alpha2[1] = v178_alpha[1];
+    v223_alpha2[2] = v178_alpha[2];
+    v223_alpha2[3] = v178_alpha[3];
+    v223_alpha2[4] = v178_alpha[4];
+    v223_alpha2[5] = v178_alpha[5];
+    v223_alpha2[6] = v178_alpha[6];
+    v223_alpha2[7] = v178_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v214_alphab[32];
-    v214_alphab[0] = v213_alpha2[0];
-    v214_alphab[1] = v213_alpha2[0];
-    v214_alphab[2] = v213_alpha2[0];
-    v214_alphab[3] = v213_alpha2[0];
-    v214_alphab[4] = v213_alpha2[1];
-    v214_alphab[5] = v213_alpha2[1];
-    v214_alphab[6] = v213_alpha2[1];
-    v214_alphab[7] = v213_alpha2[1];
-    v214_alphab[8] = v213_alpha2[2];
-    v214_alphab[9] = v213_alpha2[2];
-    v214_alphab[10] = v213_alpha2[2];
-    v214_alphab[11] = v213_alpha2[2];
-    v214_alphab[12] = v213_alpha2[3];
-    v214_alphab[13] = v213_alpha2[3];
-    v214_alphab[14] = v213_alpha2[3];
-    v214_alphab[15] = v213_alpha2[3];
-    v214_alphab[16] = v213_alpha2[4];
-    v214_alphab[17] = v213_alpha2[4];
-    v214_alphab[18] = v213_alpha2[4];
-    v214_alphab[19] = v213_alpha2[4];
-    v214_alphab[20] = v213_alpha2[5];
-    v214_alphab[21] = v213_alpha2[5];
-    v214_alphab[22] = v213_alpha2[5];
-    v214_alphab[23] = v213_alpha2[5];
-    v214_alphab[24] = v213_alpha2[6];
-    v214_alphab[25] = v213_alpha2[6];
-    v214_alphab[26] = v213_alpha2[6];
-    v214_alphab[27] = v213_alpha2[6];
-    v214_alphab[28] = v213_alpha2[7];
-    v214_alphab[29] = v213_alpha2[7];
-    v214_alphab[30] = v213_alpha2[7];
-    v214_alphab[31] = v213_alpha2[7];
+    float v224_alphab[32];
+    v224_alphab[0] = v223_alpha2[0];
+    v224_alphab[1] = v223_alpha2[0];
+    v224_alphab[2] = v223_alpha2[0];
+    v224_alphab[3] = v223_alpha2[0];
+    v224_alphab[4] = v223_alpha2[1];
+    v224_alphab[5] = v223_alpha2[1];
+    v224_alphab[6] = v223_alpha2[1];
+    v224_alphab[7] = v223_alpha2[1];
+    v224_alphab[8] = v223_alpha2[2];
+    v224_alphab[9] = v223_alpha2[2];
+    v224_alphab[10] = v223_alpha2[2];
+    v224_alphab[11] = v223_alpha2[2];
+    v224_alphab[12] = v223_alpha2[3];
+    v224_alphab[13] = v223_alpha2[3];
+    v224_alphab[14] = v223_alpha2[3];
+    v224_alphab[15] = v223_alpha2[3];
+    v224_alphab[16] = v223_alpha2[4];
+    v224_alphab[17] = v223_alpha2[4];
+    v224_alphab[18] = v223_alpha2[4];
+    v224_alphab[19] = v223_alpha2[4];
+    v224_alphab[20] = v223_alpha2[5];
+    v224_alphab[21] = v223_alpha2[5];
+    v224_alphab[22] = v223_alpha2[5];
+    v224_alphab[23] = v223_alpha2[5];
+    v224_alphab[24] = v223_alpha2[6];
+    v224_alphab[25] = v223_alpha2[6];
+    v224_alphab[26] = v223_alpha2[6];
+    v224_alphab[27] = v223_alpha2[6];
+    v224_alphab[28] = v223_alpha2[7];
+    v224_alphab[29] = v223_alpha2[7];
+    v224_alphab[30] = v223_alpha2[7];
+    v224_alphab[31] = v223_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v215_accs[32];
+    float v225_accs[32];
     #pragma unroll
-    for (int s216 = 0; s216 < 32; ++s216) {
-      v215_accs[s216] = float(c56_acc[s216] * v214_alphab[s216]);
+    for (int s226 = 0; s226 < 32; ++s226) {
+      v225_accs[s226] = float(c56_acc[s226] * v224_alphab[s226]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %15 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh217 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh227 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c218 = 0; c218 < 8; ++c218) {
-      float w219[4];
-      w219[0] = v174_p[c218 * 4 + 0];
-      w219[1] = v174_p[c218 * 4 + 1];
-      w219[2] = v174_p[c218 * 4 + 2];
-      w219[3] = v174_p[c218 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh217 + (((((c218 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c218 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w219);
+    for (int c228 = 0; c228 < 8; ++c228) {
+      float w229[4];
+      w229[0] = v184_p[c228 * 4 + 0];
+      w229[1] = v184_p[c228 * 4 + 1];
+      w229[2] = v184_p[c228 * 4 + 2];
+      w229[3] = v184_p[c228 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh227 + (((((c228 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c228 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w229);
     }
     __syncthreads();
     // %accn = dot %15, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v220_accn[32];
+    float v230_accn[32];
     #pragma unroll
-    for (int s221 = 0; s221 < 32; ++s221) {
-      v220_accn[s221] = v215_accs[s221];
+    for (int s231 = 0; s231 < 32; ++s231) {
+      v230_accn[s231] = v225_accs[s231];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh217[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh217[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh217[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh217[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh217[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh217[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh217[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh217[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh227[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh227[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh227[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh227[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh227[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh227[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh227[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh227[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh59 + rs58 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v220_accn[0] = fmaf(float(a0_), float(b0_), v220_accn[0]);
-        v220_accn[1] = fmaf(float(a0_), float(b1_), v220_accn[1]);
-        v220_accn[2] = fmaf(float(a0_), float(b2_), v220_accn[2]);
-        v220_accn[3] = fmaf(float(a0_), float(b3_), v220_accn[3]);
-        v220_accn[4] = fmaf(float(a1_), float(b0_), v220_accn[4]);
-        v220_accn[5] = fmaf(float(a1_), float(b1_), v220_accn[5]);
-        v220_accn[6] = fmaf(float(a1_), float(b2_), v220_accn[6]);
-        v220_accn[7] = fmaf(float(a1_), float(b3_), v220_accn[7]);
-        v220_accn[8] = fmaf(float(a2_), float(b0_), v220_accn[8]);
-        v220_accn[9] = fmaf(float(a2_), float(b1_), v220_accn[9]);
-        v220_accn[10] = fmaf(float(a2_), float(b2_), v220_accn[10]);
-        v220_accn[11] = fmaf(float(a2_), float(b3_), v220_accn[11]);
-        v220_accn[12] = fmaf(float(a3_), float(b0_), v220_accn[12]);
-        v220_accn[13] = fmaf(float(a3_), float(b1_), v220_accn[13]);
-        v220_accn[14] = fmaf(float(a3_), float(b2_), v220_accn[14]);
-        v220_accn[15] = fmaf(float(a3_), float(b3_), v220_accn[15]);
-        v220_accn[16] = fmaf(float(a4_), float(b0_), v220_accn[16]);
-        v220_accn[17] = fmaf(float(a4_), float(b1_), v220_accn[17]);
-        v220_accn[18] = fmaf(float(a4_), float(b2_), v220_accn[18]);
-        v220_accn[19] = fmaf(float(a4_), float(b3_), v220_accn[19]);
-        v220_accn[20] = fmaf(float(a5_), float(b0_), v220_accn[20]);
-        v220_accn[21] = fmaf(float(a5_), float(b1_), v220_accn[21]);
-        v220_accn[22] = fmaf(float(a5_), float(b2_), v220_accn[22]);
-        v220_accn[23] = fmaf(float(a5_), float(b3_), v220_accn[23]);
-        v220_accn[24] = fmaf(float(a6_), float(b0_), v220_accn[24]);
-        v220_accn[25] = fmaf(float(a6_), float(b1_), v220_accn[25]);
-        v220_accn[26] = fmaf(float(a6_), float(b2_), v220_accn[26]);
-        v220_accn[27] = fmaf(float(a6_), float(b3_), v220_accn[27]);
-        v220_accn[28] = fmaf(float(a7_), float(b0_), v220_accn[28]);
-        v220_accn[29] = fmaf(float(a7_), float(b1_), v220_accn[29]);
-        v220_accn[30] = fmaf(float(a7_), float(b2_), v220_accn[30]);
-        v220_accn[31] = fmaf(float(a7_), float(b3_), v220_accn[31]);
+        v230_accn[0] = fmaf(float(a0_), float(b0_), v230_accn[0]);
+        v230_accn[1] = fmaf(float(a0_), float(b1_), v230_accn[1]);
+        v230_accn[2] = fmaf(float(a0_), float(b2_), v230_accn[2]);
+        v230_accn[3] = fmaf(float(a0_), float(b3_), v230_accn[3]);
+        v230_accn[4] = fmaf(float(a1_), float(b0_), v230_accn[4]);
+        v230_accn[5] = fmaf(float(a1_), float(b1_), v230_accn[5]);
+        v230_accn[6] = fmaf(float(a1_), float(b2_), v230_accn[6]);
+        v230_accn[7] = fmaf(float(a1_), float(b3_), v230_accn[7]);
+        v230_accn[8] = fmaf(float(a2_), float(b0_), v230_accn[8]);
+        v230_accn[9] = fmaf(float(a2_), float(b1_), v230_accn[9]);
+        v230_accn[10] = fmaf(float(a2_), float(b2_), v230_accn[10]);
+        v230_accn[11] = fmaf(float(a2_), float(b3_), v230_accn[11]);
+        v230_accn[12] = fmaf(float(a3_), float(b0_), v230_accn[12]);
+        v230_accn[13] = fmaf(float(a3_), float(b1_), v230_accn[13]);
+        v230_accn[14] = fmaf(float(a3_), float(b2_), v230_accn[14]);
+        v230_accn[15] = fmaf(float(a3_), float(b3_), v230_accn[15]);
+        v230_accn[16] = fmaf(float(a4_), float(b0_), v230_accn[16]);
+        v230_accn[17] = fmaf(float(a4_), float(b1_), v230_accn[17]);
+        v230_accn[18] = fmaf(float(a4_), float(b2_), v230_accn[18]);
+        v230_accn[19] = fmaf(float(a4_), float(b3_), v230_accn[19]);
+        v230_accn[20] = fmaf(float(a5_), float(b0_), v230_accn[20]);
+        v230_accn[21] = fmaf(float(a5_), float(b1_), v230_accn[21]);
+        v230_accn[22] = fmaf(float(a5_), float(b2_), v230_accn[22]);
+        v230_accn[23] = fmaf(float(a5_), float(b3_), v230_accn[23]);
+        v230_accn[24] = fmaf(float(a6_), float(b0_), v230_accn[24]);
+        v230_accn[25] = fmaf(float(a6_), float(b1_), v230_accn[25]);
+        v230_accn[26] = fmaf(float(a6_), float(b2_), v230_accn[26]);
+        v230_accn[27] = fmaf(float(a6_), float(b3_), v230_accn[27]);
+        v230_accn[28] = fmaf(float(a7_), float(b0_), v230_accn[28]);
+        v230_accn[29] = fmaf(float(a7_), float(b1_), v230_accn[29]);
+        v230_accn[30] = fmaf(float(a7_), float(b2_), v230_accn[30]);
+        v230_accn[31] = fmaf(float(a7_), float(b3_), v230_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s222 = 0; s222 < 8; ++s222) {
-      c52_m[s222] = v164_mn[s222];
+    for (int s232 = 0; s232 < 8; ++s232) {
+      c52_m[s232] = v174_mn[s232];
     }
     #pragma unroll
-    for (int s223 = 0; s223 < 8; ++s223) {
-      c54_l[s223] = v211_ln[s223];
+    for (int s233 = 0; s233 < 8; ++s233) {
+      c54_l[s233] = v221_ln[s233];
     }
     #pragma unroll
-    for (int s224 = 0; s224 < 32; ++s224) {
-      c56_acc[s224] = v220_accn[s224];
+    for (int s234 = 0; s234 < 32; ++s234) {
+      c56_acc[s234] = v230_accn[s234];
     }
     rs58 = int((unsigned(rs58) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v225_l2[8];
-  v225_l2[0] = c54_l[0];
-  v225_l2[1] = c54_l[1];
-  v225_l2[2] = c54_l[2];
-  v225_l2[3] = c54_l[3];
-  v225_l2[4] = c54_l[4];
-  v225_l2[5] = c54_l[5];
-  v225_l2[6] = c54_l[6];
-  v225_l2[7] = c54_l[7];
+  float v235_l2[8];
+  v235_l2[0] = c54_l[0];
+  v235_l2[1] = c54_l[1];
+  v235_l2[2] = c54_l[2];
+  v235_l2[3] = c54_l[3];
+  v235_l2[4] = c54_l[4];
+  v235_l2[5] = c54_l[5];
+  v235_l2[6] = c54_l[6];
+  v235_l2[7] = c54_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v226_lb[32];
-  v226_lb[0] = v225_l2[0];
-  v226_lb[1] = v225_l2[0];
-  v226_lb[2] = v225_l2[0];
-  v226_lb[3] = v225_l2[0];
-  v226_lb[4] = v225_l2[1];
-  v226_lb[5] = v225_l2[1];
-  v226_lb[6] = v225_l2[1];
-  v226_lb[7] = v225_l2[1];
-  v226_lb[8] = v225_l2[2];
-  v226_lb[9] = v225_l2[2];
-  v226_lb[10] = v225_l2[2];
-  v226_lb[11] = v225_l2[2];
-  v226_lb[12] = v225_l2[3];
-  v226_lb[13] = v225_l2[3];
-  v226_lb[14] = v225_l2[3];
-  v226_lb[15] = v225_l2[3];
-  v226_lb[16] = v225_l2[4];
-  v226_lb[17] = v225_l2[4];
-  v226_lb[18] = v225_l2[4];
-  v226_lb[19] = v225_l2[4];
-  v226_lb[20] = v225_l2[5];
-  v226_lb[21] = v225_l2[5];
-  v226_lb[22] = v225_l2[5];
-  v226_lb[23] = v225_l2[5];
-  v226_lb[24] = v225_l2[6];
-  v226_lb[25] = v225_l2[6];
-  v226_lb[26] = v225_l2[6];
-  v226_lb[27] = v225_l2[6];
-  v226_lb[28] = v225_l2[7];
-  v226_lb[29] = v225_l2[7];
-  v226_lb[30] = v225_l2[7];
-  v226_lb[31] = v225_l2[7];
+  float v236_lb[32];
+  v236_lb[0] = v235_l2[0];
+  v236_lb[1] = v235_l2[0];
+  v236_lb[2] = v235_l2[0];
+  v236_lb[3] = v235_l2[0];
+  v236_lb[4] = v235_l2[1];
+  v236_lb[5] = v235_l2[1];
+  v236_lb[6] = v235_l2[1];
+  v236_lb[7] = v235_l2[1];
+  v236_lb[8] = v235_l2[2];
+  v236_lb[9] = v235_l2[2];
+  v236_lb[10] = v235_l2[2];
+  v236_lb[11] = v235_l2[2];
+  v236_lb[12] = v235_l2[3];
+  v236_lb[13] = v235_l2[3];
+  v236_lb[14] = v235_l2[3];
+  v236_lb[15] = v235_l2[3];
+  v236_lb[16] = v235_l2[4];
+  v236_lb[17] = v235_l2[4];
+  v236_lb[18] = v235_l2[4];
+  v236_lb[19] = v235_l2[4];
+  v236_lb[20] = v235_l2[5];
+  v236_lb[21] = v235_l2[5];
+  v236_lb[22] = v235_l2[5];
+  v236_lb[23] = v235_l2[5];
+  v236_lb[24] = v235_l2[6];
+  v236_lb[25] = v235_l2[6];
+  v236_lb[26] = v235_l2[6];
+  v236_lb[27] = v235_l2[6];
+  v236_lb[28] = v235_l2[7];
+  v236_lb[29] = v235_l2[7];
+  v236_lb[30] = v235_l2[7];
+  v236_lb[31] = v235_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v227_out[32];
+  float v237_out[32];
   #pragma unroll
-  for (int s228 = 0; s228 < 32; ++s228) {
-    v227_out[s228] = float(c56_acc[s228] / v226_lb[s228]);
+  for (int s238 = 0; s238 < 32; ++s238) {
+    v237_out[s238] = float(c56_acc[s238] / v236_lb[s238]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v229_o3[32];
-  v229_o3[0] = v227_out[0];
-  v229_o3[1] = v227_out[1];
-  v229_o3[2] = v227_out[2];
-  v229_o3[3] = v227_out[3];
-  v229_o3[4] = v227_out[4];
-  v229_o3[5] = v227_out[5];
-  v229_o3[6] = v227_out[6];
-  v229_o3[7] = v227_out[7];
-  v229_o3[8] = v227_out[8];
-  v229_o3[9] = v227_out[9];
-  v229_o3[10] = v227_out[10];
-  v229_o3[11] = v227_out[11];
-  v229_o3[12] = v227_out[12];
-  v229_o3[13] = v227_out[13];
-  v229_o3[14] = v227_out[14];
-  v229_o3[15] = v227_out[15];
-  v229_o3[16] = v227_out[16];
-  v229_o3[17] = v227_out[17];
-  v229_o3[18] = v227_out[18];
-  v229_o3[19] = v227_out[19];
-  v229_o3[20] = v227_out[20];
-  v229_o3[21] = v227_out[21];
-  v229_o3[22] = v227_out[22];
-  v229_o3[23] = v227_out[23];
-  v229_o3[24] = v227_out[24];
-  v229_o3[25] = v227_out[25];
-  v229_o3[26] = v227_out[26];
-  v229_o3[27] = v227_out[27];
-  v229_o3[28] = v227_out[28];
-  v229_o3[29] = v227_out[29];
-  v229_o3[30] = v227_out[30];
-  v229_o3[31] = v227_out[31];
+  float v239_o3[32];
+  v239_o3[0] = v237_out[0];
+  v239_o3[1] = v237_out[1];
+  v239_o3[2] = v237_out[2];
+  v239_o3[3] = v237_out[3];
+  v239_o3[4] = v237_out[4];
+  v239_o3[5] = v237_out[5];
+  v239_o3[6] = v237_out[6];
+  v239_o3[7] = v237_out[7];
+  v239_o3[8] = v237_out[8];
+  v239_o3[9] = v237_out[9];
+  v239_o3[10] = v237_out[10];
+  v239_o3[11] = v237_out[11];
+  v239_o3[12] = v237_out[12];
+  v239_o3[13] = v237_out[13];
+  v239_o3[14] = v237_out[14];
+  v239_o3[15] = v237_out[15];
+  v239_o3[16] = v237_out[16];
+  v239_o3[17] = v237_out[17];
+  v239_o3[18] = v237_out[18];
+  v239_o3[19] = v237_out[19];
+  v239_o3[20] = v237_out[20];
+  v239_o3[21] = v237_out[21];
+  v239_o3[22] = v237_out[22];
+  v239_o3[23] = v237_out[23];
+  v239_o3[24] = v237_out[24];
+  v239_o3[25] = v237_out[25];
+  v239_o3[26] = v237_out[26];
+  v239_o3[27] = v237_out[27];
+  v239_o3[28] = v237_out[28];
+  v239_o3[29] = v237_out[29];
+  v239_o3[30] = v237_out[30];
+  v239_o3[31] = v237_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o230 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o231 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o232 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole233 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole233) {
+    const int64_t o240 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o241 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o242 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole243 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole243) {
       #pragma unroll
-      for (int c234 = 0; c234 < 8; ++c234) {
-        float vb235[4];
-        vb235[0] = v229_o3[c234 * 4 + 0];
-        vb235[1] = v229_o3[c234 * 4 + 1];
-        vb235[2] = v229_o3[c234 * 4 + 2];
-        vb235[3] = v229_o3[c234 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c234 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c234 * 4) % 4))) * tsr_p3_s2, vb235);
+      for (int c244 = 0; c244 < 8; ++c244) {
+        float vb245[4];
+        vb245[0] = v239_o3[c244 * 4 + 0];
+        vb245[1] = v239_o3[c244 * 4 + 1];
+        vb245[2] = v239_o3[c244 * 4 + 2];
+        vb245[3] = v239_o3[c244 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c244 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c244 * 4) % 4))) * tsr_p3_s2, vb245);
       }
     } else {
       #pragma unroll
-      for (int c236 = 0; c236 < 8; ++c236) {
-        float vb237[4];
-        if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2)) {
-          vb237[0] = v229_o3[c236 * 4 + 0];
-          vb237[1] = v229_o3[c236 * 4 + 1];
-          vb237[2] = v229_o3[c236 * 4 + 2];
-          vb237[3] = v229_o3[c236 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2, vb237);
+      for (int c246 = 0; c246 < 8; ++c246) {
+        float vb247[4];
+        if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2)) {
+          vb247[0] = v239_o3[c246 * 4 + 0];
+          vb247[1] = v239_o3[c246 * 4 + 1];
+          vb247[2] = v239_o3[c246 * 4 + 2];
+          vb247[3] = v239_o3[c246 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2, vb247);
         } else {
-          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4))) * tsr_p3_s2] = v229_o3[c236 * 4];
-          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 1) * tsr_p3_s2] = v229_o3[c236 * 4 + 1];
-          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 2) * tsr_p3_s2] = v229_o3[c236 * 4 + 2];
-          if ((o230 + 0) < int64_t(tsr_dim_H) && (o231 + ((((c236 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o232 + (((c236 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o230 + 0) * tsr_p3_s0 + (o231 + ((((c236 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o232 + (((c236 * 4) % 4)) + 3) * tsr_p3_s2] = v229_o3[c236 * 4 + 3];
+          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2] = v239_o3[c246 * 4];
+          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 1) * tsr_p3_s2] = v239_o3[c246 * 4 + 1];
+          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 2) * tsr_p3_s2] = v239_o3[c246 * 4 + 2];
+          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 3) * tsr_p3_s2] = v239_o3[c246 * 4 + 3];
         }
       }
     }

@@ -216,16 +216,22 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
             tsr::cp_async_16(sb52 + uint32_t((0) * 4352 + (((q54 * 4) / 64)) * 68 + (((q54 * 4) % 64)) * 1) * 4u, tsr_p2 + (o49 + 0) * tsr_p2_s0 + (o50 + ((q54 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q54 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i55 = 0; i55 < 8; ++i55) {
-            const int q56 = i55 * 128 + tsr_tid;
-            const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
-            const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst59 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src58)) {
-              tsr::cp_async_16(tsr::smem_u32(dst59), src58, int(n57) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i55 = 0; i55 < 8; ++i55) {
+              const int q56 = i55 * 128 + tsr_tid;
+              const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
+              const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352)) + uint32_t((0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1) * 4u, src58, int(n57) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i60 = 0; i60 < 8; ++i60) {
+              const int q61 = i60 * 128 + tsr_tid;
+              const int64_t n62 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q61 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q61 * 4) % 64))) : 4;
+              const float* src63 = tsr_p2 + (n62 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q61 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q61 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst64 = (sh45 + (pro46) * 4352) + (0) * 4352 + (((q61 * 4) / 64)) * 68 + (((q61 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
             }
           }
         }
@@ -233,36 +239,42 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv60_ = v2_c0; v3_c1 > 0 && iv60_ < v8_ntiles; iv60_ += v3_c1) {
-    const int32_t iv60 = int32_t(iv60_);
+  for (int64_t iv65_ = v2_c0; v3_c1 > 0 && iv65_ < v8_ntiles; iv65_ += v3_c1) {
+    const int32_t iv65 = int32_t(iv65_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv60_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-      const int32_t nx61 = int32_t((iv60_ + 1 * int64_t(v3_c1)));
+    if ((iv65_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx66 = int32_t((iv65_ + 1 * int64_t(v3_c1)));
       // %off = mul %j, %bn : i32
-      const int32_t v62_off = int32_t(uint32_t(nx61) * uint32_t(v5_bn));
+      const int32_t v67_off = int32_t(uint32_t(nx66) * uint32_t(v5_bn));
       {
-        const int64_t o63 = int64_t(v1_ph) * 1;
-        const int64_t o64 = int64_t(nx61) * 64;
-        const int64_t o65 = int64_t(v2_c0) * 64;
-        if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
-          const uint32_t sb66 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
+        const int64_t o68 = int64_t(v1_ph) * 1;
+        const int64_t o69 = int64_t(nx66) * 64;
+        const int64_t o70 = int64_t(v2_c0) * 64;
+        if (o68 >= 0 && o68 + 1 <= int64_t(tsr_dim_H) && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o70 >= 0 && o70 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o68 * tsr_p2_s0 + o69 * tsr_p2_s1 + o70 * tsr_p2_s2)) {
+          const uint32_t sb71 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
           #pragma unroll
-          for (int i67 = 0; i67 < 8; ++i67) {
-            const int q68 = i67 * 128 + tsr_tid;
-            tsr::cp_async_16(sb66 + uint32_t((0) * 4352 + (((q68 * 4) / 64)) * 68 + (((q68 * 4) % 64)) * 1) * 4u, tsr_p2 + (o63 + 0) * tsr_p2_s0 + (o64 + ((q68 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q68 * 4) % 64)) * tsr_p2_s2);
+          for (int i72 = 0; i72 < 8; ++i72) {
+            const int q73 = i72 * 128 + tsr_tid;
+            tsr::cp_async_16(sb71 + uint32_t((0) * 4352 + (((q73 * 4) / 64)) * 68 + (((q73 * 4) % 64)) * 1) * 4u, tsr_p2 + (o68 + 0) * tsr_p2_s0 + (o69 + ((q73 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q73 * 4) % 64)) * tsr_p2_s2);
           }
         } else {
-          #pragma unroll
-          for (int i69 = 0; i69 < 8; ++i69) {
-            const int q70 = i69 * 128 + tsr_tid;
-            const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
-            const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
-            float* const dst73 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src72)) {
-              tsr::cp_async_16(tsr::smem_u32(dst73), src72, int(n71) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst73[v_] = v_ < n71 ? src72[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p2) && tsr_p2_s0 % 4 == 0 && tsr_p2_s1 % 4 == 0) {
+            #pragma unroll 1
+            for (int i74 = 0; i74 < 8; ++i74) {
+              const int q75 = i74 * 128 + tsr_tid;
+              const int64_t n76 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q75 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) : 4;
+              const float* src77 = tsr_p2 + (n76 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q75 * 4) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1) * 4u, src77, int(n76) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i79 = 0; i79 < 8; ++i79) {
+              const int q80 = i79 * 128 + tsr_tid;
+              const int64_t n81 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q80 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q80 * 4) % 64))) : 4;
+              const float* src82 = tsr_p2 + (n81 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q80 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q80 * 4) % 64)) * tsr_p2_s2 : 0);
+              float* const dst83 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352) + (0) * 4352 + (((q80 * 4) / 64)) * 68 + (((q80 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst83[v_] = v_ < n81 ? src82[v_] : float(0);
             }
           }
         }
@@ -270,124 +282,124 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
     }
     tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v74_k3[32];
+    float v84_k3[32];
     {
-      const int64_t o75 = int64_t(v1_ph) * 1 + 0;
-      const int64_t o76 = int64_t(iv60) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o77 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole78 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv60) * 64 >= 0 && int64_t(iv60) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv60) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
-      if (whole78) {
+      const int64_t o85 = int64_t(v1_ph) * 1 + 0;
+      const int64_t o86 = int64_t(iv65) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o87 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole88 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv65) * 64 >= 0 && int64_t(iv65) * 64 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_ph) * 1 * tsr_p1_s0 + int64_t(iv65) * 64 * tsr_p1_s1 + int64_t(v2_c0) * 64 * tsr_p1_s2);
+      if (whole88) {
         #pragma unroll
-        for (int c79 = 0; c79 < 8; ++c79) {
-          float vb80[4];
-          tsr::copy_vec<float, 4>(vb80, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c79 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c79 * 4) % 4))) * tsr_p1_s2);
-          v74_k3[c79 * 4 + 0] = vb80[0];
-          v74_k3[c79 * 4 + 1] = vb80[1];
-          v74_k3[c79 * 4 + 2] = vb80[2];
-          v74_k3[c79 * 4 + 3] = vb80[3];
+        for (int c89 = 0; c89 < 8; ++c89) {
+          float vb90[4];
+          tsr::copy_vec<float, 4>(vb90, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c89 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c89 * 4) % 4))) * tsr_p1_s2);
+          v84_k3[c89 * 4 + 0] = vb90[0];
+          v84_k3[c89 * 4 + 1] = vb90[1];
+          v84_k3[c89 * 4 + 2] = vb90[2];
+          v84_k3[c89 * 4 + 3] = vb90[3];
         }
       } else {
         #pragma unroll
-        for (int c81 = 0; c81 < 8; ++c81) {
-          float vb82[4];
-          if ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2)) {
-            tsr::copy_vec<float, 4>(vb82, tsr_p1 + (o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2);
-            v74_k3[c81 * 4 + 0] = vb82[0];
-            v74_k3[c81 * 4 + 1] = vb82[1];
-            v74_k3[c81 * 4 + 2] = vb82[2];
-            v74_k3[c81 * 4 + 3] = vb82[3];
+        for (int c91 = 0; c91 < 8; ++c91) {
+          float vb92[4];
+          if ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2)) {
+            tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2);
+            v84_k3[c91 * 4 + 0] = vb92[0];
+            v84_k3[c91 * 4 + 1] = vb92[1];
+            v84_k3[c91 * 4 + 2] = vb92[2];
+            v84_k3[c91 * 4 + 3] = vb92[3];
           } else {
-            v74_k3[c81 * 4] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v74_k3[c81 * 4 + 1] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v74_k3[c81 * 4 + 2] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v74_k3[c81 * 4 + 3] = ((o75 + 0) < int64_t(tsr_dim_H) && (o76 + ((((c81 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o77 + (((c81 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o75 + 0) * tsr_p1_s0 + (o76 + ((((c81 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o77 + (((c81 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v84_k3[c91 * 4] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v84_k3[c91 * 4 + 1] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v84_k3[c91 * 4 + 2] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v84_k3[c91 * 4 + 3] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %kt = reshape %k3 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v83_kt[32];
-    v83_kt[0] = v74_k3[0];
-    v83_kt[1] = v74_k3[1];
-    v83_kt[2] = v74_k3[2];
-    v83_kt[3] = v74_k3[3];
-    v83_kt[4] = v74_k3[4];
-    v83_kt[5] = v74_k3[5];
-    v83_kt[6] = v74_k3[6];
-    v83_kt[7] = v74_k3[7];
-    v83_kt[8] = v74_k3[8];
-    v83_kt[9] = v74_k3[9];
-    v83_kt[10] = v74_k3[10];
-    v83_kt[11] = v74_k3[11];
-    v83_kt[12] = v74_k3[12];
-    v83_kt[13] = v74_k3[13];
-    v83_kt[14] = v74_k3[14];
-    v83_kt[15] = v74_k3[15];
-    v83_kt[16] = v74_k3[16];
-    v83_kt[17] = v74_k3[17];
-    v83_kt[18] = v74_k3[18];
-    v83_kt[19] = v74_k3[19];
-    v83_kt[20] = v74_k3[20];
-    v83_kt[21] = v74_k3[21];
-    v83_kt[22] = v74_k3[22];
-    v83_kt[23] = v74_k3[23];
-    v83_kt[24] = v74_k3[24];
-    v83_kt[25] = v74_k3[25];
-    v83_kt[26] = v74_k3[26];
-    v83_kt[27] = v74_k3[27];
-    v83_kt[28] = v74_k3[28];
-    v83_kt[29] = v74_k3[29];
-    v83_kt[30] = v74_k3[30];
-    v83_kt[31] = v74_k3[31];
+    float v93_kt[32];
+    v93_kt[0] = v84_k3[0];
+    v93_kt[1] = v84_k3[1];
+    v93_kt[2] = v84_k3[2];
+    v93_kt[3] = v84_k3[3];
+    v93_kt[4] = v84_k3[4];
+    v93_kt[5] = v84_k3[5];
+    v93_kt[6] = v84_k3[6];
+    v93_kt[7] = v84_k3[7];
+    v93_kt[8] = v84_k3[8];
+    v93_kt[9] = v84_k3[9];
+    v93_kt[10] = v84_k3[10];
+    v93_kt[11] = v84_k3[11];
+    v93_kt[12] = v84_k3[12];
+    v93_kt[13] = v84_k3[13];
+    v93_kt[14] = v84_k3[14];
+    v93_kt[15] = v84_k3[15];
+    v93_kt[16] = v84_k3[16];
+    v93_kt[17] = v84_k3[17];
+    v93_kt[18] = v84_k3[18];
+    v93_kt[19] = v84_k3[19];
+    v93_kt[20] = v84_k3[20];
+    v93_kt[21] = v84_k3[21];
+    v93_kt[22] = v84_k3[22];
+    v93_kt[23] = v84_k3[23];
+    v93_kt[24] = v84_k3[24];
+    v93_kt[25] = v84_k3[25];
+    v93_kt[26] = v84_k3[26];
+    v93_kt[27] = v84_k3[27];
+    v93_kt[28] = v84_k3[28];
+    v93_kt[29] = v84_k3[29];
+    v93_kt[30] = v84_k3[30];
+    v93_kt[31] = v84_k3[31];
     // %ktt = permute %kt {dims = [1, 0]} : tile<f32, [64, 64], layout = blocked<per_thread = [4, 1], threads = [16, 2], warps = [1, 4], order = [0, 1]>>
-    float v84_ktt[32];
-    v84_ktt[0] = v83_kt[0];
-    v84_ktt[1] = v83_kt[1];
-    v84_ktt[2] = v83_kt[2];
-    v84_ktt[3] = v83_kt[3];
-    v84_ktt[4] = v83_kt[4];
-    v84_ktt[5] = v83_kt[5];
-    v84_ktt[6] = v83_kt[6];
-    v84_ktt[7] = v83_kt[7];
-    v84_ktt[8] = v83_kt[8];
-    v84_ktt[9] = v83_kt[9];
-    v84_ktt[10] = v83_kt[10];
-    v84_ktt[11] = v83_kt[11];
-    v84_ktt[12] = v83_kt[12];
-    v84_ktt[13] = v83_kt[13];
-    v84_ktt[14] = v83_kt[14];
-    v84_ktt[15] = v83_kt[15];
-    v84_ktt[16] = v83_kt[16];
-    v84_ktt[17] = v83_kt[17];
-    v84_ktt[18] = v83_kt[18];
-    v84_ktt[19] = v83_kt[19];
-    v84_ktt[20] = v83_kt[20];
-    v84_ktt[21] = v83_kt[21];
-    v84_ktt[22] = v83_kt[22];
-    v84_ktt[23] = v83_kt[23];
-    v84_ktt[24] = v83_kt[24];
-    v84_ktt[25] = v83_kt[25];
-    v84_ktt[26] = v83_kt[26];
-    v84_ktt[27] = v83_kt[27];
-    v84_ktt[28] = v83_kt[28];
-    v84_ktt[29] = v83_kt[29];
-    v84_ktt[30] = v83_kt[30];
-    v84_ktt[31] = v83_kt[31];
+    float v94_ktt[32];
+    v94_ktt[0] = v93_kt[0];
+    v94_ktt[1] = v93_kt[1];
+    v94_ktt[2] = v93_kt[2];
+    v94_ktt[3] = v93_kt[3];
+    v94_ktt[4] = v93_kt[4];
+    v94_ktt[5] = v93_kt[5];
+    v94_ktt[6] = v93_kt[6];
+    v94_ktt[7] = v93_kt[7];
+    v94_ktt[8] = v93_kt[8];
+    v94_ktt[9] = v93_kt[9];
+    v94_ktt[10] = v93_kt[10];
+    v94_ktt[11] = v93_kt[11];
+    v94_ktt[12] = v93_kt[12];
+    v94_ktt[13] = v93_kt[13];
+    v94_ktt[14] = v93_kt[14];
+    v94_ktt[15] = v93_kt[15];
+    v94_ktt[16] = v93_kt[16];
+    v94_ktt[17] = v93_kt[17];
+    v94_ktt[18] = v93_kt[18];
+    v94_ktt[19] = v93_kt[19];
+    v94_ktt[20] = v93_kt[20];
+    v94_ktt[21] = v93_kt[21];
+    v94_ktt[22] = v93_kt[22];
+    v94_ktt[23] = v93_kt[23];
+    v94_ktt[24] = v93_kt[24];
+    v94_ktt[25] = v93_kt[25];
+    v94_ktt[26] = v93_kt[26];
+    v94_ktt[27] = v93_kt[27];
+    v94_ktt[28] = v93_kt[28];
+    v94_ktt[29] = v93_kt[29];
+    v94_ktt[30] = v93_kt[30];
+    v94_ktt[31] = v93_kt[31];
     // %3 = convert_layout %ktt : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh85 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
+    float* const sh95 = reinterpret_cast<float*>((tsr_smem + 0) + 52224);
     __syncthreads();
     #pragma unroll
-    for (int c86 = 0; c86 < 32; ++c86) {
-      float w87[1];
-      w87[0] = v84_ktt[c86 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh85 + ((((c86 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c86 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w87);
+    for (int c96 = 0; c96 < 32; ++c96) {
+      float w97[1];
+      w97[0] = v94_ktt[c96 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh95 + ((((c96 * 1) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 68 + (((((c96 * 1) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 1, w97);
     }
     __syncthreads();
     // %s = dot %0, %3, %acc0 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v88_s[32];
+    float v98_s[32];
     #pragma unroll
-    for (int s89 = 0; s89 < 32; ++s89) {
-      v88_s[s89] = v27_acc0[s89];
+    for (int s99 = 0; s99 < 32; ++s99) {
+      v98_s[s99] = v27_acc0[s99];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -401,656 +413,656 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_fwd(fl
         const auto a5_ = sh31[(tm_ + 40) * 68 + (k_) * 1];
         const auto a6_ = sh31[(tm_ + 48) * 68 + (k_) * 1];
         const auto a7_ = sh31[(tm_ + 56) * 68 + (k_) * 1];
-        const auto b0_ = sh85[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh85[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh85[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh85[(k_) * 68 + (tn_ + 3) * 1];
-        v88_s[0] = fmaf(float(a0_), float(b0_), v88_s[0]);
-        v88_s[1] = fmaf(float(a0_), float(b1_), v88_s[1]);
-        v88_s[2] = fmaf(float(a0_), float(b2_), v88_s[2]);
-        v88_s[3] = fmaf(float(a0_), float(b3_), v88_s[3]);
-        v88_s[4] = fmaf(float(a1_), float(b0_), v88_s[4]);
-        v88_s[5] = fmaf(float(a1_), float(b1_), v88_s[5]);
-        v88_s[6] = fmaf(float(a1_), float(b2_), v88_s[6]);
-        v88_s[7] = fmaf(float(a1_), float(b3_), v88_s[7]);
-        v88_s[8] = fmaf(float(a2_), float(b0_), v88_s[8]);
-        v88_s[9] = fmaf(float(a2_), float(b1_), v88_s[9]);
-        v88_s[10] = fmaf(float(a2_), float(b2_), v88_s[10]);
-        v88_s[11] = fmaf(float(a2_), float(b3_), v88_s[11]);
-        v88_s[12] = fmaf(float(a3_), float(b0_), v88_s[12]);
-        v88_s[13] = fmaf(float(a3_), float(b1_), v88_s[13]);
-        v88_s[14] = fmaf(float(a3_), float(b2_), v88_s[14]);
-        v88_s[15] = fmaf(float(a3_), float(b3_), v88_s[15]);
-        v88_s[16] = fmaf(float(a4_), float(b0_), v88_s[16]);
-        v88_s[17] = fmaf(float(a4_), float(b1_), v88_s[17]);
-        v88_s[18] = fmaf(float(a4_), float(b2_), v88_s[18]);
-        v88_s[19] = fmaf(float(a4_), float(b3_), v88_s[19]);
-        v88_s[20] = fmaf(float(a5_), float(b0_), v88_s[20]);
-        v88_s[21] = fmaf(float(a5_), float(b1_), v88_s[21]);
-        v88_s[22] = fmaf(float(a5_), float(b2_), v88_s[22]);
-        v88_s[23] = fmaf(float(a5_), float(b3_), v88_s[23]);
-        v88_s[24] = fmaf(float(a6_), float(b0_), v88_s[24]);
-        v88_s[25] = fmaf(float(a6_), float(b1_), v88_s[25]);
-        v88_s[26] = fmaf(float(a6_), float(b2_), v88_s[26]);
-        v88_s[27] = fmaf(float(a6_), float(b3_), v88_s[27]);
-        v88_s[28] = fmaf(float(a7_), float(b0_), v88_s[28]);
-        v88_s[29] = fmaf(float(a7_), float(b1_), v88_s[29]);
-        v88_s[30] = fmaf(float(a7_), float(b2_), v88_s[30]);
-        v88_s[31] = fmaf(float(a7_), float(b3_), v88_s[31]);
+        const auto b0_ = sh95[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh95[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh95[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh95[(k_) * 68 + (tn_ + 3) * 1];
+        v98_s[0] = fmaf(float(a0_), float(b0_), v98_s[0]);
+        v98_s[1] = fmaf(float(a0_), float(b1_), v98_s[1]);
+        v98_s[2] = fmaf(float(a0_), float(b2_), v98_s[2]);
+        v98_s[3] = fmaf(float(a0_), float(b3_), v98_s[3]);
+        v98_s[4] = fmaf(float(a1_), float(b0_), v98_s[4]);
+        v98_s[5] = fmaf(float(a1_), float(b1_), v98_s[5]);
+        v98_s[6] = fmaf(float(a1_), float(b2_), v98_s[6]);
+        v98_s[7] = fmaf(float(a1_), float(b3_), v98_s[7]);
+        v98_s[8] = fmaf(float(a2_), float(b0_), v98_s[8]);
+        v98_s[9] = fmaf(float(a2_), float(b1_), v98_s[9]);
+        v98_s[10] = fmaf(float(a2_), float(b2_), v98_s[10]);
+        v98_s[11] = fmaf(float(a2_), float(b3_), v98_s[11]);
+        v98_s[12] = fmaf(float(a3_), float(b0_), v98_s[12]);
+        v98_s[13] = fmaf(float(a3_), float(b1_), v98_s[13]);
+        v98_s[14] = fmaf(float(a3_), float(b2_), v98_s[14]);
+        v98_s[15] = fmaf(float(a3_), float(b3_), v98_s[15]);
+        v98_s[16] = fmaf(float(a4_), float(b0_), v98_s[16]);
+        v98_s[17] = fmaf(float(a4_), float(b1_), v98_s[17]);
+        v98_s[18] = fmaf(float(a4_), float(b2_), v98_s[18]);
+        v98_s[19] = fmaf(float(a4_), float(b3_), v98_s[19]);
+        v98_s[20] = fmaf(float(a5_), float(b0_), v98_s[20]);
+        v98_s[21] = fmaf(float(a5_), float(b1_), v98_s[21]);
+        v98_s[22] = fmaf(float(a5_), float(b2_), v98_s[22]);
+        v98_s[23] = fmaf(float(a5_), float(b3_), v98_s[23]);
+        v98_s[24] = fmaf(float(a6_), float(b0_), v98_s[24]);
+        v98_s[25] = fmaf(float(a6_), float(b1_), v98_s[25]);
+        v98_s[26] = fmaf(float(a6_), float(b2_), v98_s[26]);
+        v98_s[27] = fmaf(float(a6_), float(b3_), v98_s[27]);
+        v98_s[28] = fmaf(float(a7_), float(b0_), v98_s[28]);
+        v98_s[29] = fmaf(float(a7_), float(b1_), v98_s[29]);
+        v98_s[30] = fmaf(float(a7_), float(b2_), v98_s[30]);
+        v98_s[31] = fmaf(float(a7_), float(b3_), v98_s[31]);
       }
     }
     // %off = mul %j, %bn : i32
-    const int32_t v90_off = int32_t(uint32_t(iv60) * uint32_t(v5_bn));
+    const int32_t v100_off = int32_t(uint32_t(iv65) * uint32_t(v5_bn));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v91[4];
+    int32_t v101[4];
     #pragma unroll
-    for (int s92 = 0; s92 < 4; ++s92) {
-      v91[s92] = int32_t(0 + (((s92) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s102 = 0; s102 < 4; ++s102) {
+      v101[s102] = int32_t(0 + (((s102) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v93[4];
+    int32_t v103[4];
     #pragma unroll
-    for (int s94 = 0; s94 < 4; ++s94) {
-      v93[s94] = v90_off;
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = v100_off;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v95[4];
+    int32_t v105[4];
     #pragma unroll
-    for (int s96 = 0; s96 < 4; ++s96) {
-      v95[s96] = int32_t(uint32_t(v91[s96]) + uint32_t(v93[s96]));
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105[s106] = int32_t(uint32_t(v101[s106]) + uint32_t(v103[s106]));
     }
     // %7 = splat %t : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v97[4];
+    int32_t v107[4];
     #pragma unroll
-    for (int s98 = 0; s98 < 4; ++s98) {
-      v97[s98] = v4_t;
+    for (int s108 = 0; s108 < 4; ++s108) {
+      v107[s108] = v4_t;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v99[4];
+    uint8_t v109[4];
     #pragma unroll
-    for (int s100 = 0; s100 < 4; ++s100) {
-      v99[s100] = uint8_t(v95[s100] < v97[s100]);
+    for (int s110 = 0; s110 < 4; ++s110) {
+      v109[s110] = uint8_t(v105[s110] < v107[s110]);
     }
     // %valid2 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v101_valid2[4];
-    v101_valid2[0] = v99[0];
-    v101_valid2[1] = v99[1];
-    v101_valid2[2] = v99[2];
-    v101_valid2[3] = v99[3];
+    uint8_t v111_valid2[4];
+    v111_valid2[0] = v109[0];
+    v111_valid2[1] = v109[1];
+    v111_valid2[2] = v109[2];
+    v111_valid2[3] = v109[3];
     // %validb = broadcast %valid2 : tile<i1, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v102_validb[32];
-    v102_validb[0] = v101_valid2[0];
-    v102_validb[1] = v101_valid2[1];
-    v102_validb[2] = v101_valid2[2];
-    v102_validb[3] = v101_valid2[3];
-    v102_validb[4] = v101_valid2[0];
-    v102_validb[5] = v101_valid2[1];
-    v102_validb[6] = v101_valid2[2];
-    v102_validb[7] = v101_valid2[3];
-    v102_validb[8] = v101_valid2[0];
-    v102_validb[9] = v101_valid2[1];
-    v102_validb[10] = v101_valid2[2];
-    v102_validb[11] = v101_valid2[3];
-    v102_validb[12] = v101_valid2[0];
-    v102_validb[13] = v101_valid2[1];
-    v102_validb[14] = v101_valid2[2];
-    v102_validb[15] = v101_valid2[3];
-    v102_validb[16] = v101_valid2[0];
-    v102_validb[17] = v101_valid2[1];
-    v102_validb[18] = v101_valid2[2];
-    v102_validb[19] = v101_valid2[3];
-    v102_validb[20] = v101_valid2[0];
-    v102_validb[21] = v101_valid2[1];
-    v102_validb[22] = v101_valid2[2];
-    v102_validb[23] = v101_valid2[3];
-    v102_validb[24] = v101_valid2[0];
-    v102_validb[25] = v101_valid2[1];
-    v102_validb[26] = v101_valid2[2];
-    v102_validb[27] = v101_valid2[3];
-    v102_validb[28] = v101_valid2[0];
-    v102_validb[29] = v101_valid2[1];
-    v102_validb[30] = v101_valid2[2];
-    v102_validb[31] = v101_valid2[3];
+    uint8_t v112_validb[32];
+    v112_validb[0] = v111_valid2[0];
+    v112_validb[1] = v111_valid2[1];
+    v112_validb[2] = v111_valid2[2];
+    v112_validb[3] = v111_valid2[3];
+    v112_validb[4] = v111_valid2[0];
+    v112_validb[5] = v111_valid2[1];
+    v112_validb[6] = v111_valid2[2];
+    v112_validb[7] = v111_valid2[3];
+    v112_validb[8] = v111_valid2[0];
+    v112_validb[9] = v111_valid2[1];
+    v112_validb[10] = v111_valid2[2];
+    v112_validb[11] = v111_valid2[3];
+    v112_validb[12] = v111_valid2[0];
+    v112_validb[13] = v111_valid2[1];
+    v112_validb[14] = v111_valid2[2];
+    v112_validb[15] = v111_valid2[3];
+    v112_validb[16] = v111_valid2[0];
+    v112_validb[17] = v111_valid2[1];
+    v112_validb[18] = v111_valid2[2];
+    v112_validb[19] = v111_valid2[3];
+    v112_validb[20] = v111_valid2[0];
+    v112_validb[21] = v111_valid2[1];
+    v112_validb[22] = v111_valid2[2];
+    v112_validb[23] = v111_valid2[3];
+    v112_validb[24] = v111_valid2[0];
+    v112_validb[25] = v111_valid2[1];
+    v112_validb[26] = v111_valid2[2];
+    v112_validb[27] = v111_valid2[3];
+    v112_validb[28] = v111_valid2[0];
+    v112_validb[29] = v111_valid2[1];
+    v112_validb[30] = v111_valid2[2];
+    v112_validb[31] = v111_valid2[3];
     // %sm = where %validb, %s, %ninfs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v103_sm[32];
+    float v113_sm[32];
     #pragma unroll
-    for (int s104 = 0; s104 < 32; ++s104) {
-      v103_sm[s104] = (v102_validb[s104] ? v88_s[s104] : v29_ninfs[s104]);
+    for (int s114 = 0; s114 < 32; ++s114) {
+      v113_sm[s114] = (v112_validb[s114] ? v98_s[s114] : v29_ninfs[s114]);
     }
     // %rmax = reduce %sm {axis = 1, kind = "max"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v105_rmax[8];
-    v105_rmax[0] = v103_sm[0];
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[1]);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[2]);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], v103_sm[3]);
-    v105_rmax[1] = v103_sm[4];
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[5]);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[6]);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], v103_sm[7]);
-    v105_rmax[2] = v103_sm[8];
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[9]);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[10]);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], v103_sm[11]);
-    v105_rmax[3] = v103_sm[12];
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[13]);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[14]);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], v103_sm[15]);
-    v105_rmax[4] = v103_sm[16];
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[17]);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[18]);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], v103_sm[19]);
-    v105_rmax[5] = v103_sm[20];
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[21]);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[22]);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], v103_sm[23]);
-    v105_rmax[6] = v103_sm[24];
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[25]);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[26]);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], v103_sm[27]);
-    v105_rmax[7] = v103_sm[28];
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[29]);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[30]);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], v103_sm[31]);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 1);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 1);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 1);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 1);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh109);
-    const float sh110 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 1);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh110);
-    const float sh111 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 1);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh111);
-    const float sh112 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 1);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh112);
-    const float sh113 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 1);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh113);
-    const float sh114 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 2);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh114);
-    const float sh115 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 2);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh115);
-    const float sh116 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 2);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh116);
-    const float sh117 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 2);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh117);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 2);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 2);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 2);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 2);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh121);
-    const float sh122 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 4);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh122);
-    const float sh123 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 4);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh123);
-    const float sh124 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 4);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh124);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 4);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 4);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 4);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 4);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 4);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v105_rmax[0], 8);
-    v105_rmax[0] = tsr::max_nan_f32(v105_rmax[0], sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v105_rmax[1], 8);
-    v105_rmax[1] = tsr::max_nan_f32(v105_rmax[1], sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v105_rmax[2], 8);
-    v105_rmax[2] = tsr::max_nan_f32(v105_rmax[2], sh132);
-    const float sh133 = __shfl_xor_sync(0xffffffffu, v105_rmax[3], 8);
-    v105_rmax[3] = tsr::max_nan_f32(v105_rmax[3], sh133);
-    const float sh134 = __shfl_xor_sync(0xffffffffu, v105_rmax[4], 8);
-    v105_rmax[4] = tsr::max_nan_f32(v105_rmax[4], sh134);
-    const float sh135 = __shfl_xor_sync(0xffffffffu, v105_rmax[5], 8);
-    v105_rmax[5] = tsr::max_nan_f32(v105_rmax[5], sh135);
-    const float sh136 = __shfl_xor_sync(0xffffffffu, v105_rmax[6], 8);
-    v105_rmax[6] = tsr::max_nan_f32(v105_rmax[6], sh136);
-    const float sh137 = __shfl_xor_sync(0xffffffffu, v105_rmax[7], 8);
-    v105_rmax[7] = tsr::max_nan_f32(v105_rmax[7], sh137);
+    float v115_rmax[8];
+    v115_rmax[0] = v113_sm[0];
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm[1]);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm[2]);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], v113_sm[3]);
+    v115_rmax[1] = v113_sm[4];
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm[5]);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm[6]);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], v113_sm[7]);
+    v115_rmax[2] = v113_sm[8];
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm[9]);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm[10]);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], v113_sm[11]);
+    v115_rmax[3] = v113_sm[12];
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm[13]);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm[14]);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], v113_sm[15]);
+    v115_rmax[4] = v113_sm[16];
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm[17]);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm[18]);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], v113_sm[19]);
+    v115_rmax[5] = v113_sm[20];
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm[21]);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm[22]);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], v113_sm[23]);
+    v115_rmax[6] = v113_sm[24];
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm[25]);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm[26]);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], v113_sm[27]);
+    v115_rmax[7] = v113_sm[28];
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm[29]);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm[30]);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], v113_sm[31]);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 1);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 1);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 1);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 1);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh119);
+    const float sh120 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 1);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh120);
+    const float sh121 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 1);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh121);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 1);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 1);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 2);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 2);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh125);
+    const float sh126 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 2);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh126);
+    const float sh127 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 2);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh127);
+    const float sh128 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 2);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh128);
+    const float sh129 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 2);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh129);
+    const float sh130 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 2);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh130);
+    const float sh131 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 2);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh131);
+    const float sh132 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 4);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh132);
+    const float sh133 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 4);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh133);
+    const float sh134 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 4);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh134);
+    const float sh135 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 4);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh135);
+    const float sh136 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 4);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh136);
+    const float sh137 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 4);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh137);
+    const float sh138 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 4);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh138);
+    const float sh139 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 4);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh139);
+    const float sh140 = __shfl_xor_sync(0xffffffffu, v115_rmax[0], 8);
+    v115_rmax[0] = tsr::max_nan_f32(v115_rmax[0], sh140);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v115_rmax[1], 8);
+    v115_rmax[1] = tsr::max_nan_f32(v115_rmax[1], sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v115_rmax[2], 8);
+    v115_rmax[2] = tsr::max_nan_f32(v115_rmax[2], sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v115_rmax[3], 8);
+    v115_rmax[3] = tsr::max_nan_f32(v115_rmax[3], sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v115_rmax[4], 8);
+    v115_rmax[4] = tsr::max_nan_f32(v115_rmax[4], sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v115_rmax[5], 8);
+    v115_rmax[5] = tsr::max_nan_f32(v115_rmax[5], sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v115_rmax[6], 8);
+    v115_rmax[6] = tsr::max_nan_f32(v115_rmax[6], sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v115_rmax[7], 8);
+    v115_rmax[7] = tsr::max_nan_f32(v115_rmax[7], sh147);
     // %mn = max %mc, %rmax : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v138_mn[8];
+    float v148_mn[8];
     #pragma unroll
-    for (int s139 = 0; s139 < 8; ++s139) {
-      v138_mn[s139] = tsr::fmax_nan_z<float>(c38_m[s139], v105_rmax[s139]);
+    for (int s149 = 0; s149 < 8; ++s149) {
+      v148_mn[s149] = tsr::fmax_nan_z<float>(c38_m[s149], v115_rmax[s149]);
     }
     // %dm = sub %mc, %mn : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v140_dm[8];
+    float v150_dm[8];
     #pragma unroll
-    for (int s141 = 0; s141 < 8; ++s141) {
-      v140_dm[s141] = float(c38_m[s141] - v138_mn[s141]);
+    for (int s151 = 0; s151 < 8; ++s151) {
+      v150_dm[s151] = float(c38_m[s151] - v148_mn[s151]);
     }
     // %alpha = exp %dm : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v142_alpha[8];
+    float v152_alpha[8];
     #pragma unroll
-    for (int s143 = 0; s143 < 8; ++s143) {
-      v142_alpha[s143] = float(tsr::fexp(v140_dm[s143]));
+    for (int s153 = 0; s153 < 8; ++s153) {
+      v152_alpha[s153] = float(tsr::fexp(v150_dm[s153]));
     }
     // %mn2 = expand_dims %mn {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v144_mn2[8];
-    v144_mn2[0] = v138_mn[0];
-    v144_mn2[1] = v138_mn[1];
-    v144_mn2[2] = v138_mn[2];
-    v144_mn2[3] = v138_mn[3];
-    v144_mn2[4] = v138_mn[4];
-    v144_mn2[5] = v138_mn[5];
-    v144_mn2[6] = v138_mn[6];
-    v144_mn2[7] = v138_mn[7];
+    float v154_mn2[8];
+    v154_mn2[0] = v148_mn[0];
+    v154_mn2[1] = v148_mn[1];
+    v154_mn2[2] = v148_mn[2];
+    v154_mn2[3] = v148_mn[3];
+    v154_mn2[4] = v148_mn[4];
+    v154_mn2[5] = v148_mn[5];
+    v154_mn2[6] = v148_mn[6];
+    v154_mn2[7] = v148_mn[7];
     // %mnb = broadcast %mn2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v145_mnb[32];
-    v145_mnb[0] = v144_mn2[0];
-    v145_mnb[1] = v144_mn2[0];
-    v145_mnb[2] = v144_mn2[0];
-    v145_mnb[3] = v144_mn2[0];
-    v145_mnb[4] = v144_mn2[1];
-    v145_mnb[5] = v144_mn2[1];
-    v145_mnb[6] = v144_mn2[1];
-    v145_mnb[7] = v144_mn2[1];
-    v145_mnb[8] = v144_mn2[2];
-    v145_mnb[9] = v144_mn2[2];
-    v145_mnb[10] = v144_mn2[2];
-    v145_mnb[11] = v144_mn2[2];
-    v145_mnb[12] = v144_mn2[3];
-    v145_mnb[13] = v144_mn2[3];
-    v145_mnb[14] = v144_mn2[3];
-    v145_mnb[15] = v144_mn2[3];
-    v145_mnb[16] = v144_mn2[4];
-    v145_mnb[17] = v144_mn2[4];
-    v145_mnb[18] = v144_mn2[4];
-    v145_mnb[19] = v144_mn2[4];
-    v145_mnb[20] = v144_mn2[5];
-    v145_mnb[21] = v144_mn2[5];
-    v145_mnb[22] = v144_mn2[5];
-    v145_mnb[23] = v144_mn2[5];
-    v145_mnb[24] = v144_mn2[6];
-    v145_mnb[25] = v144_mn2[6];
-    v145_mnb[26] = v144_mn2[6];
-    v145_mnb[27] = v144_mn2[6];
-    v145_mnb[28] = v144_mn2[7];
-    v145_mnb[29] = v144_mn2[7];
-    v145_mnb[30] = v144_mn2[7];
-    v145_mnb[31] = v144_mn2[7];
+    float v155_mnb[32];
+    v155_mnb[0] = v154_mn2[0];
+    v155_mnb[1] = v154_mn2[0];
+    v155_mnb[2] = v154_mn2[0];
+    v155_mnb[3] = v154_mn2[0];
+    v155_mnb[4] = v154_mn2[1];
+    v155_mnb[5] = v154_mn2[1];
+    v155_mnb[6] = v154_mn2[1];
+    v155_mnb[7] = v154_mn2[1];
+    v155_mnb[8] = v154_mn2[2];
+    v155_mnb[9] = v154_mn2[2];
+    v155_mnb[10] = v154_mn2[2];
+    v155_mnb[11] = v154_mn2[2];
+    v155_mnb[12] = v154_mn2[3];
+    v155_mnb[13] = v154_mn2[3];
+    v155_mnb[14] = v154_mn2[3];
+    v155_mnb[15] = v154_mn2[3];
+    v155_mnb[16] = v154_mn2[4];
+    v155_mnb[17] = v154_mn2[4];
+    v155_mnb[18] = v154_mn2[4];
+    v155_mnb[19] = v154_mn2[4];
+    v155_mnb[20] = v154_mn2[5];
+    v155_mnb[21] = v154_mn2[5];
+    v155_mnb[22] = v154_mn2[5];
+    v155_mnb[23] = v154_mn2[5];
+    v155_mnb[24] = v154_mn2[6];
+    v155_mnb[25] = v154_mn2[6];
+    v155_mnb[26] = v154_mn2[6];
+    v155_mnb[27] = v154_mn2[6];
+    v155_mnb[28] = v154_mn2[7];
+    v155_mnb[29] = v154_mn2[7];
+    v155_mnb[30] = v154_mn2[7];
+    v155_mnb[31] = v154_mn2[7];
     // %sd = sub %sm, %mnb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v146_sd[32];
+    float v156_sd[32];
     #pragma unroll
-    for (int s147 = 0; s147 < 32; ++s147) {
-      v146_sd[s147] = float(v103_sm[s147] - v145_mnb[s147]);
+    for (int s157 = 0; s157 < 32; ++s157) {
+      v156_sd[s157] = float(v113_sm[s157] - v155_mnb[s157]);
     }
     // %p = exp %sd : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v148_p[32];
+    float v158_p[32];
     #pragma unroll
-    for (int s149 = 0; s149 < 32; ++s149) {
-      v148_p[s149] = float(tsr::fexp(v146_sd[s149]));
+    for (int s159 = 0; s159 < 32; ++s159) {
+      v158_p[s159] = float(tsr::fexp(v156_sd[s159]));
     }
     // %psum = reduce %p {axis = 1, kind = "sum"} : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v150_psum[8];
-    v150_psum[0] = v148_p[0];
-    v150_psum[0] = float(v150_psum[0] + v148_p[1]);
-    v150_psum[0] = float(v150_psum[0] + v148_p[2]);
-    v150_psum[0] = float(v150_psum[0] + v148_p[3]);
-    v150_psum[1] = v148_p[4];
-    v150_psum[1] = float(v150_psum[1] + v148_p[5]);
-    v150_psum[1] = float(v150_psum[1] + v148_p[6]);
-    v150_psum[1] = float(v150_psum[1] + v148_p[7]);
-    v150_psum[2] = v148_p[8];
-    v150_psum[2] = float(v150_psum[2] + v148_p[9]);
-    v150_psum[2] = float(v150_psum[2] + v148_p[10]);
-    v150_psum[2] = float(v150_psum[2] + v148_p[11]);
-    v150_psum[3] = v148_p[12];
-    v150_psum[3] = float(v150_psum[3] + v148_p[13]);
-    v150_psum[3] = float(v150_psum[3] + v148_p[14]);
-    v150_psum[3] = float(v150_psum[3] + v148_p[15]);
-    v150_psum[4] = v148_p[16];
-    v150_psum[4] = float(v150_psum[4] + v148_p[17]);
-    v150_psum[4] = float(v150_psum[4] + v148_p[18]);
-    v150_psum[4] = float(v150_psum[4] + v148_p[19]);
-    v150_psum[5] = v148_p[20];
-    v150_psum[5] = float(v150_psum[5] + v148_p[21]);
-    v150_psum[5] = float(v150_psum[5] + v148_p[22]);
-    v150_psum[5] = float(v150_psum[5] + v148_p[23]);
-    v150_psum[6] = v148_p[24];
-    v150_psum[6] = float(v150_psum[6] + v148_p[25]);
-    v150_psum[6] = float(v150_psum[6] + v148_p[26]);
-    v150_psum[6] = float(v150_psum[6] + v148_p[27]);
-    v150_psum[7] = v148_p[28];
-    v150_psum[7] = float(v150_psum[7] + v148_p[29]);
-    v150_psum[7] = float(v150_psum[7] + v148_p[30]);
-    v150_psum[7] = float(v150_psum[7] + v148_p[31]);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 1);
-    v150_psum[0] = float(v150_psum[0] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 1);
-    v150_psum[1] = float(v150_psum[1] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 1);
-    v150_psum[2] = float(v150_psum[2] + sh153);
-    const float sh154 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 1);
-    v150_psum[3] = float(v150_psum[3] + sh154);
-    const float sh155 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 1);
-    v150_psum[4] = float(v150_psum[4] + sh155);
-    const float sh156 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 1);
-    v150_psum[5] = float(v150_psum[5] + sh156);
-    const float sh157 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 1);
-    v150_psum[6] = float(v150_psum[6] + sh157);
-    const float sh158 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 1);
-    v150_psum[7] = float(v150_psum[7] + sh158);
-    const float sh159 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 2);
-    v150_psum[0] = float(v150_psum[0] + sh159);
-    const float sh160 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 2);
-    v150_psum[1] = float(v150_psum[1] + sh160);
-    const float sh161 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 2);
-    v150_psum[2] = float(v150_psum[2] + sh161);
-    const float sh162 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 2);
-    v150_psum[3] = float(v150_psum[3] + sh162);
-    const float sh163 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 2);
-    v150_psum[4] = float(v150_psum[4] + sh163);
-    const float sh164 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 2);
-    v150_psum[5] = float(v150_psum[5] + sh164);
-    const float sh165 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 2);
-    v150_psum[6] = float(v150_psum[6] + sh165);
-    const float sh166 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 2);
-    v150_psum[7] = float(v150_psum[7] + sh166);
-    const float sh167 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 4);
-    v150_psum[0] = float(v150_psum[0] + sh167);
-    const float sh168 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 4);
-    v150_psum[1] = float(v150_psum[1] + sh168);
-    const float sh169 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 4);
-    v150_psum[2] = float(v150_psum[2] + sh169);
-    const float sh170 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 4);
-    v150_psum[3] = float(v150_psum[3] + sh170);
-    const float sh171 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 4);
-    v150_psum[4] = float(v150_psum[4] + sh171);
-    const float sh172 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 4);
-    v150_psum[5] = float(v150_psum[5] + sh172);
-    const float sh173 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 4);
-    v150_psum[6] = float(v150_psum[6] + sh173);
-    const float sh174 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 4);
-    v150_psum[7] = float(v150_psum[7] + sh174);
-    const float sh175 = __shfl_xor_sync(0xffffffffu, v150_psum[0], 8);
-    v150_psum[0] = float(v150_psum[0] + sh175);
-    const float sh176 = __shfl_xor_sync(0xffffffffu, v150_psum[1], 8);
-    v150_psum[1] = float(v150_psum[1] + sh176);
-    const float sh177 = __shfl_xor_sync(0xffffffffu, v150_psum[2], 8);
-    v150_psum[2] = float(v150_psum[2] + sh177);
-    const float sh178 = __shfl_xor_sync(0xffffffffu, v150_psum[3], 8);
-    v150_psum[3] = float(v150_psum[3] + sh178);
-    const float sh179 = __shfl_xor_sync(0xffffffffu, v150_psum[4], 8);
-    v150_psum[4] = float(v150_psum[4] + sh179);
-    const float sh180 = __shfl_xor_sync(0xffffffffu, v150_psum[5], 8);
-    v150_psum[5] = float(v150_psum[5] + sh180);
-    const float sh181 = __shfl_xor_sync(0xffffffffu, v150_psum[6], 8);
-    v150_psum[6] = float(v150_psum[6] + sh181);
-    const float sh182 = __shfl_xor_sync(0xffffffffu, v150_psum[7], 8);
-    v150_psum[7] = float(v150_psum[7] + sh182);
+    float v160_psum[8];
+    v160_psum[0] = v158_p[0];
+    v160_psum[0] = float(v160_psum[0] + v158_p[1]);
+    v160_psum[0] = float(v160_psum[0] + v158_p[2]);
+    v160_psum[0] = float(v160_psum[0] + v158_p[3]);
+    v160_psum[1] = v158_p[4];
+    v160_psum[1] = float(v160_psum[1] + v158_p[5]);
+    v160_psum[1] = float(v160_psum[1] + v158_p[6]);
+    v160_psum[1] = float(v160_psum[1] + v158_p[7]);
+    v160_psum[2] = v158_p[8];
+    v160_psum[2] = float(v160_psum[2] + v158_p[9]);
+    v160_psum[2] = float(v160_psum[2] + v158_p[10]);
+    v160_psum[2] = float(v160_psum[2] + v158_p[11]);
+    v160_psum[3] = v158_p[12];
+    v160_psum[3] = float(v160_psum[3] + v158_p[13]);
+    v160_psum[3] = float(v160_psum[3] + v158_p[14]);
+    v160_psum[3] = float(v160_psum[3] + v158_p[15]);
+    v160_psum[4] = v158_p[16];
+    v160_psum[4] = float(v160_psum[4] + v158_p[17]);
+    v160_psum[4] = float(v160_psum[4] + v158_p[18]);
+    v160_psum[4] = float(v160_psum[4] + v158_p[19]);
+    v160_psum[5] = v158_p[20];
+    v160_psum[5] = float(v160_psum[5] + v158_p[21]);
+    v160_psum[5] = float(v160_psum[5] + v158_p[22]);
+    v160_psum[5] = float(v160_psum[5] + v158_p[23]);
+    v160_psum[6] = v158_p[24];
+    v160_psum[6] = float(v160_psum[6] + v158_p[25]);
+    v160_psum[6] = float(v160_psum[6] + v158_p[26]);
+    v160_psum[6] = float(v160_psum[6] + v158_p[27]);
+    v160_psum[7] = v158_p[28];
+    v160_psum[7] = float(v160_psum[7] + v158_p[29]);
+    v160_psum[7] = float(v160_psum[7] + v158_p[30]);
+    v160_psum[7] = float(v160_psum[7] + v158_p[31]);
+    const float sh161 = __shfl_xor_sync(0xffffffffu, v160_psum[0], 1);
+    v160_psum[0] = float(v160_psum[0] + sh161);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v160_psum[1], 1);
+    v160_psum[1] = float(v160_psum[1] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v160_psum[2], 1);
+    v160_psum[2] = float(v160_psum[2] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v160_psum[3], 1);
+    v160_psum[3] = float(v160_psum[3] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v160_psum[4], 1);
+    v160_psum[4] = float(v160_psum[4] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v160_psum[5], 1);
+    v160_psum[5] = float(v160_psum[5] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v160_psum[6], 1);
+    v160_psum[6] = float(v160_psum[6] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v160_psum[7], 1);
+    v160_psum[7] = float(v160_psum[7] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v160_psum[0], 2);
+    v160_psum[0] = float(v160_psum[0] + sh169);
+    const float sh170 = __shfl_xor_sync(0xffffffffu, v160_psum[1], 2);
+    v160_psum[1] = float(v160_psum[1] + sh170);
+    const float sh171 = __shfl_xor_sync(0xffffffffu, v160_psum[2], 2);
+    v160_psum[2] = float(v160_psum[2] + sh171);
+    const float sh172 = __shfl_xor_sync(0xffffffffu, v160_psum[3], 2);
+    v160_psum[3] = float(v160_psum[3] + sh172);
+    const float sh173 = __shfl_xor_sync(0xffffffffu, v160_psum[4], 2);
+    v160_psum[4] = float(v160_psum[4] + sh173);
+    const float sh174 = __shfl_xor_sync(0xffffffffu, v160_psum[5], 2);
+    v160_psum[5] = float(v160_psum[5] + sh174);
+    const float sh175 = __shfl_xor_sync(0xffffffffu, v160_psum[6], 2);
+    v160_psum[6] = float(v160_psum[6] + sh175);
+    const float sh176 = __shfl_xor_sync(0xffffffffu, v160_psum[7], 2);
+    v160_psum[7] = float(v160_psum[7] + sh176);
+    const float sh177 = __shfl_xor_sync(0xffffffffu, v160_psum[0], 4);
+    v160_psum[0] = float(v160_psum[0] + sh177);
+    const float sh178 = __shfl_xor_sync(0xffffffffu, v160_psum[1], 4);
+    v160_psum[1] = float(v160_psum[1] + sh178);
+    const float sh179 = __shfl_xor_sync(0xffffffffu, v160_psum[2], 4);
+    v160_psum[2] = float(v160_psum[2] + sh179);
+    const float sh180 = __shfl_xor_sync(0xffffffffu, v160_psum[3], 4);
+    v160_psum[3] = float(v160_psum[3] + sh180);
+    const float sh181 = __shfl_xor_sync(0xffffffffu, v160_psum[4], 4);
+    v160_psum[4] = float(v160_psum[4] + sh181);
+    const float sh182 = __shfl_xor_sync(0xffffffffu, v160_psum[5], 4);
+    v160_psum[5] = float(v160_psum[5] + sh182);
+    const float sh183 = __shfl_xor_sync(0xffffffffu, v160_psum[6], 4);
+    v160_psum[6] = float(v160_psum[6] + sh183);
+    const float sh184 = __shfl_xor_sync(0xffffffffu, v160_psum[7], 4);
+    v160_psum[7] = float(v160_psum[7] + sh184);
+    const float sh185 = __shfl_xor_sync(0xffffffffu, v160_psum[0], 8);
+    v160_psum[0] = float(v160_psum[0] + sh185);
+    const float sh186 = __shfl_xor_sync(0xffffffffu, v160_psum[1], 8);
+    v160_psum[1] = float(v160_psum[1] + sh186);
+    const float sh187 = __shfl_xor_sync(0xffffffffu, v160_psum[2], 8);
+    v160_psum[2] = float(v160_psum[2] + sh187);
+    const float sh188 = __shfl_xor_sync(0xffffffffu, v160_psum[3], 8);
+    v160_psum[3] = float(v160_psum[3] + sh188);
+    const float sh189 = __shfl_xor_sync(0xffffffffu, v160_psum[4], 8);
+    v160_psum[4] = float(v160_psum[4] + sh189);
+    const float sh190 = __shfl_xor_sync(0xffffffffu, v160_psum[5], 8);
+    v160_psum[5] = float(v160_psum[5] + sh190);
+    const float sh191 = __shfl_xor_sync(0xffffffffu, v160_psum[6], 8);
+    v160_psum[6] = float(v160_psum[6] + sh191);
+    const float sh192 = __shfl_xor_sync(0xffffffffu, v160_psum[7], 8);
+    v160_psum[7] = float(v160_psum[7] + sh192);
     // %la = mul %lc, %alpha : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v183_la[8];
+    float v193_la[8];
     #pragma unroll
-    for (int s184 = 0; s184 < 8; ++s184) {
-      v183_la[s184] = float(c40_l[s184] * v142_alpha[s184]);
+    for (int s194 = 0; s194 < 8; ++s194) {
+      v193_la[s194] = float(c40_l[s194] * v152_alpha[s194]);
     }
     // %ln = add %la, %psum : tile<f32, [64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v185_ln[8];
+    float v195_ln[8];
     #pragma unroll
-    for (int s186 = 0; s186 < 8; ++s186) {
-      v185_ln[s186] = float(v183_la[s186] + v150_psum[s186]);
+    for (int s196 = 0; s196 < 8; ++s196) {
+      v195_ln[s196] = float(v193_la[s196] + v160_psum[s196]);
     }
     // %alpha2 = expand_dims %alpha {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v187_alpha2[8];
-    v187_alpha2[0] = v142_alpha[0];
-    v187_alpha2[1] = v142_alpha[1];
-    v187_alpha2[2] = v142_alpha[2];
-    v187_alpha2[3] = v142_alpha[3];
-    v187_alpha2[4] = v142_alpha[4];
-    v187_alpha2[5] = v142_alpha[5];
-    v187_alpha2[6] = v142_alpha[6];
-    v187_alpha2[7] = v142_alpha[7];
+    float v197_alpha2[8];
+    v197_alpha2[0] = v152_alpha[0];
+    v197_alpha2[1] = v152_alpha[1];
+    v197_alpha2[2] = v152_alpha[2];
+    v197_alpha2[3] = v152_alpha[3];
+    v197_alpha2[4] = v152_alpha[4];
+    v197_alpha2[5] = v152_alpha[5];
+    v197_alpha2[6] = v152_alpha[6];
+    v197_alpha2[7] = v152_alpha[7];
     // %alphab = broadcast %alpha2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v188_alphab[32];
-    v188_alphab[0] = v187_alpha2[0];
-    v188_alphab[1] = v187_alpha2[0];
-    v188_alphab[2] = v187_alpha2[0];
-    v188_alphab[3] = v187_alpha2[0];
-    v188_alphab[4] = v187_alpha2[1];
-    v188_alphab[5] = v187_alpha2[1];
-    v188_alphab[6] = v187_alpha2[1];
-    v188_alphab[7] = v187_alpha2[1];
-    v188_alphab[8] = v187_alpha2[2];
-    v188_alphab[9] = v187_alpha2[2];
-    v188_alphab[10] = v187_alpha2[2];
-    v188_alphab[11] = v187_alpha2[2];
-    v188_alphab[12] = v187_alpha2[3];
-    v188_alphab[13] = v187_alpha2[3];
-    v188_alphab[14] = v187_alpha2[3];
-    v188_alphab[15] = v187_alpha2[3];
-    v188_alphab[16] = v187_alpha2[4];
-    v188_alphab[17] = v187_alpha2[4];
-    v188_alphab[18] = v187_alpha2[4];
-    v188_alphab[19] = v187_alpha2[4];
-    v188_alphab[20] = v187_alpha2[5];
-    v188_alphab[21] = v187_alpha2[5];
-    v188_alphab[22] = v187_alpha2[5];
-    v188_alphab[23] = v187_alpha2[5];
-    v188_alphab[24] = v187_alpha2[6];
-    v188_alphab[25] = v187_alpha2[6];
-    v188_alphab[26] = v187_alpha2[6];
-    v188_alphab[27] = v187_alpha2[6];
-    v188_alphab[28] = v187_alpha2[7];
-    v188_alphab[29] = v187_alpha2[7];
-    v188_alphab[30] = v187_alpha2[7];
-    v188_alphab[31] = v187_alpha2[7];
+    float v198_alphab[32];
+    v198_alphab[0] = v197_alpha2[0];
+    v198_alphab[1] = v197_alpha2[0];
+    v198_alphab[2] = v197_alpha2[0];
+    v198_alphab[3] = v197_alpha2[0];
+    v198_alphab[4] = v197_alpha2[1];
+    v198_alphab[5] = v197_alpha2[1];
+    v198_alphab[6] = v197_alpha2[1];
+    v198_alphab[7] = v197_alpha2[1];
+    v198_alphab[8] = v197_alpha2[2];
+    v198_alphab[9] = v197_alpha2[2];
+    v198_alphab[10] = v197_alpha2[2];
+    v198_alphab[11] = v197_alpha2[2];
+    v198_alphab[12] = v197_alpha2[3];
+    v198_alphab[13] = v197_alpha2[3];
+    v198_alphab[14] = v197_alpha2[3];
+    v198_alphab[15] = v197_alpha2[3];
+    v198_alphab[16] = v197_alpha2[4];
+    v198_alphab[17] = v197_alpha2[4];
+    v198_alphab[18] = v197_alpha2[4];
+    v198_alphab[19] = v197_alpha2[4];
+    v198_alphab[20] = v197_alpha2[5];
+    v198_alphab[21] = v197_alpha2[5];
+    v198_alphab[22] = v197_alpha2[5];
+    v198_alphab[23] = v197_alpha2[5];
+    v198_alphab[24] = v197_alpha2[6];
+    v198_alphab[25] = v197_alpha2[6];
+    v198_alphab[26] = v197_alpha2[6];
+    v198_alphab[27] = v197_alpha2[6];
+    v198_alphab[28] = v197_alpha2[7];
+    v198_alphab[29] = v197_alpha2[7];
+    v198_alphab[30] = v197_alpha2[7];
+    v198_alphab[31] = v197_alpha2[7];
     // %accs = mul %accc, %alphab : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v189_accs[32];
+    float v199_accs[32];
     #pragma unroll
-    for (int s190 = 0; s190 < 32; ++s190) {
-      v189_accs[s190] = float(c42_acc[s190] * v188_alphab[s190]);
+    for (int s200 = 0; s200 < 32; ++s200) {
+      v199_accs[s200] = float(c42_acc[s200] * v198_alphab[s200]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %vt = reshape %v3 : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %9 = convert_layout %p : tile<f32, [64, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh191 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
+    float* const sh201 = reinterpret_cast<float*>((tsr_smem + 0) + 69632);
     __syncthreads();
     #pragma unroll
-    for (int c192 = 0; c192 < 8; ++c192) {
-      float w193[4];
-      w193[0] = v148_p[c192 * 4 + 0];
-      w193[1] = v148_p[c192 * 4 + 1];
-      w193[2] = v148_p[c192 * 4 + 2];
-      w193[3] = v148_p[c192 * 4 + 3];
-      tsr::copy_vec<float, 4>(sh191 + (((((c192 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c192 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w193);
+    for (int c202 = 0; c202 < 8; ++c202) {
+      float w203[4];
+      w203[0] = v158_p[c202 * 4 + 0];
+      w203[1] = v158_p[c202 * 4 + 1];
+      w203[2] = v158_p[c202 * 4 + 2];
+      w203[3] = v158_p[c202 * 4 + 3];
+      tsr::copy_vec<float, 4>(sh201 + (((((c202 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 68 + ((((c202 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w203);
     }
     __syncthreads();
     // %accn = dot %9, %vt, %accs : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v194_accn[32];
+    float v204_accn[32];
     #pragma unroll
-    for (int s195 = 0; s195 < 32; ++s195) {
-      v194_accn[s195] = v189_accs[s195];
+    for (int s205 = 0; s205 < 32; ++s205) {
+      v204_accn[s205] = v199_accs[s205];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll 4
       for (int k_ = 0; k_ < 64; ++k_) {
-        const auto a0_ = sh191[(tm_ + 0) * 68 + (k_) * 1];
-        const auto a1_ = sh191[(tm_ + 8) * 68 + (k_) * 1];
-        const auto a2_ = sh191[(tm_ + 16) * 68 + (k_) * 1];
-        const auto a3_ = sh191[(tm_ + 24) * 68 + (k_) * 1];
-        const auto a4_ = sh191[(tm_ + 32) * 68 + (k_) * 1];
-        const auto a5_ = sh191[(tm_ + 40) * 68 + (k_) * 1];
-        const auto a6_ = sh191[(tm_ + 48) * 68 + (k_) * 1];
-        const auto a7_ = sh191[(tm_ + 56) * 68 + (k_) * 1];
+        const auto a0_ = sh201[(tm_ + 0) * 68 + (k_) * 1];
+        const auto a1_ = sh201[(tm_ + 8) * 68 + (k_) * 1];
+        const auto a2_ = sh201[(tm_ + 16) * 68 + (k_) * 1];
+        const auto a3_ = sh201[(tm_ + 24) * 68 + (k_) * 1];
+        const auto a4_ = sh201[(tm_ + 32) * 68 + (k_) * 1];
+        const auto a5_ = sh201[(tm_ + 40) * 68 + (k_) * 1];
+        const auto a6_ = sh201[(tm_ + 48) * 68 + (k_) * 1];
+        const auto a7_ = sh201[(tm_ + 56) * 68 + (k_) * 1];
         const auto b0_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 0) * 1];
         const auto b1_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh45 + rs44 * 4352)[(k_) * 68 + (tn_ + 3) * 1];
-        v194_accn[0] = fmaf(float(a0_), float(b0_), v194_accn[0]);
-        v194_accn[1] = fmaf(float(a0_), float(b1_), v194_accn[1]);
-        v194_accn[2] = fmaf(float(a0_), float(b2_), v194_accn[2]);
-        v194_accn[3] = fmaf(float(a0_), float(b3_), v194_accn[3]);
-        v194_accn[4] = fmaf(float(a1_), float(b0_), v194_accn[4]);
-        v194_accn[5] = fmaf(float(a1_), float(b1_), v194_accn[5]);
-        v194_accn[6] = fmaf(float(a1_), float(b2_), v194_accn[6]);
-        v194_accn[7] = fmaf(float(a1_), float(b3_), v194_accn[7]);
-        v194_accn[8] = fmaf(float(a2_), float(b0_), v194_accn[8]);
-        v194_accn[9] = fmaf(float(a2_), float(b1_), v194_accn[9]);
-        v194_accn[10] = fmaf(float(a2_), float(b2_), v194_accn[10]);
-        v194_accn[11] = fmaf(float(a2_), float(b3_), v194_accn[11]);
-        v194_accn[12] = fmaf(float(a3_), float(b0_), v194_accn[12]);
-        v194_accn[13] = fmaf(float(a3_), float(b1_), v194_accn[13]);
-        v194_accn[14] = fmaf(float(a3_), float(b2_), v194_accn[14]);
-        v194_accn[15] = fmaf(float(a3_), float(b3_), v194_accn[15]);
-        v194_accn[16] = fmaf(float(a4_), float(b0_), v194_accn[16]);
-        v194_accn[17] = fmaf(float(a4_), float(b1_), v194_accn[17]);
-        v194_accn[18] = fmaf(float(a4_), float(b2_), v194_accn[18]);
-        v194_accn[19] = fmaf(float(a4_), float(b3_), v194_accn[19]);
-        v194_accn[20] = fmaf(float(a5_), float(b0_), v194_accn[20]);
-        v194_accn[21] = fmaf(float(a5_), float(b1_), v194_accn[21]);
-        v194_accn[22] = fmaf(float(a5_), float(b2_), v194_accn[22]);
-        v194_accn[23] = fmaf(float(a5_), float(b3_), v194_accn[23]);
-        v194_accn[24] = fmaf(float(a6_), float(b0_), v194_accn[24]);
-        v194_accn[25] = fmaf(float(a6_), float(b1_), v194_accn[25]);
-        v194_accn[26] = fmaf(float(a6_), float(b2_), v194_accn[26]);
-        v194_accn[27] = fmaf(float(a6_), float(b3_), v194_accn[27]);
-        v194_accn[28] = fmaf(float(a7_), float(b0_), v194_accn[28]);
-        v194_accn[29] = fmaf(float(a7_), float(b1_), v194_accn[29]);
-        v194_accn[30] = fmaf(float(a7_), float(b2_), v194_accn[30]);
-        v194_accn[31] = fmaf(float(a7_), float(b3_), v194_accn[31]);
+        v204_accn[0] = fmaf(float(a0_), float(b0_), v204_accn[0]);
+        v204_accn[1] = fmaf(float(a0_), float(b1_), v204_accn[1]);
+        v204_accn[2] = fmaf(float(a0_), float(b2_), v204_accn[2]);
+        v204_accn[3] = fmaf(float(a0_), float(b3_), v204_accn[3]);
+        v204_accn[4] = fmaf(float(a1_), float(b0_), v204_accn[4]);
+        v204_accn[5] = fmaf(float(a1_), float(b1_), v204_accn[5]);
+        v204_accn[6] = fmaf(float(a1_), float(b2_), v204_accn[6]);
+        v204_accn[7] = fmaf(float(a1_), float(b3_), v204_accn[7]);
+        v204_accn[8] = fmaf(float(a2_), float(b0_), v204_accn[8]);
+        v204_accn[9] = fmaf(float(a2_), float(b1_), v204_accn[9]);
+        v204_accn[10] = fmaf(float(a2_), float(b2_), v204_accn[10]);
+        v204_accn[11] = fmaf(float(a2_), float(b3_), v204_accn[11]);
+        v204_accn[12] = fmaf(float(a3_), float(b0_), v204_accn[12]);
+        v204_accn[13] = fmaf(float(a3_), float(b1_), v204_accn[13]);
+        v204_accn[14] = fmaf(float(a3_), float(b2_), v204_accn[14]);
+        v204_accn[15] = fmaf(float(a3_), float(b3_), v204_accn[15]);
+        v204_accn[16] = fmaf(float(a4_), float(b0_), v204_accn[16]);
+        v204_accn[17] = fmaf(float(a4_), float(b1_), v204_accn[17]);
+        v204_accn[18] = fmaf(float(a4_), float(b2_), v204_accn[18]);
+        v204_accn[19] = fmaf(float(a4_), float(b3_), v204_accn[19]);
+        v204_accn[20] = fmaf(float(a5_), float(b0_), v204_accn[20]);
+        v204_accn[21] = fmaf(float(a5_), float(b1_), v204_accn[21]);
+        v204_accn[22] = fmaf(float(a5_), float(b2_), v204_accn[22]);
+        v204_accn[23] = fmaf(float(a5_), float(b3_), v204_accn[23]);
+        v204_accn[24] = fmaf(float(a6_), float(b0_), v204_accn[24]);
+        v204_accn[25] = fmaf(float(a6_), float(b1_), v204_accn[25]);
+        v204_accn[26] = fmaf(float(a6_), float(b2_), v204_accn[26]);
+        v204_accn[27] = fmaf(float(a6_), float(b3_), v204_accn[27]);
+        v204_accn[28] = fmaf(float(a7_), float(b0_), v204_accn[28]);
+        v204_accn[29] = fmaf(float(a7_), float(b1_), v204_accn[29]);
+        v204_accn[30] = fmaf(float(a7_), float(b2_), v204_accn[30]);
+        v204_accn[31] = fmaf(float(a7_), float(b3_), v204_accn[31]);
       }
     }
     // yield %mn, %ln, %accn
     #pragma unroll
-    for (int s196 = 0; s196 < 8; ++s196) {
-      c38_m[s196] = v138_mn[s196];
+    for (int s206 = 0; s206 < 8; ++s206) {
+      c38_m[s206] = v148_mn[s206];
     }
     #pragma unroll
-    for (int s197 = 0; s197 < 8; ++s197) {
-      c40_l[s197] = v185_ln[s197];
+    for (int s207 = 0; s207 < 8; ++s207) {
+      c40_l[s207] = v195_ln[s207];
     }
     #pragma unroll
-    for (int s198 = 0; s198 < 32; ++s198) {
-      c42_acc[s198] = v194_accn[s198];
+    for (int s208 = 0; s208 < 32; ++s208) {
+      c42_acc[s208] = v204_accn[s208];
     }
     rs44 = int((unsigned(rs44) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %l2 = expand_dims %l {axis = 1} : tile<f32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v199_l2[8];
-  v199_l2[0] = c40_l[0];
-  v199_l2[1] = c40_l[1];
-  v199_l2[2] = c40_l[2];
-  v199_l2[3] = c40_l[3];
-  v199_l2[4] = c40_l[4];
-  v199_l2[5] = c40_l[5];
-  v199_l2[6] = c40_l[6];
-  v199_l2[7] = c40_l[7];
+  float v209_l2[8];
+  v209_l2[0] = c40_l[0];
+  v209_l2[1] = c40_l[1];
+  v209_l2[2] = c40_l[2];
+  v209_l2[3] = c40_l[3];
+  v209_l2[4] = c40_l[4];
+  v209_l2[5] = c40_l[5];
+  v209_l2[6] = c40_l[6];
+  v209_l2[7] = c40_l[7];
   // %lb = broadcast %l2 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v200_lb[32];
-  v200_lb[0] = v199_l2[0];
-  v200_lb[1] = v199_l2[0];
-  v200_lb[2] = v199_l2[0];
-  v200_lb[3] = v199_l2[0];
-  v200_lb[4] = v199_l2[1];
-  v200_lb[5] = v199_l2[1];
-  v200_lb[6] = v199_l2[1];
-  v200_lb[7] = v199_l2[1];
-  v200_lb[8] = v199_l2[2];
-  v200_lb[9] = v199_l2[2];
-  v200_lb[10] = v199_l2[2];
-  v200_lb[11] = v199_l2[2];
-  v200_lb[12] = v199_l2[3];
-  v200_lb[13] = v199_l2[3];
-  v200_lb[14] = v199_l2[3];
-  v200_lb[15] = v199_l2[3];
-  v200_lb[16] = v199_l2[4];
-  v200_lb[17] = v199_l2[4];
-  v200_lb[18] = v199_l2[4];
-  v200_lb[19] = v199_l2[4];
-  v200_lb[20] = v199_l2[5];
-  v200_lb[21] = v199_l2[5];
-  v200_lb[22] = v199_l2[5];
-  v200_lb[23] = v199_l2[5];
-  v200_lb[24] = v199_l2[6];
-  v200_lb[25] = v199_l2[6];
-  v200_lb[26] = v199_l2[6];
-  v200_lb[27] = v199_l2[6];
-  v200_lb[28] = v199_l2[7];
-  v200_lb[29] = v199_l2[7];
-  v200_lb[30] = v199_l2[7];
-  v200_lb[31] = v199_l2[7];
+  float v210_lb[32];
+  v210_lb[0] = v209_l2[0];
+  v210_lb[1] = v209_l2[0];
+  v210_lb[2] = v209_l2[0];
+  v210_lb[3] = v209_l2[0];
+  v210_lb[4] = v209_l2[1];
+  v210_lb[5] = v209_l2[1];
+  v210_lb[6] = v209_l2[1];
+  v210_lb[7] = v209_l2[1];
+  v210_lb[8] = v209_l2[2];
+  v210_lb[9] = v209_l2[2];
+  v210_lb[10] = v209_l2[2];
+  v210_lb[11] = v209_l2[2];
+  v210_lb[12] = v209_l2[3];
+  v210_lb[13] = v209_l2[3];
+  v210_lb[14] = v209_l2[3];
+  v210_lb[15] = v209_l2[3];
+  v210_lb[16] = v209_l2[4];
+  v210_lb[17] = v209_l2[4];
+  v210_lb[18] = v209_l2[4];
+  v210_lb[19] = v209_l2[4];
+  v210_lb[20] = v209_l2[5];
+  v210_lb[21] = v209_l2[5];
+  v210_lb[22] = v209_l2[5];
+  v210_lb[23] = v209_l2[5];
+  v210_lb[24] = v209_l2[6];
+  v210_lb[25] = v209_l2[6];
+  v210_lb[26] = v209_l2[6];
+  v210_lb[27] = v209_l2[6];
+  v210_lb[28] = v209_l2[7];
+  v210_lb[29] = v209_l2[7];
+  v210_lb[30] = v209_l2[7];
+  v210_lb[31] = v209_l2[7];
   // %out = div %acc, %lb : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-  float v201_out[32];
+  float v211_out[32];
   #pragma unroll
-  for (int s202 = 0; s202 < 32; ++s202) {
-    v201_out[s202] = float(c42_acc[s202] / v200_lb[s202]);
+  for (int s212 = 0; s212 < 32; ++s212) {
+    v211_out[s212] = float(c42_acc[s212] / v210_lb[s212]);
   }
   // %o3 = reshape %out : tile<f32, [1, 64, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-  float v203_o3[32];
-  v203_o3[0] = v201_out[0];
-  v203_o3[1] = v201_out[1];
-  v203_o3[2] = v201_out[2];
-  v203_o3[3] = v201_out[3];
-  v203_o3[4] = v201_out[4];
-  v203_o3[5] = v201_out[5];
-  v203_o3[6] = v201_out[6];
-  v203_o3[7] = v201_out[7];
-  v203_o3[8] = v201_out[8];
-  v203_o3[9] = v201_out[9];
-  v203_o3[10] = v201_out[10];
-  v203_o3[11] = v201_out[11];
-  v203_o3[12] = v201_out[12];
-  v203_o3[13] = v201_out[13];
-  v203_o3[14] = v201_out[14];
-  v203_o3[15] = v201_out[15];
-  v203_o3[16] = v201_out[16];
-  v203_o3[17] = v201_out[17];
-  v203_o3[18] = v201_out[18];
-  v203_o3[19] = v201_out[19];
-  v203_o3[20] = v201_out[20];
-  v203_o3[21] = v201_out[21];
-  v203_o3[22] = v201_out[22];
-  v203_o3[23] = v201_out[23];
-  v203_o3[24] = v201_out[24];
-  v203_o3[25] = v201_out[25];
-  v203_o3[26] = v201_out[26];
-  v203_o3[27] = v201_out[27];
-  v203_o3[28] = v201_out[28];
-  v203_o3[29] = v201_out[29];
-  v203_o3[30] = v201_out[30];
-  v203_o3[31] = v201_out[31];
+  float v213_o3[32];
+  v213_o3[0] = v211_out[0];
+  v213_o3[1] = v211_out[1];
+  v213_o3[2] = v211_out[2];
+  v213_o3[3] = v211_out[3];
+  v213_o3[4] = v211_out[4];
+  v213_o3[5] = v211_out[5];
+  v213_o3[6] = v211_out[6];
+  v213_o3[7] = v211_out[7];
+  v213_o3[8] = v211_out[8];
+  v213_o3[9] = v211_out[9];
+  v213_o3[10] = v211_out[10];
+  v213_o3[11] = v211_out[11];
+  v213_o3[12] = v211_out[12];
+  v213_o3[13] = v211_out[13];
+  v213_o3[14] = v211_out[14];
+  v213_o3[15] = v211_out[15];
+  v213_o3[16] = v211_out[16];
+  v213_o3[17] = v211_out[17];
+  v213_o3[18] = v211_out[18];
+  v213_o3[19] = v211_out[19];
+  v213_o3[20] = v211_out[20];
+  v213_o3[21] = v211_out[21];
+  v213_o3[22] = v211_out[22];
+  v213_o3[23] = v211_out[23];
+  v213_o3[24] = v211_out[24];
+  v213_o3[25] = v211_out[25];
+  v213_o3[26] = v211_out[26];
+  v213_o3[27] = v211_out[27];
+  v213_o3[28] = v211_out[28];
+  v213_o3[29] = v211_out[29];
+  v213_o3[30] = v211_out[30];
+  v213_o3[31] = v211_out[31];
   // store_tile %o, %o3, %ph, %pm, %c0
   {
-    const int64_t o204 = int64_t(v1_ph) * 1 + 0;
-    const int64_t o205 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o206 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole207 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
-    if (whole207) {
+    const int64_t o214 = int64_t(v1_ph) * 1 + 0;
+    const int64_t o215 = int64_t(v0_pm) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o216 = int64_t(v2_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole217 = int64_t(v1_ph) * 1 >= 0 && int64_t(v1_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_S) && tsr_p3_s1 % 4 == 0 && int64_t(v2_c0) * 64 >= 0 && int64_t(v2_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + int64_t(v1_ph) * 1 * tsr_p3_s0 + int64_t(v0_pm) * 64 * tsr_p3_s1 + int64_t(v2_c0) * 64 * tsr_p3_s2);
+    if (whole217) {
       #pragma unroll
-      for (int c208 = 0; c208 < 8; ++c208) {
-        float vb209[4];
-        vb209[0] = v203_o3[c208 * 4 + 0];
-        vb209[1] = v203_o3[c208 * 4 + 1];
-        vb209[2] = v203_o3[c208 * 4 + 2];
-        vb209[3] = v203_o3[c208 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c208 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c208 * 4) % 4))) * tsr_p3_s2, vb209);
+      for (int c218 = 0; c218 < 8; ++c218) {
+        float vb219[4];
+        vb219[0] = v213_o3[c218 * 4 + 0];
+        vb219[1] = v213_o3[c218 * 4 + 1];
+        vb219[2] = v213_o3[c218 * 4 + 2];
+        vb219[3] = v213_o3[c218 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p3 + (o214 + 0) * tsr_p3_s0 + (o215 + ((((c218 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c218 * 4) % 4))) * tsr_p3_s2, vb219);
       }
     } else {
       #pragma unroll
-      for (int c210 = 0; c210 < 8; ++c210) {
-        float vb211[4];
-        if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2)) {
-          vb211[0] = v203_o3[c210 * 4 + 0];
-          vb211[1] = v203_o3[c210 * 4 + 1];
-          vb211[2] = v203_o3[c210 * 4 + 2];
-          vb211[3] = v203_o3[c210 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p3 + (o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2, vb211);
+      for (int c220 = 0; c220 < 8; ++c220) {
+        float vb221[4];
+        if ((o214 + 0) < int64_t(tsr_dim_H) && (o215 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o216 + (((c220 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4))) * tsr_p3_s2)) {
+          vb221[0] = v213_o3[c220 * 4 + 0];
+          vb221[1] = v213_o3[c220 * 4 + 1];
+          vb221[2] = v213_o3[c220 * 4 + 2];
+          vb221[3] = v213_o3[c220 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p3 + (o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4))) * tsr_p3_s2, vb221);
         } else {
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4))) * tsr_p3_s2] = v203_o3[c210 * 4];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 1) * tsr_p3_s2] = v203_o3[c210 * 4 + 1];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 2) * tsr_p3_s2] = v203_o3[c210 * 4 + 2];
-          if ((o204 + 0) < int64_t(tsr_dim_H) && (o205 + ((((c210 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o206 + (((c210 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o204 + 0) * tsr_p3_s0 + (o205 + ((((c210 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o206 + (((c210 * 4) % 4)) + 3) * tsr_p3_s2] = v203_o3[c210 * 4 + 3];
+          if ((o214 + 0) < int64_t(tsr_dim_H) && (o215 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o216 + (((c220 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4))) * tsr_p3_s2] = v213_o3[c220 * 4];
+          if ((o214 + 0) < int64_t(tsr_dim_H) && (o215 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o216 + (((c220 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4)) + 1) * tsr_p3_s2] = v213_o3[c220 * 4 + 1];
+          if ((o214 + 0) < int64_t(tsr_dim_H) && (o215 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o216 + (((c220 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4)) + 2) * tsr_p3_s2] = v213_o3[c220 * 4 + 2];
+          if ((o214 + 0) < int64_t(tsr_dim_H) && (o215 + ((((c220 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o216 + (((c220 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o214 + 0) * tsr_p3_s0 + (o215 + ((((c220 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o216 + (((c220 * 4) % 4)) + 3) * tsr_p3_s2] = v213_o3[c220 * 4 + 3];
         }
       }
     }

@@ -98,22 +98,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
         const int64_t o27 = int64_t(nx25) * 64;
         if (o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
           const uint32_t sb28 = tsr::smem_u32((sh23 + (pro24) * 2304));
+          const int r29 = tsr_tid / 8, k30 = tsr_tid % 8 * 8;
+          const uint16_t* const g31 = tsr_p0 + (o26 + r29) * tsr_p0_s0 + (o27 + k30) * tsr_p0_s1;
+          const uint32_t d32 = sb28 + uint32_t((r29) * 72 + (k30) * 1) * 2u;
           #pragma unroll
-          for (int i29 = 0; i29 < 2; ++i29) {
-            const int q30 = i29 * 128 + tsr_tid;
-            tsr::cp_async_16(sb28 + uint32_t((((q30 * 8) / 64)) * 72 + (((q30 * 8) % 64)) * 1) * 2u, tsr_p0 + (o26 + ((q30 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q30 * 8) % 64)) * tsr_p0_s1);
+          for (int i33 = 0; i33 < 2; ++i33) {
+            tsr::cp_async_16(d32 + uint32_t(i33) * 2304u, g31 + int64_t(i33) * 16 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i31 = 0; i31 < 2; ++i31) {
-            const int q32 = i31 * 128 + tsr_tid;
-            const int64_t n33 = !(true && (o26 + ((q32 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q32 * 8) % 64))) : 8;
-            const uint16_t* src34 = tsr_p0 + (n33 > 0 ? (o26 + ((q32 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q32 * 8) % 64)) * tsr_p0_s1 : 0);
-            uint16_t* const dst35 = (sh23 + (pro24) * 2304) + (((q32 * 8) / 64)) * 72 + (((q32 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src34)) {
-              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i34 = 0; i34 < 2; ++i34) {
+              const int q35 = i34 * 128 + tsr_tid;
+              const int64_t n36 = !(true && (o26 + ((q35 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) : 8;
+              const uint16_t* src37 = tsr_p0 + (n36 > 0 ? (o26 + ((q35 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q35 * 8) % 64)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh23 + (pro24) * 2304)) + uint32_t((((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1) * 2u, src37, int(n36) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i39 = 0; i39 < 2; ++i39) {
+              const int q40 = i39 * 128 + tsr_tid;
+              const int64_t n41 = !(true && (o26 + ((q40 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q40 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q40 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q40 * 8) % 64))) : 8;
+              const uint16_t* src42 = tsr_p0 + (n41 > 0 ? (o26 + ((q40 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q40 * 8) % 64)) * tsr_p0_s1 : 0);
+              uint16_t* const dst43 = (sh23 + (pro24) * 2304) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst43[v_] = v_ < n41 ? src42[v_] : uint16_t(0);
             }
           }
         }
@@ -121,306 +129,314 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v6_ktiles; iv36_ += v3_c1) {
-    const int32_t iv36 = int32_t(iv36_);
+  for (int64_t iv44_ = v2_c0; v3_c1 > 0 && iv44_ < v6_ktiles; iv44_ += v3_c1) {
+    const int32_t iv44 = int32_t(iv44_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %xt = load_tile %x, %pm, %kk : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %packed = load_tile %wq, %kk, %pn : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v37_packed[16];
+    uint8_t v45_packed[16];
     {
-      const int64_t o38 = int64_t(iv36) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o39 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole40 = int64_t(iv36) * 32 >= 0 && int64_t(iv36) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv36) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
-      if (whole40) {
+      const int64_t o46 = int64_t(iv44) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o47 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole48 = int64_t(iv44) * 32 >= 0 && int64_t(iv44) * 32 + 32 <= int64_t(tsr_dim_KP) && tsr_p1_s0 % 4 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + int64_t(iv44) * 32 * tsr_p1_s0 + int64_t(v1_pn) * 64 * tsr_p1_s1);
+      if (whole48) {
         #pragma unroll
-        for (int c41 = 0; c41 < 4; ++c41) {
-          uint8_t vb42[4];
-          tsr::copy_vec<uint8_t, 4>(vb42, tsr_p1 + (o38 + ((((c41 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c41 * 4) % 4))) * tsr_p1_s1);
-          v37_packed[c41 * 4 + 0] = vb42[0];
-          v37_packed[c41 * 4 + 1] = vb42[1];
-          v37_packed[c41 * 4 + 2] = vb42[2];
-          v37_packed[c41 * 4 + 3] = vb42[3];
+        for (int c49 = 0; c49 < 4; ++c49) {
+          uint8_t vb50[4];
+          tsr::copy_vec<uint8_t, 4>(vb50, tsr_p1 + (o46 + ((((c49 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c49 * 4) % 4))) * tsr_p1_s1);
+          v45_packed[c49 * 4 + 0] = vb50[0];
+          v45_packed[c49 * 4 + 1] = vb50[1];
+          v45_packed[c49 * 4 + 2] = vb50[2];
+          v45_packed[c49 * 4 + 3] = vb50[3];
         }
       } else {
         #pragma unroll
-        for (int c43 = 0; c43 < 4; ++c43) {
-          uint8_t vb44[4];
-          if ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<uint8_t, 4>(vb44, tsr_p1 + (o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1);
-            v37_packed[c43 * 4 + 0] = vb44[0];
-            v37_packed[c43 * 4 + 1] = vb44[1];
-            v37_packed[c43 * 4 + 2] = vb44[2];
-            v37_packed[c43 * 4 + 3] = vb44[3];
+        for (int c51 = 0; c51 < 4; ++c51) {
+          uint8_t vb52[4];
+          if ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<uint8_t, 4>(vb52, tsr_p1 + (o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1);
+            v45_packed[c51 * 4 + 0] = vb52[0];
+            v45_packed[c51 * 4 + 1] = vb52[1];
+            v45_packed[c51 * 4 + 2] = vb52[2];
+            v45_packed[c51 * 4 + 3] = vb52[3];
           } else {
-            v37_packed[c43 * 4] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v37_packed[c43 * 4 + 1] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v37_packed[c43 * 4 + 2] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v37_packed[c43 * 4 + 3] = ((o38 + ((((c43 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o39 + (((c43 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o38 + ((((c43 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o39 + (((c43 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 1] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 2] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v45_packed[c51 * 4 + 3] = ((o46 + ((((c51 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o47 + (((c51 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o46 + ((((c51 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o47 + (((c51 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
     }
     // %1 = splat %four : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v45[16];
+    uint8_t v53[16];
     #pragma unroll
-    for (int s46 = 0; s46 < 16; ++s46) {
-      v45[s46] = v8_four;
+    for (int s54 = 0; s54 < 16; ++s54) {
+      v53[s54] = v8_four;
     }
     // %hi = shr %packed, %1 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v47_hi[16];
+    uint8_t v55_hi[16];
     #pragma unroll
-    for (int s48 = 0; s48 < 16; ++s48) {
-      v47_hi[s48] = tsr::ishr<uint8_t>(v37_packed[s48], v45[s48]);
+    for (int s56 = 0; s56 < 16; ++s56) {
+      v55_hi[s56] = tsr::ishr<uint8_t>(v45_packed[s56], v53[s56]);
     }
     // %2 = splat %mask4 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v49[16];
+    uint8_t v57[16];
     #pragma unroll
-    for (int s50 = 0; s50 < 16; ++s50) {
-      v49[s50] = v7_mask4;
+    for (int s58 = 0; s58 < 16; ++s58) {
+      v57[s58] = v7_mask4;
     }
     // %3 = and %packed, %2 : tile<u8, [32, 64], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>>
-    uint8_t v51[16];
+    uint8_t v59[16];
     #pragma unroll
-    for (int s52 = 0; s52 < 16; ++s52) {
-      v51[s52] = uint8_t(v37_packed[s52] & v49[s52]);
+    for (int s60 = 0; s60 < 16; ++s60) {
+      v59[s60] = uint8_t(v45_packed[s60] & v57[s60]);
     }
     // %lo3 = expand_dims %3 {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v53_lo3[16];
-    v53_lo3[0] = v51[0];
-    v53_lo3[1] = v51[1];
-    v53_lo3[2] = v51[2];
-    v53_lo3[3] = v51[3];
-    v53_lo3[4] = v51[4];
-    v53_lo3[5] = v51[5];
-    v53_lo3[6] = v51[6];
-    v53_lo3[7] = v51[7];
-    v53_lo3[8] = v51[8];
-    v53_lo3[9] = v51[9];
-    v53_lo3[10] = v51[10];
-    v53_lo3[11] = v51[11];
-    v53_lo3[12] = v51[12];
-    v53_lo3[13] = v51[13];
-    v53_lo3[14] = v51[14];
-    v53_lo3[15] = v51[15];
+    uint8_t v61_lo3[16];
+    v61_lo3[0] = v59[0];
+    v61_lo3[1] = v59[1];
+    v61_lo3[2] = v59[2];
+    v61_lo3[3] = v59[3];
+    v61_lo3[4] = v59[4];
+    v61_lo3[5] = v59[5];
+    v61_lo3[6] = v59[6];
+    v61_lo3[7] = v59[7];
+    v61_lo3[8] = v59[8];
+    v61_lo3[9] = v59[9];
+    v61_lo3[10] = v59[10];
+    v61_lo3[11] = v59[11];
+    v61_lo3[12] = v59[12];
+    v61_lo3[13] = v59[13];
+    v61_lo3[14] = v59[14];
+    v61_lo3[15] = v59[15];
     // %hi3 = expand_dims %hi {axis = 1} : tile<u8, [32, 1, 64], layout = blocked<per_thread = [1, 1, 4], threads = [2, 1, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
-    uint8_t v54_hi3[16];
-    v54_hi3[0] = v47_hi[0];
-    v54_hi3[1] = v47_hi[1];
-    v54_hi3[2] = v47_hi[2];
-    v54_hi3[3] = v47_hi[3];
-    v54_hi3[4] = v47_hi[4];
-    v54_hi3[5] = v47_hi[5];
-    v54_hi3[6] = v47_hi[6];
-    v54_hi3[7] = v47_hi[7];
-    v54_hi3[8] = v47_hi[8];
-    v54_hi3[9] = v47_hi[9];
-    v54_hi3[10] = v47_hi[10];
-    v54_hi3[11] = v47_hi[11];
-    v54_hi3[12] = v47_hi[12];
-    v54_hi3[13] = v47_hi[13];
-    v54_hi3[14] = v47_hi[14];
-    v54_hi3[15] = v47_hi[15];
+    uint8_t v62_hi3[16];
+    v62_hi3[0] = v55_hi[0];
+    v62_hi3[1] = v55_hi[1];
+    v62_hi3[2] = v55_hi[2];
+    v62_hi3[3] = v55_hi[3];
+    v62_hi3[4] = v55_hi[4];
+    v62_hi3[5] = v55_hi[5];
+    v62_hi3[6] = v55_hi[6];
+    v62_hi3[7] = v55_hi[7];
+    v62_hi3[8] = v55_hi[8];
+    v62_hi3[9] = v55_hi[9];
+    v62_hi3[10] = v55_hi[10];
+    v62_hi3[11] = v55_hi[11];
+    v62_hi3[12] = v55_hi[12];
+    v62_hi3[13] = v55_hi[13];
+    v62_hi3[14] = v55_hi[14];
+    v62_hi3[15] = v55_hi[15];
     // %pairs1 = insert_tile %pairs0, %lo3, %c0, %c0, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s55 = 0; s55 < 16; ++s55) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s55) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s55) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v53_lo3[s55];
+    for (int s63 = 0; s63 < 16; ++s63) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s63) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s63) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v61_lo3[s63];
     }
     __syncthreads();
-    uint8_t v56_pairs1[32];
+    uint8_t v64_pairs1[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      const int64_t q58 = ((((s57) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q59 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
-      const int64_t q60 = (((s57) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v56_pairs1[s57] = (q58 >= 0 && q58 < 32 && q59 >= 0 && q59 < 1 && q60 >= 0 && q60 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q58) * 1 + q59) * 64 + q60)] : v15_pairs0[s57];
+    for (int s65 = 0; s65 < 32; ++s65) {
+      const int64_t q66 = ((((s65) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q67 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v2_c0) * 1;
+      const int64_t q68 = (((s65) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v64_pairs1[s65] = (q66 >= 0 && q66 < 32 && q67 >= 0 && q67 < 1 && q68 >= 0 && q68 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q66) * 1 + q67) * 64 + q68)] : v15_pairs0[s65];
     }
     // %pairs2 = insert_tile %pairs1, %hi3, %c0, %c1, %c0 : tile<u8, [32, 2, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [4, 1, 1], order = [2, 1, 0]>>
     __syncthreads();
     #pragma unroll
-    for (int s61 = 0; s61 < 16; ++s61) {
-      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s61) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s61) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v54_hi3[s61];
+    for (int s69 = 0; s69 < 16; ++s69) {
+      if (true) reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((((s69) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64 + (((((s69) / 4) % 4) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 64)] = v62_hi3[s69];
     }
     __syncthreads();
-    uint8_t v62_pairs2[32];
-    #pragma unroll
-    for (int s63 = 0; s63 < 32; ++s63) {
-      const int64_t q64 = ((((s63) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
-      const int64_t q65 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
-      const int64_t q66 = (((s63) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
-      v62_pairs2[s63] = (q64 >= 0 && q64 < 32 && q65 >= 0 && q65 < 1 && q66 >= 0 && q66 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q64) * 1 + q65) * 64 + q66)] : v56_pairs1[s63];
-    }
-    // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v67_q[32];
-    v67_q[0] = v62_pairs2[0];
-    v67_q[1] = v62_pairs2[1];
-    v67_q[2] = v62_pairs2[2];
-    v67_q[3] = v62_pairs2[3];
-    v67_q[4] = v62_pairs2[4];
-    v67_q[5] = v62_pairs2[5];
-    v67_q[6] = v62_pairs2[6];
-    v67_q[7] = v62_pairs2[7];
-    v67_q[8] = v62_pairs2[8];
-    v67_q[9] = v62_pairs2[9];
-    v67_q[10] = v62_pairs2[10];
-    v67_q[11] = v62_pairs2[11];
-    v67_q[12] = v62_pairs2[12];
-    v67_q[13] = v62_pairs2[13];
-    v67_q[14] = v62_pairs2[14];
-    v67_q[15] = v62_pairs2[15];
-    v67_q[16] = v62_pairs2[16];
-    v67_q[17] = v62_pairs2[17];
-    v67_q[18] = v62_pairs2[18];
-    v67_q[19] = v62_pairs2[19];
-    v67_q[20] = v62_pairs2[20];
-    v67_q[21] = v62_pairs2[21];
-    v67_q[22] = v62_pairs2[22];
-    v67_q[23] = v62_pairs2[23];
-    v67_q[24] = v62_pairs2[24];
-    v67_q[25] = v62_pairs2[25];
-    v67_q[26] = v62_pairs2[26];
-    v67_q[27] = v62_pairs2[27];
-    v67_q[28] = v62_pairs2[28];
-    v67_q[29] = v62_pairs2[29];
-    v67_q[30] = v62_pairs2[30];
-    v67_q[31] = v62_pairs2[31];
-    // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v68_qf[32];
-    #pragma unroll
-    for (int s69 = 0; s69 < 32; ++s69) {
-      v68_qf[s69] = tsr::rf16(float(float(v67_q[s69])));
-    }
-    // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v70_qc[32];
+    uint8_t v70_pairs2[32];
     #pragma unroll
     for (int s71 = 0; s71 < 32; ++s71) {
-      v70_qc[s71] = tsr::rf16(float(v68_qf[s71] - v12_zps[s71]));
+      const int64_t q72 = ((((s71) / 4) % 8) * 4) + (((tsr_warp >> 0) & 3)) - int64_t(v2_c0) * 32;
+      const int64_t q73 = 0 + (((tsr_lane >> 4) & 1)) - int64_t(v3_c1) * 1;
+      const int64_t q74 = (((s71) % 4)) + (((tsr_lane >> 0) & 15) * 4) - int64_t(v2_c0) * 64;
+      v70_pairs2[s71] = (q72 >= 0 && q72 < 32 && q73 >= 0 && q73 < 1 && q74 >= 0 && q74 < 64) ? reinterpret_cast<uint8_t*>(tsr_smem + 0)[(((q72) * 1 + q73) * 64 + q74)] : v64_pairs1[s71];
+    }
+    // %q = reshape %pairs2 : tile<u8, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    uint8_t v75_q[32];
+    v75_q[0] = v70_pairs2[0];
+    v75_q[1] = v70_pairs2[1];
+    v75_q[2] = v70_pairs2[2];
+    v75_q[3] = v70_pairs2[3];
+    v75_q[4] = v70_pairs2[4];
+    v75_q[5] = v70_pairs2[5];
+    v75_q[6] = v70_pairs2[6];
+    v75_q[7] = v70_pairs2[7];
+    v75_q[8] = v70_pairs2[8];
+    v75_q[9] = v70_pairs2[9];
+    v75_q[10] = v70_pairs2[10];
+    v75_q[11] = v70_pairs2[11];
+    v75_q[12] = v70_pairs2[12];
+    v75_q[13] = v70_pairs2[13];
+    v75_q[14] = v70_pairs2[14];
+    v75_q[15] = v70_pairs2[15];
+    v75_q[16] = v70_pairs2[16];
+    v75_q[17] = v70_pairs2[17];
+    v75_q[18] = v70_pairs2[18];
+    v75_q[19] = v70_pairs2[19];
+    v75_q[20] = v70_pairs2[20];
+    v75_q[21] = v70_pairs2[21];
+    v75_q[22] = v70_pairs2[22];
+    v75_q[23] = v70_pairs2[23];
+    v75_q[24] = v70_pairs2[24];
+    v75_q[25] = v70_pairs2[25];
+    v75_q[26] = v70_pairs2[26];
+    v75_q[27] = v70_pairs2[27];
+    v75_q[28] = v70_pairs2[28];
+    v75_q[29] = v70_pairs2[29];
+    v75_q[30] = v70_pairs2[30];
+    v75_q[31] = v70_pairs2[31];
+    // %qf = cast %q : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v76_qf[32];
+    #pragma unroll
+    for (int s77 = 0; s77 < 32; ++s77) {
+      v76_qf[s77] = tsr::rf16(float(float(v75_q[s77])));
+    }
+    // %qc = sub %qf, %zps : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
+    float v78_qc[32];
+    #pragma unroll
+    for (int s79 = 0; s79 < 32; ++s79) {
+      v78_qc[s79] = tsr::rf16(float(v76_qf[s79] - v12_zps[s79]));
     }
     // %sc = load_tile %scales, %kk, %pn : tile<f16, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v72_sc[4];
+    float v80_sc[4];
     {
-      const int64_t o73 = int64_t(iv36) * 1 + 0;
-      const int64_t o74 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const int64_t o81 = int64_t(iv44) * 1 + 0;
+      const int64_t o82 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 15) * 4);
       #pragma unroll
-      for (int c75 = 0; c75 < 1; ++c75) {
-        uint16_t vb76[4];
-        if ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1)) {
-          tsr::copy_vec<uint16_t, 4>(vb76, tsr_p2 + (o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1);
-          v72_sc[c75 * 4 + 0] = tsr::h2f(vb76[0]);
-          v72_sc[c75 * 4 + 1] = tsr::h2f(vb76[1]);
-          v72_sc[c75 * 4 + 2] = tsr::h2f(vb76[2]);
-          v72_sc[c75 * 4 + 3] = tsr::h2f(vb76[3]);
+      for (int c83 = 0; c83 < 1; ++c83) {
+        uint16_t vb84[4];
+        if ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1)) {
+          tsr::copy_vec<uint16_t, 4>(vb84, tsr_p2 + (o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1);
+          v80_sc[c83 * 4 + 0] = tsr::h2f(vb84[0]);
+          v80_sc[c83 * 4 + 1] = tsr::h2f(vb84[1]);
+          v80_sc[c83 * 4 + 2] = tsr::h2f(vb84[2]);
+          v80_sc[c83 * 4 + 3] = tsr::h2f(vb84[3]);
         } else {
-          v72_sc[c75 * 4] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v72_sc[c75 * 4 + 1] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v72_sc[c75 * 4 + 2] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v72_sc[c75 * 4 + 3] = ((o73 + 0) < int64_t(tsr_dim_G) && (o74 + (((c75 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o73 + 0) * tsr_p2_s0 + (o74 + (((c75 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 1] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 2] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v80_sc[c83 * 4 + 3] = ((o81 + 0) < int64_t(tsr_dim_G) && (o82 + (((c83 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o81 + 0) * tsr_p2_s0 + (o82 + (((c83 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }
     // %scb = broadcast %sc : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v77_scb[32];
-    v77_scb[0] = v72_sc[0];
-    v77_scb[1] = v72_sc[1];
-    v77_scb[2] = v72_sc[2];
-    v77_scb[3] = v72_sc[3];
-    v77_scb[4] = v72_sc[0];
-    v77_scb[5] = v72_sc[1];
-    v77_scb[6] = v72_sc[2];
-    v77_scb[7] = v72_sc[3];
-    v77_scb[8] = v72_sc[0];
-    v77_scb[9] = v72_sc[1];
-    v77_scb[10] = v72_sc[2];
-    v77_scb[11] = v72_sc[3];
-    v77_scb[12] = v72_sc[0];
-    v77_scb[13] = v72_sc[1];
-    v77_scb[14] = v72_sc[2];
-    v77_scb[15] = v72_sc[3];
-    v77_scb[16] = v72_sc[0];
-    v77_scb[17] = v72_sc[1];
-    v77_scb[18] = v72_sc[2];
-    v77_scb[19] = v72_sc[3];
-    v77_scb[20] = v72_sc[0];
-    v77_scb[21] = v72_sc[1];
-    v77_scb[22] = v72_sc[2];
-    v77_scb[23] = v72_sc[3];
-    v77_scb[24] = v72_sc[0];
-    v77_scb[25] = v72_sc[1];
-    v77_scb[26] = v72_sc[2];
-    v77_scb[27] = v72_sc[3];
-    v77_scb[28] = v72_sc[0];
-    v77_scb[29] = v72_sc[1];
-    v77_scb[30] = v72_sc[2];
-    v77_scb[31] = v72_sc[3];
+    float v85_scb[32];
+    v85_scb[0] = v80_sc[0];
+    v85_scb[1] = v80_sc[1];
+    v85_scb[2] = v80_sc[2];
+    v85_scb[3] = v80_sc[3];
+    v85_scb[4] = v80_sc[0];
+    v85_scb[5] = v80_sc[1];
+    v85_scb[6] = v80_sc[2];
+    v85_scb[7] = v80_sc[3];
+    v85_scb[8] = v80_sc[0];
+    v85_scb[9] = v80_sc[1];
+    v85_scb[10] = v80_sc[2];
+    v85_scb[11] = v80_sc[3];
+    v85_scb[12] = v80_sc[0];
+    v85_scb[13] = v80_sc[1];
+    v85_scb[14] = v80_sc[2];
+    v85_scb[15] = v80_sc[3];
+    v85_scb[16] = v80_sc[0];
+    v85_scb[17] = v80_sc[1];
+    v85_scb[18] = v80_sc[2];
+    v85_scb[19] = v80_sc[3];
+    v85_scb[20] = v80_sc[0];
+    v85_scb[21] = v80_sc[1];
+    v85_scb[22] = v80_sc[2];
+    v85_scb[23] = v80_sc[3];
+    v85_scb[24] = v80_sc[0];
+    v85_scb[25] = v80_sc[1];
+    v85_scb[26] = v80_sc[2];
+    v85_scb[27] = v80_sc[3];
+    v85_scb[28] = v80_sc[0];
+    v85_scb[29] = v80_sc[1];
+    v85_scb[30] = v80_sc[2];
+    v85_scb[31] = v80_sc[3];
     // %wd = mul %qc, %scb : tile<f16, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v78_wd[32];
+    float v86_wd[32];
     #pragma unroll
-    for (int s79 = 0; s79 < 32; ++s79) {
-      v78_wd[s79] = tsr::rf16(float(v70_qc[s79] * v77_scb[s79]));
+    for (int s87 = 0; s87 < 32; ++s87) {
+      v86_wd[s87] = tsr::rf16(float(v78_qc[s87] * v85_scb[s87]));
     }
     // %4 = convert_layout %wd : tile<f16, [64, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    uint16_t* const sh80 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
+    uint16_t* const sh88 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 9216);
     __syncthreads();
     #pragma unroll
-    for (int c81 = 0; c81 < 8; ++c81) {
-      uint16_t w82[4];
-      w82[0] = tsr::f2h(v78_wd[c81 * 4 + 0]);
-      w82[1] = tsr::f2h(v78_wd[c81 * 4 + 1]);
-      w82[2] = tsr::f2h(v78_wd[c81 * 4 + 2]);
-      w82[3] = tsr::f2h(v78_wd[c81 * 4 + 3]);
-      tsr::copy_vec<uint16_t, 4>(sh80 + (((((c81 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c81 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w82);
+    for (int c89 = 0; c89 < 8; ++c89) {
+      uint16_t w90[4];
+      w90[0] = tsr::f2h(v86_wd[c89 * 4 + 0]);
+      w90[1] = tsr::f2h(v86_wd[c89 * 4 + 1]);
+      w90[2] = tsr::f2h(v86_wd[c89 * 4 + 2]);
+      w90[3] = tsr::f2h(v86_wd[c89 * 4 + 3]);
+      tsr::copy_vec<uint16_t, 4>(sh88 + (((((c89 * 4) / 4) % 8) * 8) + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2)) * 72 + ((((c89 * 4) % 4)) + (((tsr_lane >> 0) & 15) * 4)) * 1, w90);
     }
     __syncthreads();
     // %5 = convert_layout %4 : tile<f16, [64, 64], layout = dot_operand<operand = 1, k_width = 2, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
     // %accn = dot %xt, %5, %accc : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v83_accn[16];
+    float v91_accn[16];
     #pragma unroll
-    for (int s84 = 0; s84 < 16; ++s84) {
-      v83_accn[s84] = c20_acc[s84];
+    for (int s92 = 0; s92 < 16; ++s92) {
+      v91_accn[s92] = c20_acc[s92];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       uint32_t fa[2][1][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh80) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh80) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh80) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh80) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v83_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v83_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v83_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v83_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v91_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v91_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v91_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v91_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-            const int32_t nx85 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
+          if ((iv44_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+            const int32_t nx93 = int32_t((iv44_ + 1 * int64_t(v3_c1)));
             {
-              const int64_t o86 = int64_t(v0_pm) * 32;
-              const int64_t o87 = int64_t(nx85) * 64;
-              if (o86 >= 0 && o86 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o87 >= 0 && o87 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o86 * tsr_p0_s0 + o87 * tsr_p0_s1)) {
-                const uint32_t sb88 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
+              const int64_t o94 = int64_t(v0_pm) * 32;
+              const int64_t o95 = int64_t(nx93) * 64;
+              if (o94 >= 0 && o94 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o95 >= 0 && o95 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o94 * tsr_p0_s0 + o95 * tsr_p0_s1)) {
+                const uint32_t sb96 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
+                const int r97 = tsr_tid / 8, k98 = tsr_tid % 8 * 8;
+                const uint16_t* const g99 = tsr_p0 + (o94 + r97) * tsr_p0_s0 + (o95 + k98) * tsr_p0_s1;
+                const uint32_t d100 = sb96 + uint32_t((r97) * 72 + (k98) * 1) * 2u;
                 #pragma unroll
-                for (int i89 = 0; i89 < 2; ++i89) {
-                  const int q90 = i89 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb88 + uint32_t((((q90 * 8) / 64)) * 72 + (((q90 * 8) % 64)) * 1) * 2u, tsr_p0 + (o86 + ((q90 * 8) / 64)) * tsr_p0_s0 + (o87 + ((q90 * 8) % 64)) * tsr_p0_s1);
+                for (int i101 = 0; i101 < 2; ++i101) {
+                  tsr::cp_async_16(d100 + uint32_t(i101) * 2304u, g99 + int64_t(i101) * 16 * tsr_p0_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i91 = 0; i91 < 2; ++i91) {
-                  const int q92 = i91 * 128 + tsr_tid;
-                  const int64_t n93 = !(true && (o86 + ((q92 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o87 + ((q92 * 8) % 64))) : 8;
-                  const uint16_t* src94 = tsr_p0 + (n93 > 0 ? (o86 + ((q92 * 8) / 64)) * tsr_p0_s0 + (o87 + ((q92 * 8) % 64)) * tsr_p0_s1 : 0);
-                  uint16_t* const dst95 = (sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304) + (((q92 * 8) / 64)) * 72 + (((q92 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src94)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst95), src94, int(n93) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst95[v_] = v_ < n93 ? src94[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i102 = 0; i102 < 2; ++i102) {
+                    const int q103 = i102 * 128 + tsr_tid;
+                    const int64_t n104 = !(true && (o94 + ((q103 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) : 8;
+                    const uint16_t* src105 = tsr_p0 + (n104 > 0 ? (o94 + ((q103 * 8) / 64)) * tsr_p0_s0 + (o95 + ((q103 * 8) % 64)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304)) + uint32_t((((q103 * 8) / 64)) * 72 + (((q103 * 8) % 64)) * 1) * 2u, src105, int(n104) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i107 = 0; i107 < 2; ++i107) {
+                    const int q108 = i107 * 128 + tsr_tid;
+                    const int64_t n109 = !(true && (o94 + ((q108 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o95 + ((q108 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o95 + ((q108 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o95 + ((q108 * 8) % 64))) : 8;
+                    const uint16_t* src110 = tsr_p0 + (n109 > 0 ? (o94 + ((q108 * 8) / 64)) * tsr_p0_s0 + (o95 + ((q108 * 8) % 64)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst111 = (sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304) + (((q108 * 8) / 64)) * 72 + (((q108 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst111[v_] = v_ < n109 ? src110[v_] : uint16_t(0);
                   }
                 }
               }
@@ -432,36 +448,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     }
     // yield %accn
     #pragma unroll
-    for (int s96 = 0; s96 < 16; ++s96) {
-      c20_acc[s96] = v83_accn[s96];
+    for (int s112 = 0; s112 < 16; ++s112) {
+      c20_acc[s112] = v91_accn[s112];
     }
     rs22 = int((unsigned(rs22) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %out, %acc, %pm, %pn
   {
-    const int64_t o97 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o98 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole99 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole99) {
+    const int64_t o113 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o114 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole115 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole115) {
       #pragma unroll
-      for (int c100 = 0; c100 < 8; ++c100) {
-        float vb101[2];
-        vb101[0] = c20_acc[c100 * 2 + 0];
-        vb101[1] = c20_acc[c100 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o97 + ((((c100 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c100 * 2) % 2) + (((c100 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb101);
+      for (int c116 = 0; c116 < 8; ++c116) {
+        float vb117[2];
+        vb117[0] = c20_acc[c116 * 2 + 0];
+        vb117[1] = c20_acc[c116 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p3 + (o113 + ((((c116 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c116 * 2) % 2) + (((c116 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb117);
       }
     } else {
       #pragma unroll
-      for (int c102 = 0; c102 < 8; ++c102) {
-        float vb103[2];
-        if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb103[0] = c20_acc[c102 * 2 + 0];
-          vb103[1] = c20_acc[c102 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p3 + (o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb103);
+      for (int c118 = 0; c118 < 8; ++c118) {
+        float vb119[2];
+        if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb119[0] = c20_acc[c118 * 2 + 0];
+          vb119[1] = c20_acc[c118 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p3 + (o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb119);
         } else {
-          if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c102 * 2];
-          if ((o97 + ((((c102 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o97 + ((((c102 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o98 + (((c102 * 2) % 2) + (((c102 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c102 * 2 + 1];
+          if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c118 * 2];
+          if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c118 * 2 + 1];
         }
       }
     }
@@ -489,6 +505,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 26624
+// stat stepped-tile-copies = 2
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 3

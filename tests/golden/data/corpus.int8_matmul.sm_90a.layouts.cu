@@ -67,47 +67,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o17 = int64_t(nx15) * 64;
         if (o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o17 >= 0 && o17 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
           const uint32_t sb18 = tsr::smem_u32((sh12 + (pro14) * 2560));
+          const int r19 = tsr_tid / 4, k20 = tsr_tid % 4 * 16;
+          const int8_t* const g21 = tsr_p0 + (o16 + r19) * tsr_p0_s0 + (o17 + k20) * tsr_p0_s1;
+          const uint32_t d22 = sb18 + uint32_t((r19) * 80 + (k20) * 1) * 1u;
           #pragma unroll
-          for (int i19 = 0; i19 < 1; ++i19) {
-            const int q20 = i19 * 128 + tsr_tid;
-            tsr::cp_async_16(sb18 + uint32_t((((q20 * 16) / 64)) * 80 + (((q20 * 16) % 64)) * 1) * 1u, tsr_p0 + (o16 + ((q20 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q20 * 16) % 64)) * tsr_p0_s1);
+          for (int i23 = 0; i23 < 1; ++i23) {
+            tsr::cp_async_16(d22 + uint32_t(i23) * 2560u, g21 + int64_t(i23) * 32 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i21 = 0; i21 < 1; ++i21) {
-            const int q22 = i21 * 128 + tsr_tid;
-            const int64_t n23 = !(true && (o16 + ((q22 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q22 * 16) % 64))) : 16;
-            const int8_t* src24 = tsr_p0 + (n23 > 0 ? (o16 + ((q22 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q22 * 16) % 64)) * tsr_p0_s1 : 0);
-            int8_t* const dst25 = (sh12 + (pro14) * 2560) + (((q22 * 16) / 64)) * 80 + (((q22 * 16) % 64)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src24)) {
-              tsr::cp_async_16(tsr::smem_u32(dst25), src24, int(n23) * 1);
-            } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst25[v_] = v_ < n23 ? src24[v_] : int8_t(0);
+          if (tsr::aligned_vec<int8_t, 16>(tsr_p0) && tsr_p0_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i24 = 0; i24 < 1; ++i24) {
+              const int q25 = i24 * 128 + tsr_tid;
+              const int64_t n26 = !(true && (o16 + ((q25 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) : 16;
+              const int8_t* src27 = tsr_p0 + (n26 > 0 ? (o16 + ((q25 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q25 * 16) % 64)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh12 + (pro14) * 2560)) + uint32_t((((q25 * 16) / 64)) * 80 + (((q25 * 16) % 64)) * 1) * 1u, src27, int(n26) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i29 = 0; i29 < 1; ++i29) {
+              const int q30 = i29 * 128 + tsr_tid;
+              const int64_t n31 = !(true && (o16 + ((q30 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q30 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q30 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q30 * 16) % 64))) : 16;
+              const int8_t* src32 = tsr_p0 + (n31 > 0 ? (o16 + ((q30 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q30 * 16) % 64)) * tsr_p0_s1 : 0);
+              int8_t* const dst33 = (sh12 + (pro14) * 2560) + (((q30 * 16) / 64)) * 80 + (((q30 * 16) % 64)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : int8_t(0);
             }
           }
         }
       }
       {
-        const int64_t o26 = int64_t(nx15) * 64;
-        const int64_t o27 = int64_t(v1_pn) * 32;
-        if (o26 >= 0 && o26 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o27 >= 0 && o27 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o26 * tsr_p1_s0 + o27 * tsr_p1_s1)) {
-          const uint32_t sb28 = tsr::smem_u32((sh13 + (pro14) * 3072));
+        const int64_t o34 = int64_t(nx15) * 64;
+        const int64_t o35 = int64_t(v1_pn) * 32;
+        if (o34 >= 0 && o34 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o35 >= 0 && o35 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o34 * tsr_p1_s0 + o35 * tsr_p1_s1)) {
+          const uint32_t sb36 = tsr::smem_u32((sh13 + (pro14) * 3072));
+          const int r37 = tsr_tid / 2, k38 = tsr_tid % 2 * 16;
+          const int8_t* const g39 = tsr_p1 + (o34 + r37) * tsr_p1_s0 + (o35 + k38) * tsr_p1_s1;
+          const uint32_t d40 = sb36 + uint32_t((r37) * 48 + (k38) * 1) * 1u;
           #pragma unroll
-          for (int i29 = 0; i29 < 1; ++i29) {
-            const int q30 = i29 * 128 + tsr_tid;
-            tsr::cp_async_16(sb28 + uint32_t((((q30 * 16) / 32)) * 48 + (((q30 * 16) % 32)) * 1) * 1u, tsr_p1 + (o26 + ((q30 * 16) / 32)) * tsr_p1_s0 + (o27 + ((q30 * 16) % 32)) * tsr_p1_s1);
+          for (int i41 = 0; i41 < 1; ++i41) {
+            tsr::cp_async_16(d40 + uint32_t(i41) * 3072u, g39 + int64_t(i41) * 64 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i31 = 0; i31 < 1; ++i31) {
-            const int q32 = i31 * 128 + tsr_tid;
-            const int64_t n33 = !(true && (o26 + ((q32 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o27 + ((q32 * 16) % 32))) : 16;
-            const int8_t* src34 = tsr_p1 + (n33 > 0 ? (o26 + ((q32 * 16) / 32)) * tsr_p1_s0 + (o27 + ((q32 * 16) % 32)) * tsr_p1_s1 : 0);
-            int8_t* const dst35 = (sh13 + (pro14) * 3072) + (((q32 * 16) / 32)) * 48 + (((q32 * 16) % 32)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src34)) {
-              tsr::cp_async_16(tsr::smem_u32(dst35), src34, int(n33) * 1);
-            } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst35[v_] = v_ < n33 ? src34[v_] : int8_t(0);
+          if (tsr::aligned_vec<int8_t, 16>(tsr_p1) && tsr_p1_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i42 = 0; i42 < 1; ++i42) {
+              const int q43 = i42 * 128 + tsr_tid;
+              const int64_t n44 = !(true && (o34 + ((q43 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) : 16;
+              const int8_t* src45 = tsr_p1 + (n44 > 0 ? (o34 + ((q43 * 16) / 32)) * tsr_p1_s0 + (o35 + ((q43 * 16) % 32)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 3072)) + uint32_t((((q43 * 16) / 32)) * 48 + (((q43 * 16) % 32)) * 1) * 1u, src45, int(n44) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i47 = 0; i47 < 1; ++i47) {
+              const int q48 = i47 * 128 + tsr_tid;
+              const int64_t n49 = !(true && (o34 + ((q48 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o35 + ((q48 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o35 + ((q48 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o35 + ((q48 * 16) % 32))) : 16;
+              const int8_t* src50 = tsr_p1 + (n49 > 0 ? (o34 + ((q48 * 16) / 32)) * tsr_p1_s0 + (o35 + ((q48 * 16) % 32)) * tsr_p1_s1 : 0);
+              int8_t* const dst51 = (sh13 + (pro14) * 3072) + (((q48 * 16) / 32)) * 48 + (((q48 * 16) % 32)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst51[v_] = v_ < n49 ? src50[v_] : int8_t(0);
             }
           }
         }
@@ -115,58 +131,74 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv36_ = v2_c0; v3_c1 > 0 && iv36_ < v6_ktiles; iv36_ += v3_c1) {
-    const int32_t iv36 = int32_t(iv36_);
+  for (int64_t iv52_ = v2_c0; v3_c1 > 0 && iv52_ < v6_ktiles; iv52_ += v3_c1) {
+    const int32_t iv52 = int32_t(iv52_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv36_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx37 = int32_t((iv36_ + 1 * int64_t(v3_c1)));
+    if ((iv52_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx53 = int32_t((iv52_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o38 = int64_t(v0_pm) * 32;
-        const int64_t o39 = int64_t(nx37) * 64;
-        if (o38 >= 0 && o38 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
-          const uint32_t sb40 = tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560));
+        const int64_t o54 = int64_t(v0_pm) * 32;
+        const int64_t o55 = int64_t(nx53) * 64;
+        if (o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o54 * tsr_p0_s0 + o55 * tsr_p0_s1)) {
+          const uint32_t sb56 = tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560));
+          const int r57 = tsr_tid / 4, k58 = tsr_tid % 4 * 16;
+          const int8_t* const g59 = tsr_p0 + (o54 + r57) * tsr_p0_s0 + (o55 + k58) * tsr_p0_s1;
+          const uint32_t d60 = sb56 + uint32_t((r57) * 80 + (k58) * 1) * 1u;
           #pragma unroll
-          for (int i41 = 0; i41 < 1; ++i41) {
-            const int q42 = i41 * 128 + tsr_tid;
-            tsr::cp_async_16(sb40 + uint32_t((((q42 * 16) / 64)) * 80 + (((q42 * 16) % 64)) * 1) * 1u, tsr_p0 + (o38 + ((q42 * 16) / 64)) * tsr_p0_s0 + (o39 + ((q42 * 16) % 64)) * tsr_p0_s1);
+          for (int i61 = 0; i61 < 1; ++i61) {
+            tsr::cp_async_16(d60 + uint32_t(i61) * 2560u, g59 + int64_t(i61) * 32 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i43 = 0; i43 < 1; ++i43) {
-            const int q44 = i43 * 128 + tsr_tid;
-            const int64_t n45 = !(true && (o38 + ((q44 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o39 + ((q44 * 16) % 64))) : 16;
-            const int8_t* src46 = tsr_p0 + (n45 > 0 ? (o38 + ((q44 * 16) / 64)) * tsr_p0_s0 + (o39 + ((q44 * 16) % 64)) * tsr_p0_s1 : 0);
-            int8_t* const dst47 = (sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560) + (((q44 * 16) / 64)) * 80 + (((q44 * 16) % 64)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src46)) {
-              tsr::cp_async_16(tsr::smem_u32(dst47), src46, int(n45) * 1);
-            } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst47[v_] = v_ < n45 ? src46[v_] : int8_t(0);
+          if (tsr::aligned_vec<int8_t, 16>(tsr_p0) && tsr_p0_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i62 = 0; i62 < 1; ++i62) {
+              const int q63 = i62 * 128 + tsr_tid;
+              const int64_t n64 = !(true && (o54 + ((q63 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) : 16;
+              const int8_t* src65 = tsr_p0 + (n64 > 0 ? (o54 + ((q63 * 16) / 64)) * tsr_p0_s0 + (o55 + ((q63 * 16) % 64)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560)) + uint32_t((((q63 * 16) / 64)) * 80 + (((q63 * 16) % 64)) * 1) * 1u, src65, int(n64) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i67 = 0; i67 < 1; ++i67) {
+              const int q68 = i67 * 128 + tsr_tid;
+              const int64_t n69 = !(true && (o54 + ((q68 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o55 + ((q68 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o55 + ((q68 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o55 + ((q68 * 16) % 64))) : 16;
+              const int8_t* src70 = tsr_p0 + (n69 > 0 ? (o54 + ((q68 * 16) / 64)) * tsr_p0_s0 + (o55 + ((q68 * 16) % 64)) * tsr_p0_s1 : 0);
+              int8_t* const dst71 = (sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560) + (((q68 * 16) / 64)) * 80 + (((q68 * 16) % 64)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst71[v_] = v_ < n69 ? src70[v_] : int8_t(0);
             }
           }
         }
       }
       {
-        const int64_t o48 = int64_t(nx37) * 64;
-        const int64_t o49 = int64_t(v1_pn) * 32;
-        if (o48 >= 0 && o48 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o49 >= 0 && o49 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o48 * tsr_p1_s0 + o49 * tsr_p1_s1)) {
-          const uint32_t sb50 = tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072));
+        const int64_t o72 = int64_t(nx53) * 64;
+        const int64_t o73 = int64_t(v1_pn) * 32;
+        if (o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o73 >= 0 && o73 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o72 * tsr_p1_s0 + o73 * tsr_p1_s1)) {
+          const uint32_t sb74 = tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072));
+          const int r75 = tsr_tid / 2, k76 = tsr_tid % 2 * 16;
+          const int8_t* const g77 = tsr_p1 + (o72 + r75) * tsr_p1_s0 + (o73 + k76) * tsr_p1_s1;
+          const uint32_t d78 = sb74 + uint32_t((r75) * 48 + (k76) * 1) * 1u;
           #pragma unroll
-          for (int i51 = 0; i51 < 1; ++i51) {
-            const int q52 = i51 * 128 + tsr_tid;
-            tsr::cp_async_16(sb50 + uint32_t((((q52 * 16) / 32)) * 48 + (((q52 * 16) % 32)) * 1) * 1u, tsr_p1 + (o48 + ((q52 * 16) / 32)) * tsr_p1_s0 + (o49 + ((q52 * 16) % 32)) * tsr_p1_s1);
+          for (int i79 = 0; i79 < 1; ++i79) {
+            tsr::cp_async_16(d78 + uint32_t(i79) * 3072u, g77 + int64_t(i79) * 64 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i53 = 0; i53 < 1; ++i53) {
-            const int q54 = i53 * 128 + tsr_tid;
-            const int64_t n55 = !(true && (o48 + ((q54 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o49 + ((q54 * 16) % 32))) : 16;
-            const int8_t* src56 = tsr_p1 + (n55 > 0 ? (o48 + ((q54 * 16) / 32)) * tsr_p1_s0 + (o49 + ((q54 * 16) % 32)) * tsr_p1_s1 : 0);
-            int8_t* const dst57 = (sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072) + (((q54 * 16) / 32)) * 48 + (((q54 * 16) % 32)) * 1;
-            if (tsr::aligned_vec<int8_t, 16>(src56)) {
-              tsr::cp_async_16(tsr::smem_u32(dst57), src56, int(n55) * 1);
-            } else {
-              for (int v_ = 0; v_ < 16; ++v_) dst57[v_] = v_ < n55 ? src56[v_] : int8_t(0);
+          if (tsr::aligned_vec<int8_t, 16>(tsr_p1) && tsr_p1_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i80 = 0; i80 < 1; ++i80) {
+              const int q81 = i80 * 128 + tsr_tid;
+              const int64_t n82 = !(true && (o72 + ((q81 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) : 16;
+              const int8_t* src83 = tsr_p1 + (n82 > 0 ? (o72 + ((q81 * 16) / 32)) * tsr_p1_s0 + (o73 + ((q81 * 16) % 32)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072)) + uint32_t((((q81 * 16) / 32)) * 48 + (((q81 * 16) % 32)) * 1) * 1u, src83, int(n82) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i85 = 0; i85 < 1; ++i85) {
+              const int q86 = i85 * 128 + tsr_tid;
+              const int64_t n87 = !(true && (o72 + ((q86 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o73 + ((q86 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o73 + ((q86 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o73 + ((q86 * 16) % 32))) : 16;
+              const int8_t* src88 = tsr_p1 + (n87 > 0 ? (o72 + ((q86 * 16) / 32)) * tsr_p1_s0 + (o73 + ((q86 * 16) % 32)) * tsr_p1_s1 : 0);
+              int8_t* const dst89 = (sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072) + (((q86 * 16) / 32)) * 48 + (((q86 * 16) % 32)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst89[v_] = v_ < n87 ? src88[v_] : int8_t(0);
             }
           }
         }
@@ -176,10 +208,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
     // %x = load_tile %a, %pm, %kk : tile<i8, [32, 64], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %y = load_tile %b, %kk, %pn : tile<i8, [64, 32], layout = shared<swizzle = 0, pad = 16>, space = "shared">
     // %accn = dot %x, %y, %accc : tile<i32, [32, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    int32_t v58_accn[8];
+    int32_t v90_accn[8];
     #pragma unroll
-    for (int s59 = 0; s59 < 8; ++s59) {
-      v58_accn[s59] = c9_acc[s59];
+    for (int s91 = 0; s91 < 8; ++s91) {
+      v90_accn[s91] = c9_acc[s91];
     }
     {
       const int tm_ = (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4), tn_ = (((tsr_lane >> 0) & 7) * 4);
@@ -191,54 +223,54 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const auto b1_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 1) * 1];
         const auto b2_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 2) * 1];
         const auto b3_ = (sh13 + rs11 * 3072)[(k_) * 48 + (tn_ + 3) * 1];
-        v58_accn[0] = int32_t(uint32_t(v58_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
-        v58_accn[1] = int32_t(uint32_t(v58_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
-        v58_accn[2] = int32_t(uint32_t(v58_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
-        v58_accn[3] = int32_t(uint32_t(v58_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
-        v58_accn[4] = int32_t(uint32_t(v58_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
-        v58_accn[5] = int32_t(uint32_t(v58_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
-        v58_accn[6] = int32_t(uint32_t(v58_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
-        v58_accn[7] = int32_t(uint32_t(v58_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
+        v90_accn[0] = int32_t(uint32_t(v90_accn[0]) + uint32_t(int32_t(a0_) * int32_t(b0_)));
+        v90_accn[1] = int32_t(uint32_t(v90_accn[1]) + uint32_t(int32_t(a0_) * int32_t(b1_)));
+        v90_accn[2] = int32_t(uint32_t(v90_accn[2]) + uint32_t(int32_t(a0_) * int32_t(b2_)));
+        v90_accn[3] = int32_t(uint32_t(v90_accn[3]) + uint32_t(int32_t(a0_) * int32_t(b3_)));
+        v90_accn[4] = int32_t(uint32_t(v90_accn[4]) + uint32_t(int32_t(a1_) * int32_t(b0_)));
+        v90_accn[5] = int32_t(uint32_t(v90_accn[5]) + uint32_t(int32_t(a1_) * int32_t(b1_)));
+        v90_accn[6] = int32_t(uint32_t(v90_accn[6]) + uint32_t(int32_t(a1_) * int32_t(b2_)));
+        v90_accn[7] = int32_t(uint32_t(v90_accn[7]) + uint32_t(int32_t(a1_) * int32_t(b3_)));
       }
     }
     // yield %accn
     #pragma unroll
-    for (int s60 = 0; s60 < 8; ++s60) {
-      c9_acc[s60] = v58_accn[s60];
+    for (int s92 = 0; s92 < 8; ++s92) {
+      c9_acc[s92] = v90_accn[s92];
     }
     rs11 = int((unsigned(rs11) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %acc, %pm, %pn
   {
-    const int64_t o61 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-    const int64_t o62 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
-    const bool whole63 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
-    if (whole63) {
+    const int64_t o93 = int64_t(v0_pm) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+    const int64_t o94 = int64_t(v1_pn) * 32 + (((tsr_lane >> 0) & 7) * 4);
+    const bool whole95 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pn) * 32 >= 0 && int64_t(v1_pn) * 32 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0_pm) * 32 * tsr_p2_s0 + int64_t(v1_pn) * 32 * tsr_p2_s1);
+    if (whole95) {
       #pragma unroll
-      for (int c64 = 0; c64 < 2; ++c64) {
-        int32_t vb65[4];
-        vb65[0] = c9_acc[c64 * 4 + 0];
-        vb65[1] = c9_acc[c64 * 4 + 1];
-        vb65[2] = c9_acc[c64 * 4 + 2];
-        vb65[3] = c9_acc[c64 * 4 + 3];
-        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c64 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c64 * 4) % 4))) * tsr_p2_s1, vb65);
+      for (int c96 = 0; c96 < 2; ++c96) {
+        int32_t vb97[4];
+        vb97[0] = c9_acc[c96 * 4 + 0];
+        vb97[1] = c9_acc[c96 * 4 + 1];
+        vb97[2] = c9_acc[c96 * 4 + 2];
+        vb97[3] = c9_acc[c96 * 4 + 3];
+        tsr::copy_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c96 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c96 * 4) % 4))) * tsr_p2_s1, vb97);
       }
     } else {
       #pragma unroll
-      for (int c66 = 0; c66 < 2; ++c66) {
-        int32_t vb67[4];
-        if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1)) {
-          vb67[0] = c9_acc[c66 * 4 + 0];
-          vb67[1] = c9_acc[c66 * 4 + 1];
-          vb67[2] = c9_acc[c66 * 4 + 2];
-          vb67[3] = c9_acc[c66 * 4 + 3];
-          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1, vb67);
+      for (int c98 = 0; c98 < 2; ++c98) {
+        int32_t vb99[4];
+        if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1)) {
+          vb99[0] = c9_acc[c98 * 4 + 0];
+          vb99[1] = c9_acc[c98 * 4 + 1];
+          vb99[2] = c9_acc[c98 * 4 + 2];
+          vb99[3] = c9_acc[c98 * 4 + 3];
+          tsr::copy_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1, vb99);
         } else {
-          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4))) * tsr_p2_s1] = c9_acc[c66 * 4];
-          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c66 * 4 + 1];
-          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c66 * 4 + 2];
-          if ((o61 + ((((c66 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o62 + (((c66 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o61 + ((((c66 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o62 + (((c66 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c66 * 4 + 3];
+          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1] = c9_acc[c98 * 4];
+          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c98 * 4 + 1];
+          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c98 * 4 + 2];
+          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c98 * 4 + 3];
         }
       }
     }
@@ -262,6 +294,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat smem-bytes = 11264
+// stat stepped-tile-copies = 4
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1

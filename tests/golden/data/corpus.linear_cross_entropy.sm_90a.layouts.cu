@@ -141,22 +141,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
           const int64_t o44 = int64_t(nx42) * 32;
           if (o43 >= 0 && o43 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
             const uint32_t sb45 = tsr::smem_u32((sh40 + (pro41) * 576));
+            const int r46 = tsr_tid / 8, k47 = tsr_tid % 8 * 4;
+            const float* const g48 = tsr_p0 + (o43 + r46) * tsr_p0_s0 + (o44 + k47) * tsr_p0_s1;
+            const uint32_t d49 = sb45 + uint32_t((r46) * 36 + (k47) * 1) * 4u;
             #pragma unroll
-            for (int i46 = 0; i46 < 1; ++i46) {
-              const int q47 = i46 * 128 + tsr_tid;
-              tsr::cp_async_16(sb45 + uint32_t((((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1) * 4u, tsr_p0 + (o43 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q47 * 4) % 32)) * tsr_p0_s1);
+            for (int i50 = 0; i50 < 1; ++i50) {
+              tsr::cp_async_16(d49 + uint32_t(i50) * 2304u, g48 + int64_t(i50) * 16 * tsr_p0_s0);
             }
           } else {
-            #pragma unroll
-            for (int i48 = 0; i48 < 1; ++i48) {
-              const int q49 = i48 * 128 + tsr_tid;
-              const int64_t n50 = !(true && (o43 + ((q49 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q49 * 4) % 32))) : 4;
-              const float* src51 = tsr_p0 + (n50 > 0 ? (o43 + ((q49 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q49 * 4) % 32)) * tsr_p0_s1 : 0);
-              float* const dst52 = (sh40 + (pro41) * 576) + (((q49 * 4) / 32)) * 36 + (((q49 * 4) % 32)) * 1;
-              if (tsr::aligned_vec<float, 4>(src51)) {
-                tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 4);
-              } else {
-                for (int v_ = 0; v_ < 4; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : float(0);
+            if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+              #pragma unroll 1
+              for (int i51 = 0; i51 < 1; ++i51) {
+                const int q52 = i51 * 128 + tsr_tid;
+                const int64_t n53 = !(true && (o43 + ((q52 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) : 4;
+                const float* src54 = tsr_p0 + (n53 > 0 ? (o43 + ((q52 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q52 * 4) % 32)) * tsr_p0_s1 : 0);
+                tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 576)) + uint32_t((((q52 * 4) / 32)) * 36 + (((q52 * 4) % 32)) * 1) * 4u, src54, int(n53) * 4);
+              }
+            } else {
+              #pragma unroll 1
+              for (int i56 = 0; i56 < 1; ++i56) {
+                const int q57 = i56 * 128 + tsr_tid;
+                const int64_t n58 = !(true && (o43 + ((q57 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q57 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q57 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q57 * 4) % 32))) : 4;
+                const float* src59 = tsr_p0 + (n58 > 0 ? (o43 + ((q57 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q57 * 4) % 32)) * tsr_p0_s1 : 0);
+                float* const dst60 = (sh40 + (pro41) * 576) + (((q57 * 4) / 32)) * 36 + (((q57 * 4) % 32)) * 1;
+                for (int v_ = 0; v_ < 4; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : float(0);
               }
             }
           }
@@ -164,33 +172,41 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       }
       tsr::cp_async_commit();
     }
-    for (int64_t iv53_ = v1_c0; v2_c1 > 0 && iv53_ < v9_ktiles; iv53_ += v2_c1) {
-      const int32_t iv53 = int32_t(iv53_);
+    for (int64_t iv61_ = v1_c0; v2_c1 > 0 && iv61_ < v9_ktiles; iv61_ += v2_c1) {
+      const int32_t iv61 = int32_t(iv61_);
       tsr::cp_async_wait<0>();  // this iteration's copies are in
       __syncthreads();
-      if ((iv53_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
-        const int32_t nx54 = int32_t((iv53_ + 1 * int64_t(v2_c1)));
+      if ((iv61_ + 1 * int64_t(v2_c1)) < int64_t(v9_ktiles)) {
+        const int32_t nx62 = int32_t((iv61_ + 1 * int64_t(v2_c1)));
         {
-          const int64_t o55 = int64_t(v0_pm) * 16;
-          const int64_t o56 = int64_t(nx54) * 32;
-          if (o55 >= 0 && o55 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o56 >= 0 && o56 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o55 * tsr_p0_s0 + o56 * tsr_p0_s1)) {
-            const uint32_t sb57 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576));
+          const int64_t o63 = int64_t(v0_pm) * 16;
+          const int64_t o64 = int64_t(nx62) * 32;
+          if (o63 >= 0 && o63 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o64 >= 0 && o64 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o63 * tsr_p0_s0 + o64 * tsr_p0_s1)) {
+            const uint32_t sb65 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576));
+            const int r66 = tsr_tid / 8, k67 = tsr_tid % 8 * 4;
+            const float* const g68 = tsr_p0 + (o63 + r66) * tsr_p0_s0 + (o64 + k67) * tsr_p0_s1;
+            const uint32_t d69 = sb65 + uint32_t((r66) * 36 + (k67) * 1) * 4u;
             #pragma unroll
-            for (int i58 = 0; i58 < 1; ++i58) {
-              const int q59 = i58 * 128 + tsr_tid;
-              tsr::cp_async_16(sb57 + uint32_t((((q59 * 4) / 32)) * 36 + (((q59 * 4) % 32)) * 1) * 4u, tsr_p0 + (o55 + ((q59 * 4) / 32)) * tsr_p0_s0 + (o56 + ((q59 * 4) % 32)) * tsr_p0_s1);
+            for (int i70 = 0; i70 < 1; ++i70) {
+              tsr::cp_async_16(d69 + uint32_t(i70) * 2304u, g68 + int64_t(i70) * 16 * tsr_p0_s0);
             }
           } else {
-            #pragma unroll
-            for (int i60 = 0; i60 < 1; ++i60) {
-              const int q61 = i60 * 128 + tsr_tid;
-              const int64_t n62 = !(true && (o55 + ((q61 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o56 + ((q61 * 4) % 32))) : 4;
-              const float* src63 = tsr_p0 + (n62 > 0 ? (o55 + ((q61 * 4) / 32)) * tsr_p0_s0 + (o56 + ((q61 * 4) % 32)) * tsr_p0_s1 : 0);
-              float* const dst64 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576) + (((q61 * 4) / 32)) * 36 + (((q61 * 4) % 32)) * 1;
-              if (tsr::aligned_vec<float, 4>(src63)) {
-                tsr::cp_async_16(tsr::smem_u32(dst64), src63, int(n62) * 4);
-              } else {
-                for (int v_ = 0; v_ < 4; ++v_) dst64[v_] = v_ < n62 ? src63[v_] : float(0);
+            if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+              #pragma unroll 1
+              for (int i71 = 0; i71 < 1; ++i71) {
+                const int q72 = i71 * 128 + tsr_tid;
+                const int64_t n73 = !(true && (o63 + ((q72 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) : 4;
+                const float* src74 = tsr_p0 + (n73 > 0 ? (o63 + ((q72 * 4) / 32)) * tsr_p0_s0 + (o64 + ((q72 * 4) % 32)) * tsr_p0_s1 : 0);
+                tsr::cp_async_16(tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576)) + uint32_t((((q72 * 4) / 32)) * 36 + (((q72 * 4) % 32)) * 1) * 4u, src74, int(n73) * 4);
+              }
+            } else {
+              #pragma unroll 1
+              for (int i76 = 0; i76 < 1; ++i76) {
+                const int q77 = i76 * 128 + tsr_tid;
+                const int64_t n78 = !(true && (o63 + ((q77 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o64 + ((q77 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o64 + ((q77 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o64 + ((q77 * 4) % 32))) : 4;
+                const float* src79 = tsr_p0 + (n78 > 0 ? (o63 + ((q77 * 4) / 32)) * tsr_p0_s0 + (o64 + ((q77 * 4) % 32)) * tsr_p0_s1 : 0);
+                float* const dst80 = (sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576) + (((q77 * 4) / 32)) * 36 + (((q77 * 4) % 32)) * 1;
+                for (int v_ = 0; v_ < 4; ++v_) dst80[v_] = v_ < n78 ? src79[v_] : float(0);
               }
             }
           }
@@ -199,73 +215,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       tsr::cp_async_commit();
       // %xt1 = load_tile %x, %pm, %kk1 : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
       // %wt1 = load_tile %w, %j1, %kk1 : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-      float v65_wt1[16];
+      float v81_wt1[16];
       {
-        const int64_t o66 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-        const int64_t o67 = int64_t(iv53) * 32 + (((tsr_lane >> 0) & 7) * 4);
-        const bool whole68 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv53) * 32 >= 0 && int64_t(iv53) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv53) * 32 * tsr_p1_s1);
-        if (whole68) {
+        const int64_t o82 = int64_t(iv36) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+        const int64_t o83 = int64_t(iv61) * 32 + (((tsr_lane >> 0) & 7) * 4);
+        const bool whole84 = int64_t(iv36) * 64 >= 0 && int64_t(iv36) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv61) * 32 >= 0 && int64_t(iv61) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(iv36) * 64 * tsr_p1_s0 + int64_t(iv61) * 32 * tsr_p1_s1);
+        if (whole84) {
           #pragma unroll
-          for (int c69 = 0; c69 < 4; ++c69) {
-            float vb70[4];
-            tsr::copy_vec<float, 4>(vb70, tsr_p1 + (o66 + ((((c69 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c69 * 4) % 4))) * tsr_p1_s1);
-            v65_wt1[c69 * 4 + 0] = vb70[0];
-            v65_wt1[c69 * 4 + 1] = vb70[1];
-            v65_wt1[c69 * 4 + 2] = vb70[2];
-            v65_wt1[c69 * 4 + 3] = vb70[3];
+          for (int c85 = 0; c85 < 4; ++c85) {
+            float vb86[4];
+            tsr::copy_vec<float, 4>(vb86, tsr_p1 + (o82 + ((((c85 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c85 * 4) % 4))) * tsr_p1_s1);
+            v81_wt1[c85 * 4 + 0] = vb86[0];
+            v81_wt1[c85 * 4 + 1] = vb86[1];
+            v81_wt1[c85 * 4 + 2] = vb86[2];
+            v81_wt1[c85 * 4 + 3] = vb86[3];
           }
         } else {
           #pragma unroll
-          for (int c71 = 0; c71 < 4; ++c71) {
-            float vb72[4];
-            if ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1)) {
-              tsr::copy_vec<float, 4>(vb72, tsr_p1 + (o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1);
-              v65_wt1[c71 * 4 + 0] = vb72[0];
-              v65_wt1[c71 * 4 + 1] = vb72[1];
-              v65_wt1[c71 * 4 + 2] = vb72[2];
-              v65_wt1[c71 * 4 + 3] = vb72[3];
+          for (int c87 = 0; c87 < 4; ++c87) {
+            float vb88[4];
+            if ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1)) {
+              tsr::copy_vec<float, 4>(vb88, tsr_p1 + (o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1);
+              v81_wt1[c87 * 4 + 0] = vb88[0];
+              v81_wt1[c87 * 4 + 1] = vb88[1];
+              v81_wt1[c87 * 4 + 2] = vb88[2];
+              v81_wt1[c87 * 4 + 3] = vb88[3];
             } else {
-              v65_wt1[c71 * 4] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-              v65_wt1[c71 * 4 + 1] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-              v65_wt1[c71 * 4 + 2] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-              v65_wt1[c71 * 4 + 3] = ((o66 + ((((c71 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o67 + (((c71 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o66 + ((((c71 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o67 + (((c71 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 1] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 2] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 3] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
             }
           }
         }
       }
       // %wtt1 = permute %wt1 {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-      float v73_wtt1[16];
-      v73_wtt1[0] = v65_wt1[0];
-      v73_wtt1[1] = v65_wt1[1];
-      v73_wtt1[2] = v65_wt1[2];
-      v73_wtt1[3] = v65_wt1[3];
-      v73_wtt1[4] = v65_wt1[4];
-      v73_wtt1[5] = v65_wt1[5];
-      v73_wtt1[6] = v65_wt1[6];
-      v73_wtt1[7] = v65_wt1[7];
-      v73_wtt1[8] = v65_wt1[8];
-      v73_wtt1[9] = v65_wt1[9];
-      v73_wtt1[10] = v65_wt1[10];
-      v73_wtt1[11] = v65_wt1[11];
-      v73_wtt1[12] = v65_wt1[12];
-      v73_wtt1[13] = v65_wt1[13];
-      v73_wtt1[14] = v65_wt1[14];
-      v73_wtt1[15] = v65_wt1[15];
+      float v89_wtt1[16];
+      v89_wtt1[0] = v81_wt1[0];
+      v89_wtt1[1] = v81_wt1[1];
+      v89_wtt1[2] = v81_wt1[2];
+      v89_wtt1[3] = v81_wt1[3];
+      v89_wtt1[4] = v81_wt1[4];
+      v89_wtt1[5] = v81_wt1[5];
+      v89_wtt1[6] = v81_wt1[6];
+      v89_wtt1[7] = v81_wt1[7];
+      v89_wtt1[8] = v81_wt1[8];
+      v89_wtt1[9] = v81_wt1[9];
+      v89_wtt1[10] = v81_wt1[10];
+      v89_wtt1[11] = v81_wt1[11];
+      v89_wtt1[12] = v81_wt1[12];
+      v89_wtt1[13] = v81_wt1[13];
+      v89_wtt1[14] = v81_wt1[14];
+      v89_wtt1[15] = v81_wt1[15];
       // %3 = convert_layout %wtt1 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-      float* const sh74 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+      float* const sh90 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
       __syncthreads();
       #pragma unroll
-      for (int c75 = 0; c75 < 16; ++c75) {
-        float w76[1];
-        w76[0] = v73_wtt1[c75 * 1 + 0];
-        tsr::copy_vec<float, 1>(sh74 + ((((c75 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c75 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w76);
+      for (int c91 = 0; c91 < 16; ++c91) {
+        float w92[1];
+        w92[0] = v89_wtt1[c91 * 1 + 0];
+        tsr::copy_vec<float, 1>(sh90 + ((((c91 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c91 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w92);
       }
       __syncthreads();
       // %an1 = dot %xt1, %3, %ac1 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-      float v77_an1[8];
+      float v93_an1[8];
       #pragma unroll
-      for (int s78 = 0; s78 < 8; ++s78) {
-        v77_an1[s78] = c37_acc1[s78];
+      for (int s94 = 0; s94 < 8; ++s94) {
+        v93_an1[s94] = c37_acc1[s94];
       }
       {
         const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -273,373 +289,373 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
         for (int k_ = 0; k_ < 32; ++k_) {
           const auto a0_ = (sh40 + rs39 * 576)[(tm_ + 0) * 36 + (k_) * 1];
           const auto a1_ = (sh40 + rs39 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-          const auto b0_ = sh74[(k_) * 68 + (tn_ + 0) * 1];
-          const auto b1_ = sh74[(k_) * 68 + (tn_ + 1) * 1];
-          const auto b2_ = sh74[(k_) * 68 + (tn_ + 2) * 1];
-          const auto b3_ = sh74[(k_) * 68 + (tn_ + 3) * 1];
-          v77_an1[0] = fmaf(float(a0_), float(b0_), v77_an1[0]);
-          v77_an1[1] = fmaf(float(a0_), float(b1_), v77_an1[1]);
-          v77_an1[2] = fmaf(float(a0_), float(b2_), v77_an1[2]);
-          v77_an1[3] = fmaf(float(a0_), float(b3_), v77_an1[3]);
-          v77_an1[4] = fmaf(float(a1_), float(b0_), v77_an1[4]);
-          v77_an1[5] = fmaf(float(a1_), float(b1_), v77_an1[5]);
-          v77_an1[6] = fmaf(float(a1_), float(b2_), v77_an1[6]);
-          v77_an1[7] = fmaf(float(a1_), float(b3_), v77_an1[7]);
+          const auto b0_ = sh90[(k_) * 68 + (tn_ + 0) * 1];
+          const auto b1_ = sh90[(k_) * 68 + (tn_ + 1) * 1];
+          const auto b2_ = sh90[(k_) * 68 + (tn_ + 2) * 1];
+          const auto b3_ = sh90[(k_) * 68 + (tn_ + 3) * 1];
+          v93_an1[0] = fmaf(float(a0_), float(b0_), v93_an1[0]);
+          v93_an1[1] = fmaf(float(a0_), float(b1_), v93_an1[1]);
+          v93_an1[2] = fmaf(float(a0_), float(b2_), v93_an1[2]);
+          v93_an1[3] = fmaf(float(a0_), float(b3_), v93_an1[3]);
+          v93_an1[4] = fmaf(float(a1_), float(b0_), v93_an1[4]);
+          v93_an1[5] = fmaf(float(a1_), float(b1_), v93_an1[5]);
+          v93_an1[6] = fmaf(float(a1_), float(b2_), v93_an1[6]);
+          v93_an1[7] = fmaf(float(a1_), float(b3_), v93_an1[7]);
         }
       }
       // yield %an1
       #pragma unroll
-      for (int s79 = 0; s79 < 8; ++s79) {
-        c37_acc1[s79] = v77_an1[s79];
+      for (int s95 = 0; s95 < 8; ++s95) {
+        c37_acc1[s95] = v93_an1[s95];
       }
       rs39 = int((unsigned(rs39) + 1u) % 2u);
     }
     tsr::cp_async_wait<0>();
     __syncthreads();
     // %off1 = mul %j1, %bv : i32
-    const int32_t v80_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
+    const int32_t v96_off1 = int32_t(uint32_t(iv36) * uint32_t(v6_bv));
     // %4 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v81[4];
+    int32_t v97[4];
     #pragma unroll
-    for (int s82 = 0; s82 < 4; ++s82) {
-      v81[s82] = int32_t(0 + (((s82) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s98 = 0; s98 < 4; ++s98) {
+      v97[s98] = int32_t(0 + (((s98) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %5 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v83[4];
+    int32_t v99[4];
     #pragma unroll
-    for (int s84 = 0; s84 < 4; ++s84) {
-      v83[s84] = v80_off1;
+    for (int s100 = 0; s100 < 4; ++s100) {
+      v99[s100] = v96_off1;
     }
     // %6 = add %4, %5 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v85[4];
+    int32_t v101[4];
     #pragma unroll
-    for (int s86 = 0; s86 < 4; ++s86) {
-      v85[s86] = int32_t(uint32_t(v81[s86]) + uint32_t(v83[s86]));
+    for (int s102 = 0; s102 < 4; ++s102) {
+      v101[s102] = int32_t(uint32_t(v97[s102]) + uint32_t(v99[s102]));
     }
     // %7 = splat %vocab : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v87[4];
+    int32_t v103[4];
     #pragma unroll
-    for (int s88 = 0; s88 < 4; ++s88) {
-      v87[s88] = v4_vocab;
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = v4_vocab;
     }
     // %8 = cmp %6, %7 {pred = "lt"} : tile<i1, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v89[4];
+    uint8_t v105[4];
     #pragma unroll
-    for (int s90 = 0; s90 < 4; ++s90) {
-      v89[s90] = uint8_t(v85[s90] < v87[s90]);
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105[s106] = uint8_t(v101[s106] < v103[s106]);
     }
     // %invr1 = expand_dims %8 {axis = 0} : tile<i1, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v91_invr1[4];
-    v91_invr1[0] = v89[0];
-    v91_invr1[1] = v89[1];
-    v91_invr1[2] = v89[2];
-    v91_invr1[3] = v89[3];
+    uint8_t v107_invr1[4];
+    v107_invr1[0] = v105[0];
+    v107_invr1[1] = v105[1];
+    v107_invr1[2] = v105[2];
+    v107_invr1[3] = v105[3];
     // %invb1 = broadcast %invr1 : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v92_invb1[8];
-    v92_invb1[0] = v91_invr1[0];
-    v92_invb1[1] = v91_invr1[1];
-    v92_invb1[2] = v91_invr1[2];
-    v92_invb1[3] = v91_invr1[3];
-    v92_invb1[4] = v91_invr1[0];
-    v92_invb1[5] = v91_invr1[1];
-    v92_invb1[6] = v91_invr1[2];
-    v92_invb1[7] = v91_invr1[3];
+    uint8_t v108_invb1[8];
+    v108_invb1[0] = v107_invr1[0];
+    v108_invb1[1] = v107_invr1[1];
+    v108_invb1[2] = v107_invr1[2];
+    v108_invb1[3] = v107_invr1[3];
+    v108_invb1[4] = v107_invr1[0];
+    v108_invb1[5] = v107_invr1[1];
+    v108_invb1[6] = v107_invr1[2];
+    v108_invb1[7] = v107_invr1[3];
     // %lg1 = where %invb1, %acc1, %ninfs : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v93_lg1[8];
+    float v109_lg1[8];
     #pragma unroll
-    for (int s94 = 0; s94 < 8; ++s94) {
-      v93_lg1[s94] = (v92_invb1[s94] ? c37_acc1[s94] : v17_ninfs[s94]);
+    for (int s110 = 0; s110 < 8; ++s110) {
+      v109_lg1[s110] = (v108_invb1[s110] ? c37_acc1[s110] : v17_ninfs[s110]);
     }
     // %rmax = reduce %lg1 {axis = 1, kind = "max"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v95_rmax[2];
-    v95_rmax[0] = v93_lg1[0];
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[1]);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[2]);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], v93_lg1[3]);
-    v95_rmax[1] = v93_lg1[4];
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[5]);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[6]);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], v93_lg1[7]);
-    const float sh96 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 1);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh96);
-    const float sh97 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 1);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh97);
-    const float sh98 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 2);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh98);
-    const float sh99 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 2);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh99);
-    const float sh100 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 4);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh100);
-    const float sh101 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 4);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh101);
-    const float sh102 = __shfl_xor_sync(0xffffffffu, v95_rmax[0], 8);
-    v95_rmax[0] = tsr::max_nan_f32(v95_rmax[0], sh102);
-    const float sh103 = __shfl_xor_sync(0xffffffffu, v95_rmax[1], 8);
-    v95_rmax[1] = tsr::max_nan_f32(v95_rmax[1], sh103);
+    float v111_rmax[2];
+    v111_rmax[0] = v109_lg1[0];
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], v109_lg1[1]);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], v109_lg1[2]);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], v109_lg1[3]);
+    v111_rmax[1] = v109_lg1[4];
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], v109_lg1[5]);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], v109_lg1[6]);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], v109_lg1[7]);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 1);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 1);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh113);
+    const float sh114 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 2);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh114);
+    const float sh115 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 2);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh115);
+    const float sh116 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 4);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh116);
+    const float sh117 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 4);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh117);
+    const float sh118 = __shfl_xor_sync(0xffffffffu, v111_rmax[0], 8);
+    v111_rmax[0] = tsr::max_nan_f32(v111_rmax[0], sh118);
+    const float sh119 = __shfl_xor_sync(0xffffffffu, v111_rmax[1], 8);
+    v111_rmax[1] = tsr::max_nan_f32(v111_rmax[1], sh119);
     // %mn = max %m_run, %rmax : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v104_mn[2];
+    float v120_mn[2];
     #pragma unroll
-    for (int s105 = 0; s105 < 2; ++s105) {
-      v104_mn[s105] = tsr::fmax_nan_z<float>(c30_m[s105], v95_rmax[s105]);
+    for (int s121 = 0; s121 < 2; ++s121) {
+      v120_mn[s121] = tsr::fmax_nan_z<float>(c30_m[s121], v111_rmax[s121]);
     }
     // %9 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v106[2];
+    float v122[2];
     #pragma unroll
-    for (int s107 = 0; s107 < 2; ++s107) {
-      v106[s107] = v13_ninf;
+    for (int s123 = 0; s123 < 2; ++s123) {
+      v122[s123] = v13_ninf;
     }
     // %m_none = cmp %mn, %9 {pred = "eq"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v108_m_none[2];
+    uint8_t v124_m_none[2];
     #pragma unroll
-    for (int s109 = 0; s109 < 2; ++s109) {
-      v108_m_none[s109] = uint8_t(v104_mn[s109] == v106[s109]);
+    for (int s125 = 0; s125 < 2; ++s125) {
+      v124_m_none[s125] = uint8_t(v120_mn[s125] == v122[s125]);
     }
     // %10 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v110[2];
+    float v126[2];
     #pragma unroll
-    for (int s111 = 0; s111 < 2; ++s111) {
-      v110[s111] = v14_f0;
+    for (int s127 = 0; s127 < 2; ++s127) {
+      v126[s127] = v14_f0;
     }
     // %m_shift = where %m_none, %10, %mn : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v112_m_shift[2];
+    float v128_m_shift[2];
     #pragma unroll
-    for (int s113 = 0; s113 < 2; ++s113) {
-      v112_m_shift[s113] = (v108_m_none[s113] ? v110[s113] : v104_mn[s113]);
+    for (int s129 = 0; s129 < 2; ++s129) {
+      v128_m_shift[s129] = (v124_m_none[s129] ? v126[s129] : v120_mn[s129]);
     }
     // %m_delta = sub %m_run, %m_shift : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v114_m_delta[2];
+    float v130_m_delta[2];
     #pragma unroll
-    for (int s115 = 0; s115 < 2; ++s115) {
-      v114_m_delta[s115] = float(c30_m[s115] - v112_m_shift[s115]);
+    for (int s131 = 0; s131 < 2; ++s131) {
+      v130_m_delta[s131] = float(c30_m[s131] - v128_m_shift[s131]);
     }
     // %alpha = exp %m_delta : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v116_alpha[2];
+    float v132_alpha[2];
     #pragma unroll
-    for (int s117 = 0; s117 < 2; ++s117) {
-      v116_alpha[s117] = float(tsr::fexp(v114_m_delta[s117]));
+    for (int s133 = 0; s133 < 2; ++s133) {
+      v132_alpha[s133] = float(tsr::fexp(v130_m_delta[s133]));
     }
     // %11 = expand_dims %m_shift {axis = 1} : tile<f32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v118[2];
-    v118[0] = v112_m_shift[0];
-    v118[1] = v112_m_shift[1];
+    float v134[2];
+    v134[0] = v128_m_shift[0];
+    v134[1] = v128_m_shift[1];
     // %12 = broadcast %11 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v119[8];
-    v119[0] = v118[0];
-    v119[1] = v118[0];
-    v119[2] = v118[0];
-    v119[3] = v118[0];
-    v119[4] = v118[1];
-    v119[5] = v118[1];
-    v119[6] = v118[1];
-    v119[7] = v118[1];
+    float v135[8];
+    v135[0] = v134[0];
+    v135[1] = v134[0];
+    v135[2] = v134[0];
+    v135[3] = v134[0];
+    v135[4] = v134[1];
+    v135[5] = v134[1];
+    v135[6] = v134[1];
+    v135[7] = v134[1];
     // %d = sub %lg1, %12 : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v120_d[8];
+    float v136_d[8];
     #pragma unroll
-    for (int s121 = 0; s121 < 8; ++s121) {
-      v120_d[s121] = float(v93_lg1[s121] - v119[s121]);
+    for (int s137 = 0; s137 < 8; ++s137) {
+      v136_d[s137] = float(v109_lg1[s137] - v135[s137]);
     }
     // %e = exp %d : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v122_e[8];
+    float v138_e[8];
     #pragma unroll
-    for (int s123 = 0; s123 < 8; ++s123) {
-      v122_e[s123] = float(tsr::fexp(v120_d[s123]));
+    for (int s139 = 0; s139 < 8; ++s139) {
+      v138_e[s139] = float(tsr::fexp(v136_d[s139]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v124_es[2];
-    v124_es[0] = v122_e[0];
-    v124_es[0] = float(v124_es[0] + v122_e[1]);
-    v124_es[0] = float(v124_es[0] + v122_e[2]);
-    v124_es[0] = float(v124_es[0] + v122_e[3]);
-    v124_es[1] = v122_e[4];
-    v124_es[1] = float(v124_es[1] + v122_e[5]);
-    v124_es[1] = float(v124_es[1] + v122_e[6]);
-    v124_es[1] = float(v124_es[1] + v122_e[7]);
-    const float sh125 = __shfl_xor_sync(0xffffffffu, v124_es[0], 1);
-    v124_es[0] = float(v124_es[0] + sh125);
-    const float sh126 = __shfl_xor_sync(0xffffffffu, v124_es[1], 1);
-    v124_es[1] = float(v124_es[1] + sh126);
-    const float sh127 = __shfl_xor_sync(0xffffffffu, v124_es[0], 2);
-    v124_es[0] = float(v124_es[0] + sh127);
-    const float sh128 = __shfl_xor_sync(0xffffffffu, v124_es[1], 2);
-    v124_es[1] = float(v124_es[1] + sh128);
-    const float sh129 = __shfl_xor_sync(0xffffffffu, v124_es[0], 4);
-    v124_es[0] = float(v124_es[0] + sh129);
-    const float sh130 = __shfl_xor_sync(0xffffffffu, v124_es[1], 4);
-    v124_es[1] = float(v124_es[1] + sh130);
-    const float sh131 = __shfl_xor_sync(0xffffffffu, v124_es[0], 8);
-    v124_es[0] = float(v124_es[0] + sh131);
-    const float sh132 = __shfl_xor_sync(0xffffffffu, v124_es[1], 8);
-    v124_es[1] = float(v124_es[1] + sh132);
+    float v140_es[2];
+    v140_es[0] = v138_e[0];
+    v140_es[0] = float(v140_es[0] + v138_e[1]);
+    v140_es[0] = float(v140_es[0] + v138_e[2]);
+    v140_es[0] = float(v140_es[0] + v138_e[3]);
+    v140_es[1] = v138_e[4];
+    v140_es[1] = float(v140_es[1] + v138_e[5]);
+    v140_es[1] = float(v140_es[1] + v138_e[6]);
+    v140_es[1] = float(v140_es[1] + v138_e[7]);
+    const float sh141 = __shfl_xor_sync(0xffffffffu, v140_es[0], 1);
+    v140_es[0] = float(v140_es[0] + sh141);
+    const float sh142 = __shfl_xor_sync(0xffffffffu, v140_es[1], 1);
+    v140_es[1] = float(v140_es[1] + sh142);
+    const float sh143 = __shfl_xor_sync(0xffffffffu, v140_es[0], 2);
+    v140_es[0] = float(v140_es[0] + sh143);
+    const float sh144 = __shfl_xor_sync(0xffffffffu, v140_es[1], 2);
+    v140_es[1] = float(v140_es[1] + sh144);
+    const float sh145 = __shfl_xor_sync(0xffffffffu, v140_es[0], 4);
+    v140_es[0] = float(v140_es[0] + sh145);
+    const float sh146 = __shfl_xor_sync(0xffffffffu, v140_es[1], 4);
+    v140_es[1] = float(v140_es[1] + sh146);
+    const float sh147 = __shfl_xor_sync(0xffffffffu, v140_es[0], 8);
+    v140_es[0] = float(v140_es[0] + sh147);
+    const float sh148 = __shfl_xor_sync(0xffffffffu, v140_es[1], 8);
+    v140_es[1] = float(v140_es[1] + sh148);
     // %13 = arange : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v133[4];
+    int32_t v149[4];
     #pragma unroll
-    for (int s134 = 0; s134 < 4; ++s134) {
-      v133[s134] = int32_t(0 + (((s134) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s150 = 0; s150 < 4; ++s150) {
+      v149[s150] = int32_t(0 + (((s150) % 4)) + (((tsr_lane >> 0) & 15) * 4));
     }
     // %14 = splat %off1 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v135[4];
+    int32_t v151[4];
     #pragma unroll
-    for (int s136 = 0; s136 < 4; ++s136) {
-      v135[s136] = v80_off1;
+    for (int s152 = 0; s152 < 4; ++s152) {
+      v151[s152] = v96_off1;
     }
     // %15 = add %13, %14 : tile<i32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    int32_t v137[4];
+    int32_t v153[4];
     #pragma unroll
-    for (int s138 = 0; s138 < 4; ++s138) {
-      v137[s138] = int32_t(uint32_t(v133[s138]) + uint32_t(v135[s138]));
+    for (int s154 = 0; s154 < 4; ++s154) {
+      v153[s154] = int32_t(uint32_t(v149[s154]) + uint32_t(v151[s154]));
     }
     // %colr = expand_dims %15 {axis = 0} : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v139_colr[4];
-    v139_colr[0] = v137[0];
-    v139_colr[1] = v137[1];
-    v139_colr[2] = v137[2];
-    v139_colr[3] = v137[3];
+    int32_t v155_colr[4];
+    v155_colr[0] = v153[0];
+    v155_colr[1] = v153[1];
+    v155_colr[2] = v153[2];
+    v155_colr[3] = v153[3];
     // %colb = broadcast %colr : tile<i32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    int32_t v140_colb[8];
-    v140_colb[0] = v139_colr[0];
-    v140_colb[1] = v139_colr[1];
-    v140_colb[2] = v139_colr[2];
-    v140_colb[3] = v139_colr[3];
-    v140_colb[4] = v139_colr[0];
-    v140_colb[5] = v139_colr[1];
-    v140_colb[6] = v139_colr[2];
-    v140_colb[7] = v139_colr[3];
+    int32_t v156_colb[8];
+    v156_colb[0] = v155_colr[0];
+    v156_colb[1] = v155_colr[1];
+    v156_colb[2] = v155_colr[2];
+    v156_colb[3] = v155_colr[3];
+    v156_colb[4] = v155_colr[0];
+    v156_colb[5] = v155_colr[1];
+    v156_colb[6] = v155_colr[2];
+    v156_colb[7] = v155_colr[3];
     // %ist = cmp %colb, %tgb {pred = "eq"} : tile<i1, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    uint8_t v141_ist[8];
+    uint8_t v157_ist[8];
     #pragma unroll
-    for (int s142 = 0; s142 < 8; ++s142) {
-      v141_ist[s142] = uint8_t(v140_colb[s142] == v23_tgb[s142]);
+    for (int s158 = 0; s158 < 8; ++s158) {
+      v157_ist[s158] = uint8_t(v156_colb[s158] == v23_tgb[s158]);
     }
     // %tl = where %ist, %acc1, %lz : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v143_tl[8];
+    float v159_tl[8];
     #pragma unroll
-    for (int s144 = 0; s144 < 8; ++s144) {
-      v143_tl[s144] = (v141_ist[s144] ? c37_acc1[s144] : v15_lz[s144]);
+    for (int s160 = 0; s160 < 8; ++s160) {
+      v159_tl[s160] = (v157_ist[s160] ? c37_acc1[s160] : v15_lz[s160]);
     }
     // %tls = reduce %tl {axis = 1, kind = "sum"} : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v145_tls[2];
-    v145_tls[0] = v143_tl[0];
-    v145_tls[0] = float(v145_tls[0] + v143_tl[1]);
-    v145_tls[0] = float(v145_tls[0] + v143_tl[2]);
-    v145_tls[0] = float(v145_tls[0] + v143_tl[3]);
-    v145_tls[1] = v143_tl[4];
-    v145_tls[1] = float(v145_tls[1] + v143_tl[5]);
-    v145_tls[1] = float(v145_tls[1] + v143_tl[6]);
-    v145_tls[1] = float(v145_tls[1] + v143_tl[7]);
-    const float sh146 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 1);
-    v145_tls[0] = float(v145_tls[0] + sh146);
-    const float sh147 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 1);
-    v145_tls[1] = float(v145_tls[1] + sh147);
-    const float sh148 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 2);
-    v145_tls[0] = float(v145_tls[0] + sh148);
-    const float sh149 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 2);
-    v145_tls[1] = float(v145_tls[1] + sh149);
-    const float sh150 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 4);
-    v145_tls[0] = float(v145_tls[0] + sh150);
-    const float sh151 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 4);
-    v145_tls[1] = float(v145_tls[1] + sh151);
-    const float sh152 = __shfl_xor_sync(0xffffffffu, v145_tls[0], 8);
-    v145_tls[0] = float(v145_tls[0] + sh152);
-    const float sh153 = __shfl_xor_sync(0xffffffffu, v145_tls[1], 8);
-    v145_tls[1] = float(v145_tls[1] + sh153);
+    float v161_tls[2];
+    v161_tls[0] = v159_tl[0];
+    v161_tls[0] = float(v161_tls[0] + v159_tl[1]);
+    v161_tls[0] = float(v161_tls[0] + v159_tl[2]);
+    v161_tls[0] = float(v161_tls[0] + v159_tl[3]);
+    v161_tls[1] = v159_tl[4];
+    v161_tls[1] = float(v161_tls[1] + v159_tl[5]);
+    v161_tls[1] = float(v161_tls[1] + v159_tl[6]);
+    v161_tls[1] = float(v161_tls[1] + v159_tl[7]);
+    const float sh162 = __shfl_xor_sync(0xffffffffu, v161_tls[0], 1);
+    v161_tls[0] = float(v161_tls[0] + sh162);
+    const float sh163 = __shfl_xor_sync(0xffffffffu, v161_tls[1], 1);
+    v161_tls[1] = float(v161_tls[1] + sh163);
+    const float sh164 = __shfl_xor_sync(0xffffffffu, v161_tls[0], 2);
+    v161_tls[0] = float(v161_tls[0] + sh164);
+    const float sh165 = __shfl_xor_sync(0xffffffffu, v161_tls[1], 2);
+    v161_tls[1] = float(v161_tls[1] + sh165);
+    const float sh166 = __shfl_xor_sync(0xffffffffu, v161_tls[0], 4);
+    v161_tls[0] = float(v161_tls[0] + sh166);
+    const float sh167 = __shfl_xor_sync(0xffffffffu, v161_tls[1], 4);
+    v161_tls[1] = float(v161_tls[1] + sh167);
+    const float sh168 = __shfl_xor_sync(0xffffffffu, v161_tls[0], 8);
+    v161_tls[0] = float(v161_tls[0] + sh168);
+    const float sh169 = __shfl_xor_sync(0xffffffffu, v161_tls[1], 8);
+    v161_tls[1] = float(v161_tls[1] + sh169);
     // %16 = mul %lc, %alpha : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v154[2];
+    float v170[2];
     #pragma unroll
-    for (int s155 = 0; s155 < 2; ++s155) {
-      v154[s155] = float(c32_l[s155] * v116_alpha[s155]);
+    for (int s171 = 0; s171 < 2; ++s171) {
+      v170[s171] = float(c32_l[s171] * v132_alpha[s171]);
     }
     // %ln = add %16, %es : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v156_ln[2];
+    float v172_ln[2];
     #pragma unroll
-    for (int s157 = 0; s157 < 2; ++s157) {
-      v156_ln[s157] = float(v154[s157] + v124_es[s157]);
+    for (int s173 = 0; s173 < 2; ++s173) {
+      v172_ln[s173] = float(v170[s173] + v140_es[s173]);
     }
     // %pn = add %pc, %tls : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v158_pn[2];
+    float v174_pn[2];
     #pragma unroll
-    for (int s159 = 0; s159 < 2; ++s159) {
-      v158_pn[s159] = float(c34_picked[s159] + v145_tls[s159]);
+    for (int s175 = 0; s175 < 2; ++s175) {
+      v174_pn[s175] = float(c34_picked[s175] + v161_tls[s175]);
     }
     // yield %mn, %ln, %pn
     #pragma unroll
-    for (int s160 = 0; s160 < 2; ++s160) {
-      c30_m[s160] = v104_mn[s160];
+    for (int s176 = 0; s176 < 2; ++s176) {
+      c30_m[s176] = v120_mn[s176];
     }
     #pragma unroll
-    for (int s161 = 0; s161 < 2; ++s161) {
-      c32_l[s161] = v156_ln[s161];
+    for (int s177 = 0; s177 < 2; ++s177) {
+      c32_l[s177] = v172_ln[s177];
     }
     #pragma unroll
-    for (int s162 = 0; s162 < 2; ++s162) {
-      c34_picked[s162] = v158_pn[s162];
+    for (int s178 = 0; s178 < 2; ++s178) {
+      c34_picked[s178] = v174_pn[s178];
     }
   }
   // %logl = log %l : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v163_logl[2];
-  #pragma unroll
-  for (int s164 = 0; s164 < 2; ++s164) {
-    v163_logl[s164] = float(logf(c32_l[s164]));
-  }
-  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v165_lse[2];
-  #pragma unroll
-  for (int s166 = 0; s166 < 2; ++s166) {
-    v165_lse[s166] = float(c30_m[s166] + v163_logl[s166]);
-  }
-  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v167_diff[2];
-  #pragma unroll
-  for (int s168 = 0; s168 < 2; ++s168) {
-    v167_diff[s168] = float(v165_lse[s168] - c34_picked[s168]);
-  }
-  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v169[2];
-  #pragma unroll
-  for (int s170 = 0; s170 < 2; ++s170) {
-    v169[s170] = v1_c0;
-  }
-  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v171[2];
-  #pragma unroll
-  for (int s172 = 0; s172 < 2; ++s172) {
-    v171[s172] = uint8_t(v19_tg[s172] >= v169[s172]);
-  }
-  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  int32_t v173[2];
-  #pragma unroll
-  for (int s174 = 0; s174 < 2; ++s174) {
-    v173[s174] = v4_vocab;
-  }
-  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v175[2];
-  #pragma unroll
-  for (int s176 = 0; s176 < 2; ++s176) {
-    v175[s176] = uint8_t(v19_tg[s176] < v173[s176]);
-  }
-  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  uint8_t v177[2];
-  #pragma unroll
-  for (int s178 = 0; s178 < 2; ++s178) {
-    v177[s178] = uint8_t(v171[s178] & v175[s178]);
-  }
-  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v179[2];
+  float v179_logl[2];
   #pragma unroll
   for (int s180 = 0; s180 < 2; ++s180) {
-    v179[s180] = v14_f0;
+    v179_logl[s180] = float(logf(c32_l[s180]));
   }
-  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v181_out[2];
+  // %lse = add %m, %logl : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v181_lse[2];
   #pragma unroll
   for (int s182 = 0; s182 < 2; ++s182) {
-    v181_out[s182] = (v177[s182] ? v167_diff[s182] : v179[s182]);
+    v181_lse[s182] = float(c30_m[s182] + v179_logl[s182]);
+  }
+  // %diff = sub %lse, %picked : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v183_diff[2];
+  #pragma unroll
+  for (int s184 = 0; s184 < 2; ++s184) {
+    v183_diff[s184] = float(v181_lse[s184] - c34_picked[s184]);
+  }
+  // %17 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  int32_t v185[2];
+  #pragma unroll
+  for (int s186 = 0; s186 < 2; ++s186) {
+    v185[s186] = v1_c0;
+  }
+  // %18 = cmp %tg, %17 {pred = "ge"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v187[2];
+  #pragma unroll
+  for (int s188 = 0; s188 < 2; ++s188) {
+    v187[s188] = uint8_t(v19_tg[s188] >= v185[s188]);
+  }
+  // %19 = splat %vocab : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  int32_t v189[2];
+  #pragma unroll
+  for (int s190 = 0; s190 < 2; ++s190) {
+    v189[s190] = v4_vocab;
+  }
+  // %20 = cmp %tg, %19 {pred = "lt"} : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v191[2];
+  #pragma unroll
+  for (int s192 = 0; s192 < 2; ++s192) {
+    v191[s192] = uint8_t(v19_tg[s192] < v189[s192]);
+  }
+  // %21 = and %18, %20 : tile<i1, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  uint8_t v193[2];
+  #pragma unroll
+  for (int s194 = 0; s194 < 2; ++s194) {
+    v193[s194] = uint8_t(v187[s194] & v191[s194]);
+  }
+  // %22 = splat %f0 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v195[2];
+  #pragma unroll
+  for (int s196 = 0; s196 < 2; ++s196) {
+    v195[s196] = v14_f0;
+  }
+  // %out = where %21, %diff, %22 : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+  float v197_out[2];
+  #pragma unroll
+  for (int s198 = 0; s198 < 2; ++s198) {
+    v197_out[s198] = (v193[s198] ? v183_diff[s198] : v195[s198]);
   }
   // store_tile %loss, %out, %pm
   {
-    const int64_t o183 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o199 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
-    for (int s184 = 0; s184 < 2; ++s184) {
-      if (((tsr_lane & 15) == 0) && (o183 + (((s184) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o183 + (((s184) % 2) * 8)) * tsr_p3_s0] = v181_out[s184];
+    for (int s200 = 0; s200 < 2; ++s200) {
+      if (((tsr_lane & 15) == 0) && (o199 + (((s200) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o199 + (((s200) % 2) * 8)) * tsr_p3_s0] = v197_out[s200];
     }
   }
 }
@@ -662,6 +678,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
 // stat reduction-shuffles = 12
 // stat ring-loops = 1
 // stat smem-bytes = 13312
+// stat stepped-tile-copies = 2
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 1

@@ -68,22 +68,30 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
         const int64_t o17 = int64_t(nx15) * 32;
         if (o16 >= 0 && o16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o17 >= 0 && o17 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
           const uint32_t sb18 = tsr::smem_u32((sh13 + (pro14) * 576));
+          const int r19 = tsr_tid / 8, k20 = tsr_tid % 8 * 4;
+          const float* const g21 = tsr_p0 + (o16 + r19) * tsr_p0_s0 + (o17 + k20) * tsr_p0_s1;
+          const uint32_t d22 = sb18 + uint32_t((r19) * 36 + (k20) * 1) * 4u;
           #pragma unroll
-          for (int i19 = 0; i19 < 1; ++i19) {
-            const int q20 = i19 * 128 + tsr_tid;
-            tsr::cp_async_16(sb18 + uint32_t((((q20 * 4) / 32)) * 36 + (((q20 * 4) % 32)) * 1) * 4u, tsr_p0 + (o16 + ((q20 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q20 * 4) % 32)) * tsr_p0_s1);
+          for (int i23 = 0; i23 < 1; ++i23) {
+            tsr::cp_async_16(d22 + uint32_t(i23) * 2304u, g21 + int64_t(i23) * 16 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i21 = 0; i21 < 1; ++i21) {
-            const int q22 = i21 * 128 + tsr_tid;
-            const int64_t n23 = !(true && (o16 + ((q22 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q22 * 4) % 32))) : 4;
-            const float* src24 = tsr_p0 + (n23 > 0 ? (o16 + ((q22 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q22 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst25 = (sh13 + (pro14) * 576) + (((q22 * 4) / 32)) * 36 + (((q22 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src24)) {
-              tsr::cp_async_16(tsr::smem_u32(dst25), src24, int(n23) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst25[v_] = v_ < n23 ? src24[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i24 = 0; i24 < 1; ++i24) {
+              const int q25 = i24 * 128 + tsr_tid;
+              const int64_t n26 = !(true && (o16 + ((q25 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) : 4;
+              const float* src27 = tsr_p0 + (n26 > 0 ? (o16 + ((q25 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q25 * 4) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 576)) + uint32_t((((q25 * 4) / 32)) * 36 + (((q25 * 4) % 32)) * 1) * 4u, src27, int(n26) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i29 = 0; i29 < 1; ++i29) {
+              const int q30 = i29 * 128 + tsr_tid;
+              const int64_t n31 = !(true && (o16 + ((q30 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q30 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q30 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q30 * 4) % 32))) : 4;
+              const float* src32 = tsr_p0 + (n31 > 0 ? (o16 + ((q30 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q30 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst33 = (sh13 + (pro14) * 576) + (((q30 * 4) / 32)) * 36 + (((q30 * 4) % 32)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : float(0);
             }
           }
         }
@@ -91,33 +99,41 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv26_ = v2_c0; v3_c1 > 0 && iv26_ < v6_ktiles; iv26_ += v3_c1) {
-    const int32_t iv26 = int32_t(iv26_);
+  for (int64_t iv34_ = v2_c0; v3_c1 > 0 && iv34_ < v6_ktiles; iv34_ += v3_c1) {
+    const int32_t iv34 = int32_t(iv34_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv26_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
-      const int32_t nx27 = int32_t((iv26_ + 1 * int64_t(v3_c1)));
+    if ((iv34_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
+      const int32_t nx35 = int32_t((iv34_ + 1 * int64_t(v3_c1)));
       {
-        const int64_t o28 = int64_t(v0_pm) * 16;
-        const int64_t o29 = int64_t(nx27) * 32;
-        if (o28 >= 0 && o28 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o28 * tsr_p0_s0 + o29 * tsr_p0_s1)) {
-          const uint32_t sb30 = tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576));
+        const int64_t o36 = int64_t(v0_pm) * 16;
+        const int64_t o37 = int64_t(nx35) * 32;
+        if (o36 >= 0 && o36 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
+          const uint32_t sb38 = tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576));
+          const int r39 = tsr_tid / 8, k40 = tsr_tid % 8 * 4;
+          const float* const g41 = tsr_p0 + (o36 + r39) * tsr_p0_s0 + (o37 + k40) * tsr_p0_s1;
+          const uint32_t d42 = sb38 + uint32_t((r39) * 36 + (k40) * 1) * 4u;
           #pragma unroll
-          for (int i31 = 0; i31 < 1; ++i31) {
-            const int q32 = i31 * 128 + tsr_tid;
-            tsr::cp_async_16(sb30 + uint32_t((((q32 * 4) / 32)) * 36 + (((q32 * 4) % 32)) * 1) * 4u, tsr_p0 + (o28 + ((q32 * 4) / 32)) * tsr_p0_s0 + (o29 + ((q32 * 4) % 32)) * tsr_p0_s1);
+          for (int i43 = 0; i43 < 1; ++i43) {
+            tsr::cp_async_16(d42 + uint32_t(i43) * 2304u, g41 + int64_t(i43) * 16 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i33 = 0; i33 < 1; ++i33) {
-            const int q34 = i33 * 128 + tsr_tid;
-            const int64_t n35 = !(true && (o28 + ((q34 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o29 + ((q34 * 4) % 32))) : 4;
-            const float* src36 = tsr_p0 + (n35 > 0 ? (o28 + ((q34 * 4) / 32)) * tsr_p0_s0 + (o29 + ((q34 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst37 = (sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576) + (((q34 * 4) / 32)) * 36 + (((q34 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src36)) {
-              tsr::cp_async_16(tsr::smem_u32(dst37), src36, int(n35) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst37[v_] = v_ < n35 ? src36[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i44 = 0; i44 < 1; ++i44) {
+              const int q45 = i44 * 128 + tsr_tid;
+              const int64_t n46 = !(true && (o36 + ((q45 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) : 4;
+              const float* src47 = tsr_p0 + (n46 > 0 ? (o36 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o37 + ((q45 * 4) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576)) + uint32_t((((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1) * 4u, src47, int(n46) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i49 = 0; i49 < 1; ++i49) {
+              const int q50 = i49 * 128 + tsr_tid;
+              const int64_t n51 = !(true && (o36 + ((q50 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o37 + ((q50 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o37 + ((q50 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o37 + ((q50 * 4) % 32))) : 4;
+              const float* src52 = tsr_p0 + (n51 > 0 ? (o36 + ((q50 * 4) / 32)) * tsr_p0_s0 + (o37 + ((q50 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst53 = (sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576) + (((q50 * 4) / 32)) * 36 + (((q50 * 4) % 32)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : float(0);
             }
           }
         }
@@ -126,73 +142,73 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     tsr::cp_async_commit();
     // %xt = load_tile %x, %pm, %kk : tile<f32, [16, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %wt = load_tile %w, %pv, %kk : tile<f32, [64, 32], layout = blocked<per_thread = [1, 4], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
-    float v38_wt[16];
+    float v54_wt[16];
     {
-      const int64_t o39 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
-      const int64_t o40 = int64_t(iv26) * 32 + (((tsr_lane >> 0) & 7) * 4);
-      const bool whole41 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv26) * 32 >= 0 && int64_t(iv26) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv26) * 32 * tsr_p1_s1);
-      if (whole41) {
+      const int64_t o55 = int64_t(v1_pv) * 64 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
+      const int64_t o56 = int64_t(iv34) * 32 + (((tsr_lane >> 0) & 7) * 4);
+      const bool whole57 = int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr_p1_s0 % 4 == 0 && int64_t(iv34) * 32 >= 0 && int64_t(iv34) * 32 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + int64_t(v1_pv) * 64 * tsr_p1_s0 + int64_t(iv34) * 32 * tsr_p1_s1);
+      if (whole57) {
         #pragma unroll
-        for (int c42 = 0; c42 < 4; ++c42) {
-          float vb43[4];
-          tsr::copy_vec<float, 4>(vb43, tsr_p1 + (o39 + ((((c42 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c42 * 4) % 4))) * tsr_p1_s1);
-          v38_wt[c42 * 4 + 0] = vb43[0];
-          v38_wt[c42 * 4 + 1] = vb43[1];
-          v38_wt[c42 * 4 + 2] = vb43[2];
-          v38_wt[c42 * 4 + 3] = vb43[3];
+        for (int c58 = 0; c58 < 4; ++c58) {
+          float vb59[4];
+          tsr::copy_vec<float, 4>(vb59, tsr_p1 + (o55 + ((((c58 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c58 * 4) % 4))) * tsr_p1_s1);
+          v54_wt[c58 * 4 + 0] = vb59[0];
+          v54_wt[c58 * 4 + 1] = vb59[1];
+          v54_wt[c58 * 4 + 2] = vb59[2];
+          v54_wt[c58 * 4 + 3] = vb59[3];
         }
       } else {
         #pragma unroll
-        for (int c44 = 0; c44 < 4; ++c44) {
-          float vb45[4];
-          if ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1)) {
-            tsr::copy_vec<float, 4>(vb45, tsr_p1 + (o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1);
-            v38_wt[c44 * 4 + 0] = vb45[0];
-            v38_wt[c44 * 4 + 1] = vb45[1];
-            v38_wt[c44 * 4 + 2] = vb45[2];
-            v38_wt[c44 * 4 + 3] = vb45[3];
+        for (int c60 = 0; c60 < 4; ++c60) {
+          float vb61[4];
+          if ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1)) {
+            tsr::copy_vec<float, 4>(vb61, tsr_p1 + (o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1);
+            v54_wt[c60 * 4 + 0] = vb61[0];
+            v54_wt[c60 * 4 + 1] = vb61[1];
+            v54_wt[c60 * 4 + 2] = vb61[2];
+            v54_wt[c60 * 4 + 3] = vb61[3];
           } else {
-            v38_wt[c44 * 4] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v38_wt[c44 * 4 + 1] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v38_wt[c44 * 4 + 2] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v38_wt[c44 * 4 + 3] = ((o39 + ((((c44 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o40 + (((c44 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o39 + ((((c44 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o40 + (((c44 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 1] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 2] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 3] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
     }
     // %wtt = permute %wt {dims = [1, 0]} : tile<f32, [32, 64], layout = blocked<per_thread = [4, 1], threads = [8, 4], warps = [1, 4], order = [0, 1]>>
-    float v46_wtt[16];
-    v46_wtt[0] = v38_wt[0];
-    v46_wtt[1] = v38_wt[1];
-    v46_wtt[2] = v38_wt[2];
-    v46_wtt[3] = v38_wt[3];
-    v46_wtt[4] = v38_wt[4];
-    v46_wtt[5] = v38_wt[5];
-    v46_wtt[6] = v38_wt[6];
-    v46_wtt[7] = v38_wt[7];
-    v46_wtt[8] = v38_wt[8];
-    v46_wtt[9] = v38_wt[9];
-    v46_wtt[10] = v38_wt[10];
-    v46_wtt[11] = v38_wt[11];
-    v46_wtt[12] = v38_wt[12];
-    v46_wtt[13] = v38_wt[13];
-    v46_wtt[14] = v38_wt[14];
-    v46_wtt[15] = v38_wt[15];
+    float v62_wtt[16];
+    v62_wtt[0] = v54_wt[0];
+    v62_wtt[1] = v54_wt[1];
+    v62_wtt[2] = v54_wt[2];
+    v62_wtt[3] = v54_wt[3];
+    v62_wtt[4] = v54_wt[4];
+    v62_wtt[5] = v54_wt[5];
+    v62_wtt[6] = v54_wt[6];
+    v62_wtt[7] = v54_wt[7];
+    v62_wtt[8] = v54_wt[8];
+    v62_wtt[9] = v54_wt[9];
+    v62_wtt[10] = v54_wt[10];
+    v62_wtt[11] = v54_wt[11];
+    v62_wtt[12] = v54_wt[12];
+    v62_wtt[13] = v54_wt[13];
+    v62_wtt[14] = v54_wt[14];
+    v62_wtt[15] = v54_wt[15];
     // %0 = convert_layout %wtt : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
-    float* const sh47 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
+    float* const sh63 = reinterpret_cast<float*>((tsr_smem + 0) + 4608);
     __syncthreads();
     #pragma unroll
-    for (int c48 = 0; c48 < 16; ++c48) {
-      float w49[1];
-      w49[0] = v46_wtt[c48 * 1 + 0];
-      tsr::copy_vec<float, 1>(sh47 + ((((c48 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c48 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w49);
+    for (int c64 = 0; c64 < 16; ++c64) {
+      float w65[1];
+      w65[0] = v62_wtt[c64 * 1 + 0];
+      tsr::copy_vec<float, 1>(sh63 + ((((c64 * 1) % 4)) + (((tsr_lane >> 0) & 7) * 4)) * 68 + (((((c64 * 1) / 4) % 4) * 16) + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4)) * 1, w65);
     }
     __syncthreads();
     // %an = dot %xt, %0, %ac : tile<f32, [16, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v50_an[8];
+    float v66_an[8];
     #pragma unroll
-    for (int s51 = 0; s51 < 8; ++s51) {
-      v50_an[s51] = c10_acc[s51];
+    for (int s67 = 0; s67 < 8; ++s67) {
+      v66_an[s67] = c10_acc[s67];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -200,58 +216,58 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       for (int k_ = 0; k_ < 32; ++k_) {
         const auto a0_ = (sh13 + rs12 * 576)[(tm_ + 0) * 36 + (k_) * 1];
         const auto a1_ = (sh13 + rs12 * 576)[(tm_ + 8) * 36 + (k_) * 1];
-        const auto b0_ = sh47[(k_) * 68 + (tn_ + 0) * 1];
-        const auto b1_ = sh47[(k_) * 68 + (tn_ + 1) * 1];
-        const auto b2_ = sh47[(k_) * 68 + (tn_ + 2) * 1];
-        const auto b3_ = sh47[(k_) * 68 + (tn_ + 3) * 1];
-        v50_an[0] = fmaf(float(a0_), float(b0_), v50_an[0]);
-        v50_an[1] = fmaf(float(a0_), float(b1_), v50_an[1]);
-        v50_an[2] = fmaf(float(a0_), float(b2_), v50_an[2]);
-        v50_an[3] = fmaf(float(a0_), float(b3_), v50_an[3]);
-        v50_an[4] = fmaf(float(a1_), float(b0_), v50_an[4]);
-        v50_an[5] = fmaf(float(a1_), float(b1_), v50_an[5]);
-        v50_an[6] = fmaf(float(a1_), float(b2_), v50_an[6]);
-        v50_an[7] = fmaf(float(a1_), float(b3_), v50_an[7]);
+        const auto b0_ = sh63[(k_) * 68 + (tn_ + 0) * 1];
+        const auto b1_ = sh63[(k_) * 68 + (tn_ + 1) * 1];
+        const auto b2_ = sh63[(k_) * 68 + (tn_ + 2) * 1];
+        const auto b3_ = sh63[(k_) * 68 + (tn_ + 3) * 1];
+        v66_an[0] = fmaf(float(a0_), float(b0_), v66_an[0]);
+        v66_an[1] = fmaf(float(a0_), float(b1_), v66_an[1]);
+        v66_an[2] = fmaf(float(a0_), float(b2_), v66_an[2]);
+        v66_an[3] = fmaf(float(a0_), float(b3_), v66_an[3]);
+        v66_an[4] = fmaf(float(a1_), float(b0_), v66_an[4]);
+        v66_an[5] = fmaf(float(a1_), float(b1_), v66_an[5]);
+        v66_an[6] = fmaf(float(a1_), float(b2_), v66_an[6]);
+        v66_an[7] = fmaf(float(a1_), float(b3_), v66_an[7]);
       }
     }
     // yield %an
     #pragma unroll
-    for (int s52 = 0; s52 < 8; ++s52) {
-      c10_acc[s52] = v50_an[s52];
+    for (int s68 = 0; s68 < 8; ++s68) {
+      c10_acc[s68] = v66_an[s68];
     }
     rs12 = int((unsigned(rs12) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %logits, %acc, %pm, %pv
   {
-    const int64_t o53 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o54 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole55 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
-    if (whole55) {
+    const int64_t o69 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o70 = int64_t(v1_pv) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole71 = int64_t(v0_pm) * 16 >= 0 && int64_t(v0_pm) * 16 + 16 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v1_pv) * 64 >= 0 && int64_t(v1_pv) * 64 + 64 <= int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_pm) * 16 * tsr_p2_s0 + int64_t(v1_pv) * 64 * tsr_p2_s1);
+    if (whole71) {
       #pragma unroll
-      for (int c56 = 0; c56 < 2; ++c56) {
-        float vb57[4];
-        vb57[0] = c10_acc[c56 * 4 + 0];
-        vb57[1] = c10_acc[c56 * 4 + 1];
-        vb57[2] = c10_acc[c56 * 4 + 2];
-        vb57[3] = c10_acc[c56 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o53 + ((((c56 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c56 * 4) % 4))) * tsr_p2_s1, vb57);
+      for (int c72 = 0; c72 < 2; ++c72) {
+        float vb73[4];
+        vb73[0] = c10_acc[c72 * 4 + 0];
+        vb73[1] = c10_acc[c72 * 4 + 1];
+        vb73[2] = c10_acc[c72 * 4 + 2];
+        vb73[3] = c10_acc[c72 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o69 + ((((c72 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c72 * 4) % 4))) * tsr_p2_s1, vb73);
       }
     } else {
       #pragma unroll
-      for (int c58 = 0; c58 < 2; ++c58) {
-        float vb59[4];
-        if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1)) {
-          vb59[0] = c10_acc[c58 * 4 + 0];
-          vb59[1] = c10_acc[c58 * 4 + 1];
-          vb59[2] = c10_acc[c58 * 4 + 2];
-          vb59[3] = c10_acc[c58 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1, vb59);
+      for (int c74 = 0; c74 < 2; ++c74) {
+        float vb75[4];
+        if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1)) {
+          vb75[0] = c10_acc[c74 * 4 + 0];
+          vb75[1] = c10_acc[c74 * 4 + 1];
+          vb75[2] = c10_acc[c74 * 4 + 2];
+          vb75[3] = c10_acc[c74 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1, vb75);
         } else {
-          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4))) * tsr_p2_s1] = c10_acc[c58 * 4];
-          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c58 * 4 + 1];
-          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c58 * 4 + 2];
-          if ((o53 + ((((c58 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o54 + (((c58 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o53 + ((((c58 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o54 + (((c58 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c58 * 4 + 3];
+          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1] = c10_acc[c74 * 4];
+          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c74 * 4 + 1];
+          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c74 * 4 + 2];
+          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c74 * 4 + 3];
         }
       }
     }
@@ -275,6 +291,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat smem-bytes = 13312
+// stat stepped-tile-copies = 2
 // stat stores-to-shared = 1
 // stat threads = 128
 // stat vector-accesses = 2

@@ -75,47 +75,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
+          const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 8;
+          const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
+          const uint32_t d25 = sb21 + uint32_t((r22) * 40 + (k23) * 1) * 2u;
           #pragma unroll
-          for (int i22 = 0; i22 < 2; ++i22) {
-            const int q23 = i22 * 128 + tsr_tid;
-            tsr::cp_async_16(sb21 + uint32_t((((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1) * 2u, tsr_p0 + (o19 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q23 * 8) % 32)) * tsr_p0_s1);
+          for (int i26 = 0; i26 < 2; ++i26) {
+            tsr::cp_async_16(d25 + uint32_t(i26) * 2560u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i24 = 0; i24 < 2; ++i24) {
-            const int q25 = i24 * 128 + tsr_tid;
-            const int64_t n26 = !(true && (o19 + ((q25 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) : 8;
-            const uint16_t* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q25 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst28 = (sh15 + (pro17) * 2560) + (((q25 * 8) / 32)) * 40 + (((q25 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src27)) {
-              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i27 = 0; i27 < 2; ++i27) {
+              const int q28 = i27 * 128 + tsr_tid;
+              const int64_t n29 = !(true && (o19 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) : 8;
+              const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560)) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i32 = 0; i32 < 2; ++i32) {
+              const int q33 = i32 * 128 + tsr_tid;
+              const int64_t n34 = !(true && (o19 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) : 8;
+              const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
+              uint16_t* const dst36 = (sh15 + (pro17) * 2560) + (((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o29 = int64_t(nx18) * 32;
-        const int64_t o30 = int64_t(v1_pn) * 64;
-        if (o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o30 >= 0 && o30 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
-          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 2304));
+        const int64_t o37 = int64_t(nx18) * 32;
+        const int64_t o38 = int64_t(v1_pn) * 64;
+        if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2304));
+          const int r40 = tsr_tid / 8, k41 = tsr_tid % 8 * 8;
+          const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
+          const uint32_t d43 = sb39 + uint32_t((r40) * 72 + (k41) * 1) * 2u;
           #pragma unroll
-          for (int i32 = 0; i32 < 2; ++i32) {
-            const int q33 = i32 * 128 + tsr_tid;
-            tsr::cp_async_16(sb31 + uint32_t((((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1) * 2u, tsr_p1 + (o29 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q33 * 8) % 64)) * tsr_p1_s1);
+          for (int i44 = 0; i44 < 2; ++i44) {
+            tsr::cp_async_16(d43 + uint32_t(i44) * 2304u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i34 = 0; i34 < 2; ++i34) {
-            const int q35 = i34 * 128 + tsr_tid;
-            const int64_t n36 = !(true && (o29 + ((q35 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) : 8;
-            const uint16_t* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q35 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst38 = (sh16 + (pro17) * 2304) + (((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src37)) {
-              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i45 = 0; i45 < 2; ++i45) {
+              const int q46 = i45 * 128 + tsr_tid;
+              const int64_t n47 = !(true && (o37 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) : 8;
+              const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304)) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i50 = 0; i50 < 2; ++i50) {
+              const int q51 = i50 * 128 + tsr_tid;
+              const int64_t n52 = !(true && (o37 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) : 8;
+              const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
+              uint16_t* const dst54 = (sh16 + (pro17) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
             }
           }
         }
@@ -123,17 +139,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv39_ = v2_c0; v3_c1 > 0 && iv39_ < v8_ktiles; iv39_ += v3_c1) {
-    const int32_t iv39 = int32_t(iv39_);
+  for (int64_t iv55_ = v2_c0; v3_c1 > 0 && iv55_ < v8_ktiles; iv55_ += v3_c1) {
+    const int32_t iv55 = int32_t(iv55_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v40_accn[32];
+    float v56_accn[32];
     #pragma unroll
-    for (int s41 = 0; s41 < 32; ++s41) {
-      v40_accn[s41] = c12_acc[s41];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56_accn[s57] = c12_acc[s57];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -151,63 +167,79 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v40_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v40_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v40_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v40_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v40_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v40_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v40_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v40_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v56_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v56_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v56_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v56_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v56_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v56_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v56_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v56_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv39_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-            const int32_t nx42 = int32_t((iv39_ + 1 * int64_t(v3_c1)));
+          if ((iv55_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+            const int32_t nx58 = int32_t((iv55_ + 1 * int64_t(v3_c1)));
             {
-              const int64_t o43 = int64_t(v0_pm) * 64;
-              const int64_t o44 = int64_t(nx42) * 32;
-              if (o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
-                const uint32_t sb45 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+              const int64_t o59 = int64_t(v0_pm) * 64;
+              const int64_t o60 = int64_t(nx58) * 32;
+              if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
+                const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+                const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
+                const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
+                const uint32_t d65 = sb61 + uint32_t((r62) * 40 + (k63) * 1) * 2u;
                 #pragma unroll
-                for (int i46 = 0; i46 < 2; ++i46) {
-                  const int q47 = i46 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb45 + uint32_t((((q47 * 8) / 32)) * 40 + (((q47 * 8) % 32)) * 1) * 2u, tsr_p0 + (o43 + ((q47 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q47 * 8) % 32)) * tsr_p0_s1);
+                for (int i66 = 0; i66 < 2; ++i66) {
+                  tsr::cp_async_16(d65 + uint32_t(i66) * 2560u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i48 = 0; i48 < 2; ++i48) {
-                  const int q49 = i48 * 128 + tsr_tid;
-                  const int64_t n50 = !(true && (o43 + ((q49 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) : 8;
-                  const uint16_t* src51 = tsr_p0 + (n50 > 0 ? (o43 + ((q49 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q49 * 8) % 32)) * tsr_p0_s1 : 0);
-                  uint16_t* const dst52 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q49 * 8) / 32)) * 40 + (((q49 * 8) % 32)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src51)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i67 = 0; i67 < 2; ++i67) {
+                    const int q68 = i67 * 128 + tsr_tid;
+                    const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
+                    const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q68 * 8) / 32)) * 40 + (((q68 * 8) % 32)) * 1) * 2u, src70, int(n69) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i72 = 0; i72 < 2; ++i72) {
+                    const int q73 = i72 * 128 + tsr_tid;
+                    const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
+                    const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q73 * 8) / 32)) * 40 + (((q73 * 8) % 32)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o53 = int64_t(nx42) * 32;
-              const int64_t o54 = int64_t(v1_pn) * 64;
-              if (o53 >= 0 && o53 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o54 >= 0 && o54 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o53 * tsr_p1_s0 + o54 * tsr_p1_s1)) {
-                const uint32_t sb55 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+              const int64_t o77 = int64_t(nx58) * 32;
+              const int64_t o78 = int64_t(v1_pn) * 64;
+              if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
+                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
+                const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
+                const uint32_t d83 = sb79 + uint32_t((r80) * 72 + (k81) * 1) * 2u;
                 #pragma unroll
-                for (int i56 = 0; i56 < 2; ++i56) {
-                  const int q57 = i56 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb55 + uint32_t((((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, tsr_p1 + (o53 + ((q57 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q57 * 8) % 64)) * tsr_p1_s1);
+                for (int i84 = 0; i84 < 2; ++i84) {
+                  tsr::cp_async_16(d83 + uint32_t(i84) * 2304u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i58 = 0; i58 < 2; ++i58) {
-                  const int q59 = i58 * 128 + tsr_tid;
-                  const int64_t n60 = !(true && (o53 + ((q59 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) : 8;
-                  const uint16_t* src61 = tsr_p1 + (n60 > 0 ? (o53 + ((q59 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q59 * 8) % 64)) * tsr_p1_s1 : 0);
-                  uint16_t* const dst62 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q59 * 8) / 64)) * 72 + (((q59 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src61)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i85 = 0; i85 < 2; ++i85) {
+                    const int q86 = i85 * 128 + tsr_tid;
+                    const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
+                    const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, src88, int(n87) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i90 = 0; i90 < 2; ++i90) {
+                    const int q91 = i90 * 128 + tsr_tid;
+                    const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
+                    const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
+                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q91 * 8) / 64)) * 72 + (((q91 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
                   }
                 }
               }
@@ -219,212 +251,212 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     }
     // yield %accn
     #pragma unroll
-    for (int s63 = 0; s63 < 32; ++s63) {
-      c12_acc[s63] = v40_accn[s63];
+    for (int s95 = 0; s95 < 32; ++s95) {
+      c12_acc[s95] = v56_accn[s95];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
-  float v64_bt[8];
+  float v96_bt[8];
   {
-    const int64_t o65 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole66 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
-    if (whole66) {
+    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole98 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole98) {
       #pragma unroll
-      for (int c67 = 0; c67 < 4; ++c67) {
-        float vb68[2];
-        tsr::copy_vec<float, 2>(vb68, tsr_p2 + (o65 + (((c67 * 2) % 2) + (((c67 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-        v64_bt[c67 * 2 + 0] = vb68[0];
-        v64_bt[c67 * 2 + 1] = vb68[1];
+      for (int c99 = 0; c99 < 4; ++c99) {
+        float vb100[2];
+        tsr::copy_vec<float, 2>(vb100, tsr_p2 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+        v96_bt[c99 * 2 + 0] = vb100[0];
+        v96_bt[c99 * 2 + 1] = vb100[1];
       }
     } else {
       #pragma unroll
-      for (int c69 = 0; c69 < 4; ++c69) {
-        float vb70[2];
-        if ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb70, tsr_p2 + (o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-          v64_bt[c69 * 2 + 0] = vb70[0];
-          v64_bt[c69 * 2 + 1] = vb70[1];
+      for (int c101 = 0; c101 < 4; ++c101) {
+        float vb102[2];
+        if ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb102, tsr_p2 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+          v96_bt[c101 * 2 + 0] = vb102[0];
+          v96_bt[c101 * 2 + 1] = vb102[1];
         } else {
-          v64_bt[c69 * 2] = ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v64_bt[c69 * 2 + 1] = ((o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o65 + (((c69 * 2) % 2) + (((c69 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v96_bt[c101 * 2] = ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v96_bt[c101 * 2 + 1] = ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v71_bt2[8];
-  v71_bt2[0] = v64_bt[0];
-  v71_bt2[1] = v64_bt[1];
-  v71_bt2[2] = v64_bt[2];
-  v71_bt2[3] = v64_bt[3];
-  v71_bt2[4] = v64_bt[4];
-  v71_bt2[5] = v64_bt[5];
-  v71_bt2[6] = v64_bt[6];
-  v71_bt2[7] = v64_bt[7];
+  float v103_bt2[8];
+  v103_bt2[0] = v96_bt[0];
+  v103_bt2[1] = v96_bt[1];
+  v103_bt2[2] = v96_bt[2];
+  v103_bt2[3] = v96_bt[3];
+  v103_bt2[4] = v96_bt[4];
+  v103_bt2[5] = v96_bt[5];
+  v103_bt2[6] = v96_bt[6];
+  v103_bt2[7] = v96_bt[7];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v72_btb[32];
-  v72_btb[0] = v71_bt2[0];
-  v72_btb[1] = v71_bt2[1];
-  v72_btb[2] = v71_bt2[0];
-  v72_btb[3] = v71_bt2[1];
-  v72_btb[4] = v71_bt2[2];
-  v72_btb[5] = v71_bt2[3];
-  v72_btb[6] = v71_bt2[2];
-  v72_btb[7] = v71_bt2[3];
-  v72_btb[8] = v71_bt2[4];
-  v72_btb[9] = v71_bt2[5];
-  v72_btb[10] = v71_bt2[4];
-  v72_btb[11] = v71_bt2[5];
-  v72_btb[12] = v71_bt2[6];
-  v72_btb[13] = v71_bt2[7];
-  v72_btb[14] = v71_bt2[6];
-  v72_btb[15] = v71_bt2[7];
-  v72_btb[16] = v71_bt2[0];
-  v72_btb[17] = v71_bt2[1];
-  v72_btb[18] = v71_bt2[0];
-  v72_btb[19] = v71_bt2[1];
-  v72_btb[20] = v71_bt2[2];
-  v72_btb[21] = v71_bt2[3];
-  v72_btb[22] = v71_bt2[2];
-  v72_btb[23] = v71_bt2[3];
-  v72_btb[24] = v71_bt2[4];
-  v72_btb[25] = v71_bt2[5];
-  v72_btb[26] = v71_bt2[4];
-  v72_btb[27] = v71_bt2[5];
-  v72_btb[28] = v71_bt2[6];
-  v72_btb[29] = v71_bt2[7];
-  v72_btb[30] = v71_bt2[6];
-  v72_btb[31] = v71_bt2[7];
+  float v104_btb[32];
+  v104_btb[0] = v103_bt2[0];
+  v104_btb[1] = v103_bt2[1];
+  v104_btb[2] = v103_bt2[0];
+  v104_btb[3] = v103_bt2[1];
+  v104_btb[4] = v103_bt2[2];
+  v104_btb[5] = v103_bt2[3];
+  v104_btb[6] = v103_bt2[2];
+  v104_btb[7] = v103_bt2[3];
+  v104_btb[8] = v103_bt2[4];
+  v104_btb[9] = v103_bt2[5];
+  v104_btb[10] = v103_bt2[4];
+  v104_btb[11] = v103_bt2[5];
+  v104_btb[12] = v103_bt2[6];
+  v104_btb[13] = v103_bt2[7];
+  v104_btb[14] = v103_bt2[6];
+  v104_btb[15] = v103_bt2[7];
+  v104_btb[16] = v103_bt2[0];
+  v104_btb[17] = v103_bt2[1];
+  v104_btb[18] = v103_bt2[0];
+  v104_btb[19] = v103_bt2[1];
+  v104_btb[20] = v103_bt2[2];
+  v104_btb[21] = v103_bt2[3];
+  v104_btb[22] = v103_bt2[2];
+  v104_btb[23] = v103_bt2[3];
+  v104_btb[24] = v103_bt2[4];
+  v104_btb[25] = v103_bt2[5];
+  v104_btb[26] = v103_bt2[4];
+  v104_btb[27] = v103_bt2[5];
+  v104_btb[28] = v103_bt2[6];
+  v104_btb[29] = v103_bt2[7];
+  v104_btb[30] = v103_bt2[6];
+  v104_btb[31] = v103_bt2[7];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v73_x[32];
-  #pragma unroll
-  for (int s74 = 0; s74 < 32; ++s74) {
-    v73_x[s74] = float(c12_acc[s74] + v72_btb[s74]);
-  }
-  // %half = const {value = 0.5} : f32
-  const float v75_half = 0x1p-1f;
-  // %kc = const {value = 0.044715} : f32
-  const float v76_kc = 0x1.6e4e26p-5f;
-  // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v77_sq2pi = 0x1.988454p-1f;
-  // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v78_x2[32];
-  #pragma unroll
-  for (int s79 = 0; s79 < 32; ++s79) {
-    v78_x2[s79] = float(v73_x[s79] * v73_x[s79]);
-  }
-  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v80_x3[32];
-  #pragma unroll
-  for (int s81 = 0; s81 < 32; ++s81) {
-    v80_x3[s81] = float(v78_x2[s81] * v73_x[s81]);
-  }
-  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v82[32];
-  #pragma unroll
-  for (int s83 = 0; s83 < 32; ++s83) {
-    v82[s83] = v76_kc;
-  }
-  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v84_inner[32];
-  #pragma unroll
-  for (int s85 = 0; s85 < 32; ++s85) {
-    v84_inner[s85] = float(fmaf(v82[s85], v80_x3[s85], v73_x[s85]));
-  }
-  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v86[32];
-  #pragma unroll
-  for (int s87 = 0; s87 < 32; ++s87) {
-    v86[s87] = v77_sq2pi;
-  }
-  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v88_arg[32];
-  #pragma unroll
-  for (int s89 = 0; s89 < 32; ++s89) {
-    v88_arg[s89] = float(v86[s89] * v84_inner[s89]);
-  }
-  // %3 = const {value = 2.0} : f32
-  const float v90 = 0x1p+1f;
-  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v91[32];
-  #pragma unroll
-  for (int s92 = 0; s92 < 32; ++s92) {
-    v91[s92] = v90;
-  }
-  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v93[32];
-  #pragma unroll
-  for (int s94 = 0; s94 < 32; ++s94) {
-    v93[s94] = float(v91[s94] * v88_arg[s94]);
-  }
-  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v95[32];
-  #pragma unroll
-  for (int s96 = 0; s96 < 32; ++s96) {
-    v95[s96] = float(tsr::fsigmoid(v93[s96]));
-  }
-  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v97[32];
-  #pragma unroll
-  for (int s98 = 0; s98 < 32; ++s98) {
-    v97[s98] = v90;
-  }
-  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v99_onep[32];
-  #pragma unroll
-  for (int s100 = 0; s100 < 32; ++s100) {
-    v99_onep[s100] = float(v97[s100] * v95[s100]);
-  }
-  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v101[32];
-  #pragma unroll
-  for (int s102 = 0; s102 < 32; ++s102) {
-    v101[s102] = v75_half;
-  }
-  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v103_hx[32];
-  #pragma unroll
-  for (int s104 = 0; s104 < 32; ++s104) {
-    v103_hx[s104] = float(v101[s104] * v73_x[s104]);
-  }
-  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v105_g[32];
+  float v105_x[32];
   #pragma unroll
   for (int s106 = 0; s106 < 32; ++s106) {
-    v105_g[s106] = float(v103_hx[s106] * v99_onep[s106]);
+    v105_x[s106] = float(c12_acc[s106] + v104_btb[s106]);
+  }
+  // %half = const {value = 0.5} : f32
+  const float v107_half = 0x1p-1f;
+  // %kc = const {value = 0.044715} : f32
+  const float v108_kc = 0x1.6e4e26p-5f;
+  // %sq2pi = const {value = 0.7978845608028654} : f32
+  const float v109_sq2pi = 0x1.988454p-1f;
+  // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v110_x2[32];
+  #pragma unroll
+  for (int s111 = 0; s111 < 32; ++s111) {
+    v110_x2[s111] = float(v105_x[s111] * v105_x[s111]);
+  }
+  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v112_x3[32];
+  #pragma unroll
+  for (int s113 = 0; s113 < 32; ++s113) {
+    v112_x3[s113] = float(v110_x2[s113] * v105_x[s113]);
+  }
+  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v114[32];
+  #pragma unroll
+  for (int s115 = 0; s115 < 32; ++s115) {
+    v114[s115] = v108_kc;
+  }
+  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v116_inner[32];
+  #pragma unroll
+  for (int s117 = 0; s117 < 32; ++s117) {
+    v116_inner[s117] = float(fmaf(v114[s117], v112_x3[s117], v105_x[s117]));
+  }
+  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v118[32];
+  #pragma unroll
+  for (int s119 = 0; s119 < 32; ++s119) {
+    v118[s119] = v109_sq2pi;
+  }
+  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v120_arg[32];
+  #pragma unroll
+  for (int s121 = 0; s121 < 32; ++s121) {
+    v120_arg[s121] = float(v118[s121] * v116_inner[s121]);
+  }
+  // %3 = const {value = 2.0} : f32
+  const float v122 = 0x1p+1f;
+  // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v123[32];
+  #pragma unroll
+  for (int s124 = 0; s124 < 32; ++s124) {
+    v123[s124] = v122;
+  }
+  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v125[32];
+  #pragma unroll
+  for (int s126 = 0; s126 < 32; ++s126) {
+    v125[s126] = float(v123[s126] * v120_arg[s126]);
+  }
+  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v127[32];
+  #pragma unroll
+  for (int s128 = 0; s128 < 32; ++s128) {
+    v127[s128] = float(tsr::fsigmoid(v125[s128]));
+  }
+  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v129[32];
+  #pragma unroll
+  for (int s130 = 0; s130 < 32; ++s130) {
+    v129[s130] = v122;
+  }
+  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v131_onep[32];
+  #pragma unroll
+  for (int s132 = 0; s132 < 32; ++s132) {
+    v131_onep[s132] = float(v129[s132] * v127[s132]);
+  }
+  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v133[32];
+  #pragma unroll
+  for (int s134 = 0; s134 < 32; ++s134) {
+    v133[s134] = v107_half;
+  }
+  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v135_hx[32];
+  #pragma unroll
+  for (int s136 = 0; s136 < 32; ++s136) {
+    v135_hx[s136] = float(v133[s136] * v105_x[s136]);
+  }
+  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v137_g[32];
+  #pragma unroll
+  for (int s138 = 0; s138 < 32; ++s138) {
+    v137_g[s138] = float(v135_hx[s138] * v131_onep[s138]);
   }
   // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v107_gh[32];
+  float v139_gh[32];
   #pragma unroll
-  for (int s108 = 0; s108 < 32; ++s108) {
-    v107_gh[s108] = tsr::rf16(float(float(v105_g[s108])));
+  for (int s140 = 0; s140 < 32; ++s140) {
+    v139_gh[s140] = tsr::rf16(float(float(v137_g[s140])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o109 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o110 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole111 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole111) {
+    const int64_t o141 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o142 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole143 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole143) {
       #pragma unroll
-      for (int c112 = 0; c112 < 16; ++c112) {
-        uint16_t vb113[2];
-        vb113[0] = tsr::f2h(v107_gh[c112 * 2 + 0]);
-        vb113[1] = tsr::f2h(v107_gh[c112 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c112 * 2) / 2) % 2) * 8 + (((c112 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c112 * 2) % 2) + (((c112 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb113);
+      for (int c144 = 0; c144 < 16; ++c144) {
+        uint16_t vb145[2];
+        vb145[0] = tsr::f2h(v139_gh[c144 * 2 + 0]);
+        vb145[1] = tsr::f2h(v139_gh[c144 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c144 * 2) / 2) % 2) * 8 + (((c144 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c144 * 2) % 2) + (((c144 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb145);
       }
     } else {
       #pragma unroll
-      for (int c114 = 0; c114 < 16; ++c114) {
-        uint16_t vb115[2];
-        if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb115[0] = tsr::f2h(v107_gh[c114 * 2 + 0]);
-          vb115[1] = tsr::f2h(v107_gh[c114 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb115);
+      for (int c146 = 0; c146 < 16; ++c146) {
+        uint16_t vb147[2];
+        if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb147[0] = tsr::f2h(v139_gh[c146 * 2 + 0]);
+          vb147[1] = tsr::f2h(v139_gh[c146 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb147);
         } else {
-          if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v107_gh[c114 * 2]);
-          if ((o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o109 + ((((c114 * 2) / 2) % 2) * 8 + (((c114 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o110 + (((c114 * 2) % 2) + (((c114 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v107_gh[c114 * 2 + 1]);
+          if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v139_gh[c146 * 2]);
+          if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v139_gh[c146 * 2 + 1]);
         }
       }
     }
@@ -449,6 +481,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 19456
+// stat stepped-tile-copies = 4
 // stat threads = 128
 // stat vector-accesses = 2
 // stat whole-tile-accesses = 2

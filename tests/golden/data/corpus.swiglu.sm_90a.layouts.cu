@@ -83,72 +83,96 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o25 = int64_t(nx23) * 32;
         if (o24 >= 0 && o24 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o24 * tsr_p0_s0 + o25 * tsr_p0_s1)) {
           const uint32_t sb26 = tsr::smem_u32((sh19 + (pro22) * 2560));
+          const int r27 = tsr_tid / 4, k28 = tsr_tid % 4 * 8;
+          const uint16_t* const g29 = tsr_p0 + (o24 + r27) * tsr_p0_s0 + (o25 + k28) * tsr_p0_s1;
+          const uint32_t d30 = sb26 + uint32_t((r27) * 40 + (k28) * 1) * 2u;
           #pragma unroll
-          for (int i27 = 0; i27 < 2; ++i27) {
-            const int q28 = i27 * 128 + tsr_tid;
-            tsr::cp_async_16(sb26 + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, tsr_p0 + (o24 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q28 * 8) % 32)) * tsr_p0_s1);
+          for (int i31 = 0; i31 < 2; ++i31) {
+            tsr::cp_async_16(d30 + uint32_t(i31) * 2560u, g29 + int64_t(i31) * 32 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i29 = 0; i29 < 2; ++i29) {
-            const int q30 = i29 * 128 + tsr_tid;
-            const int64_t n31 = !(true && (o24 + ((q30 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q30 * 8) % 32))) : 8;
-            const uint16_t* src32 = tsr_p0 + (n31 > 0 ? (o24 + ((q30 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q30 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst33 = (sh19 + (pro22) * 2560) + (((q30 * 8) / 32)) * 40 + (((q30 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src32)) {
-              tsr::cp_async_16(tsr::smem_u32(dst33), src32, int(n31) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst33[v_] = v_ < n31 ? src32[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i32 = 0; i32 < 2; ++i32) {
+              const int q33 = i32 * 128 + tsr_tid;
+              const int64_t n34 = !(true && (o24 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) : 8;
+              const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o24 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh19 + (pro22) * 2560)) + uint32_t((((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1) * 2u, src35, int(n34) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i37 = 0; i37 < 2; ++i37) {
+              const int q38 = i37 * 128 + tsr_tid;
+              const int64_t n39 = !(true && (o24 + ((q38 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q38 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q38 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q38 * 8) % 32))) : 8;
+              const uint16_t* src40 = tsr_p0 + (n39 > 0 ? (o24 + ((q38 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q38 * 8) % 32)) * tsr_p0_s1 : 0);
+              uint16_t* const dst41 = (sh19 + (pro22) * 2560) + (((q38 * 8) / 32)) * 40 + (((q38 * 8) % 32)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst41[v_] = v_ < n39 ? src40[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o34 = int64_t(nx23) * 32;
-        const int64_t o35 = int64_t(v1_pn) * 64;
-        if (o34 >= 0 && o34 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o35 >= 0 && o35 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o34 * tsr_p1_s0 + o35 * tsr_p1_s1)) {
-          const uint32_t sb36 = tsr::smem_u32((sh20 + (pro22) * 2304));
-          #pragma unroll
-          for (int i37 = 0; i37 < 2; ++i37) {
-            const int q38 = i37 * 128 + tsr_tid;
-            tsr::cp_async_16(sb36 + uint32_t((((q38 * 8) / 64)) * 72 + (((q38 * 8) % 64)) * 1) * 2u, tsr_p1 + (o34 + ((q38 * 8) / 64)) * tsr_p1_s0 + (o35 + ((q38 * 8) % 64)) * tsr_p1_s1);
-          }
-        } else {
-          #pragma unroll
-          for (int i39 = 0; i39 < 2; ++i39) {
-            const int q40 = i39 * 128 + tsr_tid;
-            const int64_t n41 = !(true && (o34 + ((q40 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o35 + ((q40 * 8) % 64))) : 8;
-            const uint16_t* src42 = tsr_p1 + (n41 > 0 ? (o34 + ((q40 * 8) / 64)) * tsr_p1_s0 + (o35 + ((q40 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst43 = (sh20 + (pro22) * 2304) + (((q40 * 8) / 64)) * 72 + (((q40 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src42)) {
-              tsr::cp_async_16(tsr::smem_u32(dst43), src42, int(n41) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst43[v_] = v_ < n41 ? src42[v_] : uint16_t(0);
-            }
-          }
-        }
-      }
-      {
-        const int64_t o44 = int64_t(nx23) * 32;
-        const int64_t o45 = int64_t(v1_pn) * 64;
-        if (o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o45 >= 0 && o45 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o44 * tsr_p2_s0 + o45 * tsr_p2_s1)) {
-          const uint32_t sb46 = tsr::smem_u32((sh21 + (pro22) * 2304));
-          #pragma unroll
-          for (int i47 = 0; i47 < 2; ++i47) {
-            const int q48 = i47 * 128 + tsr_tid;
-            tsr::cp_async_16(sb46 + uint32_t((((q48 * 8) / 64)) * 72 + (((q48 * 8) % 64)) * 1) * 2u, tsr_p2 + (o44 + ((q48 * 8) / 64)) * tsr_p2_s0 + (o45 + ((q48 * 8) % 64)) * tsr_p2_s1);
-          }
-        } else {
+        const int64_t o42 = int64_t(nx23) * 32;
+        const int64_t o43 = int64_t(v1_pn) * 64;
+        if (o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o42 * tsr_p1_s0 + o43 * tsr_p1_s1)) {
+          const uint32_t sb44 = tsr::smem_u32((sh20 + (pro22) * 2304));
+          const int r45 = tsr_tid / 8, k46 = tsr_tid % 8 * 8;
+          const uint16_t* const g47 = tsr_p1 + (o42 + r45) * tsr_p1_s0 + (o43 + k46) * tsr_p1_s1;
+          const uint32_t d48 = sb44 + uint32_t((r45) * 72 + (k46) * 1) * 2u;
           #pragma unroll
           for (int i49 = 0; i49 < 2; ++i49) {
-            const int q50 = i49 * 128 + tsr_tid;
-            const int64_t n51 = !(true && (o44 + ((q50 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o45 + ((q50 * 8) % 64))) : 8;
-            const uint16_t* src52 = tsr_p2 + (n51 > 0 ? (o44 + ((q50 * 8) / 64)) * tsr_p2_s0 + (o45 + ((q50 * 8) % 64)) * tsr_p2_s1 : 0);
-            uint16_t* const dst53 = (sh21 + (pro22) * 2304) + (((q50 * 8) / 64)) * 72 + (((q50 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src52)) {
-              tsr::cp_async_16(tsr::smem_u32(dst53), src52, int(n51) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst53[v_] = v_ < n51 ? src52[v_] : uint16_t(0);
+            tsr::cp_async_16(d48 + uint32_t(i49) * 2304u, g47 + int64_t(i49) * 16 * tsr_p1_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i50 = 0; i50 < 2; ++i50) {
+              const int q51 = i50 * 128 + tsr_tid;
+              const int64_t n52 = !(true && (o42 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) : 8;
+              const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o42 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o43 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2304)) + uint32_t((((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1) * 2u, src53, int(n52) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i55 = 0; i55 < 2; ++i55) {
+              const int q56 = i55 * 128 + tsr_tid;
+              const int64_t n57 = !(true && (o42 + ((q56 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) : 8;
+              const uint16_t* src58 = tsr_p1 + (n57 > 0 ? (o42 + ((q56 * 8) / 64)) * tsr_p1_s0 + (o43 + ((q56 * 8) % 64)) * tsr_p1_s1 : 0);
+              uint16_t* const dst59 = (sh20 + (pro22) * 2304) + (((q56 * 8) / 64)) * 72 + (((q56 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o60 = int64_t(nx23) * 32;
+        const int64_t o61 = int64_t(v1_pn) * 64;
+        if (o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o60 * tsr_p2_s0 + o61 * tsr_p2_s1)) {
+          const uint32_t sb62 = tsr::smem_u32((sh21 + (pro22) * 2304));
+          const int r63 = tsr_tid / 8, k64 = tsr_tid % 8 * 8;
+          const uint16_t* const g65 = tsr_p2 + (o60 + r63) * tsr_p2_s0 + (o61 + k64) * tsr_p2_s1;
+          const uint32_t d66 = sb62 + uint32_t((r63) * 72 + (k64) * 1) * 2u;
+          #pragma unroll
+          for (int i67 = 0; i67 < 2; ++i67) {
+            tsr::cp_async_16(d66 + uint32_t(i67) * 2304u, g65 + int64_t(i67) * 16 * tsr_p2_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i68 = 0; i68 < 2; ++i68) {
+              const int q69 = i68 * 128 + tsr_tid;
+              const int64_t n70 = !(true && (o60 + ((q69 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) : 8;
+              const uint16_t* src71 = tsr_p2 + (n70 > 0 ? (o60 + ((q69 * 8) / 64)) * tsr_p2_s0 + (o61 + ((q69 * 8) % 64)) * tsr_p2_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2304)) + uint32_t((((q69 * 8) / 64)) * 72 + (((q69 * 8) % 64)) * 1) * 2u, src71, int(n70) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i73 = 0; i73 < 2; ++i73) {
+              const int q74 = i73 * 128 + tsr_tid;
+              const int64_t n75 = !(true && (o60 + ((q74 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) : 8;
+              const uint16_t* src76 = tsr_p2 + (n75 > 0 ? (o60 + ((q74 * 8) / 64)) * tsr_p2_s0 + (o61 + ((q74 * 8) % 64)) * tsr_p2_s1 : 0);
+              uint16_t* const dst77 = (sh21 + (pro22) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst77[v_] = v_ < n75 ? src76[v_] : uint16_t(0);
             }
           }
         }
@@ -156,18 +180,18 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv54_ = v2_c0; v3_c1 > 0 && iv54_ < v8_ktiles; iv54_ += v3_c1) {
-    const int32_t iv54 = int32_t(iv54_);
+  for (int64_t iv78_ = v2_c0; v3_c1 > 0 && iv78_ < v8_ktiles; iv78_ += v3_c1) {
+    const int32_t iv78 = int32_t(iv78_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %xt = load_tile %x, %pm, %kk : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v55_gn2[32];
+    float v79_gn2[32];
     #pragma unroll
-    for (int s56 = 0; s56 < 32; ++s56) {
-      v55_gn2[s56] = c14_gate[s56];
+    for (int s80 = 0; s80 < 32; ++s80) {
+      v79_gn2[s80] = c14_gate[s80];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -185,88 +209,112 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v55_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v55_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v55_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v55_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v55_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v55_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v55_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v55_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v79_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v79_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv54_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-            const int32_t nx57 = int32_t((iv54_ + 1 * int64_t(v3_c1)));
+          if ((iv78_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+            const int32_t nx81 = int32_t((iv78_ + 1 * int64_t(v3_c1)));
             {
-              const int64_t o58 = int64_t(v0_pm) * 64;
-              const int64_t o59 = int64_t(nx57) * 32;
-              if (o58 >= 0 && o58 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o59 >= 0 && o59 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o58 * tsr_p0_s0 + o59 * tsr_p0_s1)) {
-                const uint32_t sb60 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
+              const int64_t o82 = int64_t(v0_pm) * 64;
+              const int64_t o83 = int64_t(nx81) * 32;
+              if (o82 >= 0 && o82 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o83 >= 0 && o83 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o82 * tsr_p0_s0 + o83 * tsr_p0_s1)) {
+                const uint32_t sb84 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
+                const int r85 = tsr_tid / 4, k86 = tsr_tid % 4 * 8;
+                const uint16_t* const g87 = tsr_p0 + (o82 + r85) * tsr_p0_s0 + (o83 + k86) * tsr_p0_s1;
+                const uint32_t d88 = sb84 + uint32_t((r85) * 40 + (k86) * 1) * 2u;
                 #pragma unroll
-                for (int i61 = 0; i61 < 2; ++i61) {
-                  const int q62 = i61 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb60 + uint32_t((((q62 * 8) / 32)) * 40 + (((q62 * 8) % 32)) * 1) * 2u, tsr_p0 + (o58 + ((q62 * 8) / 32)) * tsr_p0_s0 + (o59 + ((q62 * 8) % 32)) * tsr_p0_s1);
+                for (int i89 = 0; i89 < 2; ++i89) {
+                  tsr::cp_async_16(d88 + uint32_t(i89) * 2560u, g87 + int64_t(i89) * 32 * tsr_p0_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i63 = 0; i63 < 2; ++i63) {
-                  const int q64 = i63 * 128 + tsr_tid;
-                  const int64_t n65 = !(true && (o58 + ((q64 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o59 + ((q64 * 8) % 32))) : 8;
-                  const uint16_t* src66 = tsr_p0 + (n65 > 0 ? (o58 + ((q64 * 8) / 32)) * tsr_p0_s0 + (o59 + ((q64 * 8) % 32)) * tsr_p0_s1 : 0);
-                  uint16_t* const dst67 = (sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560) + (((q64 * 8) / 32)) * 40 + (((q64 * 8) % 32)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src66)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst67), src66, int(n65) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst67[v_] = v_ < n65 ? src66[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i90 = 0; i90 < 2; ++i90) {
+                    const int q91 = i90 * 128 + tsr_tid;
+                    const int64_t n92 = !(true && (o82 + ((q91 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) : 8;
+                    const uint16_t* src93 = tsr_p0 + (n92 > 0 ? (o82 + ((q91 * 8) / 32)) * tsr_p0_s0 + (o83 + ((q91 * 8) % 32)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560)) + uint32_t((((q91 * 8) / 32)) * 40 + (((q91 * 8) % 32)) * 1) * 2u, src93, int(n92) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i95 = 0; i95 < 2; ++i95) {
+                    const int q96 = i95 * 128 + tsr_tid;
+                    const int64_t n97 = !(true && (o82 + ((q96 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o83 + ((q96 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o83 + ((q96 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o83 + ((q96 * 8) % 32))) : 8;
+                    const uint16_t* src98 = tsr_p0 + (n97 > 0 ? (o82 + ((q96 * 8) / 32)) * tsr_p0_s0 + (o83 + ((q96 * 8) % 32)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst99 = (sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560) + (((q96 * 8) / 32)) * 40 + (((q96 * 8) % 32)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst99[v_] = v_ < n97 ? src98[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o68 = int64_t(nx57) * 32;
-              const int64_t o69 = int64_t(v1_pn) * 64;
-              if (o68 >= 0 && o68 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o68 * tsr_p1_s0 + o69 * tsr_p1_s1)) {
-                const uint32_t sb70 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+              const int64_t o100 = int64_t(nx81) * 32;
+              const int64_t o101 = int64_t(v1_pn) * 64;
+              if (o100 >= 0 && o100 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o101 >= 0 && o101 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o100 * tsr_p1_s0 + o101 * tsr_p1_s1)) {
+                const uint32_t sb102 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                const int r103 = tsr_tid / 8, k104 = tsr_tid % 8 * 8;
+                const uint16_t* const g105 = tsr_p1 + (o100 + r103) * tsr_p1_s0 + (o101 + k104) * tsr_p1_s1;
+                const uint32_t d106 = sb102 + uint32_t((r103) * 72 + (k104) * 1) * 2u;
                 #pragma unroll
-                for (int i71 = 0; i71 < 2; ++i71) {
-                  const int q72 = i71 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb70 + uint32_t((((q72 * 8) / 64)) * 72 + (((q72 * 8) % 64)) * 1) * 2u, tsr_p1 + (o68 + ((q72 * 8) / 64)) * tsr_p1_s0 + (o69 + ((q72 * 8) % 64)) * tsr_p1_s1);
+                for (int i107 = 0; i107 < 2; ++i107) {
+                  tsr::cp_async_16(d106 + uint32_t(i107) * 2304u, g105 + int64_t(i107) * 16 * tsr_p1_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i73 = 0; i73 < 2; ++i73) {
-                  const int q74 = i73 * 128 + tsr_tid;
-                  const int64_t n75 = !(true && (o68 + ((q74 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o69 + ((q74 * 8) % 64))) : 8;
-                  const uint16_t* src76 = tsr_p1 + (n75 > 0 ? (o68 + ((q74 * 8) / 64)) * tsr_p1_s0 + (o69 + ((q74 * 8) % 64)) * tsr_p1_s1 : 0);
-                  uint16_t* const dst77 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src76)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst77), src76, int(n75) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst77[v_] = v_ < n75 ? src76[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i108 = 0; i108 < 2; ++i108) {
+                    const int q109 = i108 * 128 + tsr_tid;
+                    const int64_t n110 = !(true && (o100 + ((q109 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) : 8;
+                    const uint16_t* src111 = tsr_p1 + (n110 > 0 ? (o100 + ((q109 * 8) / 64)) * tsr_p1_s0 + (o101 + ((q109 * 8) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q109 * 8) / 64)) * 72 + (((q109 * 8) % 64)) * 1) * 2u, src111, int(n110) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i113 = 0; i113 < 2; ++i113) {
+                    const int q114 = i113 * 128 + tsr_tid;
+                    const int64_t n115 = !(true && (o100 + ((q114 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) : 8;
+                    const uint16_t* src116 = tsr_p1 + (n115 > 0 ? (o100 + ((q114 * 8) / 64)) * tsr_p1_s0 + (o101 + ((q114 * 8) % 64)) * tsr_p1_s1 : 0);
+                    uint16_t* const dst117 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q114 * 8) / 64)) * 72 + (((q114 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst117[v_] = v_ < n115 ? src116[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o78 = int64_t(nx57) * 32;
-              const int64_t o79 = int64_t(v1_pn) * 64;
-              if (o78 >= 0 && o78 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o78 * tsr_p2_s0 + o79 * tsr_p2_s1)) {
-                const uint32_t sb80 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+              const int64_t o118 = int64_t(nx81) * 32;
+              const int64_t o119 = int64_t(v1_pn) * 64;
+              if (o118 >= 0 && o118 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o119 >= 0 && o119 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o118 * tsr_p2_s0 + o119 * tsr_p2_s1)) {
+                const uint32_t sb120 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                const int r121 = tsr_tid / 8, k122 = tsr_tid % 8 * 8;
+                const uint16_t* const g123 = tsr_p2 + (o118 + r121) * tsr_p2_s0 + (o119 + k122) * tsr_p2_s1;
+                const uint32_t d124 = sb120 + uint32_t((r121) * 72 + (k122) * 1) * 2u;
                 #pragma unroll
-                for (int i81 = 0; i81 < 2; ++i81) {
-                  const int q82 = i81 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb80 + uint32_t((((q82 * 8) / 64)) * 72 + (((q82 * 8) % 64)) * 1) * 2u, tsr_p2 + (o78 + ((q82 * 8) / 64)) * tsr_p2_s0 + (o79 + ((q82 * 8) % 64)) * tsr_p2_s1);
+                for (int i125 = 0; i125 < 2; ++i125) {
+                  tsr::cp_async_16(d124 + uint32_t(i125) * 2304u, g123 + int64_t(i125) * 16 * tsr_p2_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i83 = 0; i83 < 2; ++i83) {
-                  const int q84 = i83 * 128 + tsr_tid;
-                  const int64_t n85 = !(true && (o78 + ((q84 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o79 + ((q84 * 8) % 64))) : 8;
-                  const uint16_t* src86 = tsr_p2 + (n85 > 0 ? (o78 + ((q84 * 8) / 64)) * tsr_p2_s0 + (o79 + ((q84 * 8) % 64)) * tsr_p2_s1 : 0);
-                  uint16_t* const dst87 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q84 * 8) / 64)) * 72 + (((q84 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src86)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst87), src86, int(n85) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst87[v_] = v_ < n85 ? src86[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i126 = 0; i126 < 2; ++i126) {
+                    const int q127 = i126 * 128 + tsr_tid;
+                    const int64_t n128 = !(true && (o118 + ((q127 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) : 8;
+                    const uint16_t* src129 = tsr_p2 + (n128 > 0 ? (o118 + ((q127 * 8) / 64)) * tsr_p2_s0 + (o119 + ((q127 * 8) % 64)) * tsr_p2_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q127 * 8) / 64)) * 72 + (((q127 * 8) % 64)) * 1) * 2u, src129, int(n128) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i131 = 0; i131 < 2; ++i131) {
+                    const int q132 = i131 * 128 + tsr_tid;
+                    const int64_t n133 = !(true && (o118 + ((q132 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) : 8;
+                    const uint16_t* src134 = tsr_p2 + (n133 > 0 ? (o118 + ((q132 * 8) / 64)) * tsr_p2_s0 + (o119 + ((q132 * 8) % 64)) * tsr_p2_s1 : 0);
+                    uint16_t* const dst135 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q132 * 8) / 64)) * 72 + (((q132 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst135[v_] = v_ < n133 ? src134[v_] : uint16_t(0);
                   }
                 }
               }
@@ -277,10 +325,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v88_un[32];
+    float v136_un[32];
     #pragma unroll
-    for (int s89 = 0; s89 < 32; ++s89) {
-      v88_un[s89] = c16_up[s89];
+    for (int s137 = 0; s137 < 32; ++s137) {
+      v136_un[s137] = c16_up[s137];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -298,76 +346,76 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v88_un[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v88_un[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v88_un[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v88_un[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v88_un[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v88_un[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v88_un[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v88_un[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v136_un[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v136_un[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v136_un[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v136_un[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v136_un[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v136_un[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v136_un[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v136_un[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %gn2, %un
     #pragma unroll
-    for (int s90 = 0; s90 < 32; ++s90) {
-      c14_gate[s90] = v55_gn2[s90];
+    for (int s138 = 0; s138 < 32; ++s138) {
+      c14_gate[s138] = v79_gn2[s138];
     }
     #pragma unroll
-    for (int s91 = 0; s91 < 32; ++s91) {
-      c16_up[s91] = v88_un[s91];
+    for (int s139 = 0; s139 < 32; ++s139) {
+      c16_up[s139] = v136_un[s139];
     }
     rs18 = int((unsigned(rs18) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %sg = sigmoid %gate : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v92_sg[32];
+  float v140_sg[32];
   #pragma unroll
-  for (int s93 = 0; s93 < 32; ++s93) {
-    v92_sg[s93] = float(tsr::fsigmoid(c14_gate[s93]));
+  for (int s141 = 0; s141 < 32; ++s141) {
+    v140_sg[s141] = float(tsr::fsigmoid(c14_gate[s141]));
   }
   // %silu = mul %gate, %sg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v94_silu[32];
+  float v142_silu[32];
   #pragma unroll
-  for (int s95 = 0; s95 < 32; ++s95) {
-    v94_silu[s95] = float(c14_gate[s95] * v92_sg[s95]);
+  for (int s143 = 0; s143 < 32; ++s143) {
+    v142_silu[s143] = float(c14_gate[s143] * v140_sg[s143]);
   }
   // %prod = mul %silu, %up : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v96_prod[32];
+  float v144_prod[32];
   #pragma unroll
-  for (int s97 = 0; s97 < 32; ++s97) {
-    v96_prod[s97] = float(v94_silu[s97] * c16_up[s97]);
+  for (int s145 = 0; s145 < 32; ++s145) {
+    v144_prod[s145] = float(v142_silu[s145] * c16_up[s145]);
   }
   // %res = cast %prod : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v98_res[32];
+  float v146_res[32];
   #pragma unroll
-  for (int s99 = 0; s99 < 32; ++s99) {
-    v98_res[s99] = tsr::rbf16(float(float(v96_prod[s99])));
+  for (int s147 = 0; s147 < 32; ++s147) {
+    v146_res[s147] = tsr::rbf16(float(float(v144_prod[s147])));
   }
   // store_tile %out, %res, %pm, %pn
   {
-    const int64_t o100 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o101 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole102 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole102) {
+    const int64_t o148 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o149 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole150 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole150) {
       #pragma unroll
-      for (int c103 = 0; c103 < 16; ++c103) {
-        uint16_t vb104[2];
-        vb104[0] = tsr::f2bf(v98_res[c103 * 2 + 0]);
-        vb104[1] = tsr::f2bf(v98_res[c103 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb104);
+      for (int c151 = 0; c151 < 16; ++c151) {
+        uint16_t vb152[2];
+        vb152[0] = tsr::f2bf(v146_res[c151 * 2 + 0]);
+        vb152[1] = tsr::f2bf(v146_res[c151 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c151 * 2) / 2) % 2) * 8 + (((c151 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c151 * 2) % 2) + (((c151 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb152);
       }
     } else {
       #pragma unroll
-      for (int c105 = 0; c105 < 16; ++c105) {
-        uint16_t vb106[2];
-        if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb106[0] = tsr::f2bf(v98_res[c105 * 2 + 0]);
-          vb106[1] = tsr::f2bf(v98_res[c105 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb106);
+      for (int c153 = 0; c153 < 16; ++c153) {
+        uint16_t vb154[2];
+        if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb154[0] = tsr::f2bf(v146_res[c153 * 2 + 0]);
+          vb154[1] = tsr::f2bf(v146_res[c153 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb154);
         } else {
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v98_res[c105 * 2]);
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v98_res[c105 * 2 + 1]);
+          if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v146_res[c153 * 2]);
+          if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v146_res[c153 * 2 + 1]);
         }
       }
     }
@@ -391,6 +439,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 28672
+// stat stepped-tile-copies = 6
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1

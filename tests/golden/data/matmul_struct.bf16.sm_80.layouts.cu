@@ -74,47 +74,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
+          const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 8;
+          const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
+          const uint32_t d25 = sb21 + uint32_t((r22) * 40 + (k23) * 1) * 2u;
           #pragma unroll
-          for (int i22 = 0; i22 < 2; ++i22) {
-            const int q23 = i22 * 128 + tsr_tid;
-            tsr::cp_async_16(sb21 + uint32_t((((q23 * 8) / 32)) * 40 + (((q23 * 8) % 32)) * 1) * 2u, tsr_p0 + (o19 + ((q23 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q23 * 8) % 32)) * tsr_p0_s1);
+          for (int i26 = 0; i26 < 2; ++i26) {
+            tsr::cp_async_16(d25 + uint32_t(i26) * 2560u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i24 = 0; i24 < 2; ++i24) {
-            const int q25 = i24 * 128 + tsr_tid;
-            const int64_t n26 = !(true && (o19 + ((q25 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 8) % 32))) : 8;
-            const uint16_t* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q25 * 8) % 32)) * tsr_p0_s1 : 0);
-            uint16_t* const dst28 = (sh15 + (pro17) * 2560) + (((q25 * 8) / 32)) * 40 + (((q25 * 8) % 32)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src27)) {
-              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i27 = 0; i27 < 2; ++i27) {
+              const int q28 = i27 * 128 + tsr_tid;
+              const int64_t n29 = !(true && (o19 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) : 8;
+              const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560)) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i32 = 0; i32 < 2; ++i32) {
+              const int q33 = i32 * 128 + tsr_tid;
+              const int64_t n34 = !(true && (o19 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) : 8;
+              const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
+              uint16_t* const dst36 = (sh15 + (pro17) * 2560) + (((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
             }
           }
         }
       }
       {
-        const int64_t o29 = int64_t(nx18) * 32;
-        const int64_t o30 = int64_t(v2) * 64;
-        if (o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o30 >= 0 && o30 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
-          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 2304));
+        const int64_t o37 = int64_t(nx18) * 32;
+        const int64_t o38 = int64_t(v2) * 64;
+        if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2304));
+          const int r40 = tsr_tid / 8, k41 = tsr_tid % 8 * 8;
+          const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
+          const uint32_t d43 = sb39 + uint32_t((r40) * 72 + (k41) * 1) * 2u;
           #pragma unroll
-          for (int i32 = 0; i32 < 2; ++i32) {
-            const int q33 = i32 * 128 + tsr_tid;
-            tsr::cp_async_16(sb31 + uint32_t((((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1) * 2u, tsr_p1 + (o29 + ((q33 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q33 * 8) % 64)) * tsr_p1_s1);
+          for (int i44 = 0; i44 < 2; ++i44) {
+            tsr::cp_async_16(d43 + uint32_t(i44) * 2304u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i34 = 0; i34 < 2; ++i34) {
-            const int q35 = i34 * 128 + tsr_tid;
-            const int64_t n36 = !(true && (o29 + ((q35 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 8) % 64))) : 8;
-            const uint16_t* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 8) / 64)) * tsr_p1_s0 + (o30 + ((q35 * 8) % 64)) * tsr_p1_s1 : 0);
-            uint16_t* const dst38 = (sh16 + (pro17) * 2304) + (((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1;
-            if (tsr::aligned_vec<uint16_t, 8>(src37)) {
-              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 2);
-            } else {
-              for (int v_ = 0; v_ < 8; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : uint16_t(0);
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i45 = 0; i45 < 2; ++i45) {
+              const int q46 = i45 * 128 + tsr_tid;
+              const int64_t n47 = !(true && (o37 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) : 8;
+              const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304)) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i50 = 0; i50 < 2; ++i50) {
+              const int q51 = i50 * 128 + tsr_tid;
+              const int64_t n52 = !(true && (o37 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) : 8;
+              const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
+              uint16_t* const dst54 = (sh16 + (pro17) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1;
+              for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
             }
           }
         }
@@ -122,17 +138,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv39_ = v9; v0 > 0 && iv39_ < v8; iv39_ += v0) {
-    const int32_t iv39 = int32_t(iv39_);
+  for (int64_t iv55_ = v9; v0 > 0 && iv55_ < v8; iv55_ += v0) {
+    const int32_t iv55 = int32_t(iv55_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v40[32];
+    float v56[32];
     #pragma unroll
-    for (int s41 = 0; s41 < 32; ++s41) {
-      v40[s41] = c12[s41];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56[s57] = c12[s57];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
@@ -150,63 +166,79 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v40[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v40[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v40[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v40[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v40[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v40[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v40[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v40[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v56[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v56[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v56[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v56[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v56[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v56[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v56[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v56[28], fa[ks & 1][1], fb[ks & 1][3]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv39_ + 1 * int64_t(v0)) < int64_t(v8)) {
-            const int32_t nx42 = int32_t((iv39_ + 1 * int64_t(v0)));
+          if ((iv55_ + 1 * int64_t(v0)) < int64_t(v8)) {
+            const int32_t nx58 = int32_t((iv55_ + 1 * int64_t(v0)));
             {
-              const int64_t o43 = int64_t(v1) * 64;
-              const int64_t o44 = int64_t(nx42) * 32;
-              if (o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
-                const uint32_t sb45 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+              const int64_t o59 = int64_t(v1) * 64;
+              const int64_t o60 = int64_t(nx58) * 32;
+              if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
+                const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+                const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
+                const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
+                const uint32_t d65 = sb61 + uint32_t((r62) * 40 + (k63) * 1) * 2u;
                 #pragma unroll
-                for (int i46 = 0; i46 < 2; ++i46) {
-                  const int q47 = i46 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb45 + uint32_t((((q47 * 8) / 32)) * 40 + (((q47 * 8) % 32)) * 1) * 2u, tsr_p0 + (o43 + ((q47 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q47 * 8) % 32)) * tsr_p0_s1);
+                for (int i66 = 0; i66 < 2; ++i66) {
+                  tsr::cp_async_16(d65 + uint32_t(i66) * 2560u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i48 = 0; i48 < 2; ++i48) {
-                  const int q49 = i48 * 128 + tsr_tid;
-                  const int64_t n50 = !(true && (o43 + ((q49 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o44 + ((q49 * 8) % 32))) : 8;
-                  const uint16_t* src51 = tsr_p0 + (n50 > 0 ? (o43 + ((q49 * 8) / 32)) * tsr_p0_s0 + (o44 + ((q49 * 8) % 32)) * tsr_p0_s1 : 0);
-                  uint16_t* const dst52 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q49 * 8) / 32)) * 40 + (((q49 * 8) % 32)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src51)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst52), src51, int(n50) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst52[v_] = v_ < n50 ? src51[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i67 = 0; i67 < 2; ++i67) {
+                    const int q68 = i67 * 128 + tsr_tid;
+                    const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
+                    const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q68 * 8) / 32)) * 40 + (((q68 * 8) % 32)) * 1) * 2u, src70, int(n69) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i72 = 0; i72 < 2; ++i72) {
+                    const int q73 = i72 * 128 + tsr_tid;
+                    const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
+                    const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q73 * 8) / 32)) * 40 + (((q73 * 8) % 32)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o53 = int64_t(nx42) * 32;
-              const int64_t o54 = int64_t(v2) * 64;
-              if (o53 >= 0 && o53 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o54 >= 0 && o54 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o53 * tsr_p1_s0 + o54 * tsr_p1_s1)) {
-                const uint32_t sb55 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+              const int64_t o77 = int64_t(nx58) * 32;
+              const int64_t o78 = int64_t(v2) * 64;
+              if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
+                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
+                const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
+                const uint32_t d83 = sb79 + uint32_t((r80) * 72 + (k81) * 1) * 2u;
                 #pragma unroll
-                for (int i56 = 0; i56 < 2; ++i56) {
-                  const int q57 = i56 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb55 + uint32_t((((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, tsr_p1 + (o53 + ((q57 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q57 * 8) % 64)) * tsr_p1_s1);
+                for (int i84 = 0; i84 < 2; ++i84) {
+                  tsr::cp_async_16(d83 + uint32_t(i84) * 2304u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
                 }
               } else {
-                #pragma unroll
-                for (int i58 = 0; i58 < 2; ++i58) {
-                  const int q59 = i58 * 128 + tsr_tid;
-                  const int64_t n60 = !(true && (o53 + ((q59 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o54 + ((q59 * 8) % 64))) : 8;
-                  const uint16_t* src61 = tsr_p1 + (n60 > 0 ? (o53 + ((q59 * 8) / 64)) * tsr_p1_s0 + (o54 + ((q59 * 8) % 64)) * tsr_p1_s1 : 0);
-                  uint16_t* const dst62 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q59 * 8) / 64)) * 72 + (((q59 * 8) % 64)) * 1;
-                  if (tsr::aligned_vec<uint16_t, 8>(src61)) {
-                    tsr::cp_async_16(tsr::smem_u32(dst62), src61, int(n60) * 2);
-                  } else {
-                    for (int v_ = 0; v_ < 8; ++v_) dst62[v_] = v_ < n60 ? src61[v_] : uint16_t(0);
+                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+                  #pragma unroll 1
+                  for (int i85 = 0; i85 < 2; ++i85) {
+                    const int q86 = i85 * 128 + tsr_tid;
+                    const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
+                    const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, src88, int(n87) * 2);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i90 = 0; i90 < 2; ++i90) {
+                    const int q91 = i90 * 128 + tsr_tid;
+                    const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
+                    const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
+                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q91 * 8) / 64)) * 72 + (((q91 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
                   }
                 }
               }
@@ -218,42 +250,42 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     }
     // yield %26
     #pragma unroll
-    for (int s63 = 0; s63 < 32; ++s63) {
-      c12[s63] = v40[s63];
+    for (int s95 = 0; s95 < 32; ++s95) {
+      c12[s95] = v56[s95];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %27 = cast %21 : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v64[32];
+  float v96[32];
   #pragma unroll
-  for (int s65 = 0; s65 < 32; ++s65) {
-    v64[s65] = tsr::rbf16(float(float(c12[s65])));
+  for (int s97 = 0; s97 < 32; ++s97) {
+    v96[s97] = tsr::rbf16(float(float(c12[s97])));
   }
   // store_tile %c, %27, %11, %12
   {
-    const int64_t o66 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o67 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole68 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole68) {
+    const int64_t o98 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o99 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole100 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole100) {
       #pragma unroll
-      for (int c69 = 0; c69 < 16; ++c69) {
-        uint16_t vb70[2];
-        vb70[0] = tsr::f2bf(v64[c69 * 2 + 0]);
-        vb70[1] = tsr::f2bf(v64[c69 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c69 * 2) / 2) % 2) * 8 + (((c69 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o67 + (((c69 * 2) % 2) + (((c69 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb70);
+      for (int c101 = 0; c101 < 16; ++c101) {
+        uint16_t vb102[2];
+        vb102[0] = tsr::f2bf(v96[c101 * 2 + 0]);
+        vb102[1] = tsr::f2bf(v96[c101 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o98 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o99 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb102);
       }
     } else {
       #pragma unroll
-      for (int c71 = 0; c71 < 16; ++c71) {
-        uint16_t vb72[2];
-        if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
-          vb72[0] = tsr::f2bf(v64[c71 * 2 + 0]);
-          vb72[1] = tsr::f2bf(v64[c71 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb72);
+      for (int c103 = 0; c103 < 16; ++c103) {
+        uint16_t vb104[2];
+        if ((o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
+          vb104[0] = tsr::f2bf(v96[c103 * 2 + 0]);
+          vb104[1] = tsr::f2bf(v96[c103 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb104);
         } else {
-          if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2bf(v64[c71 * 2]);
-          if ((o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o66 + ((((c71 * 2) / 2) % 2) * 8 + (((c71 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o67 + (((c71 * 2) % 2) + (((c71 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2bf(v64[c71 * 2 + 1]);
+          if ((o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2bf(v96[c103 * 2]);
+          if ((o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o98 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2bf(v96[c103 * 2 + 1]);
         }
       }
     }
@@ -277,6 +309,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 19456
+// stat stepped-tile-copies = 4
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1

@@ -74,47 +74,63 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
           const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2304));
+          const int r22 = tsr_tid / 8, k23 = tsr_tid % 8 * 4;
+          const float* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
+          const uint32_t d25 = sb21 + uint32_t((r22) * 36 + (k23) * 1) * 4u;
           #pragma unroll
-          for (int i22 = 0; i22 < 4; ++i22) {
-            const int q23 = i22 * 128 + tsr_tid;
-            tsr::cp_async_16(sb21 + uint32_t((((q23 * 4) / 32)) * 36 + (((q23 * 4) % 32)) * 1) * 4u, tsr_p0 + (o19 + ((q23 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q23 * 4) % 32)) * tsr_p0_s1);
+          for (int i26 = 0; i26 < 4; ++i26) {
+            tsr::cp_async_16(d25 + uint32_t(i26) * 2304u, g24 + int64_t(i26) * 16 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i24 = 0; i24 < 4; ++i24) {
-            const int q25 = i24 * 128 + tsr_tid;
-            const int64_t n26 = !(true && (o19 + ((q25 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q25 * 4) % 32))) : 4;
-            const float* src27 = tsr_p0 + (n26 > 0 ? (o19 + ((q25 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q25 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst28 = (sh15 + (pro17) * 2304) + (((q25 * 4) / 32)) * 36 + (((q25 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src27)) {
-              tsr::cp_async_16(tsr::smem_u32(dst28), src27, int(n26) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst28[v_] = v_ < n26 ? src27[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i27 = 0; i27 < 4; ++i27) {
+              const int q28 = i27 * 128 + tsr_tid;
+              const int64_t n29 = !(true && (o19 + ((q28 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) : 4;
+              const float* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 4) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2304)) + uint32_t((((q28 * 4) / 32)) * 36 + (((q28 * 4) % 32)) * 1) * 4u, src30, int(n29) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i32 = 0; i32 < 4; ++i32) {
+              const int q33 = i32 * 128 + tsr_tid;
+              const int64_t n34 = !(true && (o19 + ((q33 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 4) % 32))) : 4;
+              const float* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q33 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst36 = (sh15 + (pro17) * 2304) + (((q33 * 4) / 32)) * 36 + (((q33 * 4) % 32)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : float(0);
             }
           }
         }
       }
       {
-        const int64_t o29 = int64_t(nx18) * 32;
-        const int64_t o30 = int64_t(v2) * 64;
-        if (o29 >= 0 && o29 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o30 >= 0 && o30 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o29 * tsr_p1_s0 + o30 * tsr_p1_s1)) {
-          const uint32_t sb31 = tsr::smem_u32((sh16 + (pro17) * 2176));
+        const int64_t o37 = int64_t(nx18) * 32;
+        const int64_t o38 = int64_t(v2) * 64;
+        if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2176));
+          const int r40 = tsr_tid / 16, k41 = tsr_tid % 16 * 4;
+          const float* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
+          const uint32_t d43 = sb39 + uint32_t((r40) * 68 + (k41) * 1) * 4u;
           #pragma unroll
-          for (int i32 = 0; i32 < 4; ++i32) {
-            const int q33 = i32 * 128 + tsr_tid;
-            tsr::cp_async_16(sb31 + uint32_t((((q33 * 4) / 64)) * 68 + (((q33 * 4) % 64)) * 1) * 4u, tsr_p1 + (o29 + ((q33 * 4) / 64)) * tsr_p1_s0 + (o30 + ((q33 * 4) % 64)) * tsr_p1_s1);
+          for (int i44 = 0; i44 < 4; ++i44) {
+            tsr::cp_async_16(d43 + uint32_t(i44) * 2176u, g42 + int64_t(i44) * 8 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i34 = 0; i34 < 4; ++i34) {
-            const int q35 = i34 * 128 + tsr_tid;
-            const int64_t n36 = !(true && (o29 + ((q35 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o30 + ((q35 * 4) % 64))) : 4;
-            const float* src37 = tsr_p1 + (n36 > 0 ? (o29 + ((q35 * 4) / 64)) * tsr_p1_s0 + (o30 + ((q35 * 4) % 64)) * tsr_p1_s1 : 0);
-            float* const dst38 = (sh16 + (pro17) * 2176) + (((q35 * 4) / 64)) * 68 + (((q35 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src37)) {
-              tsr::cp_async_16(tsr::smem_u32(dst38), src37, int(n36) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst38[v_] = v_ < n36 ? src37[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p1) && tsr_p1_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i45 = 0; i45 < 4; ++i45) {
+              const int q46 = i45 * 128 + tsr_tid;
+              const int64_t n47 = !(true && (o37 + ((q46 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) : 4;
+              const float* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 4) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 4) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2176)) + uint32_t((((q46 * 4) / 64)) * 68 + (((q46 * 4) % 64)) * 1) * 4u, src48, int(n47) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i50 = 0; i50 < 4; ++i50) {
+              const int q51 = i50 * 128 + tsr_tid;
+              const int64_t n52 = !(true && (o37 + ((q51 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 4) % 64))) : 4;
+              const float* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 4) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 4) % 64)) * tsr_p1_s1 : 0);
+              float* const dst54 = (sh16 + (pro17) * 2176) + (((q51 * 4) / 64)) * 68 + (((q51 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : float(0);
             }
           }
         }
@@ -122,58 +138,74 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv39_ = v11; v0 > 0 && iv39_ < v10; iv39_ += v0) {
-    const int32_t iv39 = int32_t(iv39_);
+  for (int64_t iv55_ = v11; v0 > 0 && iv55_ < v10; iv55_ += v0) {
+    const int32_t iv55 = int32_t(iv55_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    if ((iv39_ + 1 * int64_t(v0)) < int64_t(v10)) {
-      const int32_t nx40 = int32_t((iv39_ + 1 * int64_t(v0)));
+    if ((iv55_ + 1 * int64_t(v0)) < int64_t(v10)) {
+      const int32_t nx56 = int32_t((iv55_ + 1 * int64_t(v0)));
       {
-        const int64_t o41 = int64_t(v1) * 64;
-        const int64_t o42 = int64_t(nx40) * 32;
-        if (o41 >= 0 && o41 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o41 * tsr_p0_s0 + o42 * tsr_p0_s1)) {
-          const uint32_t sb43 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+        const int64_t o57 = int64_t(v1) * 64;
+        const int64_t o58 = int64_t(nx56) * 32;
+        if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o58 >= 0 && o58 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
+          const uint32_t sb59 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+          const int r60 = tsr_tid / 8, k61 = tsr_tid % 8 * 4;
+          const float* const g62 = tsr_p0 + (o57 + r60) * tsr_p0_s0 + (o58 + k61) * tsr_p0_s1;
+          const uint32_t d63 = sb59 + uint32_t((r60) * 36 + (k61) * 1) * 4u;
           #pragma unroll
-          for (int i44 = 0; i44 < 4; ++i44) {
-            const int q45 = i44 * 128 + tsr_tid;
-            tsr::cp_async_16(sb43 + uint32_t((((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1) * 4u, tsr_p0 + (o41 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o42 + ((q45 * 4) % 32)) * tsr_p0_s1);
+          for (int i64 = 0; i64 < 4; ++i64) {
+            tsr::cp_async_16(d63 + uint32_t(i64) * 2304u, g62 + int64_t(i64) * 16 * tsr_p0_s0);
           }
         } else {
-          #pragma unroll
-          for (int i46 = 0; i46 < 4; ++i46) {
-            const int q47 = i46 * 128 + tsr_tid;
-            const int64_t n48 = !(true && (o41 + ((q47 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o42 + ((q47 * 4) % 32))) : 4;
-            const float* src49 = tsr_p0 + (n48 > 0 ? (o41 + ((q47 * 4) / 32)) * tsr_p0_s0 + (o42 + ((q47 * 4) % 32)) * tsr_p0_s1 : 0);
-            float* const dst50 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q47 * 4) / 32)) * 36 + (((q47 * 4) % 32)) * 1;
-            if (tsr::aligned_vec<float, 4>(src49)) {
-              tsr::cp_async_16(tsr::smem_u32(dst50), src49, int(n48) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst50[v_] = v_ < n48 ? src49[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p0) && tsr_p0_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i65 = 0; i65 < 4; ++i65) {
+              const int q66 = i65 * 128 + tsr_tid;
+              const int64_t n67 = !(true && (o57 + ((q66 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) : 4;
+              const float* src68 = tsr_p0 + (n67 > 0 ? (o57 + ((q66 * 4) / 32)) * tsr_p0_s0 + (o58 + ((q66 * 4) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q66 * 4) / 32)) * 36 + (((q66 * 4) % 32)) * 1) * 4u, src68, int(n67) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i70 = 0; i70 < 4; ++i70) {
+              const int q71 = i70 * 128 + tsr_tid;
+              const int64_t n72 = !(true && (o57 + ((q71 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q71 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q71 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o58 + ((q71 * 4) % 32))) : 4;
+              const float* src73 = tsr_p0 + (n72 > 0 ? (o57 + ((q71 * 4) / 32)) * tsr_p0_s0 + (o58 + ((q71 * 4) % 32)) * tsr_p0_s1 : 0);
+              float* const dst74 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q71 * 4) / 32)) * 36 + (((q71 * 4) % 32)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst74[v_] = v_ < n72 ? src73[v_] : float(0);
             }
           }
         }
       }
       {
-        const int64_t o51 = int64_t(nx40) * 32;
-        const int64_t o52 = int64_t(v2) * 64;
-        if (o51 >= 0 && o51 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o51 * tsr_p1_s0 + o52 * tsr_p1_s1)) {
-          const uint32_t sb53 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176));
+        const int64_t o75 = int64_t(nx56) * 32;
+        const int64_t o76 = int64_t(v2) * 64;
+        if (o75 >= 0 && o75 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o76 >= 0 && o76 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o75 * tsr_p1_s0 + o76 * tsr_p1_s1)) {
+          const uint32_t sb77 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176));
+          const int r78 = tsr_tid / 16, k79 = tsr_tid % 16 * 4;
+          const float* const g80 = tsr_p1 + (o75 + r78) * tsr_p1_s0 + (o76 + k79) * tsr_p1_s1;
+          const uint32_t d81 = sb77 + uint32_t((r78) * 68 + (k79) * 1) * 4u;
           #pragma unroll
-          for (int i54 = 0; i54 < 4; ++i54) {
-            const int q55 = i54 * 128 + tsr_tid;
-            tsr::cp_async_16(sb53 + uint32_t((((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1) * 4u, tsr_p1 + (o51 + ((q55 * 4) / 64)) * tsr_p1_s0 + (o52 + ((q55 * 4) % 64)) * tsr_p1_s1);
+          for (int i82 = 0; i82 < 4; ++i82) {
+            tsr::cp_async_16(d81 + uint32_t(i82) * 2176u, g80 + int64_t(i82) * 8 * tsr_p1_s0);
           }
         } else {
-          #pragma unroll
-          for (int i56 = 0; i56 < 4; ++i56) {
-            const int q57 = i56 * 128 + tsr_tid;
-            const int64_t n58 = !(true && (o51 + ((q57 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o52 + ((q57 * 4) % 64))) : 4;
-            const float* src59 = tsr_p1 + (n58 > 0 ? (o51 + ((q57 * 4) / 64)) * tsr_p1_s0 + (o52 + ((q57 * 4) % 64)) * tsr_p1_s1 : 0);
-            float* const dst60 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176) + (((q57 * 4) / 64)) * 68 + (((q57 * 4) % 64)) * 1;
-            if (tsr::aligned_vec<float, 4>(src59)) {
-              tsr::cp_async_16(tsr::smem_u32(dst60), src59, int(n58) * 4);
-            } else {
-              for (int v_ = 0; v_ < 4; ++v_) dst60[v_] = v_ < n58 ? src59[v_] : float(0);
+          if (tsr::aligned_vec<float, 4>(tsr_p1) && tsr_p1_s0 % 4 == 0) {
+            #pragma unroll 1
+            for (int i83 = 0; i83 < 4; ++i83) {
+              const int q84 = i83 * 128 + tsr_tid;
+              const int64_t n85 = !(true && (o75 + ((q84 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) : 4;
+              const float* src86 = tsr_p1 + (n85 > 0 ? (o75 + ((q84 * 4) / 64)) * tsr_p1_s0 + (o76 + ((q84 * 4) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176)) + uint32_t((((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i88 = 0; i88 < 4; ++i88) {
+              const int q89 = i88 * 128 + tsr_tid;
+              const int64_t n90 = !(true && (o75 + ((q89 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o76 + ((q89 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o76 + ((q89 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o76 + ((q89 * 4) % 64))) : 4;
+              const float* src91 = tsr_p1 + (n90 > 0 ? (o75 + ((q89 * 4) / 64)) * tsr_p1_s0 + (o76 + ((q89 * 4) % 64)) * tsr_p1_s1 : 0);
+              float* const dst92 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2176) + (((q89 * 4) / 64)) * 68 + (((q89 * 4) % 64)) * 1;
+              for (int v_ = 0; v_ < 4; ++v_) dst92[v_] = v_ < n90 ? src91[v_] : float(0);
             }
           }
         }
@@ -183,10 +215,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
     // %24 = load_tile %a, %11, %22 : tile<f32, [64, 32], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<f32, [32, 64], layout = shared<swizzle = 0, pad = 4>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v61[32];
+    float v93[32];
     #pragma unroll
-    for (int s62 = 0; s62 < 32; ++s62) {
-      v61[s62] = c12[s62];
+    for (int s94 = 0; s94 < 32; ++s94) {
+      v93[s94] = c12[s94];
     }
     {
       const int tm_ = (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2), tn_ = (((tsr_lane >> 0) & 15) * 4);
@@ -204,78 +236,78 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
         const auto b1_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 1) * 1];
         const auto b2_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 2) * 1];
         const auto b3_ = (sh16 + rs14 * 2176)[(k_) * 68 + (tn_ + 3) * 1];
-        v61[0] = fmaf(float(a0_), float(b0_), v61[0]);
-        v61[1] = fmaf(float(a0_), float(b1_), v61[1]);
-        v61[2] = fmaf(float(a0_), float(b2_), v61[2]);
-        v61[3] = fmaf(float(a0_), float(b3_), v61[3]);
-        v61[4] = fmaf(float(a1_), float(b0_), v61[4]);
-        v61[5] = fmaf(float(a1_), float(b1_), v61[5]);
-        v61[6] = fmaf(float(a1_), float(b2_), v61[6]);
-        v61[7] = fmaf(float(a1_), float(b3_), v61[7]);
-        v61[8] = fmaf(float(a2_), float(b0_), v61[8]);
-        v61[9] = fmaf(float(a2_), float(b1_), v61[9]);
-        v61[10] = fmaf(float(a2_), float(b2_), v61[10]);
-        v61[11] = fmaf(float(a2_), float(b3_), v61[11]);
-        v61[12] = fmaf(float(a3_), float(b0_), v61[12]);
-        v61[13] = fmaf(float(a3_), float(b1_), v61[13]);
-        v61[14] = fmaf(float(a3_), float(b2_), v61[14]);
-        v61[15] = fmaf(float(a3_), float(b3_), v61[15]);
-        v61[16] = fmaf(float(a4_), float(b0_), v61[16]);
-        v61[17] = fmaf(float(a4_), float(b1_), v61[17]);
-        v61[18] = fmaf(float(a4_), float(b2_), v61[18]);
-        v61[19] = fmaf(float(a4_), float(b3_), v61[19]);
-        v61[20] = fmaf(float(a5_), float(b0_), v61[20]);
-        v61[21] = fmaf(float(a5_), float(b1_), v61[21]);
-        v61[22] = fmaf(float(a5_), float(b2_), v61[22]);
-        v61[23] = fmaf(float(a5_), float(b3_), v61[23]);
-        v61[24] = fmaf(float(a6_), float(b0_), v61[24]);
-        v61[25] = fmaf(float(a6_), float(b1_), v61[25]);
-        v61[26] = fmaf(float(a6_), float(b2_), v61[26]);
-        v61[27] = fmaf(float(a6_), float(b3_), v61[27]);
-        v61[28] = fmaf(float(a7_), float(b0_), v61[28]);
-        v61[29] = fmaf(float(a7_), float(b1_), v61[29]);
-        v61[30] = fmaf(float(a7_), float(b2_), v61[30]);
-        v61[31] = fmaf(float(a7_), float(b3_), v61[31]);
+        v93[0] = fmaf(float(a0_), float(b0_), v93[0]);
+        v93[1] = fmaf(float(a0_), float(b1_), v93[1]);
+        v93[2] = fmaf(float(a0_), float(b2_), v93[2]);
+        v93[3] = fmaf(float(a0_), float(b3_), v93[3]);
+        v93[4] = fmaf(float(a1_), float(b0_), v93[4]);
+        v93[5] = fmaf(float(a1_), float(b1_), v93[5]);
+        v93[6] = fmaf(float(a1_), float(b2_), v93[6]);
+        v93[7] = fmaf(float(a1_), float(b3_), v93[7]);
+        v93[8] = fmaf(float(a2_), float(b0_), v93[8]);
+        v93[9] = fmaf(float(a2_), float(b1_), v93[9]);
+        v93[10] = fmaf(float(a2_), float(b2_), v93[10]);
+        v93[11] = fmaf(float(a2_), float(b3_), v93[11]);
+        v93[12] = fmaf(float(a3_), float(b0_), v93[12]);
+        v93[13] = fmaf(float(a3_), float(b1_), v93[13]);
+        v93[14] = fmaf(float(a3_), float(b2_), v93[14]);
+        v93[15] = fmaf(float(a3_), float(b3_), v93[15]);
+        v93[16] = fmaf(float(a4_), float(b0_), v93[16]);
+        v93[17] = fmaf(float(a4_), float(b1_), v93[17]);
+        v93[18] = fmaf(float(a4_), float(b2_), v93[18]);
+        v93[19] = fmaf(float(a4_), float(b3_), v93[19]);
+        v93[20] = fmaf(float(a5_), float(b0_), v93[20]);
+        v93[21] = fmaf(float(a5_), float(b1_), v93[21]);
+        v93[22] = fmaf(float(a5_), float(b2_), v93[22]);
+        v93[23] = fmaf(float(a5_), float(b3_), v93[23]);
+        v93[24] = fmaf(float(a6_), float(b0_), v93[24]);
+        v93[25] = fmaf(float(a6_), float(b1_), v93[25]);
+        v93[26] = fmaf(float(a6_), float(b2_), v93[26]);
+        v93[27] = fmaf(float(a6_), float(b3_), v93[27]);
+        v93[28] = fmaf(float(a7_), float(b0_), v93[28]);
+        v93[29] = fmaf(float(a7_), float(b1_), v93[29]);
+        v93[30] = fmaf(float(a7_), float(b2_), v93[30]);
+        v93[31] = fmaf(float(a7_), float(b3_), v93[31]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s63 = 0; s63 < 32; ++s63) {
-      c12[s63] = v61[s63];
+    for (int s95 = 0; s95 < 32; ++s95) {
+      c12[s95] = v93[s95];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // store_tile %c, %21, %11, %12
   {
-    const int64_t o64 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-    const int64_t o65 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
-    const bool whole66 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole66) {
+    const int64_t o96 = int64_t(v1) * 64 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+    const int64_t o97 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const bool whole98 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 4 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
+    if (whole98) {
       #pragma unroll
-      for (int c67 = 0; c67 < 8; ++c67) {
-        float vb68[4];
-        vb68[0] = c12[c67 * 4 + 0];
-        vb68[1] = c12[c67 * 4 + 1];
-        vb68[2] = c12[c67 * 4 + 2];
-        vb68[3] = c12[c67 * 4 + 3];
-        tsr::copy_vec<float, 4>(tsr_p2 + (o64 + ((((c67 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c67 * 4) % 4))) * tsr_p2_s1, vb68);
+      for (int c99 = 0; c99 < 8; ++c99) {
+        float vb100[4];
+        vb100[0] = c12[c99 * 4 + 0];
+        vb100[1] = c12[c99 * 4 + 1];
+        vb100[2] = c12[c99 * 4 + 2];
+        vb100[3] = c12[c99 * 4 + 3];
+        tsr::copy_vec<float, 4>(tsr_p2 + (o96 + ((((c99 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c99 * 4) % 4))) * tsr_p2_s1, vb100);
       }
     } else {
       #pragma unroll
-      for (int c69 = 0; c69 < 8; ++c69) {
-        float vb70[4];
-        if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1)) {
-          vb70[0] = c12[c69 * 4 + 0];
-          vb70[1] = c12[c69 * 4 + 1];
-          vb70[2] = c12[c69 * 4 + 2];
-          vb70[3] = c12[c69 * 4 + 3];
-          tsr::copy_vec<float, 4>(tsr_p2 + (o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1, vb70);
+      for (int c101 = 0; c101 < 8; ++c101) {
+        float vb102[4];
+        if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1)) {
+          vb102[0] = c12[c101 * 4 + 0];
+          vb102[1] = c12[c101 * 4 + 1];
+          vb102[2] = c12[c101 * 4 + 2];
+          vb102[3] = c12[c101 * 4 + 3];
+          tsr::copy_vec<float, 4>(tsr_p2 + (o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1, vb102);
         } else {
-          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4))) * tsr_p2_s1] = c12[c69 * 4];
-          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c69 * 4 + 1];
-          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c69 * 4 + 2];
-          if ((o64 + ((((c69 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o65 + (((c69 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o64 + ((((c69 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o65 + (((c69 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c69 * 4 + 3];
+          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1] = c12[c101 * 4];
+          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c101 * 4 + 1];
+          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c101 * 4 + 2];
+          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c101 * 4 + 3];
         }
       }
     }
@@ -299,6 +331,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(float* t
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat smem-bytes = 35840
+// stat stepped-tile-copies = 4
 // stat threads = 128
 // stat vector-accesses = 1
 // stat whole-tile-accesses = 1
