@@ -589,11 +589,31 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   auto saved_refill = std::move(ring_refill_);
   ring_refill_ = nullptr;  // (a moved-from std::function's state is unspecified)
   const Op* saved_loop = ring_refill_loop_;
+  const FragmentsAhead saved_ahead = frags_ahead_;
+  frags_ahead_ = {};
+  // TESSERA_CUDA_FRAGMENTS_AHEAD=1 (an A/B switch): the body's mma.sync dot loads the next
+  // iteration's first fragments before its last k step, where the ring's wait and barrier move.
+  if (const Op* dot = env_flag("TESSERA_CUDA_FRAGMENTS_AHEAD") && !lowered_wgmma_ ? fragments_ahead_dot(op, loads, chain)
+                                                                                  : nullptr) {
+    const std::vector<int64_t> SR = static_shape(dot->result()->type.shape);
+    const tessera::Layout& L = dot->result()->type.layout;
+    const int64_t MT = std::max<int64_t>(1, SR[0] / (16 * L.warps[0])), NT = std::max<int64_t>(1, SR[1] / (8 * L.warps[1]));
+    frags_ahead_ = {dot, fresh("fa"), fresh("fb"), "", S};
+    line("uint32_t " + frags_ahead_.fa + "[2][" + num(MT) + "][4], " + frags_ahead_.fb + "[2][" + num(NT) + "][2];");
+    // The first iteration's stage: its copies in, for every thread.
+    line("tsr::cp_async_wait<" + num(S - 2) + ">();");
+    barrier();
+    count("mma-fragments-ahead");
+  }
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
-              line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
-              if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
-              barrier();
+              if (frags_ahead_.dot) {
+                frags_ahead_.first = "(" + iv + "_ == int64_t(" + lb + "))";
+              } else {
+                line("tsr::cp_async_wait<" + num(S - 2) + ">();  // this iteration's copies are in");
+                if (lowered_wgmma_) line("tsr::fence_proxy_async();  // for wgmma's reads");
+                barrier();
+              }
               const std::string at = "(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))";
               if (refill_in_dot) {
                 ring_refill_ = [&issue, at, next_stage] { issue(at, next_stage); };
@@ -612,6 +632,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
             });
   ring_refill_ = std::move(saved_refill);
   ring_refill_loop_ = saved_loop;
+  frags_ahead_ = saved_ahead;
   line("tsr::cp_async_wait<0>();");
   // A ring loop entered again (inside another loop) refills its first stages in its prologue,
   // which the last iteration's slower warps may still be reading: the end-of-iteration barrier
@@ -620,6 +641,32 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   if (runs_repeatedly(op)) barrier();
   count("ring-loops");
   return true;
+}
+
+const Op* Emitter::fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads,
+                                       const std::vector<const Op*>& chain) const {
+  // A body of the ring's index arithmetic, its loads, one mma.sync dot of two of those stages and
+  // the yield: nothing else reads a stage or needs the barrier where the iteration began.
+  const Block& body = loop.region(0);
+  const Op* dot = nullptr;
+  for (const auto& o : body.ops) {
+    if (o.get() == body.terminator() || std::find(chain.begin(), chain.end(), o.get()) != chain.end() ||
+        std::find(loads.begin(), loads.end(), o.get()) != loads.end())
+      continue;
+    if (o->kind != OpKind::Dot || dot) return nullptr;
+    dot = o.get();
+  }
+  if (!dot) return nullptr;
+  const tessera::Layout& L = dot->result()->type.layout;
+  if (L.kind != tessera::Layout::Kind::Mma || L.version != 2) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const Value* v = dot->operand(i);
+    if (!v->def || std::find(loads.begin(), loads.end(), v->def) == loads.end() || scalar_bits(v->type.elem) != 16)
+      return nullptr;
+  }
+  // The next iteration's first step goes to the buffer step 0 reads: an even number of k steps.
+  const int64_t K = static_shape(dot->operand(0)->type.shape)[1];
+  return K % 32 == 0 ? dot : nullptr;
 }
 
 void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info) {
@@ -1787,10 +1834,14 @@ void Emitter::lowered_dot(const Op& op) {
         line(frag + "[" + num(t) + "][" + num(q) + "] = " + pack + nm(v) + "[" + s0 + "], " + nm(v) + "[" + s0 + " + 1]);");
       }
   };
-  auto load_fragments = [&](const std::string& kx, const std::string& f) {
-    const std::string fa = "fa[" + f + "]", fb = "fb[" + f + "]", k16 = "16 * (" + kx + ")";
+  const bool ahead = frags_ahead_.dot == &op;
+  const std::string FA = ahead ? frags_ahead_.fa : "fa", FB = ahead ? frags_ahead_.fb : "fb";
+  // From stages `A` and `B` where they are staged (else registers).
+  auto load_fragments_from = [&](const std::string& kx, const std::string& f, const std::optional<StagedOperand>& A,
+                                 const std::optional<StagedOperand>& B) {
+    const std::string fa = FA + "[" + f + "]", fb = FB + "[" + f + "]", k16 = "16 * (" + kx + ")";
     if (sa) {
-      const StagedOperand& st = *stA;
+      const StagedOperand& st = *A;
       for (int64_t i = 0; i < MT; ++i) {
         const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = fa + "[" + num(i) + "]";
         const std::string regs = I + "[0], " + I + "[1], " + I + "[2], " + I + "[3]";
@@ -1801,7 +1852,7 @@ void Emitter::lowered_dot(const Op& op) {
       from_registers(fa, kx, a, MT, 4, 8);
     }
     if (sb) {
-      const StagedOperand& st = *stB;
+      const StagedOperand& st = *B;
       for (int64_t j = 0; j < NT; j += 2) {
         const std::string J = fb + "[" + num(j) + "]", J1 = fb + "[" + num(j + 1) + "]", n0 = num(8 * wn) + " * (" + num(j);
         if (!st.dim0_fastest)  // [K][N]: rows k
@@ -1815,21 +1866,52 @@ void Emitter::lowered_dot(const Op& op) {
       from_registers(fb, kx, b, NT, 2, 4);
     }
   };
+  auto load_fragments = [&](const std::string& kx, const std::string& f) { load_fragments_from(kx, f, stA, stB); };
   // TESSERA_CUDA_SINGLE_FRAGMENTS=1: each step loads its own fragments first (an A/B switch).
-  const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS");
-  line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
-  if (!single) load_fragments("0", "0");
+  const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS") && !ahead;
+  if (!ahead) line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
+  if (ahead) {
+    // The first iteration loads its own first step's fragments; later ones have them from the
+    // iteration before.
+    open("if (" + frags_ahead_.first + ") {");
+    load_fragments("0", "0");
+    close();
+  } else if (!single) {
+    load_fragments("0", "0");
+  }
   line("#pragma unroll");
   open("for (int ks = 0; ks < " + num(KT) + "; ++ks) {");
   if (single) load_fragments("ks", "ks & 1");
   if (KT > 1 && !single) {
     open("if (ks + 1 < " + num(KT) + ") {");
     load_fragments("ks + 1", "(ks + 1) & 1");
+    if (ahead) {
+      // Before the last step's mma instructions (KT is even: the next iteration's first step
+      // reads buffer 0): the ring's wait and barrier (the next stage in for every thread; every
+      // thread done reading this stage, whose last fragments are in registers), then the next
+      // iteration's first fragments from the next stage. After the loop's last iteration that
+      // stage holds nothing of use: read, never used.
+      --ind_;
+      open("} else {");
+      line("tsr::cp_async_wait<" + num(frags_ahead_.stages - 2) + ">();");
+      ++loop_callbacks_;  // (no program prefetch copies from a barrier in a loop's body)
+      barrier();
+      --loop_callbacks_;
+      auto next_stage = [&](const Value* v) -> std::optional<StagedOperand> {
+        const Ring& ring = rings_.at(v->def);
+        SharedView sv = ring.view;
+        sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
+                 "u) * " + num(ring.stage_elems) + ")";
+        return staged_from(op, sv);
+      };
+      load_fragments_from("0", "0", next_stage(a), next_stage(b));
+    }
     close();
   }
   for (int64_t i = 0; i < MT; ++i)
     for (int64_t j = 0; j < NT; ++j)
-      line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], fa[ks & 1][" + num(i) + "], fb[ks & 1][" + num(j) + "]);");
+      line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], " + FA + "[ks & 1][" + num(i) + "], " + FB + "[ks & 1][" +
+           num(j) + "]);");
   // The ring's refill, left by emit_ring_loop, after the first step's mma instructions.
   if (ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_) {
     auto refill = std::move(ring_refill_);

@@ -191,6 +191,22 @@ class Emitter {
   // arithmetic; printed at the iteration's end where no such dot took it.
   std::function<void()> ring_refill_;
   const Op* ring_refill_loop_ = nullptr;
+  // The mma.sync dot of a cp.async ring loop that loads its next iteration's first k step's
+  // fragments (from the next stage) before its own last k step, with the ring's wait and barrier
+  // moved there from the iteration's top: the tensor cores run the last step's mma instructions
+  // while those loads are in flight, instead of idling after each barrier until the first
+  // step's fragments arrive (emit_ring_loop, lowered_dot). `fa`, `fb`: the fragment buffers,
+  // declared before the loop; `first`: true in the loop's first iteration, which loads its own
+  // first step's fragments.
+  struct FragmentsAhead {
+    const Op* dot = nullptr;
+    std::string fa, fb, first;
+    int64_t stages = 0;
+  };
+  FragmentsAhead frags_ahead_;
+  // The dot of `loop`'s body that can take FragmentsAhead, or null.
+  const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads,
+                                const std::vector<const Op*>& chain) const;
   bool emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   // The rings of `loads` (S buffers each, one stage variable for all): rings_.
   void alloc_rings(const std::vector<const Op*>& loads, int64_t S);
