@@ -1444,6 +1444,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           for (const auto& op : lowered->body->ops)
             if (op->kind == OpKind::StoreTile && op->has_attr("tma_store") && op->attr_int("tma_store") == 1) {
               op->set_attr("tma_store", int64_t{0});
+              // (overlap-epilogues' `overlap` goes with it: the boxes it defers are the TMA store's.)
+              std::erase_if(op->attrs, [](const NamedAttr& a) { return a.name == "overlap"; });
               staged = true;
             }
           return staged;

@@ -827,6 +827,10 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   if (!async || !lowered_wgmma_ || !async->has_attr("in_flight") || async->attr_int("in_flight") != 1) async = nullptr;
   async_dot_ = async;
   if (async) wgmma_fence_acc(async->result(), nm(async->operand(2)));
+  // A block the program before left (overlap-epilogues): box c during iteration c, after the
+  // wgmma group is issued (lowered_wgmma).
+  const bool store_boxes = !overlap_.pk.empty() && persistent && ws_consumers_ && async;
+  if (store_boxes) overlap_.iter = "(" + rn + " - " + rn0 + ")";
   std::string iv_name;
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
@@ -870,6 +874,14 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
            " - 1u) % " + SS + "));");
     async_dot_ = nullptr;
     count("wgmma-dots-in-flight");
+  }
+  if (store_boxes) {
+    open("if (" + overlap_.pend + ") {  // boxes the loop had too few iterations for");
+    for (int64_t b = 0; b < overlap_.MT * overlap_.boxes; ++b)
+      line("if (" + overlap_.iter + " <= " + num(b) + "u) " + overlap_box(b));
+    line(overlap_.pend + " = false;");
+    close();
+    overlap_.iter.clear();
   }
   if (pingpong && !async) order_arrive();  // a synchronous body has waited for every group
   count("tma-ring-loops");
@@ -1007,6 +1019,20 @@ void Emitter::emit_warp_specialized_body() {
     line("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;");
   }
   ws_consumers_ = true;
+  const bool overlap = tma_store_op_ && tma_store_op_->has_attr("overlap") && tma_store_op_->attr_int("overlap") == 1;
+  if (overlap) {
+    // The block a program leaves for the next one's loop to store (overlap-epilogues).
+    const Value* tile = tma_store_op_->operand(1);
+    const std::vector<int64_t> S = shape_of(*tma_store_op_, tile);
+    overlap_ = {fresh("epk"), fresh("erow"), fresh("ecol"), fresh("epend"), "", 0, S[1] / 64, 1, 1};
+    overlap_.G = tile->type.layout.warps[0] / 4;
+    overlap_.MT = S[0] / (64 * overlap_.G);
+    overlap_.in_flight = epilogue_box_in_flight(overlap_.MT * overlap_.boxes, 2);
+    line("uint32_t " + overlap_.pk + "[" + num(overlap_.MT) + "][" + num(S[1] / 4) + "];");
+    line("int " + overlap_.row + " = 0, " + overlap_.col + " = 0;");
+    line("bool " + overlap_.pend + " = false;");
+    count("overlapped-epilogues");
+  }
   if (ws_persistent_) {
     ws_rn_ = fresh("rn");
     line("uint32_t " + ws_rn_ + " = 0;  // iterations begun, over the CTA's programs");
@@ -1014,6 +1040,12 @@ void Emitter::emit_warp_specialized_body() {
   }
   emit_block(*k_.body);
   if (ws_persistent_) close();
+  if (overlap) {
+    open("if (" + overlap_.pend + ") {  // the CTA's last program's block");
+    for (int64_t b = 0; b < overlap_.MT * overlap_.boxes; ++b) line(overlap_box(b));
+    close();
+    overlap_ = {};
+  }
   // The TMA stores read their buffers until they complete: the program's shared memory stays.
   if (tma_store_op_) line("if (tsr_tid % 128 == 0) tsr::bulk_wait_all();");
   ws_consumers_ = false;
@@ -1053,6 +1085,25 @@ void Emitter::emit_tma_store(const Op& op) {
     close();
   }
   const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";
+  if (!overlap_.pk.empty()) {
+    // A block no loop stored (the program's loop had no wgmma group in flight to store it
+    // beside): stored before this one takes its registers.
+    open("if (" + overlap_.pend + ") {");
+    for (int64_t b = 0; b < overlap_.MT * overlap_.boxes; ++b) line(overlap_box(b));
+    close();
+    // Left for the next program's loop (overlap_box): the packed pairs, and where they go.
+    for (int64_t mt = 0; mt < MT; ++mt) {
+      line("#pragma unroll");
+      open("for (int j_ = 0; j_ < " + num(N / 4) + "; ++j_) {");
+      line(overlap_.pk + "[" + num(mt) + "][j_] = " + pk[mt] + "[j_];");
+      close();
+    }
+    line(overlap_.row + " = int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64;");
+    line(overlap_.col + " = " + col + ";");
+    line(overlap_.pend + " = true;");
+    close();
+    return;
+  }
   // Two buffers, taken in turn over the blocks' boxes: with an odd number of boxes, the next
   // program's first box writes the buffer of this program's last, so every store must be done
   // reading.
@@ -1065,6 +1116,13 @@ void Emitter::emit_tma_store(const Op& op) {
            num(((mt * boxes + c) % 2) * 8192) + "u, " + pk[mt] + ", " + col + ", " + row + ");");
   }
   close();
+}
+
+std::string Emitter::overlap_box(int64_t b) const {
+  const int64_t mt = b / overlap_.boxes, c = b % overlap_.boxes;
+  return "tsr::epilogue_box_sw128<" + num(c) + ", " + num(overlap_.in_flight) + ">(&" + tma_store_map_ + ", " +
+         tma_store_buf_ + " + " + num((b % 2) * 8192) + "u, " + overlap_.pk + "[" + num(mt) + "], " + overlap_.col + ", " +
+         overlap_.row + (mt ? " + " + num(64 * mt * overlap_.G) : "") + ");";
 }
 
 int64_t Emitter::lowered_vector_width(const Value* v) const {
@@ -2146,6 +2204,13 @@ void Emitter::lowered_wgmma(const Op& op) {
         line(fn + "(" + acc(mt, nb) + ", " + fa + ", " + db + ");");
       }
   line("tsr::wgmma_commit();");
+  if (async && !overlap_.iter.empty()) {
+    // While the group runs: box `iter` of the block the program before left (overlap-epilogues).
+    open("if (" + overlap_.pend + ") {");
+    for (int64_t b = 0; b < overlap_.MT * overlap_.boxes; ++b)
+      line(std::string(b ? "else " : "") + "if (" + overlap_.iter + " == " + num(b) + "u) " + overlap_box(b));
+    close();
+  }
   if (async) {
     line("tsr::wgmma_wait<1>();  // the iteration before's group");
   } else {

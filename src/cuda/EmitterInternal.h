@@ -724,6 +724,17 @@ class Emitter {
   const Op* tma_store_op_ = nullptr;
   std::string tma_store_map_, tma_store_buf_;
   void emit_tma_store(const Op& op);
+  // overlap-epilogues' `overlap = 1` on that store: the compute warpgroup's packed blocks (pk[mt]),
+  // their first row and column and whether a program's block waits to be stored (pend), kept
+  // across the program loop; `iter`, while the compute warps' ring loop is printed, this
+  // program's iteration count, which its wgmma dot stores box `iter` of the pending block at.
+  struct OverlapStore {
+    std::string pk, row, col, pend, iter;
+    int64_t MT = 0, boxes = 0, G = 1, in_flight = 1;
+  };
+  OverlapStore overlap_;
+  // The statement that stores box b (block b / boxes, box b % boxes) of the pending block.
+  std::string overlap_box(int64_t b) const;
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).

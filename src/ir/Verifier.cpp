@@ -840,6 +840,10 @@ class Verifier {
           fail("tma_store must be 0 or 1 (the tile goes out by TMA from shared memory), got " + attr_str(*t));
           return;
         }
+        if (const Attr* o = cur_->find_attr("overlap"); o && std::get<int64_t>(*o) != 0 && std::get<int64_t>(*o) != 1) {
+          fail("overlap must be 0 or 1 (the tile goes out during the next program's loop), got " + attr_str(*o));
+          return;
+        }
         if (n != 2 + static_cast<size_t>(rank)) {
           fail("needs one index per view dim (" + std::to_string(rank) + "), got " + std::to_string(n - 2));
           return;

@@ -162,6 +162,9 @@ void store_epilogues_by_tma(Kernel& k, PassStats& stats);
 // `consumers = 2` on the warp-specialized loop, every wgmma accumulator layout on one warpgroup
 // (PingPongConsumers.cpp).
 void pingpong_consumers(Kernel& k, PassStats& stats);
+// A persistent kernel's TMA-stored result stored during the next program's K loop: `overlap = 1`
+// on the store (OverlapEpilogues.cpp).
+void overlap_epilogues(Kernel& k, PassStats& stats);
 // The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
 // issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
 // (then the result is empty; "" when it can run).

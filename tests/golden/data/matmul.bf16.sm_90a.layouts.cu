@@ -85,7 +85,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     }
   } else {  // the compute warps
     tsr::setmaxnreg_inc<232>();
-    uint32_t rn18 = 0;  // iterations begun, over the CTA's programs
+    uint32_t epk18[1][64];
+    int erow19 = 0, ecol20 = 0;
+    bool epend21 = false;
+    uint32_t rn22 = 0;  // iterations begun, over the CTA's programs
     const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;
     const int64_t tsr_in_group = 8 * int64_t(tsr_grid1);
     for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
@@ -96,43 +99,43 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);
       (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
       // %11 = const {value = 1} : i32
-      const int32_t v19 = int32_t(1LL);
+      const int32_t v23 = int32_t(1LL);
       // %12 = program_id {axis = 0} : i32
-      const int32_t v20 = tsr_pid0;
+      const int32_t v24 = tsr_pid0;
       // %13 = program_id {axis = 1} : i32
-      const int32_t v21 = tsr_pid1;
+      const int32_t v25 = tsr_pid1;
       // %14 = const {value = 0.0} : f32
-      const float v22 = 0x0p+0f;
+      const float v26 = 0x0p+0f;
       // %15 = dim %a {axis = 1} : i32
-      const int32_t v23 = int32_t(int64_t(tsr_dim_K));
+      const int32_t v27 = int32_t(int64_t(tsr_dim_K));
       // %16 = const {value = 64} : i32
-      const int32_t v24 = int32_t(64LL);
+      const int32_t v28 = int32_t(64LL);
       // %17 = add %15, %16 : i32
-      const int32_t v25 = int32_t(uint32_t(v23) + uint32_t(v24));
+      const int32_t v29 = int32_t(uint32_t(v27) + uint32_t(v28));
       // %18 = sub %17, %11 : i32
-      const int32_t v26 = int32_t(uint32_t(v25) - uint32_t(v19));
+      const int32_t v30 = int32_t(uint32_t(v29) - uint32_t(v23));
       // %19 = div %18, %16 : i32
-      const int32_t v27 = tsr::idiv<int32_t>(v26, v24);
+      const int32_t v31 = tsr::idiv<int32_t>(v30, v28);
       // %20 = const {value = 0} : i32
-      const int32_t v28 = int32_t(0LL);
+      const int32_t v32 = int32_t(0LL);
       // %21 = splat %14 : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
-      float v29[128];
+      float v33[128];
       #pragma unroll
-      for (int s30 = 0; s30 < 128; ++s30) {
-        v29[s30] = v22;
+      for (int s34 = 0; s34 < 128; ++s34) {
+        v33[s34] = v26;
       }
       // %22 = for %20, %19, %11, %21 {pipeline = 4, warp_specialize = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>> {...}
-      float c31[128];
+      float c35[128];
       #pragma unroll
-      for (int s32 = 0; s32 < 128; ++s32) {
-        c31[s32] = v29[s32];
+      for (int s36 = 0; s36 < 128; ++s36) {
+        c35[s36] = v33[s36];
       }
-      int rs0 = int(rn18 % 4u);
-      const uint32_t rn33 = rn18;  // this program's first iteration
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]));
-      for (int64_t iv34_ = v28; v19 > 0 && iv34_ < v27; iv34_ += v19) {
-        const int32_t iv34 = int32_t(iv34_);
-        tsr::mbar_wait(mb4 + 8u * (rn18 % 4u), (rn18 / 4u) & 1u);  // this iteration's copies are in
+      int rs0 = int(rn22 % 4u);
+      const uint32_t rn37 = rn22;  // this program's first iteration
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]));
+      for (int64_t iv38_ = v32; v23 > 0 && iv38_ < v31; iv38_ += v23) {
+        const int32_t iv38 = int32_t(iv38_);
+        tsr::mbar_wait(mb4 + 8u * (rn22 % 4u), (rn22 / 4u) & 1u);  // this iteration's copies are in
         // %25 = load_tile %a, %12, %23 {l2_hint = "few_readers", readers = [1]} : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
         // %26 = load_tile %b, %23, %13 {l2_hint = "few_readers", readers = [0]} : tile<bf16, [64, 256], layout = shared<swizzle = 128, pad = 0>, space = "shared">
         // %27 = dot %25, %26, %24 {in_flight = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
@@ -142,41 +145,69 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
           const uint32_t sa_ = tsr::smem_u32((sh1 + rs0 * 8192));
           const uint32_t sb_ = tsr::smem_u32((sh2 + rs0 * 16384));
           tsr::wgmma_fence();
-          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
-          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 64u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 4096u, 8192u, 1024u));
+          tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 96u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 6144u, 8192u, 1024u));
           tsr::wgmma_commit();
+          if (epend21) {
+            if ((rn22 - rn37) == 0u) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+            else if ((rn22 - rn37) == 1u) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+            else if ((rn22 - rn37) == 2u) tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+            else if ((rn22 - rn37) == 3u) tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+          }
           tsr::wgmma_wait<1>();  // the iteration before's group
         }
         // yield %27
         __syncwarp();
-        if (rn18 > rn33 && tsr_lane == 0) tsr::mbar_arrive(mb4 + 8u * (4u + (rn18 - 1u) % 4u));
-        ++rn18;
+        if (rn22 > rn37 && tsr_lane == 0) tsr::mbar_arrive(mb4 + 8u * (4u + (rn22 - 1u) % 4u));
+        ++rn22;
         rs0 = (rs0 + 1) % 4;
       }
       tsr::wgmma_wait<0>();  // the last group
-      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][32][4]>(&c31[0]));
-      if (rn18 > rn33 && tsr_lane == 0) tsr::mbar_arrive(mb4 + 8u * (4u + (rn18 - 1u) % 4u));
-      // %28 = cast %22 : tile<bf16, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
-      float v35[128];
-      #pragma unroll
-      for (int s36 = 0; s36 < 128; ++s36) {
-        v35[s36] = tsr::rbf16(float(float(c31[s36])));
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]));
+      if (rn22 > rn37 && tsr_lane == 0) tsr::mbar_arrive(mb4 + 8u * (4u + (rn22 - 1u) % 4u));
+      if (epend21) {  // boxes the loop had too few iterations for
+        if ((rn22 - rn37) <= 0u) tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+        if ((rn22 - rn37) <= 1u) tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+        if ((rn22 - rn37) <= 2u) tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+        if ((rn22 - rn37) <= 3u) tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+        epend21 = false;
       }
-      // store_tile %c, %28, %12, %13 {tma_store = 1}
+      // %28 = cast %22 : tile<bf16, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
+      float v39[128];
+      #pragma unroll
+      for (int s40 = 0; s40 < 128; ++s40) {
+        v39[s40] = tsr::rbf16(float(float(c35[s40])));
+      }
+      // store_tile %c, %28, %12, %13 {tma_store = 1, overlap = 1}
       {  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)
-        uint32_t pk37[64];
+        uint32_t pk41[64];
         #pragma unroll
         for (int j_ = 0; j_ < 32; ++j_) {
-          pk37[2 * j_] = uint32_t(tsr::f2bf(v35[4 * j_])) | (uint32_t(tsr::f2bf(v35[4 * j_ + 1])) << 16);
-          pk37[2 * j_ + 1] = uint32_t(tsr::f2bf(v35[4 * j_ + 2])) | (uint32_t(tsr::f2bf(v35[4 * j_ + 3])) << 16);
+          pk41[2 * j_] = uint32_t(tsr::f2bf(v39[4 * j_])) | (uint32_t(tsr::f2bf(v39[4 * j_ + 1])) << 16);
+          pk41[2 * j_ + 1] = uint32_t(tsr::f2bf(v39[4 * j_ + 2])) | (uint32_t(tsr::f2bf(v39[4 * j_ + 3])) << 16);
         }
-        tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, pk37, int(int64_t(v21) * 256), int(int64_t(v20) * 128) + (tsr_tid / 128) * 64);
-        tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi3 + 8192u, pk37, int(int64_t(v21) * 256), int(int64_t(v20) * 128) + (tsr_tid / 128) * 64);
-        tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi3 + 0u, pk37, int(int64_t(v21) * 256), int(int64_t(v20) * 128) + (tsr_tid / 128) * 64);
-        tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi3 + 8192u, pk37, int(int64_t(v21) * 256), int(int64_t(v20) * 128) + (tsr_tid / 128) * 64);
+        if (epend21) {
+          tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+          tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+          tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+          tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+        }
+        #pragma unroll
+        for (int j_ = 0; j_ < 64; ++j_) {
+          epk18[0][j_] = pk41[j_];
+        }
+        erow19 = int(int64_t(v24) * 128) + (tsr_tid / 128) * 64;
+        ecol20 = int(int64_t(v25) * 256);
+        epend21 = true;
       }
+    }
+    if (epend21) {  // the CTA's last program's block
+      tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+      tsr::epilogue_box_sw128<1, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
+      tsr::epilogue_box_sw128<2, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
+      tsr::epilogue_box_sw128<3, 1>(&tsr_tma2, epi3 + 8192u, epk18[0], ecol20, erow19);
     }
     if (tsr_tid % 128 == 0) tsr::bulk_wait_all();
   }
@@ -201,6 +232,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // header tessera/mma.cuh
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
+// stat overlapped-epilogues = 1
 // stat persistent-programs = 1
 // stat producer-warpgroups = 1
 // stat smem-bytes = 230464
