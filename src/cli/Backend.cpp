@@ -48,8 +48,8 @@ class CudaRunner : public Runner {
  public:
   CudaRunner(const Kernel& k, const std::string& backend) {
     std::string why;
-    if (!nvrtc_available(&why)) throw TesseraError("backend 'cuda' is not available here: " + why);
-    if (!cuda_device_available(&why)) throw TesseraError("backend 'cuda' cannot run here: " + why);
+    if (!nvrtc_available(&why)) throw TesseraError("backend '" + backend + "' is not available here: " + why);
+    if (!cuda_device_available(&why)) throw TesseraError("backend '" + backend + "' cannot run here: " + why);
     CudaOptions o;
     o.target = cuda_backend_target(backend);  // the device's own architecture, or the one asked
     o.target_from_device = false;

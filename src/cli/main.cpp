@@ -20,9 +20,11 @@ namespace {
 // here, before any kernel is read.
 std::string check_backend(const std::string& b) {
   if (b == "interp" || b == "cpu" || b == "cuda") return "";
-  if (b.rfind("cuda:", 0) == 0) {
+  if (b.rfind("cuda:sm_", 0) == 0) {
     try {
-      (void)tessera::CudaTarget::parse(b);
+      const tessera::CudaTarget t = tessera::CudaTarget::parse(b);
+      if (t.arch_specific && t.sm < 90)
+        return "'" + b + "': only sm_90 and later have an arch-specific variant (sm_90a), not sm_" + std::to_string(t.sm);
       return "";
     } catch (const tessera::TesseraError& e) {
       const std::string why = e.what();

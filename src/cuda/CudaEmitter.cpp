@@ -1385,7 +1385,7 @@ const Op* first_layout_op(const Block& b) {
 // The codegen knobs that only the planning emitter (or the runtime, for its compilations)
 // reads, with the value that asks for nothing: the GPU lowering has no pass that takes them
 // yet (tma_hint_a / tma_hint_b: hint-l2-policy does; prefetch_programs, prefetch_buffers and
-// prefetch_invariant: prefetch-programs), so a kernel the layout emitter prints
+// prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues), so a kernel the layout emitter prints
 // says which of them it was given and ignored, rather than running as if they had been taken.
 std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
@@ -1393,7 +1393,7 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
       {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
       {"cluster_size", {1}},          {"ring_stages", {0}},        {"epilogue_buffers", {2}},
-      {"epilogue_overlap", {1}},      {"tma_store_epilogue", {1}}, {"mma_l2_prefetch", {0}},
+      {"tma_store_epilogue", {1}},    {"mma_l2_prefetch", {0}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}}};
   std::vector<std::string> notes;

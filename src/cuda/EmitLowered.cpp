@@ -591,10 +591,12 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   const Op* saved_loop = ring_refill_loop_;
   const FragmentsAhead saved_ahead = frags_ahead_;
   frags_ahead_ = {};
-  // TESSERA_CUDA_FRAGMENTS_AHEAD=1 (an A/B switch): the body's mma.sync dot loads the next
-  // iteration's first fragments before its last k step, where the ring's wait and barrier move.
-  if (const Op* dot = env_flag("TESSERA_CUDA_FRAGMENTS_AHEAD") && !lowered_wgmma_ ? fragments_ahead_dot(op, loads, chain)
-                                                                                  : nullptr) {
+  // pipeline-loops' `fragments_ahead = 1`: the body's mma.sync dot loads the next iteration's
+  // first fragments before its last k step, where the ring's wait and barrier move (on the
+  // H100, mma.sync matmul 4096^3 bf16: 0.441 -> 0.375 ms; bench/RESULTS.md, session 39).
+  const Op* ahead_dot = lowered_wgmma_ ? nullptr : tessera::fragments_ahead_dot(op, loads, chain);
+  if (ahead_dot && (!ahead_dot->has_attr("fragments_ahead") || ahead_dot->attr_int("fragments_ahead") != 1)) ahead_dot = nullptr;
+  if (const Op* dot = ahead_dot) {
     const std::vector<int64_t> SR = static_shape(dot->result()->type.shape);
     const tessera::Layout& L = dot->result()->type.layout;
     const int64_t MT = std::max<int64_t>(1, SR[0] / (16 * L.warps[0])), NT = std::max<int64_t>(1, SR[1] / (8 * L.warps[1]));
@@ -641,32 +643,6 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   if (runs_repeatedly(op)) barrier();
   count("ring-loops");
   return true;
-}
-
-const Op* Emitter::fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads,
-                                       const std::vector<const Op*>& chain) const {
-  // A body of the ring's index arithmetic, its loads, one mma.sync dot of two of those stages and
-  // the yield: nothing else reads a stage or needs the barrier where the iteration began.
-  const Block& body = loop.region(0);
-  const Op* dot = nullptr;
-  for (const auto& o : body.ops) {
-    if (o.get() == body.terminator() || std::find(chain.begin(), chain.end(), o.get()) != chain.end() ||
-        std::find(loads.begin(), loads.end(), o.get()) != loads.end())
-      continue;
-    if (o->kind != OpKind::Dot || dot) return nullptr;
-    dot = o.get();
-  }
-  if (!dot) return nullptr;
-  const tessera::Layout& L = dot->result()->type.layout;
-  if (L.kind != tessera::Layout::Kind::Mma || L.version != 2) return nullptr;
-  for (int i = 0; i < 2; ++i) {
-    const Value* v = dot->operand(i);
-    if (!v->def || std::find(loads.begin(), loads.end(), v->def) == loads.end() || scalar_bits(v->type.elem) != 16)
-      return nullptr;
-  }
-  // The next iteration's first step goes to the buffer step 0 reads: an even number of k steps.
-  const int64_t K = static_shape(dot->operand(0)->type.shape)[1];
-  return K % 32 == 0 ? dot : nullptr;
 }
 
 void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info) {

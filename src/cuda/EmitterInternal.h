@@ -204,9 +204,6 @@ class Emitter {
     int64_t stages = 0;
   };
   FragmentsAhead frags_ahead_;
-  // The dot of `loop`'s body that can take FragmentsAhead, or null.
-  const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads,
-                                const std::vector<const Op*>& chain) const;
   bool emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried);
   // The rings of `loads` (S buffers each, one stage variable for all): rings_.
   void alloc_rings(const std::vector<const Op*>& loads, int64_t S);

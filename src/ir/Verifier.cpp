@@ -1098,6 +1098,9 @@ class Verifier {
     if (const Attr* f = op.find_attr("in_flight"); f && std::get<int64_t>(*f) != 0 && std::get<int64_t>(*f) != 1)
       return fail("in_flight must be 0 or 1 (groups a wgmma dot may leave running into the next iteration), got " +
                   attr_str(*f));
+    if (const Attr* f = op.find_attr("fragments_ahead"); f && std::get<int64_t>(*f) != 0 && std::get<int64_t>(*f) != 1)
+      return fail("fragments_ahead must be 0 or 1 (an mma.sync dot loads the next iteration's first fragments before its "
+                  "last k step), got " + attr_str(*f));
     if (a.elem != b.elem)
       return fail("operands a and b must have one element type, got " + a.str() + " and " + b.str());
     if (!dims_may_equal(a.shape[1], b.shape[0]))

@@ -11,7 +11,8 @@
 // H200 +2% at 4096^3 and +3% at 4096 x 14336 x 4096 (bench/RESULTS.md, session 10); the layout
 // emitter without it was 3-6% behind the planning emitter there (H100, session 39).
 //
-// Taken when the registers fit: each compute thread keeps its accumulator slots (f32) and the
+// Taken where the kernel's K loop keeps a wgmma group in flight (pipeline-loops' `in_flight =
+// 1`: the boxes go out after each iteration's group is issued) and the registers fit: each compute thread keeps its accumulator slots (f32) and the
 // packed pairs (half as many registers) beside about 40 for the loop, in what it has (255 with
 // one compute warpgroup; with more, what setmaxnreg gives the compute warps once the producer
 // keeps 40, at most 240 as the layout emitter moves them): a 128 x 256 tile split over two
@@ -34,9 +35,15 @@ namespace {
 std::string why_not(const Kernel& k, const Op& store) {
   if (!store.has_attr("tma_store") || store.attr_int("tma_store") != 1) return "the store is not tma_store = 1";
   // The compute warps: the accumulator layout's warps, times two ping-pong consumers.
-  bool pingpong = false;
-  walk(*k.body, [&](Op& op) { pingpong |= op.kind == OpKind::For && op.has_attr("consumers") && op.attr_int("consumers") > 1; });
+  bool pingpong = false, in_flight = false;
+  walk(*k.body, [&](Op& op) {
+    pingpong |= op.kind == OpKind::For && op.has_attr("consumers") && op.attr_int("consumers") > 1;
+    in_flight |= op.kind == OpKind::Dot && op.has_attr("in_flight") && op.attr_int("in_flight") == 1;
+  });
   if (pingpong) return "ping-pong consumers: the other consumer's K loop runs beside each one's epilogue already";
+  // The boxes go out beside the next program's wgmma groups in flight; without one the block
+  // would only wait in registers across the loop.
+  if (!in_flight) return "no wgmma dot in flight (pipeline-loops' in_flight = 1) to store the boxes beside";
   // The compute warps: the accumulator layout's.
   const Type& t = store.operand(1)->type;
   int64_t warps = 1;

@@ -94,6 +94,13 @@ SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 // stay in flight into the next iteration; else null.
 // pipeline-loops marks it `in_flight = 1`; the layout emitter prints what that allows.
 Op* in_flight_dot(Op& loop);
+// A cp.async ring loop's one mma.sync dot (mma v2 accumulator) that can load the next
+// iteration's first k step's fragments before its own last step: the body is the ring's index
+// arithmetic (`chain`, ring_loads'), its loads (`loads`), the dot of two of those stages
+// (16-bit elements, an even number of k16 steps) and the yield, so that nothing else reads a
+// stage or needs the barrier where the iteration begins; else null. pipeline-loops marks it
+// `fragments_ahead = 1`; the layout emitter prints what that allows.
+const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads, const std::vector<const Op*>& chain);
 
 // TESSERA_FMA_DOT_IN_REGISTERS=1 in the environment (read once): the A/B switch of
 // tools/h200-fmadot-check, the default of GpuLoweringOptions::fma_operands_in_shared below.

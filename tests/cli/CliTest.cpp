@@ -322,6 +322,13 @@ TEST_F(Cli, BackendWithATarget) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "error: --backend: unknown CUDA target 'cuda:sm_7': expected cuda, cuda:sm_XY or sm_XY[a] with XY >= "
                    "70 (e.g. sm_80, sm_90a) (see `tessera run --help`)\n");
+  r = tessera("run vector_add -b cuda:sm_80a --size N=100");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: --backend: 'cuda:sm_80a': only sm_90 and later have an arch-specific variant (sm_90a), not "
+                   "sm_80 (see `tessera run --help`)\n");
+  r = tessera("run vector_add -b cuda: --size N=100");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, StartsWith("error: --backend: expected interp, cpu, cuda or cuda:sm_XY[a]"));
   r = tessera("bench vector_add -b gpu --size N=100");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "error: --backend: expected interp, cpu, cuda or cuda:sm_XY[a] (e.g. cuda:sm_90), not 'gpu' (see "
@@ -338,7 +345,7 @@ TEST_F(Cli, BackendWithATarget) {
                      "compiles its portable path (mma.sync, cp.async), -b cuda its own\n");
   } else if (!gpu) {
     EXPECT_EQ(r.status, 1);
-    EXPECT_THAT(r.err, StartsWith("error: backend 'cuda' "));
+    EXPECT_THAT(r.err, StartsWith("error: backend 'cuda:sm_90' "));
   }
 }
 

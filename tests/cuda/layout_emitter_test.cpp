@@ -258,6 +258,8 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_NE(given.find("knob split_k = 3 is read by the planning emitter only: the layout emitter ignores it"), std::string::npos) << given;
   EXPECT_NE(given.find("knob cluster_m = 2 is read by the planning emitter only"), std::string::npos) << given;
   EXPECT_EQ(given.find("epilogue_overlap"), std::string::npos) << given;  // its default asks for nothing
+  // epilogue_overlap = 0 is overlap-epilogues' to read now: taken, no note.
+  EXPECT_EQ(notes_with({{"epilogue_overlap", 0}}).find("epilogue_overlap"), std::string::npos);
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
 }
 

@@ -179,6 +179,27 @@ TEST(LayoutEmitterGpu, PingPongConsumersTakeAlternatePrograms) {
     expect_matches(*b, s);
 }
 
+// overlap-epilogues on the device's target: the library matmul's persistent CTAs run several
+// programs each (33 x 9 tiles of 128 x 256, 297 programs) and each leaves its block's four
+// boxes to the next program's K loop, which has 1 or 3 iterations here: the boxes it has too
+// few iterations for follow it. BLOCK_N = 192: three boxes a block, an odd count (the stores
+// alternate the two buffers across programs, InFlight 0).
+TEST(LayoutEmitterGpu, OverlappedEpiloguesAcrossPrograms) {
+  REQUIRE_GPU();
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  const std::string key = "cuda:" + cuda_target_for(layout_options()).str();
+  uint64_t seed = 71;
+  for (int64_t bn : {int64_t{0}, int64_t{192}}) {
+    std::map<std::string, int64_t> cfg = library_config(lk, ScalarKind::BF16, key);
+    if (bn) cfg["BLOCK_N"] = bn;
+    auto k = bind_constexprs(*lk.build(ScalarKind::BF16), cfg);
+    SCOPED_TRACE("BLOCK_N " + std::to_string(cfg["BLOCK_N"]));
+    EXPECT_NE(printed_by(*k).find("printed from"), std::string::npos) << printed_by(*k);
+    for (int64_t kk : {40, 136})
+      EXPECT_GT(expect_gpu_matches_interp(*k, {{"M", 4100}, {"N", 2100}, {"K", kk}}, seed++, {}, layout_options()), 0);
+  }
+}
+
 // The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
 // dtype, bound with the device target's preferred config, at ragged sizes (partial tiles in
 // every dim).

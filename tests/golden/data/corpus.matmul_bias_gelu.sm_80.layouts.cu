@@ -139,107 +139,116 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     }
     tsr::cp_async_commit();
   }
-  for (int64_t iv55_ = v2_c0; v3_c1 > 0 && iv55_ < v8_ktiles; iv55_ += v3_c1) {
-    const int32_t iv55 = int32_t(iv55_);
-    tsr::cp_async_wait<0>();  // this iteration's copies are in
-    __syncthreads();
+  uint32_t fa55[2][2][4], fb56[2][4][2];
+  tsr::cp_async_wait<0>();
+  __syncthreads();
+  for (int64_t iv57_ = v2_c0; v3_c1 > 0 && iv57_ < v8_ktiles; iv57_ += v3_c1) {
+    const int32_t iv57 = int32_t(iv57_);
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %accn = dot %ta, %tb, %accc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v56_accn[32];
+    // %accn = dot %ta, %tb, %accc {fragments_ahead = 1} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+    float v58_accn[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56_accn[s57] = c12_acc[s57];
+    for (int s59 = 0; s59 < 32; ++s59) {
+      v58_accn[s59] = c12_acc[s59];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      uint32_t fa[2][2][4], fb[2][4][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      if ((iv57_ == int64_t(v2_c0))) {
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      }
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        } else {
+          tsr::cp_async_wait<0>();
+          __syncthreads();
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v56_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_f16_16816(&v56_accn[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v56_accn[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v56_accn[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v56_accn[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_f16_16816(&v58_accn[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58_accn[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58_accn[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58_accn[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v58_accn[16], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58_accn[20], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58_accn[24], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58_accn[28], fa55[ks & 1][1], fb56[ks & 1][3]);
         if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
-          if ((iv55_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-            const int32_t nx58 = int32_t((iv55_ + 1 * int64_t(v3_c1)));
+          if ((iv57_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+            const int32_t nx60 = int32_t((iv57_ + 1 * int64_t(v3_c1)));
             {
-              const int64_t o59 = int64_t(v0_pm) * 64;
-              const int64_t o60 = int64_t(nx58) * 32;
-              if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
-                const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
-                const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
-                const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
-                const uint32_t d65 = sb61 + uint32_t((r62) * 40 + (k63) * 1) * 2u;
+              const int64_t o61 = int64_t(v0_pm) * 64;
+              const int64_t o62 = int64_t(nx60) * 32;
+              if (o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
+                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+                const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 8;
+                const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
+                const uint32_t d67 = sb63 + uint32_t((r64) * 40 + (k65) * 1) * 2u;
                 #pragma unroll
-                for (int i66 = 0; i66 < 2; ++i66) {
-                  tsr::cp_async_16(d65 + uint32_t(i66) * 2560u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
+                for (int i68 = 0; i68 < 2; ++i68) {
+                  tsr::cp_async_16(d67 + uint32_t(i68) * 2560u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
                   #pragma unroll 1
-                  for (int i67 = 0; i67 < 2; ++i67) {
-                    const int q68 = i67 * 128 + tsr_tid;
-                    const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
-                    const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q68 * 8) / 32)) * 40 + (((q68 * 8) % 32)) * 1) * 2u, src70, int(n69) * 2);
+                  for (int i69 = 0; i69 < 2; ++i69) {
+                    const int q70 = i69 * 128 + tsr_tid;
+                    const int64_t n71 = !(true && (o61 + ((q70 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) : 8;
+                    const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 32)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q70 * 8) / 32)) * 40 + (((q70 * 8) % 32)) * 1) * 2u, src72, int(n71) * 2);
                   }
                 } else {
                   #pragma unroll 1
-                  for (int i72 = 0; i72 < 2; ++i72) {
-                    const int q73 = i72 * 128 + tsr_tid;
-                    const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
-                    const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q73 * 8) / 32)) * 40 + (((q73 * 8) % 32)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
+                  for (int i74 = 0; i74 < 2; ++i74) {
+                    const int q75 = i74 * 128 + tsr_tid;
+                    const int64_t n76 = !(true && (o61 + ((q75 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) : 8;
+                    const uint16_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q75 * 8) % 32)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q75 * 8) / 32)) * 40 + (((q75 * 8) % 32)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o77 = int64_t(nx58) * 32;
-              const int64_t o78 = int64_t(v1_pn) * 64;
-              if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
-                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
-                const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
-                const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
-                const uint32_t d83 = sb79 + uint32_t((r80) * 72 + (k81) * 1) * 2u;
+              const int64_t o79 = int64_t(nx60) * 32;
+              const int64_t o80 = int64_t(v1_pn) * 64;
+              if (o79 >= 0 && o79 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                const int r82 = tsr_tid / 8, k83 = tsr_tid % 8 * 8;
+                const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
+                const uint32_t d85 = sb81 + uint32_t((r82) * 72 + (k83) * 1) * 2u;
                 #pragma unroll
-                for (int i84 = 0; i84 < 2; ++i84) {
-                  tsr::cp_async_16(d83 + uint32_t(i84) * 2304u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
+                for (int i86 = 0; i86 < 2; ++i86) {
+                  tsr::cp_async_16(d85 + uint32_t(i86) * 2304u, g84 + int64_t(i86) * 16 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
                   #pragma unroll 1
-                  for (int i85 = 0; i85 < 2; ++i85) {
-                    const int q86 = i85 * 128 + tsr_tid;
-                    const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
-                    const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, src88, int(n87) * 2);
+                  for (int i87 = 0; i87 < 2; ++i87) {
+                    const int q88 = i87 * 128 + tsr_tid;
+                    const int64_t n89 = !(true && (o79 + ((q88 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) : 8;
+                    const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, src90, int(n89) * 2);
                   }
                 } else {
                   #pragma unroll 1
-                  for (int i90 = 0; i90 < 2; ++i90) {
-                    const int q91 = i90 * 128 + tsr_tid;
-                    const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
-                    const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q91 * 8) / 64)) * 72 + (((q91 * 8) % 64)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
+                  for (int i92 = 0; i92 < 2; ++i92) {
+                    const int q93 = i92 * 128 + tsr_tid;
+                    const int64_t n94 = !(true && (o79 + ((q93 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) : 8;
+                    const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 64)) * tsr_p1_s1 : 0);
+                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q93 * 8) / 64)) * 72 + (((q93 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
                   }
                 }
               }
@@ -251,212 +260,212 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     }
     // yield %accn
     #pragma unroll
-    for (int s95 = 0; s95 < 32; ++s95) {
-      c12_acc[s95] = v56_accn[s95];
+    for (int s97 = 0; s97 < 32; ++s97) {
+      c12_acc[s97] = v58_accn[s97];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %bt = load_tile %bias, %pn : tile<f32, [64], layout = slice<dim = 0, parent = mma<version = 2, warps = [2, 2], instr = [16, 8]>>>
-  float v96_bt[8];
+  float v98_bt[8];
   {
-    const int64_t o97 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole98 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
-    if (whole98) {
-      #pragma unroll
-      for (int c99 = 0; c99 < 4; ++c99) {
-        float vb100[2];
-        tsr::copy_vec<float, 2>(vb100, tsr_p2 + (o97 + (((c99 * 2) % 2) + (((c99 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-        v96_bt[c99 * 2 + 0] = vb100[0];
-        v96_bt[c99 * 2 + 1] = vb100[1];
-      }
-    } else {
+    const int64_t o99 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole100 = int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + int64_t(v1_pn) * 64 * tsr_p2_s0);
+    if (whole100) {
       #pragma unroll
       for (int c101 = 0; c101 < 4; ++c101) {
         float vb102[2];
-        if ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
-          tsr::copy_vec<float, 2>(vb102, tsr_p2 + (o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
-          v96_bt[c101 * 2 + 0] = vb102[0];
-          v96_bt[c101 * 2 + 1] = vb102[1];
+        tsr::copy_vec<float, 2>(vb102, tsr_p2 + (o99 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+        v98_bt[c101 * 2 + 0] = vb102[0];
+        v98_bt[c101 * 2 + 1] = vb102[1];
+      }
+    } else {
+      #pragma unroll
+      for (int c103 = 0; c103 < 4; ++c103) {
+        float vb104[2];
+        if ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+          tsr::copy_vec<float, 2>(vb104, tsr_p2 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
+          v98_bt[c103 * 2 + 0] = vb104[0];
+          v98_bt[c103 * 2 + 1] = vb104[1];
         } else {
-          v96_bt[c101 * 2] = ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v96_bt[c101 * 2 + 1] = ((o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o97 + (((c101 * 2) % 2) + (((c101 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v98_bt[c103 * 2] = ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v98_bt[c103 * 2 + 1] = ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }
   }
   // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v103_bt2[8];
-  v103_bt2[0] = v96_bt[0];
-  v103_bt2[1] = v96_bt[1];
-  v103_bt2[2] = v96_bt[2];
-  v103_bt2[3] = v96_bt[3];
-  v103_bt2[4] = v96_bt[4];
-  v103_bt2[5] = v96_bt[5];
-  v103_bt2[6] = v96_bt[6];
-  v103_bt2[7] = v96_bt[7];
+  float v105_bt2[8];
+  v105_bt2[0] = v98_bt[0];
+  v105_bt2[1] = v98_bt[1];
+  v105_bt2[2] = v98_bt[2];
+  v105_bt2[3] = v98_bt[3];
+  v105_bt2[4] = v98_bt[4];
+  v105_bt2[5] = v98_bt[5];
+  v105_bt2[6] = v98_bt[6];
+  v105_bt2[7] = v98_bt[7];
   // %btb = broadcast %bt2 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v104_btb[32];
-  v104_btb[0] = v103_bt2[0];
-  v104_btb[1] = v103_bt2[1];
-  v104_btb[2] = v103_bt2[0];
-  v104_btb[3] = v103_bt2[1];
-  v104_btb[4] = v103_bt2[2];
-  v104_btb[5] = v103_bt2[3];
-  v104_btb[6] = v103_bt2[2];
-  v104_btb[7] = v103_bt2[3];
-  v104_btb[8] = v103_bt2[4];
-  v104_btb[9] = v103_bt2[5];
-  v104_btb[10] = v103_bt2[4];
-  v104_btb[11] = v103_bt2[5];
-  v104_btb[12] = v103_bt2[6];
-  v104_btb[13] = v103_bt2[7];
-  v104_btb[14] = v103_bt2[6];
-  v104_btb[15] = v103_bt2[7];
-  v104_btb[16] = v103_bt2[0];
-  v104_btb[17] = v103_bt2[1];
-  v104_btb[18] = v103_bt2[0];
-  v104_btb[19] = v103_bt2[1];
-  v104_btb[20] = v103_bt2[2];
-  v104_btb[21] = v103_bt2[3];
-  v104_btb[22] = v103_bt2[2];
-  v104_btb[23] = v103_bt2[3];
-  v104_btb[24] = v103_bt2[4];
-  v104_btb[25] = v103_bt2[5];
-  v104_btb[26] = v103_bt2[4];
-  v104_btb[27] = v103_bt2[5];
-  v104_btb[28] = v103_bt2[6];
-  v104_btb[29] = v103_bt2[7];
-  v104_btb[30] = v103_bt2[6];
-  v104_btb[31] = v103_bt2[7];
+  float v106_btb[32];
+  v106_btb[0] = v105_bt2[0];
+  v106_btb[1] = v105_bt2[1];
+  v106_btb[2] = v105_bt2[0];
+  v106_btb[3] = v105_bt2[1];
+  v106_btb[4] = v105_bt2[2];
+  v106_btb[5] = v105_bt2[3];
+  v106_btb[6] = v105_bt2[2];
+  v106_btb[7] = v105_bt2[3];
+  v106_btb[8] = v105_bt2[4];
+  v106_btb[9] = v105_bt2[5];
+  v106_btb[10] = v105_bt2[4];
+  v106_btb[11] = v105_bt2[5];
+  v106_btb[12] = v105_bt2[6];
+  v106_btb[13] = v105_bt2[7];
+  v106_btb[14] = v105_bt2[6];
+  v106_btb[15] = v105_bt2[7];
+  v106_btb[16] = v105_bt2[0];
+  v106_btb[17] = v105_bt2[1];
+  v106_btb[18] = v105_bt2[0];
+  v106_btb[19] = v105_bt2[1];
+  v106_btb[20] = v105_bt2[2];
+  v106_btb[21] = v105_bt2[3];
+  v106_btb[22] = v105_bt2[2];
+  v106_btb[23] = v105_bt2[3];
+  v106_btb[24] = v105_bt2[4];
+  v106_btb[25] = v105_bt2[5];
+  v106_btb[26] = v105_bt2[4];
+  v106_btb[27] = v105_bt2[5];
+  v106_btb[28] = v105_bt2[6];
+  v106_btb[29] = v105_bt2[7];
+  v106_btb[30] = v105_bt2[6];
+  v106_btb[31] = v105_bt2[7];
   // %x = add %acc, %btb : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v105_x[32];
+  float v107_x[32];
   #pragma unroll
-  for (int s106 = 0; s106 < 32; ++s106) {
-    v105_x[s106] = float(c12_acc[s106] + v104_btb[s106]);
+  for (int s108 = 0; s108 < 32; ++s108) {
+    v107_x[s108] = float(c12_acc[s108] + v106_btb[s108]);
   }
   // %half = const {value = 0.5} : f32
-  const float v107_half = 0x1p-1f;
+  const float v109_half = 0x1p-1f;
   // %kc = const {value = 0.044715} : f32
-  const float v108_kc = 0x1.6e4e26p-5f;
+  const float v110_kc = 0x1.6e4e26p-5f;
   // %sq2pi = const {value = 0.7978845608028654} : f32
-  const float v109_sq2pi = 0x1.988454p-1f;
+  const float v111_sq2pi = 0x1.988454p-1f;
   // %x2 = mul %x, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v110_x2[32];
-  #pragma unroll
-  for (int s111 = 0; s111 < 32; ++s111) {
-    v110_x2[s111] = float(v105_x[s111] * v105_x[s111]);
-  }
-  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v112_x3[32];
+  float v112_x2[32];
   #pragma unroll
   for (int s113 = 0; s113 < 32; ++s113) {
-    v112_x3[s113] = float(v110_x2[s113] * v105_x[s113]);
+    v112_x2[s113] = float(v107_x[s113] * v107_x[s113]);
   }
-  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v114[32];
+  // %x3 = mul %x2, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v114_x3[32];
   #pragma unroll
   for (int s115 = 0; s115 < 32; ++s115) {
-    v114[s115] = v108_kc;
+    v114_x3[s115] = float(v112_x2[s115] * v107_x[s115]);
   }
-  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v116_inner[32];
+  // %1 = splat %kc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v116[32];
   #pragma unroll
   for (int s117 = 0; s117 < 32; ++s117) {
-    v116_inner[s117] = float(fmaf(v114[s117], v112_x3[s117], v105_x[s117]));
+    v116[s117] = v110_kc;
   }
-  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v118[32];
+  // %inner = fma %1, %x3, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v118_inner[32];
   #pragma unroll
   for (int s119 = 0; s119 < 32; ++s119) {
-    v118[s119] = v109_sq2pi;
+    v118_inner[s119] = float(fmaf(v116[s119], v114_x3[s119], v107_x[s119]));
   }
-  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v120_arg[32];
+  // %2 = splat %sq2pi : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v120[32];
   #pragma unroll
   for (int s121 = 0; s121 < 32; ++s121) {
-    v120_arg[s121] = float(v118[s121] * v116_inner[s121]);
+    v120[s121] = v111_sq2pi;
+  }
+  // %arg = mul %2, %inner : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v122_arg[32];
+  #pragma unroll
+  for (int s123 = 0; s123 < 32; ++s123) {
+    v122_arg[s123] = float(v120[s123] * v118_inner[s123]);
   }
   // %3 = const {value = 2.0} : f32
-  const float v122 = 0x1p+1f;
+  const float v124 = 0x1p+1f;
   // %4 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v123[32];
-  #pragma unroll
-  for (int s124 = 0; s124 < 32; ++s124) {
-    v123[s124] = v122;
-  }
-  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v125[32];
   #pragma unroll
   for (int s126 = 0; s126 < 32; ++s126) {
-    v125[s126] = float(v123[s126] * v120_arg[s126]);
+    v125[s126] = v124;
   }
-  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %5 = mul %4, %arg : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v127[32];
   #pragma unroll
   for (int s128 = 0; s128 < 32; ++s128) {
-    v127[s128] = float(tsr::fsigmoid(v125[s128]));
+    v127[s128] = float(v125[s128] * v122_arg[s128]);
   }
-  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  // %6 = sigmoid %5 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
   float v129[32];
   #pragma unroll
   for (int s130 = 0; s130 < 32; ++s130) {
-    v129[s130] = v122;
+    v129[s130] = float(tsr::fsigmoid(v127[s130]));
   }
-  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v131_onep[32];
+  // %7 = splat %3 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v131[32];
   #pragma unroll
   for (int s132 = 0; s132 < 32; ++s132) {
-    v131_onep[s132] = float(v129[s132] * v127[s132]);
+    v131[s132] = v124;
   }
-  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v133[32];
+  // %onep = mul %7, %6 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v133_onep[32];
   #pragma unroll
   for (int s134 = 0; s134 < 32; ++s134) {
-    v133[s134] = v107_half;
+    v133_onep[s134] = float(v131[s134] * v129[s134]);
   }
-  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v135_hx[32];
+  // %8 = splat %half : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v135[32];
   #pragma unroll
   for (int s136 = 0; s136 < 32; ++s136) {
-    v135_hx[s136] = float(v133[s136] * v105_x[s136]);
+    v135[s136] = v109_half;
   }
-  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v137_g[32];
+  // %hx = mul %8, %x : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v137_hx[32];
   #pragma unroll
   for (int s138 = 0; s138 < 32; ++s138) {
-    v137_g[s138] = float(v135_hx[s138] * v131_onep[s138]);
+    v137_hx[s138] = float(v135[s138] * v107_x[s138]);
   }
-  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v139_gh[32];
+  // %g = mul %hx, %onep : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v139_g[32];
   #pragma unroll
   for (int s140 = 0; s140 < 32; ++s140) {
-    v139_gh[s140] = tsr::rf16(float(float(v137_g[s140])));
+    v139_g[s140] = float(v137_hx[s140] * v133_onep[s140]);
+  }
+  // %gh = cast %g : tile<f16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+  float v141_gh[32];
+  #pragma unroll
+  for (int s142 = 0; s142 < 32; ++s142) {
+    v141_gh[s142] = tsr::rf16(float(float(v139_g[s142])));
   }
   // store_tile %c, %gh, %pm, %pn
   {
-    const int64_t o141 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o142 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole143 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole143) {
-      #pragma unroll
-      for (int c144 = 0; c144 < 16; ++c144) {
-        uint16_t vb145[2];
-        vb145[0] = tsr::f2h(v139_gh[c144 * 2 + 0]);
-        vb145[1] = tsr::f2h(v139_gh[c144 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c144 * 2) / 2) % 2) * 8 + (((c144 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c144 * 2) % 2) + (((c144 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb145);
-      }
-    } else {
+    const int64_t o143 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
+    const int64_t o144 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    const bool whole145 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
+    if (whole145) {
       #pragma unroll
       for (int c146 = 0; c146 < 16; ++c146) {
         uint16_t vb147[2];
-        if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb147[0] = tsr::f2h(v139_gh[c146 * 2 + 0]);
-          vb147[1] = tsr::f2h(v139_gh[c146 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb147);
+        vb147[0] = tsr::f2h(v141_gh[c146 * 2 + 0]);
+        vb147[1] = tsr::f2h(v141_gh[c146 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb147);
+      }
+    } else {
+      #pragma unroll
+      for (int c148 = 0; c148 < 16; ++c148) {
+        uint16_t vb149[2];
+        if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
+          vb149[0] = tsr::f2h(v141_gh[c148 * 2 + 0]);
+          vb149[1] = tsr::f2h(v141_gh[c148 * 2 + 1]);
+          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb149);
         } else {
-          if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v139_gh[c146 * 2]);
-          if ((o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o141 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o142 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v139_gh[c146 * 2 + 1]);
+          if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v141_gh[c148 * 2]);
+          if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v141_gh[c148 * 2 + 1]);
         }
       }
     }
@@ -477,6 +486,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // header tessera/mma.cuh
 // stat grouped-order = 1
 // stat mma-dots = 1
+// stat mma-fragments-ahead = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
