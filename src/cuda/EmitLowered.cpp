@@ -596,6 +596,9 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // H100, mma.sync matmul 4096^3 bf16: 0.441 -> 0.375 ms; bench/RESULTS.md, session 39).
   const Op* ahead_dot = lowered_wgmma_ ? nullptr : tessera::fragments_ahead_dot(op, loads, chain);
   if (ahead_dot && (!ahead_dot->has_attr("fragments_ahead") || ahead_dot->attr_int("fragments_ahead") != 1)) ahead_dot = nullptr;
+  // (TESSERA_CUDA_SINGLE_FRAGMENTS=1, each step loading its own fragments, is the A/B switch
+  // against any loading ahead: it prints the ring without them.)
+  if (env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS")) ahead_dot = nullptr;
   if (const Op* dot = ahead_dot) {
     const std::vector<int64_t> SR = static_shape(dot->result()->type.shape);
     const tessera::Layout& L = dot->result()->type.layout;
@@ -1902,7 +1905,7 @@ void Emitter::lowered_dot(const Op& op) {
   };
   auto load_fragments = [&](const std::string& kx, const std::string& f) { load_fragments_from(kx, f, stA, stB); };
   // TESSERA_CUDA_SINGLE_FRAGMENTS=1: each step loads its own fragments first (an A/B switch).
-  const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS") && !ahead;
+  const bool single = env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS");
   if (!ahead) line("uint32_t fa[2][" + num(MT) + "][4], fb[2][" + num(NT) + "][2];");
   if (ahead) {
     // The first iteration loads its own first step's fragments; later ones have them from the
