@@ -20,6 +20,24 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// An mma.sync accumulator's tiles per warp: MT 16-row by NT 8-column (at least one each).
+std::pair<int64_t, int64_t> mma_sync_tiles(const Value* r) {
+  const std::vector<int64_t> SR = static_shape(r->type.shape);
+  const tessera::Layout& L = r->type.layout;
+  return {std::max<int64_t>(1, SR[0] / (16 * L.warps[0])), std::max<int64_t>(1, SR[1] / (8 * L.warps[1]))};
+}
+
+// A TMA-stored wgmma tile of shape S: G warpgroups split its rows, each holding MT 64-row
+// blocks (one, where the warpgroups split the tile; M / 64 where one holds it all, as
+// pingpong-consumers' does), of S[1] / 64 boxes of 64 x 64 each.
+struct TmaStoreBlocks {
+  int64_t G, MT, boxes;
+};
+TmaStoreBlocks tma_store_blocks(const Value* tile, const std::vector<int64_t>& S) {
+  const int64_t G = tile->type.layout.warps[0] / 4;
+  return {G, S[0] / (64 * G), S[1] / 64};
+}
+
 bool is_tile_op(const Op& op) {
   for (const Value* v : op.operands)
     if (v->type.is_tile()) return true;
@@ -600,9 +618,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // against any loading ahead: it prints the ring without them.)
   if (env_flag("TESSERA_CUDA_SINGLE_FRAGMENTS")) ahead_dot = nullptr;
   if (const Op* dot = ahead_dot) {
-    const std::vector<int64_t> SR = static_shape(dot->result()->type.shape);
-    const tessera::Layout& L = dot->result()->type.layout;
-    const int64_t MT = std::max<int64_t>(1, SR[0] / (16 * L.warps[0])), NT = std::max<int64_t>(1, SR[1] / (8 * L.warps[1]));
+    const auto [MT, NT] = mma_sync_tiles(dot->result());
     frags_ahead_ = {dot, fresh("fa"), fresh("fb"), "", S};
     line("uint32_t " + frags_ahead_.fa + "[2][" + num(MT) + "][4], " + frags_ahead_.fb + "[2][" + num(NT) + "][2];");
     // The first iteration's stage: its copies in, for every thread.
@@ -1003,9 +1019,8 @@ void Emitter::emit_warp_specialized_body() {
     // The block a program leaves for the next one's loop to store (overlap-epilogues).
     const Value* tile = tma_store_op_->operand(1);
     const std::vector<int64_t> S = shape_of(*tma_store_op_, tile);
-    overlap_ = {fresh("epk"), fresh("erow"), fresh("ecol"), fresh("epend"), "", 0, S[1] / 64, 1, 1};
-    overlap_.G = tile->type.layout.warps[0] / 4;
-    overlap_.MT = S[0] / (64 * overlap_.G);
+    const TmaStoreBlocks blocks = tma_store_blocks(tile, S);
+    overlap_ = {fresh("epk"), fresh("erow"), fresh("ecol"), fresh("epend"), "", blocks.MT, blocks.boxes, blocks.G, 1};
     overlap_.in_flight = epilogue_box_in_flight(overlap_.MT * overlap_.boxes, 2);
     line("uint32_t " + overlap_.pk + "[" + num(overlap_.MT) + "][" + num(S[1] / 4) + "];");
     line("int " + overlap_.row + " = 0, " + overlap_.col + " = 0;");
@@ -1042,11 +1057,10 @@ void Emitter::emit_warp_specialized_body() {
 void Emitter::emit_tma_store(const Op& op) {
   const Value* tile = op.operand(1);
   const std::vector<int64_t> S = shape_of(op, tile);
-  const int64_t N = S[1], boxes = N / 64;
+  const int64_t N = S[1];
   const ScalarKind t = op.operand(0)->type.elem;
-  // A warpgroup's 64-row blocks: one, where the warpgroups split the tile; M / 64 where one
-  // holds it all (pingpong-consumers). Block mt of warpgroup wg is rows 64 (mt G + wg).
-  const int64_t G = tile->type.layout.warps[0] / 4, MT = S[0] / (64 * G);
+  // Block mt of warpgroup wg is rows 64 (mt G + wg).
+  const auto [G, MT, boxes] = tma_store_blocks(tile, S);
   const std::string r = nm(tile);
   open("{  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)");
   // The accumulator's slots mt N / 2 + 4j .. + 3 are columns 8j + 2t, +1 of rows g and g + 8 of
@@ -1828,7 +1842,8 @@ void Emitter::lowered_dot(const Op& op) {
     throw NotLowerable{"a dot at " + op.loc.str() + " other than 16-bit operands into an f32 mma accumulator"};
   const std::vector<int64_t> SR = static_shape(r->type.shape), SA = static_shape(a->type.shape);
   const int64_t wm = L.warps[0], wn = L.warps[1];
-  const int64_t MT = std::max<int64_t>(1, SR[0] / (16 * wm)), NT = std::max<int64_t>(1, SR[1] / (8 * wn)), KT = SA[1] / 16;
+  const auto [MT, NT] = mma_sync_tiles(r);
+  const int64_t KT = SA[1] / 16;
   if (SR[0] % (16 * wm) != 0 || SR[1] % (8 * wn) != 0) throw NotLowerable{"an mma tile smaller than its warp grid"};
   // An operand staged by a conversion that prints nothing (staged_), or a shared tile the dot
   // takes as it is (assign-layouts: a loaded operand): either way the dot loads its fragments.
