@@ -112,6 +112,8 @@ std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::s
     for (size_t d = 0; d < c.size(); ++d) at += (d ? " + " : "") + std::string("(") + c[d] + ") * " + num(sv.strides[d]);
     return at;
   }
+  // (tsr::sw128_index counts 16-bit columns; an 8-bit swizzled tile is read by wgmma only.)
+  if (sv.atom != 64) throw NotLowerable{"an element of a 128-byte swizzled tile of other than 16-bit elements"};
   std::string row, col;
   for (size_t d = 0; d < c.size(); ++d) {
     if (sv.strides[d] == 1) col = c[d];
@@ -305,24 +307,28 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   const tessera::Layout& L = v->type.layout;
   if (L.kind == tessera::Layout::Kind::Shared && L.swizzle != 0) {
     if (L.swizzle != 128 || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
-    if (eb != 2) throw NotLowerable{"a 128-byte swizzled tile of other than 16-bit elements"};
-    const int64_t F = order[0];
-    if (S[F] % 64 != 0) throw NotLowerable{"a 128-byte swizzled tile whose fastest dim is not a multiple of 64"};
+    // 16-bit elements (64 to a 128-byte row) or 8-bit ones (fp8 wgmma operands, 128 to a row).
+    if (eb != 2 && eb != 1) throw NotLowerable{"a 128-byte swizzled tile of other than 8- or 16-bit elements"};
+    const int64_t F = order[0], A = 128 / eb;
+    if (S[F] % A != 0)
+      throw NotLowerable{"a 128-byte swizzled tile whose fastest dim is not a multiple of " + num(A) + " elements"};
     sv.strides[F] = 1;
-    int64_t stride = 64;
+    sv.atom = A;
+    int64_t stride = A;
     for (size_t i = 1; i < order.size(); ++i) {
       sv.strides[order[i]] = S[order[i]] == 1 ? 0 : stride;
       stride *= S[order[i]];
     }
-    sv.rows = stride / 64;
+    sv.rows = stride / A;
     if (sv.rows % 8 != 0) throw NotLowerable{"a 128-byte swizzled tile of other than whole 8-row atoms"};
     // 1024-byte aligned (the swizzle pattern is of the address bits): the buffer's offset from
     // the lowered base is, and so is that base (lowered_base).
     if (!lowered_wgmma_) throw NotLowerable{"a 128-byte swizzled tile without wgmma"};
-    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024, bytes = sv.rows * S[F] * 2;
+    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024, bytes = sv.rows * S[F] * eb;
     lowered_smem_ = off + stages * bytes;
-    if (stage_elems) *stage_elems = bytes / 2;
-    line("uint16_t* const " + sv.ptr + " = reinterpret_cast<uint16_t*>(" + lowered_base() + " + " + num(off) + ");");
+    if (stage_elems) *stage_elems = bytes / eb;
+    const std::string word = eb == 2 ? "uint16_t" : "uint8_t";
+    line(word + "* const " + sv.ptr + " = reinterpret_cast<" + word + "*>(" + lowered_base() + " + " + num(off) + ");");
     return sv;
   }
   int64_t stride = 1;
@@ -514,7 +520,7 @@ void Emitter::lowered_load_shared(const Op& op) {
   if (auto it = rings_.find(&op); it != rings_.end()) {  // this iteration's stage of its ring
     const Ring& ring = it->second;
     shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides,
-                     ring.view.rows};
+                     ring.view.rows, ring.view.atom};
     name_[tile] = shared_[tile].ptr;
     return;
   }
@@ -677,15 +683,17 @@ void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info
       const Value *t = l->result(), *view = l->operand(0);
       const tessera::Layout& L = t->type.layout;
       const int R = t->type.rank();
-      if (L.swizzle != 128 || scalar_bits(t->type.elem) != 16 || (l->has_attr("pad") && l->attr_number("pad") != 0.0) ||
+      const int bits = scalar_bits(t->type.elem);
+      if (L.swizzle != 128 || (bits != 16 && bits != 8) || (l->has_attr("pad") && l->attr_number("pad") != 0.0) ||
           std::find(k_.params.begin(), k_.params.end(), view) == k_.params.end() || R < 2 || R > 3 ||
           view->type.rank() != R)
         return;
       for (int i = 0; i < static_cast<int>(L.order.size()); ++i)
         if (L.order[i] != R - 1 - i) return;  // row-major, as the TMA writes a box
       const std::vector<int64_t> S = static_shape(t->type.shape);
-      if (S[R - 1] % 64 != 0) return;
-      std::vector<int64_t> box = {64};  // one 128-byte swizzle atom wide, a copy per 64 columns
+      const int64_t A = 1024 / bits;  // elements of a 128-byte row
+      if (S[R - 1] % A != 0) return;
+      std::vector<int64_t> box = {A};  // one 128-byte swizzle atom wide, a copy per A columns
       for (int d = R - 2; d >= 0; --d) {
         if (S[d] > 256) return;
         box.push_back(S[d]);
@@ -722,7 +730,7 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
   const Block& body = loop.region(0);
   const std::string SS = num(S) + "u", ub = nm(loop.operand(1));
   int64_t bytes = 0;
-  for (const Op* l : loads) bytes += rings_.at(l).stage_elems * 2;
+  for (const Op* l : loads) bytes += rings_.at(l).stage_elems * scalar_bytes(l->result()->type.elem);
   open(std::string(one_thread ? "if (tsr_tid == 0 && " : "if (") + iv + " < int64_t(" + ub + ")) {");
   const std::string nv = fresh("nx"), st = fresh("st");
   line("const int32_t " + nv + " = int32_t(" + iv + ");");
@@ -739,10 +747,11 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
     const int R = static_cast<int>(Sh.size());
     std::vector<std::string> o(R);
     for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
-    for (int64_t b = 0; b < Sh[R - 1] / 64; ++b) {
-      std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * 2) + "u + " +
+    const int64_t A = ring.view.atom, eb = 128 / A;  // a box per 128-byte column block
+    for (int64_t b = 0; b < Sh[R - 1] / A; ++b) {
+      std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * eb) + "u + " +
                        num(b * ring.view.rows * 128) + "u";
-      std::string coords = o[R - 1] + " + " + num(64 * b);
+      std::string coords = o[R - 1] + " + " + num(A * b);
       for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
       const std::string args = at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st;
       const std::string hint = R == 2 && l->has_attr("l2_hint") ? l->attr_string("l2_hint") : "";
@@ -1353,6 +1362,7 @@ void Emitter::lowered_shape(const Op& op) {
     SharedView sv;
     sv.ptr = it->second.ptr;
     sv.rows = it->second.rows;
+    sv.atom = it->second.atom;
     if (op.kind == OpKind::Permute) {
       for (int64_t d : op.attr_ints("dims")) sv.strides.push_back(it->second.strides[d]);
     } else if (op.kind == OpKind::Reshape) {
@@ -2099,27 +2109,31 @@ void Emitter::lowered_fma_dot_shared(const Op& op) {
   count("fma-dots-from-shared");
 }
 
-// A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 over its
-// 64-row blocks, B (and A in the SS form) read from 128-byte swizzled shared tiles through
-// matrix descriptors, A in the RS form from the registers that computed it. The accumulator
+// A dot with a wgmma accumulator (mma v3, sm_90a): each warpgroup issues m64nNk16 (16-bit
+// operands) or m64nNk32 (f8e4m3 / f8e5m2, SS with both tiles K-major only) over its 64-row
+// blocks, B (and A in the SS form) read from 128-byte swizzled shared tiles through matrix
+// descriptors, A in the RS form from the registers that computed it. The accumulator
 // slots of a 64-row block are the instruction's fragment array as it is (DistLayout.cpp: the
 // n8 blocks' quads in order); the group is waited for at once.
 void Emitter::lowered_wgmma(const Op& op) {
   const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
   const tessera::Layout& L = r->type.layout;
   const ScalarKind ab = a->type.elem;
-  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16) || b->type.elem != ab || r->type.elem != ScalarKind::F32 ||
-      c->type.layout != L)
-    throw NotLowerable{"a wgmma dot at " + op.loc.str() + " other than 16-bit operands into an f32 accumulator"};
+  const bool fp8 = ab == ScalarKind::F8E4M3 || ab == ScalarKind::F8E5M2;
+  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16 && !fp8) || b->type.elem != ab ||
+      r->type.elem != ScalarKind::F32 || c->type.layout != L)
+    throw NotLowerable{"a wgmma dot at " + op.loc.str() + " other than 16-bit or f8 operands into an f32 accumulator"};
+  // A k step is 32 bytes of a 128-byte swizzled row: 16 elements of 16 bits, 32 of 8.
+  const int64_t eb = scalar_bytes(ab), KI = 32 / eb, A = 128 / eb;
   const std::vector<int64_t> SR = static_shape(r->type.shape), SA = static_shape(a->type.shape);
   const int64_t M = SR[0], N = SR[1], K = SA[1], W = L.warps[0], G = W / 4, IN = L.instr[1];
-  if (W % 4 != 0 || M % (64 * G) != 0 || N % IN != 0 || K % 16 != 0)
+  if (W % 4 != 0 || M % (64 * G) != 0 || N % IN != 0 || K % KI != 0)
     throw NotLowerable{"a wgmma tile that its warpgroups do not divide"};
   // The widths device/wgmma.cuh has (tools/gen-wgmma.py).
   if (IN != 8 && IN != 16 && IN != 32 && IN != 64 && IN != 96 && IN != 128 && IN != 192 && IN != 256)
     throw NotLowerable{"a wgmma instruction of N = " + num(IN) + " (the device library has 8, 16, 32, 64, 96, 128, "
                        "192 and 256)"};
-  const int64_t MT = M / (64 * G), NB = N / IN, KT = K / 16;
+  const int64_t MT = M / (64 * G), NB = N / IN, KT = K / KI;
   auto swizzled = [&](const Value* v, const char* what) -> const SharedView& {
     auto it = shared_.find(v);
     if (it == shared_.end() || it->second.rows == 0 || it->second.strides.size() != 2)
@@ -2129,13 +2143,16 @@ void Emitter::lowered_wgmma(const Op& op) {
   // B [K, N]: K-major (K contiguous: rows are n) or MN-major (N contiguous: rows are k).
   const SharedView& sb = swizzled(b, "B");
   const bool b_kmajor = sb.strides[0] == 1;
-  if (sb.strides[b_kmajor ? 1 : 0] != 64 || (!b_kmajor && NB > 1 && IN % 64 != 0))
+  if (sb.atom != A || sb.strides[b_kmajor ? 1 : 0] != A || (!b_kmajor && NB > 1 && IN % A != 0))
     throw NotLowerable{"a wgmma B operand view of other than one row per index"};
+  if (fp8 && !b_kmajor) throw NotLowerable{"an f8 wgmma B operand not K-major (f8 wgmma reads both K-major)"};
   if (staged_.count(a)) throw NotLowerable{"a wgmma A operand staged for ldmatrix"};
   const bool ss = shared_.count(a) != 0;
+  if (fp8 && !ss) throw NotLowerable{"an f8 wgmma A operand in registers (the layout emitter prints f8 wgmma SS only)"};
   if (ss) {
     const SharedView& sa = swizzled(a, "A");
-    if (sa.strides[1] != 1 || sa.strides[0] != 64) throw NotLowerable{"a wgmma A operand in shared memory not K-major"};
+    if (sa.atom != A || sa.strides[1] != 1 || sa.strides[0] != A)
+      throw NotLowerable{"a wgmma A operand in shared memory not K-major"};
   } else {
     const tessera::Layout& la = a->type.layout;
     if (la.kind != tessera::Layout::Kind::DotOperand || la.operand != 0 || !la.parent || la.parent->kind != L.kind ||
@@ -2154,8 +2171,10 @@ void Emitter::lowered_wgmma(const Op& op) {
     n = declare(op, r);
     copy_value(r, n, nm(c));
   }
-  const std::string ty = ab == ScalarKind::BF16 ? "bf16" : "f16";
-  const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k16_" + ty + (ss ? "" : "_rs") + (b_kmajor ? "<0>" : "<1>");
+  const std::string ty = ab == ScalarKind::BF16 ? "bf16" : ab == ScalarKind::F16 ? "f16" : ab == ScalarKind::F8E4M3 ? "e4m3" : "e5m2";
+  // (The f8 forms have no transpose immediates: both operands K-major, checked above.)
+  const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k" + num(KI) + "_" + ty + (ss ? "" : "_rs") +
+                         (fp8 ? "" : b_kmajor ? "<0>" : "<1>");
   auto acc = [&](int64_t mt, int64_t nb) { return wgmma_acc_block(r, n, mt, nb); };
   open("{");
   line("const uint32_t wg_ = uint32_t(tsr_warp) / 4u;");
@@ -2180,18 +2199,19 @@ void Emitter::lowered_wgmma(const Op& op) {
   for (int64_t mt = 0; mt < MT; ++mt)
     for (int64_t nb = 0; nb < NB; ++nb)
       for (int64_t ks = 0; ks < KT; ++ks) {
-        // K-major tiles: a k16 step is 32 bytes inside a 128-byte row, the next 64-column block
-        // after four; 8-row groups 1024 bytes apart. MN-major B: a k16 step is 16 rows, the
-        // 64-column blocks rows * 128 bytes apart (the leading offset).
-        const int64_t kel = 16 * ks;
+        // K-major tiles: a k step is 32 bytes inside a 128-byte row, the next 128-byte column
+        // block (A elements) after four; 8-row groups 1024 bytes apart. MN-major B (16-bit
+        // only): a k16 step is 16 rows, the 64-column blocks rows * 128 bytes apart (the
+        // leading offset).
+        const int64_t kel = KI * ks;
         std::string fa;
         if (ss)
-          fa = "tsr::wgmma_desc_sw128(sa_ + " + num((kel / 64) * ra * 128 + (kel % 64) * 2 + 64 * mt * G * 128) +
+          fa = "tsr::wgmma_desc_sw128(sa_ + " + num((kel / A) * ra * 128 + (kel % A) * eb + 64 * mt * G * 128) +
                "u + wg_ * " + num(64 * 128) + "u, 16u, 1024u)";
         else
           fa = "fa_[" + num(mt) + "][" + num(ks) + "]";
         const std::string db =
-            b_kmajor ? "tsr::wgmma_desc_sw128(sb_ + " + num((kel / 64) * rb * 128 + nb * IN * 128 + (kel % 64) * 2) +
+            b_kmajor ? "tsr::wgmma_desc_sw128(sb_ + " + num((kel / A) * rb * 128 + nb * IN * 128 + (kel % A) * eb) +
                            "u, 16u, 1024u)"
                      : "tsr::wgmma_desc_sw128(sb_ + " + num((nb * IN / 64) * rb * 128 + kel * 128) + "u, " +
                            num(rb * 128) + "u, 1024u)";

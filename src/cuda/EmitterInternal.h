@@ -164,7 +164,8 @@ class Emitter {
   struct SharedView {
     std::string ptr;
     std::vector<int64_t> strides;
-    int64_t rows = 0;
+    int64_t rows = 0;   // 128-byte swizzled: the 8-row atoms' rows per 128-byte column block (else 0)
+    int64_t atom = 64;  // 128-byte swizzled: elements per 128-byte row (64 of 16 bits, 128 of 8)
   };
   // The element index (a C++ expression) of the element at coordinates `c` of view `sv`.
   static std::string shared_index(const SharedView& sv, const std::vector<std::string>& c);

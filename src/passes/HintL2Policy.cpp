@@ -1,7 +1,7 @@
 // hint-l2-policy (GPU lowering, sm_90a, after pipeline-loops): the L2 cache policy of a
 // pipelined loop's TMA copies.
 //
-// A ring load (ring_loads) of a 2-D kernel view into a 128-byte swizzled tile of 16-bit elements
+// A ring load (ring_loads) of a 2-D kernel view into a 128-byte swizzled tile of 16- or 8-bit elements
 // (what the layout emitter copies by TMA) in a pipelined loop at the kernel's top level gets
 // `l2_hint`:
 //   "few_readers", readers = [axes]: the grid axes whose programs all read the same tiles of
@@ -69,9 +69,10 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     for (const Op* l : ring_loads(*loop, nullptr)) {
       Op& load = const_cast<Op&>(*l);
       const Value* view = load.operand(0);
-      // The tiles the layout emitter copies by TMA: 128-byte swizzled, of 16-bit elements.
+      // The tiles the layout emitter copies by TMA: 128-byte swizzled, of 16- or 8-bit elements.
       const Type& t = load.result()->type;
-      if (load.has_attr("l2_hint") || view->type.rank() != 2 || t.layout.swizzle != 128 || scalar_bits(t.elem) != 16 ||
+      if (load.has_attr("l2_hint") || view->type.rank() != 2 || t.layout.swizzle != 128 ||
+          (scalar_bits(t.elem) != 16 && scalar_bits(t.elem) != 8) ||
           std::find(k.params.begin(), k.params.end(), view) == k.params.end())
         continue;
       const int64_t knob = operand_knob(k, loop->region(0), load);

@@ -112,15 +112,16 @@ Op* in_flight_dot(Op& loop) {
   const Layout& L = dot->result()->type.layout;
   if (L.kind != Layout::Kind::Mma || L.version != 3) return nullptr;
   // Both operands in shared memory (SS) and each either a ring load's stage (through
-  // reshapes) or made before the loop: an A fragment in registers (RS), or a shared tile the
-  // body writes again each iteration (a computed operand converted into shared memory, a load
-  // the ring cannot take), could be overwritten by the next iteration while the group in
-  // flight still reads it. A ring stage is released only once the group is done.
+  // reshapes and permutes) or made before the loop: an A fragment in registers (RS), or a
+  // shared tile the body writes again each iteration (a computed operand converted into shared
+  // memory, a load the ring cannot take), could be overwritten by the next iteration while the
+  // group in flight still reads it. A ring stage is released only once the group is done.
   const std::vector<const Op*> ring = ring_loads(loop, nullptr);
   for (int i = 0; i < 2; ++i) {
     const Value* v = dot->operand(i);
     if (v->type.layout.kind != Layout::Kind::Shared) return nullptr;
-    while (v->def && v->def->kind == OpKind::Reshape) v = v->def->operand(0);
+    // (A reshape or permute of a shared tile is a view of its bytes: an f8 B read K-major.)
+    while (v->def && (v->def->kind == OpKind::Reshape || v->def->kind == OpKind::Permute)) v = v->def->operand(0);
     bool outside = true;
     for (const Block* b = v->def ? v->def->parent : v->block; b; b = b->parent ? b->parent->parent : nullptr)
       if (b == &loop.region(0)) outside = false;

@@ -200,6 +200,27 @@ TEST(LayoutEmitterGpu, OverlappedEpiloguesAcrossPrograms) {
   }
 }
 
+// matmul_fp8 on wgmma (sm_90a: f8 tiles TMA-copied into 128-byte swizzled rows of 128
+// elements, m64n256k32 e4m3 with B read K-major through its permute), for a bf16 and an f16
+// result, at ragged sizes (K 200: a partial 128-wide K tile the TMA fills with zeros) and with
+// more programs than SMs (persistent CTAs; the overlapped epilogue's boxes after 1- and 2-step
+// loops). fp8 wgmma's reduced internal precision: held to the bf16 bound, as LibraryGpu does.
+TEST(LayoutEmitterGpu, MatmulFp8OnWgmma) {
+  REQUIRE_GPU();
+  const CudaTarget t = cuda_target_for(layout_options());
+  if (!t.arch_specific || !t.tma) GTEST_SKIP() << "wgmma needs sm_90a";
+  const LibraryKernel& lk = *find_library_kernel("matmul_fp8");
+  uint64_t seed = 91;
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16}) {
+    auto k = bind_constexprs(*lk.build(dt), library_config(lk, dt, "cuda:" + t.str()));
+    SCOPED_TRACE(scalar_name(dt));
+    EXPECT_NE(printed_by(*k).find("printed from"), std::string::npos) << printed_by(*k);
+    for (const Sizes& s : {Sizes{{"M", 193}, {"N", 300}, {"K", 200}}, Sizes{{"M", 4100}, {"N", 2100}, {"K", 136}}})
+      EXPECT_GT(expect_gpu_matches_interp(*k, s, seed++, tolerance_for(ScalarKind::BF16), layout_options()), 0)
+          << sizes_str(s);
+  }
+}
+
 // The library kernels the layout emitter prints (all but matmul_fp8 and topk), in each
 // dtype, bound with the device target's preferred config, at ragged sizes (partial tiles in
 // every dim).

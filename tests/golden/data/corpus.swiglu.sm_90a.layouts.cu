@@ -445,4 +445,4 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat whole-tile-accesses = 1
 // stat whole-tile-copies = 6
 // note printed from the GPU lowering's layouts (the layout emitter)
-// note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync
+// note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64 elements): lowered for mma.sync

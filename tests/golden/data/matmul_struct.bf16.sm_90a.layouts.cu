@@ -326,4 +326,4 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
-// note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64): lowered for mma.sync
+// note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64 elements): lowered for mma.sync
