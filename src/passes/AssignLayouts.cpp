@@ -231,7 +231,10 @@ class Assign {
         return {acc, s, s, "shared", "shared"};
       }
     }
-    if (narrow && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0) {
+    // mma.sync: 16-bit floats from sm_80 on (k16 steps), f8 from sm_89 on (k32 steps); an f8
+    // dot on sm_80 is an FMA dot (below), as the planning emitter's is.
+    const bool f8 = scalar_bits(a.elem) == 8;
+    if (narrow && o_.sm >= (f8 ? 89 : 80) && M % 16 == 0 && N % 8 == 0 && K % (f8 ? 32 : 16) == 0) {
       // The warps along M as far as they go: a row's accumulators then stay in one warp, so
       // row reductions over them (attention's softmax) are shuffles and the accumulator is
       // the next dot's A fragment (P @ V) in registers. In a kernel with neither, the
