@@ -1847,13 +1847,19 @@ void Emitter::lowered_dot(const Op& op) {
   const tessera::Layout& L = r->type.layout;
   if (L.kind != tessera::Layout::Kind::Mma || L.version != 2) throw NotLowerable{"a dot without an mma.sync accumulator"};
   const ScalarKind ab = a->type.elem;
-  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16) || b->type.elem != ab || r->type.elem != ScalarKind::F32 ||
-      c->type.layout != L)
-    throw NotLowerable{"a dot at " + op.loc.str() + " other than 16-bit operands into an f32 mma accumulator"};
+  // f8 (m16n8k32 e4m3 / e5m2, sm_89+): a k step is 32 elements, the same 32 bytes as a 16-bit
+  // k16 step, so the fragments are the same ldmatrix loads counted in bytes.
+  const bool f8 = ab == ScalarKind::F8E4M3 || ab == ScalarKind::F8E5M2;
+  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16 && !f8) || b->type.elem != ab ||
+      r->type.elem != ScalarKind::F32 || c->type.layout != L)
+    throw NotLowerable{"a dot at " + op.loc.str() + " other than 16-bit or f8 operands into an f32 mma accumulator"};
+  if (f8 && tg_.sm < 89) throw NotLowerable{"an f8 mma.sync dot below sm_89"};
+  const int64_t eb = scalar_bytes(ab), KS = 32 / eb;  // elements of a k step
   const std::vector<int64_t> SR = static_shape(r->type.shape), SA = static_shape(a->type.shape);
   const int64_t wm = L.warps[0], wn = L.warps[1];
   const auto [MT, NT] = mma_sync_tiles(r);
-  const int64_t KT = SA[1] / 16;
+  const int64_t KT = SA[1] / KS;
+  if (SA[1] % KS != 0) throw NotLowerable{"an mma.sync dot whose K is not a multiple of its k step"};
   if (SR[0] % (16 * wm) != 0 || SR[1] % (8 * wn) != 0) throw NotLowerable{"an mma tile smaller than its warp grid"};
   // An operand staged by a conversion that prints nothing (staged_), or a shared tile the dot
   // takes as it is (assign-layouts: a loaded operand): either way the dot loads its fragments.
@@ -1865,11 +1871,17 @@ void Emitter::lowered_dot(const Op& op) {
   const std::optional<StagedOperand> stA = staged(a), stB = staged(b);
   const bool sa = stA.has_value(), sb = stB.has_value();
   if (sb && NT % 2 != 0) throw NotLowerable{"a B operand in shared memory with an odd number of n8 tiles"};
+  // ldmatrix has no 8-bit transpose: both f8 operands K-major in shared memory.
+  if (f8 && (!sa || !sb || stA->dim0_fastest || !stB->dim0_fastest))
+    throw NotLowerable{"an f8 mma.sync operand not K-major in shared memory"};
   (void)dist_of(c);
   const std::string n = declare(op, r);
   copy_value(r, n, nm(c));
   const std::string pack = ab == ScalarKind::BF16 ? "tsr::f2bf2(" : "tsr::f2h2(";
-  const std::string mma = ab == ScalarKind::BF16 ? "tsr::mma_bf16_16816(" : "tsr::mma_f16_16816(";
+  const std::string mma = ab == ScalarKind::BF16   ? "tsr::mma_bf16_16816("
+                          : ab == ScalarKind::F16  ? "tsr::mma_f16_16816("
+                          : ab == ScalarKind::F8E4M3 ? "tsr::mma_f8_16832<1>("
+                                                     : "tsr::mma_f8_16832<2>(";
   open("{");
   line("const int wm_ = tsr_warp / " + num(wn) + ", wn_ = tsr_warp % " + num(wn) + ";");
   line("(void)wm_; (void)wn_;");
@@ -1883,7 +1895,7 @@ void Emitter::lowered_dot(const Op& op) {
   auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row,
                   const std::string& col) {
     line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + st.base + " + uint32_t((" + row +
-         ") * " + num(st.ld) + " + " + col + ") * 2u);");
+         ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "") + ");");
   };
   // Fragment registers from a register operand: `frag`[t][q] packs slots `per_step` * (kx +
   // KT * t) + 2q and + 1 (the slot order of DistLayout.h).
@@ -1901,13 +1913,15 @@ void Emitter::lowered_dot(const Op& op) {
   // From stages `A` and `B` where they are staged (else registers).
   auto load_fragments_from = [&](const std::string& kx, const std::string& f, const std::optional<StagedOperand>& A,
                                  const std::optional<StagedOperand>& B) {
-    const std::string fa = FA + "[" + f + "]", fb = FB + "[" + f + "]", k16 = "16 * (" + kx + ")";
+    // (k16: the step's first column; half: the second 16 bytes of it, 8 or 16 elements.)
+    const std::string fa = FA + "[" + f + "]", fb = FB + "[" + f + "]", k16 = num(KS) + " * (" + kx + ")",
+                      half = num(KS / 2) + " * (tsr_lane >> 4)";
     if (sa) {
       const StagedOperand& st = *A;
       for (int64_t i = 0; i < MT; ++i) {
         const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = fa + "[" + num(i) + "]";
         const std::string regs = I + "[0], " + I + "[1], " + I + "[2], " + I + "[3]";
-        if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", k16 + " + 8 * (tsr_lane >> 4)");
+        if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", k16 + " + " + half);
         else ldsm(true, regs, st, k16 + " + (tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0 + " + 8 * ((tsr_lane >> 3) & 1)");
       }
     } else {
@@ -1922,7 +1936,7 @@ void Emitter::lowered_dot(const Op& op) {
                n0 + " + (tsr_lane >> 4)) + 8 * wn_");
         else  // [N][K]: rows n
           ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st,
-               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", k16 + " + 8 * (tsr_lane >> 4)");
+               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", k16 + " + " + half);
       }
     } else {
       from_registers(fb, kx, b, NT, 2, 4);
@@ -1960,10 +1974,16 @@ void Emitter::lowered_dot(const Op& op) {
       barrier();
       --loop_callbacks_;
       auto next_stage = [&](const Value* v) -> std::optional<StagedOperand> {
-        const Ring& ring = rings_.at(v->def);
+        // (Through a permute of the stage, fragments_ahead_dot's other form: its strides reordered.)
+        const Op* perm = v->def->kind == OpKind::Permute ? v->def : nullptr;
+        const Ring& ring = rings_.at(perm ? perm->operand(0)->def : v->def);
         SharedView sv = ring.view;
         sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
                  "u) * " + num(ring.stage_elems) + ")";
+        if (perm) {
+          sv.strides.clear();
+          for (int64_t d : perm->attr_ints("dims")) sv.strides.push_back(ring.view.strides[d]);
+        }
         return staged_from(op, sv);
       };
       load_fragments_from("0", "0", next_stage(a), next_stage(b));

@@ -256,9 +256,12 @@ class Assign {
         // the dot loading its fragments with ldmatrix as it goes: the load then writes the tile
         // itself (cp.async), as for wgmma's SS form. One computed in registers keeps the
         // operand layout (FlashAttention's P: the accumulator is the A fragment;
-        // stage-mma-operands stages the others).
+        // stage-mma-operands stages the others). An f8 operand likewise where its load is
+        // K-major (ldmatrix has no 8-bit transpose: A as loaded, B [N, K] through a permute),
+        // rows padded by 16 bytes.
         auto operand = [&](int i) -> std::pair<Layout, std::string> {
           if (scalar_bits(a.elem) == 16 && loaded(dot.operand(i))) return {Layout::shared(0, 8), "shared"};
+          if (f8 && k_major_load(dot.operand(i), i == 0 ? 1 : 0)) return {Layout::shared(0, 16), "shared"};
           return {Layout::dot_operand(acc, i, kw), ""};
         };
         auto [la, sa] = operand(0);
@@ -277,6 +280,16 @@ class Assign {
       return {acc, s, s, "shared", "shared"};
     }
     return {acc, Layout::dot_operand(acc, 0, 1), Layout::dot_operand(acc, 1, 1), "", ""};
+  }
+
+  // Is the 2-D `v` a load through permutes only, its dim `k` the load's contiguous (last) one?
+  static bool k_major_load(const Value* v, int64_t k) {
+    if (v->type.rank() != 2) return false;
+    while (v->def && v->def->kind == OpKind::Permute) {
+      k = v->def->attr_ints("dims")[k];  // result dim i is operand dim dims[i]
+      v = v->def->operand(0);
+    }
+    return v->def && v->def->kind == OpKind::LoadTile && k == v->type.rank() - 1;
   }
 
   // Is `v` a load, through shape ops that move no data between memory and registers?

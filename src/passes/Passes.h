@@ -96,8 +96,8 @@ SplitKernels split_reduction(const Kernel& bound, PassStats& stats);
 Op* in_flight_dot(Op& loop);
 // A cp.async ring loop's one mma.sync dot (mma v2 accumulator) that can load the next
 // iteration's first k step's fragments before its own last step: the body is the ring's index
-// arithmetic (`chain`, ring_loads'), its loads (`loads`), the dot of two of those stages
-// (16-bit elements, an even number of k16 steps) and the yield, so that nothing else reads a
+// arithmetic (`chain`, ring_loads'), its loads (`loads`), the dot of two of those stages or
+// permutes of them (16-bit or f8 elements, an even number of k steps) and the yield, so that nothing else reads a
 // stage or needs the barrier where the iteration begins; else null. pipeline-loops marks it
 // `fragments_ahead = 1`; the layout emitter prints what that allows.
 const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& loads, const std::vector<const Op*>& chain);

@@ -144,21 +144,30 @@ const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& load
     if (o.get() == body.terminator() || std::find(chain.begin(), chain.end(), o.get()) != chain.end() ||
         std::find(loads.begin(), loads.end(), o.get()) != loads.end())
       continue;
+    // A permute of a stage (a view of its bytes, f8's B [N, K]) that only the dot reads.
+    if (o->kind == OpKind::Permute && o->operand(0)->def &&
+        std::find(loads.begin(), loads.end(), o->operand(0)->def) != loads.end())
+      continue;
     if (o->kind != OpKind::Dot || dot) return nullptr;
     dot = o.get();
   }
   if (!dot) return nullptr;
   const Layout& L = dot->result()->type.layout;
   if (L.kind != Layout::Kind::Mma || L.version != 2) return nullptr;
+  // Each operand a stage, or a permute of one (a view of its bytes: f8's B [N, K]), of 16-bit or
+  // f8 elements.
+  const int bits = scalar_bits(dot->operand(0)->type.elem);
+  if (bits != 16 && bits != 8) return nullptr;
   for (int i = 0; i < 2; ++i) {
     const Value* v = dot->operand(i);
-    if (!v->def || std::find(loads.begin(), loads.end(), v->def) == loads.end() || scalar_bits(v->type.elem) != 16)
-      return nullptr;
+    if (v->def && v->def->kind == OpKind::Permute && v->def->parent == &body) v = v->def->operand(0);
+    if (!v->def || std::find(loads.begin(), loads.end(), v->def) == loads.end()) return nullptr;
   }
-  // The next iteration's first step goes to the buffer step 0 reads: an even number of k steps.
+  // The next iteration's first step goes to the buffer step 0 reads: an even number of k steps
+  // (of 16 elements, 32 of f8).
   if (!shape_is_static(dot->operand(0)->type.shape)) return nullptr;
   const int64_t K = static_shape(dot->operand(0)->type.shape)[1];
-  return K % 32 == 0 ? dot : nullptr;
+  return K % (2 * 256 / bits) == 0 ? dot : nullptr;
 }
 
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {

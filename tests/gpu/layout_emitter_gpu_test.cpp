@@ -96,8 +96,10 @@ INSTANTIATE_TEST_SUITE_P(Corpus, LayoutEmitterGpu, ::testing::ValuesIn(corpus_ti
 
 // The corpus kernels with dots on the mma.sync path (assign-layouts' warp grids: along M where
 // a row is reduced or a dot reads another's accumulator, else the squarest), which the
-// device's own target (wgmma on sm_90a) does not take; and the library's bf16 matmul at a
-// ragged size (2 x 4 warps of 64 x 64).
+// device's own target (wgmma on sm_90a) does not take; the library's bf16 matmul at a
+// ragged size (2 x 4 warps of 64 x 64); and matmul_fp8 (m16n8k32 e4m3, B [N, K] read K-major
+// through its permute, the fragments loaded ahead; fp8 tensor-core sums held to the bf16 bound,
+// as LibraryGpu holds fp8 wgmma's).
 TEST(LayoutEmitterGpu, MmaSyncPathMatchesInterpreter) {
   REQUIRE_GPU();
   for (const std::string& path : corpus_tiles()) {
@@ -115,6 +117,11 @@ TEST(LayoutEmitterGpu, MmaSyncPathMatchesInterpreter) {
   }
   auto mm = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
   expect_matches(*mm, {{"M", 300}, {"N", 520}, {"K", 200}}, mma_sync_options());
+  auto f8 = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16), {});
+  EXPECT_NE(printed_by(*f8, mma_sync_options()).find("printed from"), std::string::npos) << printed_by(*f8, mma_sync_options());
+  EXPECT_GT(expect_gpu_matches_interp(*f8, {{"M", 300}, {"N", 520}, {"K", 200}}, 41, tolerance_for(ScalarKind::BF16),
+                                      mma_sync_options()),
+            0);
 }
 
 TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {

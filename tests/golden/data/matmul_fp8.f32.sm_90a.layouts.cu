@@ -2,11 +2,12 @@
 #include "tessera/core.cuh"
 #include "tessera/mma.cuh"
 
-extern "C" __global__ void __launch_bounds__(256, 2) tessera_matmul_fp8(uint8_t* tsr_p0, uint8_t* tsr_p1, float* tsr_p4, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, float tsr_a2, float tsr_a3) {
+extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* tsr_p0, uint8_t* tsr_p1, float* tsr_p4, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, float tsr_a2, float tsr_a3) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 256;
   (void)tsr_tid; (void)tsr_smem;
+  const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_K);
@@ -36,106 +37,300 @@ extern "C" __global__ void __launch_bounds__(256, 2) tessera_matmul_fp8(uint8_t*
   const int32_t v2 = tsr_pid1;
   // %13 = const {value = 0.0} : f32
   const float v3 = 0x0p+0f;
-  // %14 = splat %13 : tile<f32, [128, 128]>
-  float v4[64];
+  // %14 = dim %a {axis = 1} : i32
+  const int32_t v4 = int32_t(int64_t(tsr_dim_K));
+  // %15 = const {value = 64} : i32
+  const int32_t v5 = int32_t(64LL);
+  // %16 = add %14, %15 : i32
+  const int32_t v6 = int32_t(uint32_t(v4) + uint32_t(v5));
+  // %17 = sub %16, %10 : i32
+  const int32_t v7 = int32_t(uint32_t(v6) - uint32_t(v0));
+  // %18 = div %17, %15 : i32
+  const int32_t v8 = tsr::idiv<int32_t>(v7, v5);
+  // %19 = const {value = 0} : i32
+  const int32_t v9 = int32_t(0LL);
+  // %20 = splat %13 : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
+  float v10[64];
   #pragma unroll
-  for (int s5 = 0; s5 < 64; ++s5) {
-    v4[s5] = v3;
+  for (int s11 = 0; s11 < 64; ++s11) {
+    v10[s11] = v3;
   }
-  // %15 = dim %a {axis = 1} : i32
-  const int32_t v6 = int32_t(int64_t(tsr_dim_K));
-  // %16 = const {value = 64} : i32
-  const int32_t v7 = int32_t(64LL);
-  // %17 = add %15, %16 : i32
-  const int32_t v8 = int32_t(uint32_t(v6) + uint32_t(v7));
-  // %18 = sub %17, %10 : i32
-  const int32_t v9 = int32_t(uint32_t(v8) - uint32_t(v0));
-  // %19 = div %18, %16 : i32
-  const int32_t v10 = tsr::idiv<int32_t>(v9, v7);
-  // %20 = const {value = 0} : i32
-  const int32_t v11 = int32_t(0LL);
-  // %21 = for %20, %19, %10, %14 {pipeline = 4} : tile<f32, [128, 128]> {...}
+  // %21 = for %19, %18, %10, %20 {pipeline = 4} : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>> {...}
   float c12[64];
   #pragma unroll
   for (int s13 = 0; s13 < 64; ++s13) {
-    c12[s13] = v4[s13];
+    c12[s13] = v10[s13];
   }
-  float frag14[4][4][4];
-  #pragma unroll
-  for (int i_ = 0; i_ < 4; ++i_)
+  uint8_t* const sh15 = reinterpret_cast<uint8_t*>((tsr_smem + 0) + 0);
+  uint8_t* const sh16 = reinterpret_cast<uint8_t*>((tsr_smem + 0) + 40960);
+  int rs14 = 0;
+  #pragma unroll 1
+  for (int pro17 = 0; pro17 < 3; ++pro17) {
+    if ((int64_t(v9) + int64_t(pro17) * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx18 = int32_t((int64_t(v9) + int64_t(pro17) * int64_t(v0)));
+      {
+        const int64_t o19 = int64_t(v1) * 128;
+        const int64_t o20 = int64_t(nx18) * 64;
+        if (o19 >= 0 && o19 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o20 >= 0 && o20 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 10240));
+          const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 16;
+          const uint8_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
+          const uint32_t d25 = sb21 + uint32_t((r22) * 80 + (k23) * 1) * 1u;
+          #pragma unroll
+          for (int i26 = 0; i26 < 2; ++i26) {
+            tsr::cp_async_16(d25 + uint32_t(i26) * 5120u, g24 + int64_t(i26) * 64 * tsr_p0_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint8_t, 16>(tsr_p0) && tsr_p0_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i27 = 0; i27 < 2; ++i27) {
+              const int q28 = i27 * 256 + tsr_tid;
+              const int64_t n29 = !(true && (o19 + ((q28 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) : 16;
+              const uint8_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 16) / 64)) * tsr_p0_s0 + (o20 + ((q28 * 16) % 64)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 10240)) + uint32_t((((q28 * 16) / 64)) * 80 + (((q28 * 16) % 64)) * 1) * 1u, src30, int(n29) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i32 = 0; i32 < 2; ++i32) {
+              const int q33 = i32 * 256 + tsr_tid;
+              const int64_t n34 = !(true && (o19 + ((q33 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 16) % 64))) : 16;
+              const uint8_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 16) / 64)) * tsr_p0_s0 + (o20 + ((q33 * 16) % 64)) * tsr_p0_s1 : 0);
+              uint8_t* const dst36 = (sh15 + (pro17) * 10240) + (((q33 * 16) / 64)) * 80 + (((q33 * 16) % 64)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint8_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o37 = int64_t(v2) * 128;
+        const int64_t o38 = int64_t(nx18) * 64;
+        if (o37 >= 0 && o37 + 128 <= int64_t(tsr_dim_N) && tsr_p1_s0 % 16 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 10240));
+          const int r40 = tsr_tid / 4, k41 = tsr_tid % 4 * 16;
+          const uint8_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
+          const uint32_t d43 = sb39 + uint32_t((r40) * 80 + (k41) * 1) * 1u;
+          #pragma unroll
+          for (int i44 = 0; i44 < 2; ++i44) {
+            tsr::cp_async_16(d43 + uint32_t(i44) * 5120u, g42 + int64_t(i44) * 64 * tsr_p1_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint8_t, 16>(tsr_p1) && tsr_p1_s0 % 16 == 0) {
+            #pragma unroll 1
+            for (int i45 = 0; i45 < 2; ++i45) {
+              const int q46 = i45 * 256 + tsr_tid;
+              const int64_t n47 = !(true && (o37 + ((q46 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) : 16;
+              const uint8_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 16) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 16) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 10240)) + uint32_t((((q46 * 16) / 64)) * 80 + (((q46 * 16) % 64)) * 1) * 1u, src48, int(n47) * 1);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i50 = 0; i50 < 2; ++i50) {
+              const int q51 = i50 * 256 + tsr_tid;
+              const int64_t n52 = !(true && (o37 + ((q51 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o38 + ((q51 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q51 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o38 + ((q51 * 16) % 64))) : 16;
+              const uint8_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 16) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 16) % 64)) * tsr_p1_s1 : 0);
+              uint8_t* const dst54 = (sh16 + (pro17) * 10240) + (((q51 * 16) / 64)) * 80 + (((q51 * 16) % 64)) * 1;
+              for (int v_ = 0; v_ < 16; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint8_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+  }
+  uint32_t fa55[2][4][4], fb56[2][4][2];
+  tsr::cp_async_wait<2>();
+  __syncthreads();
+  for (int64_t iv57_ = v9; v0 > 0 && iv57_ < v8; iv57_ += v0) {
+    const int32_t iv57 = int32_t(iv57_);
+    // %24 = load_tile %a, %11, %22 : tile<f8e4m3, [128, 64], layout = shared<swizzle = 0, pad = 16>, space = "shared">
+    // %25 = load_tile %b, %12, %22 : tile<f8e4m3, [128, 64], layout = shared<swizzle = 0, pad = 16>, space = "shared">
+    // %26 = permute %25 {dims = [1, 0]} : tile<f8e4m3, [64, 128], layout = shared<swizzle = 0, pad = 16, order = [0, 1]>, space = "shared">
+    // %27 = dot %24, %26, %23 {fragments_ahead = 1} : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
+    float v58[64];
     #pragma unroll
-    for (int j_ = 0; j_ < 4; ++j_)
-      frag14[i_][j_][0] = frag14[i_][j_][1] = frag14[i_][j_][2] = frag14[i_][j_][3] = float(v3);
-  {
-    const bool vec_a15 = tsr::aligned_vec<uint8_t, 16>(tsr_p0) && tsr_p0_s0 % 16 == 0;
-    const bool vec_b16 = tsr::aligned_vec<uint8_t, 16>(tsr_p1) && tsr_p1_s0 % 16 == 0;
-    uint8_t* const ring17 = reinterpret_cast<uint8_t*>(tsr_smem + 0);
-    const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-    const int m0_ = (warp_ / 4) * 64, n0_ = (warp_ % 4) * 32;
-    (void)g_; (void)t_; (void)lane_;
-    __syncthreads();
-    for (int st18 = 0; st18 < 3; ++st18) {
-      const int64_t pv19 = int64_t(v11) + int64_t(st18) * int64_t(v0);
-      if (v0 > 0 && pv19 < v10) {
-        {
-          const int32_t ivp20 = int32_t(pv19);
-          tsr::cp_tile_async<128, 4, 256>(ring17 + st18 * 16384, tsr_p0, int64_t(v1) * 128, int64_t(ivp20) * 64, int64_t(tsr_dim_M), int64_t(tsr_dim_K), tsr_p0_s0, tsr_tid, vec_a15);
-          tsr::cp_tile_async<128, 4, 256>(ring17 + st18 * 16384 + 8192, tsr_p1, int64_t(v2) * 128, int64_t(ivp20) * 64, int64_t(tsr_dim_N), int64_t(tsr_dim_K), tsr_p1_s0, tsr_tid, vec_b16);
-        }
-      }
-      tsr::cp_async_commit();
+    for (int s59 = 0; s59 < 64; ++s59) {
+      v58[s59] = c12[s59];
     }
-    const uint32_t ring_s25 = tsr::smem_u32(ring17);
-    uint32_t fa26[1][4][4], fb27[1][4][2];
-    int cur22 = 0;
-    for (int64_t it21 = v11; v0 > 0 && it21 < v10; it21 += v0) {
-      tsr::cp_async_wait<2>();
-      __syncthreads();
-      const int64_t pv24 = it21 + int64_t(3) * int64_t(v0);
-      const int nxt23 = cur22 == 0 ? 3 : cur22 - 1;
-      if (pv24 < v10) {
-        {
-          const int32_t ivp28 = int32_t(pv24);
-          tsr::cp_tile_async<128, 4, 256>(ring17 + nxt23 * 16384, tsr_p0, int64_t(v1) * 128, int64_t(ivp28) * 64, int64_t(tsr_dim_M), int64_t(tsr_dim_K), tsr_p0_s0, tsr_tid, vec_a15);
-          tsr::cp_tile_async<128, 4, 256>(ring17 + nxt23 * 16384 + 8192, tsr_p1, int64_t(v2) * 128, int64_t(ivp28) * 64, int64_t(tsr_dim_N), int64_t(tsr_dim_K), tsr_p1_s0, tsr_tid, vec_b16);
-        }
-      }
-      tsr::cp_async_commit();
-      {
-        tsr::ldsm_frags_f8<64, 4, 4>(fa26[0], fb27[0], ring_s25 + uint32_t(cur22) * 16384u, ring_s25 + uint32_t(cur22) * 16384u + 8192u, 0, m0_, n0_, lane_);
-        tsr::mma_tiles_f8<1>(frag14, fa26[0], fb27[0]);
-      }
-      {
-        tsr::ldsm_frags_f8<64, 4, 4>(fa26[0], fb27[0], ring_s25 + uint32_t(cur22) * 16384u, ring_s25 + uint32_t(cur22) * 16384u + 8192u, 1, m0_, n0_, lane_);
-        tsr::mma_tiles_f8<1>(frag14, fa26[0], fb27[0]);
-      }
-      cur22 = cur22 + 1 == 4 ? 0 : cur22 + 1;
-    }
-    tsr::cp_async_wait<0>();
-    __syncthreads();
-  }
-  // %28 = mul %scale_a, %scale_b : f32
-  const float v29 = float(tsr_a2 * tsr_a3);
-  // %29 = splat %28 : tile<f32, [128, 128]>
-  float v30[64];
-  #pragma unroll
-  for (int s31 = 0; s31 < 64; ++s31) {
-    v30[s31] = v29;
-  }
-  // %30 = mul %21, %29 : tile<f32, [128, 128]>
-  // store_tile %c, %30, %11, %12
-  {
-    const int warp_ = tsr_tid / 32, lane_ = tsr_tid % 32, g_ = lane_ / 4, t_ = lane_ % 4;
-    const int m0_ = (warp_ / 4) * 64, n0_ = (warp_ % 4) * 32;
-    (void)g_; (void)t_; (void)lane_;
     {
-      tsr::store_frags(frag14, tsr_p4, int64_t(v1) * 128 + m0_, int64_t(v2) * 128 + n0_, int64_t(tsr_dim_M), int64_t(tsr_dim_N), tsr_p4_s0, tsr::aligned_vec<float, 2>(tsr_p4) && tsr_p4_s0 % 2 == 0, lane_, [=](float x_) -> float { return (x_ * v29); });
+      const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
+      (void)wm_; (void)wn_;
+      if ((iv57_ == int64_t(v9))) {
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+      }
+      #pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        if (ks + 1 < 2) {
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][2][0], fa55[(ks + 1) & 1][2][1], fa55[(ks + 1) & 1][2][2], fa55[(ks + 1) & 1][2][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][3][0], fa55[(ks + 1) & 1][3][1], fa55[(ks + 1) & 1][3][2], fa55[(ks + 1) & 1][3][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+        } else {
+          tsr::cp_async_wait<2>();
+          __syncthreads();
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        }
+        tsr::mma_f8_16832<1>(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[32], fa55[ks & 1][2], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[36], fa55[ks & 1][2], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[40], fa55[ks & 1][2], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[44], fa55[ks & 1][2], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[48], fa55[ks & 1][3], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[52], fa55[ks & 1][3], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[56], fa55[ks & 1][3], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[60], fa55[ks & 1][3], fb56[ks & 1][3]);
+        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+          if ((iv57_ + 3 * int64_t(v0)) < int64_t(v8)) {
+            const int32_t nx60 = int32_t((iv57_ + 3 * int64_t(v0)));
+            {
+              const int64_t o61 = int64_t(v1) * 128;
+              const int64_t o62 = int64_t(nx60) * 64;
+              if (o61 >= 0 && o61 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
+                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240));
+                const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 16;
+                const uint8_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
+                const uint32_t d67 = sb63 + uint32_t((r64) * 80 + (k65) * 1) * 1u;
+                #pragma unroll
+                for (int i68 = 0; i68 < 2; ++i68) {
+                  tsr::cp_async_16(d67 + uint32_t(i68) * 5120u, g66 + int64_t(i68) * 64 * tsr_p0_s0);
+                }
+              } else {
+                if (tsr::aligned_vec<uint8_t, 16>(tsr_p0) && tsr_p0_s0 % 16 == 0) {
+                  #pragma unroll 1
+                  for (int i69 = 0; i69 < 2; ++i69) {
+                    const int q70 = i69 * 256 + tsr_tid;
+                    const int64_t n71 = !(true && (o61 + ((q70 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) : 16;
+                    const uint8_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 16) / 64)) * tsr_p0_s0 + (o62 + ((q70 * 16) % 64)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240)) + uint32_t((((q70 * 16) / 64)) * 80 + (((q70 * 16) % 64)) * 1) * 1u, src72, int(n71) * 1);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i74 = 0; i74 < 2; ++i74) {
+                    const int q75 = i74 * 256 + tsr_tid;
+                    const int64_t n76 = !(true && (o61 + ((q75 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 16) % 64))) : 16;
+                    const uint8_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 16) / 64)) * tsr_p0_s0 + (o62 + ((q75 * 16) % 64)) * tsr_p0_s1 : 0);
+                    uint8_t* const dst78 = (sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240) + (((q75 * 16) / 64)) * 80 + (((q75 * 16) % 64)) * 1;
+                    for (int v_ = 0; v_ < 16; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint8_t(0);
+                  }
+                }
+              }
+            }
+            {
+              const int64_t o79 = int64_t(v2) * 128;
+              const int64_t o80 = int64_t(nx60) * 64;
+              if (o79 >= 0 && o79 + 128 <= int64_t(tsr_dim_N) && tsr_p1_s0 % 16 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 3u) % 4u)) * 10240));
+                const int r82 = tsr_tid / 4, k83 = tsr_tid % 4 * 16;
+                const uint8_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
+                const uint32_t d85 = sb81 + uint32_t((r82) * 80 + (k83) * 1) * 1u;
+                #pragma unroll
+                for (int i86 = 0; i86 < 2; ++i86) {
+                  tsr::cp_async_16(d85 + uint32_t(i86) * 5120u, g84 + int64_t(i86) * 64 * tsr_p1_s0);
+                }
+              } else {
+                if (tsr::aligned_vec<uint8_t, 16>(tsr_p1) && tsr_p1_s0 % 16 == 0) {
+                  #pragma unroll 1
+                  for (int i87 = 0; i87 < 2; ++i87) {
+                    const int q88 = i87 * 256 + tsr_tid;
+                    const int64_t n89 = !(true && (o79 + ((q88 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) : 16;
+                    const uint8_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 16) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 16) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 3u) % 4u)) * 10240)) + uint32_t((((q88 * 16) / 64)) * 80 + (((q88 * 16) % 64)) * 1) * 1u, src90, int(n89) * 1);
+                  }
+                } else {
+                  #pragma unroll 1
+                  for (int i92 = 0; i92 < 2; ++i92) {
+                    const int q93 = i92 * 256 + tsr_tid;
+                    const int64_t n94 = !(true && (o79 + ((q93 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o80 + ((q93 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o80 + ((q93 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o80 + ((q93 * 16) % 64))) : 16;
+                    const uint8_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 16) / 64)) * tsr_p1_s0 + (o80 + ((q93 * 16) % 64)) * tsr_p1_s1 : 0);
+                    uint8_t* const dst96 = (sh16 + (int((unsigned(rs14) + 3u) % 4u)) * 10240) + (((q93 * 16) / 64)) * 80 + (((q93 * 16) % 64)) * 1;
+                    for (int v_ = 0; v_ < 16; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint8_t(0);
+                  }
+                }
+              }
+            }
+          }
+          tsr::cp_async_commit();
+        }
+      }
+    }
+    // yield %27
+    #pragma unroll
+    for (int s97 = 0; s97 < 64; ++s97) {
+      c12[s97] = v58[s97];
+    }
+    rs14 = int((unsigned(rs14) + 1u) % 4u);
+  }
+  tsr::cp_async_wait<0>();
+  // %28 = mul %scale_a, %scale_b : f32
+  const float v98 = float(tsr_a2 * tsr_a3);
+  // %29 = splat %28 : tile<f32, [128, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [8, 1], order = [1, 0]>>
+  float v99[64];
+  #pragma unroll
+  for (int s100 = 0; s100 < 64; ++s100) {
+    v99[s100] = v98;
+  }
+  // %30 = splat %28 : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
+  float v101[64];
+  #pragma unroll
+  for (int s102 = 0; s102 < 64; ++s102) {
+    v101[s102] = v98;
+  }
+  // %31 = mul %21, %30 : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
+  float v103[64];
+  #pragma unroll
+  for (int s104 = 0; s104 < 64; ++s104) {
+    v103[s104] = float(c12[s104] * v101[s104]);
+  }
+  // store_tile %c, %31, %11, %12
+  {
+    const int64_t o105 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
+    const int64_t o106 = int64_t(v2) * 128 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    const bool whole107 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p4_s0 % 2 == 0 && int64_t(v2) * 128 >= 0 && int64_t(v2) * 128 + 128 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p4 + int64_t(v1) * 128 * tsr_p4_s0 + int64_t(v2) * 128 * tsr_p4_s1);
+    if (whole107) {
+      #pragma unroll
+      for (int c108 = 0; c108 < 32; ++c108) {
+        float vb109[2];
+        vb109[0] = v103[c108 * 2 + 0];
+        vb109[1] = v103[c108 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p4 + (o105 + ((((c108 * 2) / 2) % 2) * 8 + (((c108 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c108 * 2) % 2) + (((c108 * 2) / 4) % 4) * 32)) * tsr_p4_s1, vb109);
+      }
+    } else {
+      #pragma unroll
+      for (int c110 = 0; c110 < 32; ++c110) {
+        float vb111[2];
+        if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p4 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1)) {
+          vb111[0] = v103[c110 * 2 + 0];
+          vb111[1] = v103[c110 * 2 + 1];
+          tsr::copy_vec<float, 2>(tsr_p4 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1, vb111);
+        } else {
+          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) < int64_t(tsr_dim_N)) tsr_p4[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1] = v103[c110 * 2];
+          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p4[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) * tsr_p4_s1] = v103[c110 * 2 + 1];
+        }
+      }
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_fp8, block_threads 256, static_smem 0, dynamic_smem 65536
+// symbol tessera_matmul_fp8, block_threads 256, static_smem 0, dynamic_smem 81920
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f8e4m3 bytes 8 index 0
 // param pointer b f8e4m3 bytes 8 index 1
@@ -147,18 +342,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) tessera_matmul_fp8(uint8_t*
 // param scalar scale_b f32 bytes 4 index 3
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat dot.mma_pipelined = 1
 // stat grouped-order = 1
-// stat min-blocks-per-sm = 2
-// stat mma-carried-accumulators = 1
-// stat mma-direct-epilogues = 1
 // stat mma-dots = 1
-// stat mma-fp8-dots = 1
-// stat mma-fused-epilogue-ops = 1
-// stat pipeline-stages = 4
-// stat smem-bytes = 65536
+// stat mma-fragments-ahead = 1
+// stat producer-warpgroups = 0
+// stat ring-loops = 1
+// stat ring-refills-in-dots = 1
+// stat smem-bytes = 81920
+// stat stepped-tile-copies = 4
 // stat threads = 256
-// note dot at src/kernels/MatmulFp8.cpp:34:14: not wgmma: BLOCK_K = 64 (wgmma + TMA needs 128 or 256 for f8e4m3)
+// stat vector-accesses = 1
+// stat whole-tile-accesses = 1
+// stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
-// note dot at src/kernels/MatmulFp8.cpp:34:14: mma.sync m16n8k32 e4m3 (B K-major) fed by a 4-stage cp.async ring with ldmatrix fragment loads; fp8 tensor-core sums may round below f32 precision (as fp8 wgmma's do), not an exact f32 sum
-// note the layout emitter cannot print this kernel yet (mma operands of other than 16-bit elements; not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 128 elements): lowered for mma.sync): the planning emitter made it
+// note printed from the GPU lowering's layouts (the layout emitter)
+// note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 128 elements): lowered for mma.sync
