@@ -286,6 +286,15 @@ void Emitter::lowered_convert(const Op& op) {
   lowered_exchange(op, x, r, [](const std::string& e) { return e; });
 }
 
+bool Emitter::only_stored(const Value* v) const {
+  bool stored = false, other = false;
+  walk(const_cast<Block&>(*k_.body), [&](Op& op) {
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      if (op.operand(i) == v) (op.kind == OpKind::StoreTile && i == 1 ? stored : other) = true;
+  });
+  return stored && !other;
+}
+
 std::string Emitter::lowered_base() const {
   const std::string b = std::string("tsr_smem + ") + kLoweredBase;
   return lowered_wgmma_ ? "tsr::align_smem_1024(" + b + ")" : "(" + b + ")";
@@ -1074,7 +1083,12 @@ void Emitter::emit_tma_store(const Op& op) {
   open("{  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)");
   // The accumulator's slots mt N / 2 + 4j .. + 3 are columns 8j + 2t, +1 of rows g and g + 8 of
   // block mt: the pairs epilogue_box_sw128 takes.
-  auto half = [&](const std::string& s) { return "uint32_t(" + store_conv(t, r + "[" + s + "]") + ")"; };
+  // Both halves of a word in one conversion (cvt.rn.bf16x2 / f16x2; the TMA store takes 16-bit
+  // floats only).
+  const std::string pair = t == ScalarKind::BF16 ? "tsr::f2bf2(" : "tsr::f2h2(";
+  auto two = [&](const std::string& lo, const std::string& hi) {
+    return pair + r + "[" + lo + "], " + r + "[" + hi + "])";
+  };
   std::vector<std::string> pk;
   for (int64_t mt = 0; mt < MT; ++mt) {
     pk.push_back(fresh("pk"));
@@ -1082,8 +1096,8 @@ void Emitter::emit_tma_store(const Op& op) {
     line("uint32_t " + pk[mt] + "[" + num(N / 4) + "];");
     line("#pragma unroll");
     open("for (int j_ = 0; j_ < " + num(N / 8) + "; ++j_) {");
-    line(pk[mt] + "[2 * j_] = " + half(base + "4 * j_") + " | (" + half(base + "4 * j_ + 1") + " << 16);");
-    line(pk[mt] + "[2 * j_ + 1] = " + half(base + "4 * j_ + 2") + " | (" + half(base + "4 * j_ + 3") + " << 16);");
+    line(pk[mt] + "[2 * j_] = " + two(base + "4 * j_", base + "4 * j_ + 1") + ";");
+    line(pk[mt] + "[2 * j_ + 1] = " + two(base + "4 * j_ + 2", base + "4 * j_ + 3") + ";");
     close();
   }
   const std::string col = "int(int64_t(" + nm(op.operand(3)) + ") * " + num(N) + ")";

@@ -219,6 +219,8 @@ class Emitter {
   // 1024-byte boundary of the shared window in a wgmma kernel (its swizzled tiles need one;
   // 1024 more bytes are reserved for the rounding).
   std::string lowered_base() const;
+  // Whether every use of `v` is the value a store_tile stores (and there is one).
+  bool only_stored(const Value* v) const;
   static constexpr const char* kLoweredBase = "TSR_LO_BASE";
   // --- output ---
   const Kernel& k_;

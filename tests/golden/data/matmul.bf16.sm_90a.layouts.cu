@@ -178,15 +178,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       float v39[128];
       #pragma unroll
       for (int s40 = 0; s40 < 128; ++s40) {
-        v39[s40] = tsr::rbf16(float(float(c35[s40])));
+        v39[s40] = c35[s40];
       }
       // store_tile %c, %28, %12, %13 {tma_store = 1, overlap = 1}
       {  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)
         uint32_t pk41[64];
         #pragma unroll
         for (int j_ = 0; j_ < 32; ++j_) {
-          pk41[2 * j_] = uint32_t(tsr::f2bf(v39[4 * j_])) | (uint32_t(tsr::f2bf(v39[4 * j_ + 1])) << 16);
-          pk41[2 * j_ + 1] = uint32_t(tsr::f2bf(v39[4 * j_ + 2])) | (uint32_t(tsr::f2bf(v39[4 * j_ + 3])) << 16);
+          pk41[2 * j_] = tsr::f2bf2(v39[4 * j_], v39[4 * j_ + 1]);
+          pk41[2 * j_ + 1] = tsr::f2bf2(v39[4 * j_ + 2], v39[4 * j_ + 3]);
         }
         if (epend21) {
           tsr::epilogue_box_sw128<0, 1>(&tsr_tma2, epi3 + 0u, epk18[0], ecol20, erow19);
@@ -232,6 +232,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // header tessera/mma.cuh
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
+// stat casts-rounded-by-stores = 1
 // stat overlapped-epilogues = 1
 // stat persistent-programs = 1
 // stat producer-warpgroups = 1

@@ -196,15 +196,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
       float v46[128];
       #pragma unroll
       for (int s47 = 0; s47 < 128; ++s47) {
-        v46[s47] = tsr::rf16(float(float(v44[s47])));
+        v46[s47] = v44[s47];
       }
       // store_tile %c, %33, %12, %13 {tma_store = 1, overlap = 1}
       {  // by TMA from shared memory, a 64 x 64 box at a time (store-epilogues-by-tma)
         uint32_t pk48[64];
         #pragma unroll
         for (int j_ = 0; j_ < 32; ++j_) {
-          pk48[2 * j_] = uint32_t(tsr::f2h(v46[4 * j_])) | (uint32_t(tsr::f2h(v46[4 * j_ + 1])) << 16);
-          pk48[2 * j_ + 1] = uint32_t(tsr::f2h(v46[4 * j_ + 2])) | (uint32_t(tsr::f2h(v46[4 * j_ + 3])) << 16);
+          pk48[2 * j_] = tsr::f2h2(v46[4 * j_], v46[4 * j_ + 1]);
+          pk48[2 * j_ + 1] = tsr::f2h2(v46[4 * j_ + 2], v46[4 * j_ + 3]);
         }
         if (epend21) {
           tsr::epilogue_box_sw128<0, 1>(&tsr_tma4, epi3 + 0u, epk18[0], ecol20, erow19);
@@ -252,6 +252,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
 // header tessera/mma.cuh
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
+// stat casts-rounded-by-stores = 1
 // stat overlapped-epilogues = 1
 // stat persistent-programs = 1
 // stat producer-warpgroups = 1
