@@ -88,9 +88,16 @@ Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes,
   const size_t r = shape.size();
   std::vector<int64_t> pt(r, 1), th(r, 1), wp(r, 1), order(r);
   for (size_t i = 0; i < r; ++i) order[i] = static_cast<int64_t>(r - 1 - i);
-  // 16 bytes per thread along the fastest dim, then the warp's threads fastest dim first, then
-  // the warps slowest dim first; what is left over replicates along dim 0 / the last dim.
-  pt[r - 1] = pow2_dividing(shape[r - 1], std::max(1, 16 / std::max(1, elem_bytes)));
+  // 16 bytes per thread along the fastest dim, but no more elements than the tile has per
+  // thread of the program (Triton's coalesce rule): a [1024] i32 tile on 512 threads takes 2
+  // each, not 4 each on half of them with every value held twice (twice the registers: topk's
+  // segments kernel spilled under its 64-register bound). Then the warp's threads fastest dim
+  // first, then the warps slowest dim first; what is left over replicates along dim 0 / the
+  // last dim.
+  int64_t numel = 1;
+  for (int64_t e : shape) numel *= e;
+  const int64_t per_program = std::max<int64_t>(1, numel / (32 * std::max(1, num_warps)));
+  pt[r - 1] = pow2_dividing(shape[r - 1], std::min<int64_t>(std::max(1, 16 / std::max(1, elem_bytes)), pow2_floor(per_program)));
   int64_t threads = 32;
   for (size_t i = r; i-- > 0 && threads > 1;) {
     th[i] = pow2_dividing(shape[i] / pt[i], threads);

@@ -128,8 +128,8 @@ int launch_warps(const Kernel& k);
 // Writes `num_warps` on the grid's yield (AssignLaunchShape.cpp).
 void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
-// fastest dim, the warp's threads fastest dim first, the warps slowest dim first (replicated
-// when no blocked layout fits).
+// fastest dim (at most the tile's elements per thread of the program), the warp's threads
+// fastest dim first, the warps slowest dim first (replicated when no blocked layout fits).
 Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps);
 // Every tile gets a layout, every exchange an explicit convert_layout (AssignLayouts.cpp).
 void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);

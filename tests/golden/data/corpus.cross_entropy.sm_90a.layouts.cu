@@ -313,16 +313,16 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
       v92_tg[s94] = ((o93 + (((s94) % 4) * 4)) < int64_t(tsr_dim_M)) ? tsr_p1[(o93 + (((s94) % 4) * 4)) * tsr_p1_s0] : int32_t(-1LL);
     }
   }
-  // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v95_zeros[4];
+  // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v95_zeros[1];
   #pragma unroll
-  for (int s96 = 0; s96 < 4; ++s96) {
+  for (int s96 = 0; s96 < 1; ++s96) {
     v95_zeros[s96] = v1_c0;
   }
-  // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v97_vocabs[4];
+  // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v97_vocabs[1];
   #pragma unroll
-  for (int s98 = 0; s98 < 4; ++s98) {
+  for (int s98 = 0; s98 < 1; ++s98) {
     v97_vocabs[s98] = v3_vocab;
   }
   // %2 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>

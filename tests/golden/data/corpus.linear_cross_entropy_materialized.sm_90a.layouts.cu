@@ -364,10 +364,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
   v14_tgb[5] = v13_tg2[1];
   v14_tgb[6] = v13_tg2[1];
   v14_tgb[7] = v13_tg2[1];
-  // %z0 = splat %f0 : tile<f32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  float v15_z0[4];
+  // %z0 = splat %f0 : tile<f32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  float v15_z0[1];
   #pragma unroll
-  for (int s16 = 0; s16 < 4; ++s16) {
+  for (int s16 = 0; s16 < 1; ++s16) {
     v15_z0[s16] = v7_f0;
   }
   // %0 = splat %ninf : tile<f32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
@@ -685,16 +685,16 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
   for (int s112 = 0; s112 < 2; ++s112) {
     v111_diff[s112] = float(v109_lse[s112] - c27_picked[s112]);
   }
-  // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v113_zeros[4];
+  // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v113_zeros[1];
   #pragma unroll
-  for (int s114 = 0; s114 < 4; ++s114) {
+  for (int s114 = 0; s114 < 1; ++s114) {
     v113_zeros[s114] = v1_c0;
   }
-  // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v115_vocabs[4];
+  // %vocabs = splat %vocab : tile<i32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v115_vocabs[1];
   #pragma unroll
-  for (int s116 = 0; s116 < 4; ++s116) {
+  for (int s116 = 0; s116 < 1; ++s116) {
     v115_vocabs[s116] = v3_vocab;
   }
   // %11 = splat %c0 : tile<i32, [16], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>

@@ -38,114 +38,87 @@ extern "C" __global__ void __launch_bounds__(128) tessera_masked_rows(float* tsr
   // %len = gather %lens, %row : i32
   int32_t v8_len;
   v8_len = (int64_t(v0_row) >= 0 && int64_t(v0_row) < int64_t(tsr_dim_B)) ? tsr_p1[int64_t(v0_row) * tsr_p1_s0] : int32_t(0LL);
-  // %alphas = splat %alpha : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v9_alphas[4];
+  // %alphas = splat %alpha : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+  float v9_alphas[1];
   #pragma unroll
-  for (int s10 = 0; s10 < 4; ++s10) {
+  for (int s10 = 0; s10 < 1; ++s10) {
     v9_alphas[s10] = tsr_a3;
   }
   // %f0 = const {value = 0.0} : f32
   const float v11_f0 = 0x0p+0f;
-  // %zeros = splat %f0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v12_zeros[4];
+  // %zeros = splat %f0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+  float v12_zeros[1];
   #pragma unroll
-  for (int s13 = 0; s13 < 4; ++s13) {
+  for (int s13 = 0; s13 < 1; ++s13) {
     v12_zeros[s13] = v11_f0;
   }
   // for %c0, %ntiles, %c1 {...}
   for (int64_t iv14_ = v1_c0; v2_c1 > 0 && iv14_ < v7_ntiles; iv14_ += v2_c1) {
     const int32_t iv14 = int32_t(iv14_);
-    // %xt = load_tile %x, %row, %j : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v15_xt[4];
+    // %xt = load_tile %x, %row, %j : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v15_xt[1];
     {
       const int64_t o16 = int64_t(v0_row) * 1 + 0;
-      const int64_t o17 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o17 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c18 = 0; c18 < 1; ++c18) {
-        float vb19[4];
-        if ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_L) && tsr::aligned_vec<float, 4>(tsr_p0 + (o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4))) * tsr_p0_s1)) {
-          tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4))) * tsr_p0_s1);
-          v15_xt[c18 * 4 + 0] = vb19[0];
-          v15_xt[c18 * 4 + 1] = vb19[1];
-          v15_xt[c18 * 4 + 2] = vb19[2];
-          v15_xt[c18 * 4 + 3] = vb19[3];
-        } else {
-          v15_xt[c18 * 4] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + (((c18 * 4) % 4))) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-          v15_xt[c18 * 4 + 1] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v15_xt[c18 * 4 + 2] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v15_xt[c18 * 4 + 3] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + (((c18 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
-        }
+      for (int s18 = 0; s18 < 1; ++s18) {
+        v15_xt[s18] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + 0) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %off = mul %j, %bl : i32
-    const int32_t v20_off = int32_t(uint32_t(iv14) * uint32_t(v4_bl));
-    // %0 = arange : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v21[4];
+    const int32_t v19_off = int32_t(uint32_t(iv14) * uint32_t(v4_bl));
+    // %0 = arange : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v20[1];
     #pragma unroll
-    for (int s22 = 0; s22 < 4; ++s22) {
-      v21[s22] = int32_t(0 + (((s22) % 4)) + (((tsr_lane >> 0) & 31) * 4));
+    for (int s21 = 0; s21 < 1; ++s21) {
+      v20[s21] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32));
     }
-    // %1 = splat %off : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v23[4];
+    // %1 = splat %off : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v22[1];
     #pragma unroll
-    for (int s24 = 0; s24 < 4; ++s24) {
-      v23[s24] = v20_off;
+    for (int s23 = 0; s23 < 1; ++s23) {
+      v22[s23] = v19_off;
     }
-    // %2 = add %0, %1 : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v25[4];
+    // %2 = add %0, %1 : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v24[1];
     #pragma unroll
-    for (int s26 = 0; s26 < 4; ++s26) {
-      v25[s26] = int32_t(uint32_t(v21[s26]) + uint32_t(v23[s26]));
+    for (int s25 = 0; s25 < 1; ++s25) {
+      v24[s25] = int32_t(uint32_t(v20[s25]) + uint32_t(v22[s25]));
     }
-    // %3 = splat %len : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    int32_t v27[4];
+    // %3 = splat %len : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v26[1];
     #pragma unroll
-    for (int s28 = 0; s28 < 4; ++s28) {
-      v27[s28] = v8_len;
+    for (int s27 = 0; s27 < 1; ++s27) {
+      v26[s27] = v8_len;
     }
-    // %4 = cmp %2, %3 {pred = "lt"} : tile<i1, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    uint8_t v29[4];
+    // %4 = cmp %2, %3 {pred = "lt"} : tile<i1, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    uint8_t v28[1];
     #pragma unroll
-    for (int s30 = 0; s30 < 4; ++s30) {
-      v29[s30] = uint8_t(v25[s30] < v27[s30]);
+    for (int s29 = 0; s29 < 1; ++s29) {
+      v28[s29] = uint8_t(v24[s29] < v26[s29]);
     }
-    // %inlen2 = expand_dims %4 {axis = 0} : tile<i1, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    uint8_t v31_inlen2[4];
-    v31_inlen2[0] = v29[0];
-    v31_inlen2[1] = v29[1];
-    v31_inlen2[2] = v29[2];
-    v31_inlen2[3] = v29[3];
-    // %xs = mul %xt, %alphas : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v32_xs[4];
+    // %inlen2 = expand_dims %4 {axis = 0} : tile<i1, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    uint8_t v30_inlen2[1];
+    v30_inlen2[0] = v28[0];
+    // %xs = mul %xt, %alphas : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v31_xs[1];
     #pragma unroll
-    for (int s33 = 0; s33 < 4; ++s33) {
-      v32_xs[s33] = float(v15_xt[s33] * v9_alphas[s33]);
+    for (int s32 = 0; s32 < 1; ++s32) {
+      v31_xs[s32] = float(v15_xt[s32] * v9_alphas[s32]);
     }
-    // %yt = where %inlen2, %xs, %zeros : tile<f32, [1, 128], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v34_yt[4];
+    // %yt = where %inlen2, %xs, %zeros : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v33_yt[1];
     #pragma unroll
-    for (int s35 = 0; s35 < 4; ++s35) {
-      v34_yt[s35] = (v31_inlen2[s35] ? v32_xs[s35] : v12_zeros[s35]);
+    for (int s34 = 0; s34 < 1; ++s34) {
+      v33_yt[s34] = (v30_inlen2[s34] ? v31_xs[s34] : v12_zeros[s34]);
     }
     // store_tile %y, %yt, %row, %j
     {
-      const int64_t o36 = int64_t(v0_row) * 1 + 0;
-      const int64_t o37 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) * 4);
+      const int64_t o35 = int64_t(v0_row) * 1 + 0;
+      const int64_t o36 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c38 = 0; c38 < 1; ++c38) {
-        float vb39[4];
-        if ((o36 + 0) < int64_t(tsr_dim_B) && (o37 + (((c38 * 4) % 4)) + 3) < int64_t(tsr_dim_L) && tsr::aligned_vec<float, 4>(tsr_p2 + (o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4))) * tsr_p2_s1)) {
-          vb39[0] = v34_yt[c38 * 4 + 0];
-          vb39[1] = v34_yt[c38 * 4 + 1];
-          vb39[2] = v34_yt[c38 * 4 + 2];
-          vb39[3] = v34_yt[c38 * 4 + 3];
-          if (((tsr_warp & 3) == 0)) tsr::copy_vec<float, 4>(tsr_p2 + (o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4))) * tsr_p2_s1, vb39);
-        } else {
-          if (((tsr_warp & 3) == 0) && (o36 + 0) < int64_t(tsr_dim_B) && (o37 + (((c38 * 4) % 4))) < int64_t(tsr_dim_L)) tsr_p2[(o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4))) * tsr_p2_s1] = v34_yt[c38 * 4];
-          if (((tsr_warp & 3) == 0) && (o36 + 0) < int64_t(tsr_dim_B) && (o37 + (((c38 * 4) % 4)) + 1) < int64_t(tsr_dim_L)) tsr_p2[(o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4)) + 1) * tsr_p2_s1] = v34_yt[c38 * 4 + 1];
-          if (((tsr_warp & 3) == 0) && (o36 + 0) < int64_t(tsr_dim_B) && (o37 + (((c38 * 4) % 4)) + 2) < int64_t(tsr_dim_L)) tsr_p2[(o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4)) + 2) * tsr_p2_s1] = v34_yt[c38 * 4 + 2];
-          if (((tsr_warp & 3) == 0) && (o36 + 0) < int64_t(tsr_dim_B) && (o37 + (((c38 * 4) % 4)) + 3) < int64_t(tsr_dim_L)) tsr_p2[(o36 + 0) * tsr_p2_s0 + (o37 + (((c38 * 4) % 4)) + 3) * tsr_p2_s1] = v34_yt[c38 * 4 + 3];
-        }
+      for (int s37 = 0; s37 < 1; ++s37) {
+        if ((o35 + 0) < int64_t(tsr_dim_B) && (o36 + 0) < int64_t(tsr_dim_L)) tsr_p2[(o35 + 0) * tsr_p2_s0 + (o36 + 0) * tsr_p2_s1] = v33_yt[s37];
       }
     }
     // yield
@@ -166,5 +139,4 @@ extern "C" __global__ void __launch_bounds__(128) tessera_masked_rows(float* tsr
 // stat producer-warpgroups = 0
 // stat smem-bytes = 0
 // stat threads = 128
-// stat vector-accesses = 2
 // note printed from the GPU lowering's layouts (the layout emitter)

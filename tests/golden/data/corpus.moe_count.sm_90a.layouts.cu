@@ -21,85 +21,62 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_atomic(int32
   const int32_t v2_c1 = int32_t(1LL);
   // %ne = dim %counts {axis = 0} : i32
   const int32_t v3_ne = int32_t(int64_t(tsr_dim_E));
-  // %e = load_tile %ids, %pid {pad = -1} : tile<i32, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v4_e[4];
+  // %e = load_tile %ids, %pid {pad = -1} : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v4_e[1];
   {
-    const int64_t o5 = int64_t(v0_pid) * 128 + (((tsr_lane >> 0) & 31) * 4);
+    const int64_t o5 = int64_t(v0_pid) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
     #pragma unroll
-    for (int c6 = 0; c6 < 1; ++c6) {
-      int32_t vb7[4];
-      if ((o5 + (((c6 * 4) % 4)) + 3) < int64_t(tsr_dim_NT) && tsr::aligned_vec<int32_t, 4>(tsr_p0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s0)) {
-        tsr::copy_vec<int32_t, 4>(vb7, tsr_p0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s0);
-        v4_e[c6 * 4 + 0] = vb7[0];
-        v4_e[c6 * 4 + 1] = vb7[1];
-        v4_e[c6 * 4 + 2] = vb7[2];
-        v4_e[c6 * 4 + 3] = vb7[3];
-      } else {
-        v4_e[c6 * 4] = ((o5 + (((c6 * 4) % 4))) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + (((c6 * 4) % 4))) * tsr_p0_s0] : int32_t(-1LL);
-        v4_e[c6 * 4 + 1] = ((o5 + (((c6 * 4) % 4)) + 1) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + (((c6 * 4) % 4)) + 1) * tsr_p0_s0] : int32_t(-1LL);
-        v4_e[c6 * 4 + 2] = ((o5 + (((c6 * 4) % 4)) + 2) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + (((c6 * 4) % 4)) + 2) * tsr_p0_s0] : int32_t(-1LL);
-        v4_e[c6 * 4 + 3] = ((o5 + (((c6 * 4) % 4)) + 3) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + (((c6 * 4) % 4)) + 3) * tsr_p0_s0] : int32_t(-1LL);
-      }
+    for (int s6 = 0; s6 < 1; ++s6) {
+      v4_e[s6] = ((o5 + 0) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + 0) * tsr_p0_s0] : int32_t(-1LL);
     }
   }
-  // %zeros = splat %c0 : tile<i32, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v8_zeros[4];
+  // %zeros = splat %c0 : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v7_zeros[1];
   #pragma unroll
-  for (int s9 = 0; s9 < 4; ++s9) {
-    v8_zeros[s9] = v1_c0;
+  for (int s8 = 0; s8 < 1; ++s8) {
+    v7_zeros[s8] = v1_c0;
   }
-  // %nes = splat %ne : tile<i32, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v10_nes[4];
+  // %nes = splat %ne : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v9_nes[1];
   #pragma unroll
-  for (int s11 = 0; s11 < 4; ++s11) {
-    v10_nes[s11] = v3_ne;
+  for (int s10 = 0; s10 < 1; ++s10) {
+    v9_nes[s10] = v3_ne;
   }
-  // %ge0 = cmp %e, %zeros {pred = "ge"} : tile<i1, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  uint8_t v12_ge0[4];
+  // %ge0 = cmp %e, %zeros {pred = "ge"} : tile<i1, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  uint8_t v11_ge0[1];
   #pragma unroll
-  for (int s13 = 0; s13 < 4; ++s13) {
-    v12_ge0[s13] = uint8_t(v4_e[s13] >= v8_zeros[s13]);
+  for (int s12 = 0; s12 < 1; ++s12) {
+    v11_ge0[s12] = uint8_t(v4_e[s12] >= v7_zeros[s12]);
   }
-  // %lte = cmp %e, %nes {pred = "lt"} : tile<i1, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  uint8_t v14_lte[4];
+  // %lte = cmp %e, %nes {pred = "lt"} : tile<i1, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  uint8_t v13_lte[1];
   #pragma unroll
-  for (int s15 = 0; s15 < 4; ++s15) {
-    v14_lte[s15] = uint8_t(v4_e[s15] < v10_nes[s15]);
+  for (int s14 = 0; s14 < 1; ++s14) {
+    v13_lte[s14] = uint8_t(v4_e[s14] < v9_nes[s14]);
   }
-  // %valid = and %ge0, %lte : tile<i1, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  uint8_t v16_valid[4];
+  // %valid = and %ge0, %lte : tile<i1, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  uint8_t v15_valid[1];
   #pragma unroll
-  for (int s17 = 0; s17 < 4; ++s17) {
-    v16_valid[s17] = uint8_t(v12_ge0[s17] & v14_lte[s17]);
+  for (int s16 = 0; s16 < 1; ++s16) {
+    v15_valid[s16] = uint8_t(v11_ge0[s16] & v13_lte[s16]);
   }
-  // %ones = splat %c1 : tile<i32, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v18_ones[4];
+  // %ones = splat %c1 : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v17_ones[1];
   #pragma unroll
-  for (int s19 = 0; s19 < 4; ++s19) {
-    v18_ones[s19] = v2_c1;
+  for (int s18 = 0; s18 < 1; ++s18) {
+    v17_ones[s18] = v2_c1;
   }
-  // %old = atomic %counts, %ones, %e, %valid {kind = "add"} : tile<i32, [128], layout = blocked<per_thread = [4], threads = [32], warps = [4], order = [0]>>
-  int32_t v20_old[4];
+  // %old = atomic %counts, %ones, %e, %valid {kind = "add"} : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
+  int32_t v19_old[1];
   #pragma unroll
-  for (int s21 = 0; s21 < 4; ++s21) {
-    v20_old[s21] = int32_t(0);
-    if (((tsr_warp & 3) == 0) && (v16_valid[s21] != 0) && (int64_t(v4_e[s21]) >= 0 && int64_t(v4_e[s21]) < int64_t(tsr_dim_E))) v20_old[s21] = int32_t(int32_t(atomicAdd(reinterpret_cast<unsigned*>(tsr_p1 + (int64_t(v4_e[s21]) * tsr_p1_s0)), unsigned(v18_ones[s21]))));
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s22 = 0; s22 < 4; ++s22) {
-    if (((tsr_warp & 3) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s22) % 4)) + (((tsr_lane >> 0) & 31) * 4)))] = v20_old[s22];
-  }
-  __syncthreads();
-  #pragma unroll
-  for (int s23 = 0; s23 < 4; ++s23) {
-    const int e24 = (((((s23) % 4)) + (((tsr_lane >> 0) & 31) * 4)));
-    v20_old[s23] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e24];
+  for (int s20 = 0; s20 < 1; ++s20) {
+    v19_old[s20] = int32_t(0);
+    if ((v15_valid[s20] != 0) && (int64_t(v4_e[s20]) >= 0 && int64_t(v4_e[s20]) < int64_t(tsr_dim_E))) v19_old[s20] = int32_t(int32_t(atomicAdd(reinterpret_cast<unsigned*>(tsr_p1 + (int64_t(v4_e[s20]) * tsr_p1_s0)), unsigned(v17_ones[s20]))));
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_moe_count_atomic, block_threads 128, static_smem 0, dynamic_smem 1024
+// symbol tessera_moe_count_atomic, block_threads 128, static_smem 0, dynamic_smem 0
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer ids i32 bytes 8 index 0
 // param pointer counts i32 bytes 8 index 1
@@ -107,11 +84,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_atomic(int32
 // param dim E i32 bytes 4 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
-// stat layout-conversions = 1
 // stat producer-warpgroups = 0
-// stat smem-bytes = 1024
+// stat smem-bytes = 0
 // stat threads = 128
-// stat vector-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
 // Generated by Tessera (tessera-cuda-codegen-1) from kernel @moe_count_reduce for sm_90a.
 #include "tessera/core.cuh"

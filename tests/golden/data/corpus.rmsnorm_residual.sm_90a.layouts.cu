@@ -8,6 +8,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
   constexpr int tsr_nthreads = 128;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  int tsr_red34_at = 0;  // the copy of tsr_red34_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -50,138 +51,83 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
   c9_ssq = v8_f0;
   for (int64_t iv10_ = v1_c0; v2_c1 > 0 && iv10_ < v7_ntiles; iv10_ += v2_c1) {
     const int32_t iv10 = int32_t(iv10_);
-    // %xt = load_tile %x, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v11_xt[8];
+    // %xt = load_tile %x, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v11_xt[1];
     {
       const int64_t o12 = int64_t(v0_row) * 1 + 0;
-      const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c14 = 0; c14 < 1; ++c14) {
-        uint16_t vb15[8];
-        if ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 8>(vb15, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1);
-          v11_xt[c14 * 8 + 0] = tsr::bf2f(vb15[0]);
-          v11_xt[c14 * 8 + 1] = tsr::bf2f(vb15[1]);
-          v11_xt[c14 * 8 + 2] = tsr::bf2f(vb15[2]);
-          v11_xt[c14 * 8 + 3] = tsr::bf2f(vb15[3]);
-          v11_xt[c14 * 8 + 4] = tsr::bf2f(vb15[4]);
-          v11_xt[c14 * 8 + 5] = tsr::bf2f(vb15[5]);
-          v11_xt[c14 * 8 + 6] = tsr::bf2f(vb15[6]);
-          v11_xt[c14 * 8 + 7] = tsr::bf2f(vb15[7]);
-        } else {
-          v11_xt[c14 * 8] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 1] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 2] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 3] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 4] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 5] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 6] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
-          v11_xt[c14 * 8 + 7] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + (((c14 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + (((c14 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
-        }
+      for (int s14 = 0; s14 < 1; ++s14) {
+        v11_xt[s14] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + 0) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
-    // %rt = load_tile %res, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v16_rt[8];
+    // %rt = load_tile %res, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v15_rt[1];
     {
-      const int64_t o17 = int64_t(v0_row) * 1 + 0;
-      const int64_t o18 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o16 = int64_t(v0_row) * 1 + 0;
+      const int64_t o17 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c19 = 0; c19 < 1; ++c19) {
-        uint16_t vb20[8];
-        if ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1)) {
-          tsr::copy_vec<uint16_t, 8>(vb20, tsr_p1 + (o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1);
-          v16_rt[c19 * 8 + 0] = tsr::bf2f(vb20[0]);
-          v16_rt[c19 * 8 + 1] = tsr::bf2f(vb20[1]);
-          v16_rt[c19 * 8 + 2] = tsr::bf2f(vb20[2]);
-          v16_rt[c19 * 8 + 3] = tsr::bf2f(vb20[3]);
-          v16_rt[c19 * 8 + 4] = tsr::bf2f(vb20[4]);
-          v16_rt[c19 * 8 + 5] = tsr::bf2f(vb20[5]);
-          v16_rt[c19 * 8 + 6] = tsr::bf2f(vb20[6]);
-          v16_rt[c19 * 8 + 7] = tsr::bf2f(vb20[7]);
-        } else {
-          v16_rt[c19 * 8] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8))) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 1] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 1) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 2] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 2) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 3] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 3) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 4] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 4) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 5] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 5) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 6] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 6) * tsr_p1_s1]) : 0x0p+0f;
-          v16_rt[c19 * 8 + 7] = ((o17 + 0) < int64_t(tsr_dim_M) && (o18 + (((c19 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o17 + 0) * tsr_p1_s0 + (o18 + (((c19 * 8) % 8)) + 7) * tsr_p1_s1]) : 0x0p+0f;
-        }
+      for (int s18 = 0; s18 < 1; ++s18) {
+        v15_rt[s18] = ((o16 + 0) < int64_t(tsr_dim_M) && (o17 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o16 + 0) * tsr_p1_s0 + (o17 + 0) * tsr_p1_s1]) : 0x0p+0f;
       }
     }
-    // %ht = add %xt, %rt : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v21_ht[8];
+    // %ht = add %xt, %rt : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v19_ht[1];
     #pragma unroll
-    for (int s22 = 0; s22 < 8; ++s22) {
-      v21_ht[s22] = tsr::rbf16(float(v11_xt[s22] + v16_rt[s22]));
+    for (int s20 = 0; s20 < 1; ++s20) {
+      v19_ht[s20] = tsr::rbf16(float(v11_xt[s20] + v15_rt[s20]));
     }
     // store_tile %h, %ht, %row, %j
     {
-      const int64_t o23 = int64_t(v0_row) * 1 + 0;
-      const int64_t o24 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o21 = int64_t(v0_row) * 1 + 0;
+      const int64_t o22 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c25 = 0; c25 < 1; ++c25) {
-        uint16_t vb26[8];
-        if ((o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1)) {
-          vb26[0] = tsr::f2bf(v21_ht[c25 * 8 + 0]);
-          vb26[1] = tsr::f2bf(v21_ht[c25 * 8 + 1]);
-          vb26[2] = tsr::f2bf(v21_ht[c25 * 8 + 2]);
-          vb26[3] = tsr::f2bf(v21_ht[c25 * 8 + 3]);
-          vb26[4] = tsr::f2bf(v21_ht[c25 * 8 + 4]);
-          vb26[5] = tsr::f2bf(v21_ht[c25 * 8 + 5]);
-          vb26[6] = tsr::f2bf(v21_ht[c25 * 8 + 6]);
-          vb26[7] = tsr::f2bf(v21_ht[c25 * 8 + 7]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1, vb26);
-        } else {
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 1]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 2]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 3]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 4]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 5]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 6]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o23 + 0) < int64_t(tsr_dim_M) && (o24 + (((c25 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o23 + 0) * tsr_p3_s0 + (o24 + (((c25 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v21_ht[c25 * 8 + 7]);
-        }
+      for (int s23 = 0; s23 < 1; ++s23) {
+        if ((o21 + 0) < int64_t(tsr_dim_M) && (o22 + 0) < int64_t(tsr_dim_N)) tsr_p3[(o21 + 0) * tsr_p3_s0 + (o22 + 0) * tsr_p3_s1] = tsr::f2bf(v19_ht[s23]);
       }
     }
-    // %hf = cast %ht : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v27_hf[8];
+    // %hf = cast %ht : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v24_hf[1];
     #pragma unroll
-    for (int s28 = 0; s28 < 8; ++s28) {
-      v27_hf[s28] = float(float(v21_ht[s28]));
+    for (int s25 = 0; s25 < 1; ++s25) {
+      v24_hf[s25] = float(float(v19_ht[s25]));
     }
-    // %sq = mul %hf, %hf : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v29_sq[8];
+    // %sq = mul %hf, %hf : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v26_sq[1];
     #pragma unroll
-    for (int s30 = 0; s30 < 8; ++s30) {
-      v29_sq[s30] = float(v27_hf[s30] * v27_hf[s30]);
+    for (int s27 = 0; s27 < 1; ++s27) {
+      v26_sq[s27] = float(v24_hf[s27] * v24_hf[s27]);
     }
-    // %sqs = reduce %sq {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v31_sqs[1];
-    float part32[4];
-    part32[0] = v29_sq[0];
-    part32[1] = v29_sq[1];
-    part32[2] = v29_sq[2];
-    part32[3] = v29_sq[3];
-    part32[0] = float(part32[0] + v29_sq[4]);
-    part32[1] = float(part32[1] + v29_sq[5]);
-    part32[2] = float(part32[2] + v29_sq[6]);
-    part32[3] = float(part32[3] + v29_sq[7]);
-    part32[0] = float(part32[0] + part32[2]);
-    part32[1] = float(part32[1] + part32[3]);
-    part32[0] = float(part32[0] + part32[1]);
-    v31_sqs[0] = part32[0];
-    const float sh33 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 1);
-    v31_sqs[0] = float(v31_sqs[0] + sh33);
-    const float sh34 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 2);
-    v31_sqs[0] = float(v31_sqs[0] + sh34);
-    const float sh35 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 4);
-    v31_sqs[0] = float(v31_sqs[0] + sh35);
-    const float sh36 = __shfl_xor_sync(0xffffffffu, v31_sqs[0], 8);
-    v31_sqs[0] = float(v31_sqs[0] + sh36);
+    // %sqs = reduce %sq {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v28_sqs[1];
+    v28_sqs[0] = v26_sq[0];
+    const float sh29 = __shfl_xor_sync(0xffffffffu, v28_sqs[0], 1);
+    v28_sqs[0] = float(v28_sqs[0] + sh29);
+    const float sh30 = __shfl_xor_sync(0xffffffffu, v28_sqs[0], 2);
+    v28_sqs[0] = float(v28_sqs[0] + sh30);
+    const float sh31 = __shfl_xor_sync(0xffffffffu, v28_sqs[0], 4);
+    v28_sqs[0] = float(v28_sqs[0] + sh31);
+    const float sh32 = __shfl_xor_sync(0xffffffffu, v28_sqs[0], 8);
+    v28_sqs[0] = float(v28_sqs[0] + sh32);
+    const float sh33 = __shfl_xor_sync(0xffffffffu, v28_sqs[0], 16);
+    v28_sqs[0] = float(v28_sqs[0] + sh33);
+    __shared__ float tsr_red34_mem[8];
+    float* const tsr_red34 = tsr_red34_mem + tsr_red34_at;
+    tsr_red34_at ^= 4;
+    #pragma unroll
+    for (int s35 = 0; s35 < 1; ++s35) {
+      if ((tsr_lane & 31) == 0) tsr_red34[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v28_sqs[s35];
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int s36 = 0; s36 < 1; ++s36) {
+      v28_sqs[s36] = tsr_red34[((0 + 0))];
+      v28_sqs[s36] = float(v28_sqs[s36] + tsr_red34[1 + ((0 + 0))]);
+      v28_sqs[s36] = float(v28_sqs[s36] + tsr_red34[2 + ((0 + 0))]);
+      v28_sqs[s36] = float(v28_sqs[s36] + tsr_red34[3 + ((0 + 0))]);
+    }
     // %sq0 = reduce %sqs {axis = 0, kind = "sum"} : f32
-    float v37_sq0 = v31_sqs[0];
+    float v37_sq0 = v28_sqs[0];
     // %qn = add %qc, %sq0 : f32
     const float v38_qn = float(c9_ssq + v37_sq0);
     // yield %qn
@@ -197,176 +143,84 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
   const float v42_mse = float(v40_ms + v41_eps);
   // %rstd = rsqrt %mse : f32
   const float v43_rstd = float(rsqrtf(v42_mse));
-  // %rstds = splat %rstd : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v44_rstds[8];
+  // %rstds = splat %rstd : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+  float v44_rstds[1];
   #pragma unroll
-  for (int s45 = 0; s45 < 8; ++s45) {
+  for (int s45 = 0; s45 < 1; ++s45) {
     v44_rstds[s45] = v43_rstd;
   }
   // for %c0, %ntiles, %c1 {...}
   for (int64_t iv46_ = v1_c0; v2_c1 > 0 && iv46_ < v7_ntiles; iv46_ += v2_c1) {
     const int32_t iv46 = int32_t(iv46_);
-    // %xt2 = load_tile %x, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v47_xt2[8];
+    // %xt2 = load_tile %x, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v47_xt2[1];
     {
       const int64_t o48 = int64_t(v0_row) * 1 + 0;
-      const int64_t o49 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o49 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c50 = 0; c50 < 1; ++c50) {
-        uint16_t vb51[8];
-        if ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 8>(vb51, tsr_p0 + (o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1);
-          v47_xt2[c50 * 8 + 0] = tsr::bf2f(vb51[0]);
-          v47_xt2[c50 * 8 + 1] = tsr::bf2f(vb51[1]);
-          v47_xt2[c50 * 8 + 2] = tsr::bf2f(vb51[2]);
-          v47_xt2[c50 * 8 + 3] = tsr::bf2f(vb51[3]);
-          v47_xt2[c50 * 8 + 4] = tsr::bf2f(vb51[4]);
-          v47_xt2[c50 * 8 + 5] = tsr::bf2f(vb51[5]);
-          v47_xt2[c50 * 8 + 6] = tsr::bf2f(vb51[6]);
-          v47_xt2[c50 * 8 + 7] = tsr::bf2f(vb51[7]);
-        } else {
-          v47_xt2[c50 * 8] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 1] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 2] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 3] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 4] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 5] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 6] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
-          v47_xt2[c50 * 8 + 7] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + (((c50 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + (((c50 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
-        }
+      for (int s50 = 0; s50 < 1; ++s50) {
+        v47_xt2[s50] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + 0) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
-    // %rt2 = load_tile %res, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v52_rt2[8];
+    // %rt2 = load_tile %res, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v51_rt2[1];
     {
-      const int64_t o53 = int64_t(v0_row) * 1 + 0;
-      const int64_t o54 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o52 = int64_t(v0_row) * 1 + 0;
+      const int64_t o53 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c55 = 0; c55 < 1; ++c55) {
-        uint16_t vb56[8];
-        if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1)) {
-          tsr::copy_vec<uint16_t, 8>(vb56, tsr_p1 + (o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1);
-          v52_rt2[c55 * 8 + 0] = tsr::bf2f(vb56[0]);
-          v52_rt2[c55 * 8 + 1] = tsr::bf2f(vb56[1]);
-          v52_rt2[c55 * 8 + 2] = tsr::bf2f(vb56[2]);
-          v52_rt2[c55 * 8 + 3] = tsr::bf2f(vb56[3]);
-          v52_rt2[c55 * 8 + 4] = tsr::bf2f(vb56[4]);
-          v52_rt2[c55 * 8 + 5] = tsr::bf2f(vb56[5]);
-          v52_rt2[c55 * 8 + 6] = tsr::bf2f(vb56[6]);
-          v52_rt2[c55 * 8 + 7] = tsr::bf2f(vb56[7]);
-        } else {
-          v52_rt2[c55 * 8] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 1] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 1) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 2] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 2) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 3] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 3) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 4] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 4) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 5] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 5) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 6] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 6) * tsr_p1_s1]) : 0x0p+0f;
-          v52_rt2[c55 * 8 + 7] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o53 + 0) * tsr_p1_s0 + (o54 + (((c55 * 8) % 8)) + 7) * tsr_p1_s1]) : 0x0p+0f;
-        }
+      for (int s54 = 0; s54 < 1; ++s54) {
+        v51_rt2[s54] = ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o52 + 0) * tsr_p1_s0 + (o53 + 0) * tsr_p1_s1]) : 0x0p+0f;
       }
     }
-    // %ht2 = add %xt2, %rt2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v57_ht2[8];
+    // %ht2 = add %xt2, %rt2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v55_ht2[1];
     #pragma unroll
-    for (int s58 = 0; s58 < 8; ++s58) {
-      v57_ht2[s58] = tsr::rbf16(float(v47_xt2[s58] + v52_rt2[s58]));
+    for (int s56 = 0; s56 < 1; ++s56) {
+      v55_ht2[s56] = tsr::rbf16(float(v47_xt2[s56] + v51_rt2[s56]));
     }
-    // %hf2 = cast %ht2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v59_hf2[8];
+    // %hf2 = cast %ht2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v57_hf2[1];
     #pragma unroll
-    for (int s60 = 0; s60 < 8; ++s60) {
-      v59_hf2[s60] = float(float(v57_ht2[s60]));
+    for (int s58 = 0; s58 < 1; ++s58) {
+      v57_hf2[s58] = float(float(v55_ht2[s58]));
     }
-    // %wt = load_tile %w, %j2 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>>
-    float v61_wt[8];
+    // %wt = load_tile %w, %j2 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    float v59_wt[1];
     {
-      const int64_t o62 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
-      const bool whole63 = int64_t(iv46) * 128 >= 0 && int64_t(iv46) * 128 + 128 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(iv46) * 128 * tsr_p2_s0);
-      if (whole63) {
-        #pragma unroll
-        for (int c64 = 0; c64 < 2; ++c64) {
-          float vb65[4];
-          tsr::copy_vec<float, 4>(vb65, tsr_p2 + (o62 + (((c64 * 4) % 8))) * tsr_p2_s0);
-          v61_wt[c64 * 4 + 0] = vb65[0];
-          v61_wt[c64 * 4 + 1] = vb65[1];
-          v61_wt[c64 * 4 + 2] = vb65[2];
-          v61_wt[c64 * 4 + 3] = vb65[3];
-        }
-      } else {
-        #pragma unroll
-        for (int c66 = 0; c66 < 2; ++c66) {
-          float vb67[4];
-          if ((o62 + (((c66 * 4) % 8)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o62 + (((c66 * 4) % 8))) * tsr_p2_s0)) {
-            tsr::copy_vec<float, 4>(vb67, tsr_p2 + (o62 + (((c66 * 4) % 8))) * tsr_p2_s0);
-            v61_wt[c66 * 4 + 0] = vb67[0];
-            v61_wt[c66 * 4 + 1] = vb67[1];
-            v61_wt[c66 * 4 + 2] = vb67[2];
-            v61_wt[c66 * 4 + 3] = vb67[3];
-          } else {
-            v61_wt[c66 * 4] = ((o62 + (((c66 * 4) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8))) * tsr_p2_s0] : 0x0p+0f;
-            v61_wt[c66 * 4 + 1] = ((o62 + (((c66 * 4) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 1) * tsr_p2_s0] : 0x0p+0f;
-            v61_wt[c66 * 4 + 2] = ((o62 + (((c66 * 4) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 2) * tsr_p2_s0] : 0x0p+0f;
-            v61_wt[c66 * 4 + 3] = ((o62 + (((c66 * 4) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o62 + (((c66 * 4) % 8)) + 3) * tsr_p2_s0] : 0x0p+0f;
-          }
-        }
+      const int64_t o60 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      #pragma unroll
+      for (int s61 = 0; s61 < 1; ++s61) {
+        v59_wt[s61] = ((o60 + 0) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + 0) * tsr_p2_s0] : 0x0p+0f;
       }
     }
-    // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v68_wt2[8];
-    v68_wt2[0] = v61_wt[0];
-    v68_wt2[1] = v61_wt[1];
-    v68_wt2[2] = v61_wt[2];
-    v68_wt2[3] = v61_wt[3];
-    v68_wt2[4] = v61_wt[4];
-    v68_wt2[5] = v61_wt[5];
-    v68_wt2[6] = v61_wt[6];
-    v68_wt2[7] = v61_wt[7];
-    // %hn = mul %hf2, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v69_hn[8];
+    // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v62_wt2[1];
+    v62_wt2[0] = v59_wt[0];
+    // %hn = mul %hf2, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v63_hn[1];
     #pragma unroll
-    for (int s70 = 0; s70 < 8; ++s70) {
-      v69_hn[s70] = float(v59_hf2[s70] * v44_rstds[s70]);
+    for (int s64 = 0; s64 < 1; ++s64) {
+      v63_hn[s64] = float(v57_hf2[s64] * v44_rstds[s64]);
     }
-    // %yf = mul %hn, %wt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v71_yf[8];
+    // %yf = mul %hn, %wt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v65_yf[1];
     #pragma unroll
-    for (int s72 = 0; s72 < 8; ++s72) {
-      v71_yf[s72] = float(v69_hn[s72] * v68_wt2[s72]);
+    for (int s66 = 0; s66 < 1; ++s66) {
+      v65_yf[s66] = float(v63_hn[s66] * v62_wt2[s66]);
     }
-    // %yt = cast %yf : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-    float v73_yt[8];
+    // %yt = cast %yf : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v67_yt[1];
     #pragma unroll
-    for (int s74 = 0; s74 < 8; ++s74) {
-      v73_yt[s74] = v71_yf[s74];
+    for (int s68 = 0; s68 < 1; ++s68) {
+      v67_yt[s68] = v65_yf[s68];
     }
     // store_tile %y, %yt, %row, %j2
     {
-      const int64_t o75 = int64_t(v0_row) * 1 + 0;
-      const int64_t o76 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 15) * 8);
+      const int64_t o69 = int64_t(v0_row) * 1 + 0;
+      const int64_t o70 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int c77 = 0; c77 < 1; ++c77) {
-        uint16_t vb78[8];
-        if ((o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p4 + (o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1)) {
-          vb78[0] = tsr::f2bf(v73_yt[c77 * 8 + 0]);
-          vb78[1] = tsr::f2bf(v73_yt[c77 * 8 + 1]);
-          vb78[2] = tsr::f2bf(v73_yt[c77 * 8 + 2]);
-          vb78[3] = tsr::f2bf(v73_yt[c77 * 8 + 3]);
-          vb78[4] = tsr::f2bf(v73_yt[c77 * 8 + 4]);
-          vb78[5] = tsr::f2bf(v73_yt[c77 * 8 + 5]);
-          vb78[6] = tsr::f2bf(v73_yt[c77 * 8 + 6]);
-          vb78[7] = tsr::f2bf(v73_yt[c77 * 8 + 7]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p4 + (o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1, vb78);
-        } else {
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8))) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 1) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 1]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 2) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 2]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 3) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 3]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 4) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 4]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 5) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 5]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 6) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 6]);
-          if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o75 + 0) < int64_t(tsr_dim_M) && (o76 + (((c77 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p4[(o75 + 0) * tsr_p4_s0 + (o76 + (((c77 * 8) % 8)) + 7) * tsr_p4_s1] = tsr::f2bf(v73_yt[c77 * 8 + 7]);
-        }
+      for (int s71 = 0; s71 < 1; ++s71) {
+        if ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + 0) < int64_t(tsr_dim_N)) tsr_p4[(o69 + 0) * tsr_p4_s0 + (o70 + 0) * tsr_p4_s1] = tsr::f2bf(v67_yt[s71]);
       }
     }
     // yield
@@ -374,7 +228,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_rmsnorm_residual, block_threads 128, static_smem 0, dynamic_smem 0
+// symbol tessera_rmsnorm_residual, block_threads 128, static_smem 32, dynamic_smem 0
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer res bf16 bytes 8 index 1
@@ -387,9 +241,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
 // header tessera/mma.cuh
 // stat casts-rounded-by-stores = 1
 // stat producer-warpgroups = 0
-// stat reduction-shuffles = 4
+// stat reduction-barriers-saved = 1
+// stat reduction-shuffles = 5
+// stat reduction-warp-exchanges = 1
 // stat smem-bytes = 0
 // stat threads = 128
-// stat vector-accesses = 7
-// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

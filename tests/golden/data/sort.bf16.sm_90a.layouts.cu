@@ -26,43 +26,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(uint16_t* tsr_p0,
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = const {value = 0} : i32
   const int32_t v1 = int32_t(0LL);
-  // %3 = load_tile %x, %1, %2 {pad = nan} : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
-  float v2[8];
+  // %3 = load_tile %x, %1, %2 {pad = nan} : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v2[2];
   {
     const int64_t o3 = int64_t(v0) * 1 + 0;
-    const int64_t o4 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
+    const int64_t o4 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c5 = 0; c5 < 1; ++c5) {
-      uint16_t vb6[8];
-      if ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8))) * tsr_p0_s1)) {
-        tsr::copy_vec<uint16_t, 8>(vb6, tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8))) * tsr_p0_s1);
-        v2[c5 * 8 + 0] = tsr::bf2f(vb6[0]);
-        v2[c5 * 8 + 1] = tsr::bf2f(vb6[1]);
-        v2[c5 * 8 + 2] = tsr::bf2f(vb6[2]);
-        v2[c5 * 8 + 3] = tsr::bf2f(vb6[3]);
-        v2[c5 * 8 + 4] = tsr::bf2f(vb6[4]);
-        v2[c5 * 8 + 5] = tsr::bf2f(vb6[5]);
-        v2[c5 * 8 + 6] = tsr::bf2f(vb6[6]);
-        v2[c5 * 8 + 7] = tsr::bf2f(vb6[7]);
+      uint16_t vb6[2];
+      if ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1)) {
+        tsr::copy_vec<uint16_t, 2>(vb6, tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1);
+        v2[c5 * 2 + 0] = tsr::bf2f(vb6[0]);
+        v2[c5 * 2 + 1] = tsr::bf2f(vb6[1]);
       } else {
-        v2[c5 * 8] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8))) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 1] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 1) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 2] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 2) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 3] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 3) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 4] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 4) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 5] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 5) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 6] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 6) * tsr_p0_s1]) : tsr::nan_f();
-        v2[c5 * 8 + 7] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 8) % 8)) + 7) * tsr_p0_s1]) : tsr::nan_f();
+        v2[c5 * 2] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1]) : tsr::nan_f();
+        v2[c5 * 2 + 1] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2)) + 1) * tsr_p0_s1]) : tsr::nan_f();
       }
     }
   }
-  // %4, %5 = sort %3 {axis = 1} : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>, tile<i32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
-  float v7[8];
-  int32_t v8[8];
+  // %4, %5 = sort %3 {axis = 1} : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>, tile<i32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v7[2];
+  int32_t v8[2];
   __syncthreads();
   #pragma unroll
-  for (int s9 = 0; s9 < 8; ++s9) {
-    if (((tsr_warp & 12) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024)] = v2[s9];
+  for (int s9 = 0; s9 < 2; ++s9) {
+    if (true) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024)] = v2[s9];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
@@ -88,75 +76,46 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s10 = 0; s10 < 8; ++s10) {
-    const int e11 = (((((s10) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024);
+  for (int s10 = 0; s10 < 2; ++s10) {
+    const int e11 = (((((s10) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024);
     v7[s10] = reinterpret_cast<float*>(tsr_smem + 0)[(((e11) / 1024) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e11) / 1024) * 1 + ((e11) % 1)) * 1024 + (((e11) / 1) % 1024)]) * 1 + ((e11) % 1)];
   }
   #pragma unroll
-  for (int s12 = 0; s12 < 8; ++s12) {
-    const int e13 = (((((s12) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)) + (0 + 0) * 1024);
+  for (int s12 = 0; s12 < 2; ++s12) {
+    const int e13 = (((((s12) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024);
     v8[s12] = reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e13) / 1024) * 1 + ((e13) % 1)) * 1024 + (((e13) / 1) % 1024)];
   }
   // store_tile %values, %4, %1, %2
   {
     const int64_t o14 = int64_t(v0) * 1 + 0;
-    const int64_t o15 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
+    const int64_t o15 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
-      uint16_t vb17[8];
-      if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8))) * tsr_p1_s1)) {
-        vb17[0] = tsr::f2bf(v7[c16 * 8 + 0]);
-        vb17[1] = tsr::f2bf(v7[c16 * 8 + 1]);
-        vb17[2] = tsr::f2bf(v7[c16 * 8 + 2]);
-        vb17[3] = tsr::f2bf(v7[c16 * 8 + 3]);
-        vb17[4] = tsr::f2bf(v7[c16 * 8 + 4]);
-        vb17[5] = tsr::f2bf(v7[c16 * 8 + 5]);
-        vb17[6] = tsr::f2bf(v7[c16 * 8 + 6]);
-        vb17[7] = tsr::f2bf(v7[c16 * 8 + 7]);
-        if (((tsr_warp & 12) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8))) * tsr_p1_s1, vb17);
+      uint16_t vb17[2];
+      if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1)) {
+        vb17[0] = tsr::f2bf(v7[c16 * 2 + 0]);
+        vb17[1] = tsr::f2bf(v7[c16 * 2 + 1]);
+        tsr::copy_vec<uint16_t, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1, vb17);
       } else {
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8))) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 1]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 2) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 2]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 3) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 3]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 4) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 4]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 5) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 5]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 6) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 6]);
-        if (((tsr_warp & 12) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 8) % 8)) + 7) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 8 + 7]);
+        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 2]);
+        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2)) + 1) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 2 + 1]);
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
     const int64_t o18 = int64_t(v0) * 1 + 0;
-    const int64_t o19 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
-    const bool whole20 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v1) * 1024 >= 0 && int64_t(v1) * 1024 + 1024 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + int64_t(v0) * 1 * tsr_p2_s0 + int64_t(v1) * 1024 * tsr_p2_s1);
-    if (whole20) {
-      #pragma unroll
-      for (int c21 = 0; c21 < 2; ++c21) {
-        int32_t vb22[4];
-        vb22[0] = v8[c21 * 4 + 0];
-        vb22[1] = v8[c21 * 4 + 1];
-        vb22[2] = v8[c21 * 4 + 2];
-        vb22[3] = v8[c21 * 4 + 3];
-        if (((tsr_warp & 12) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c21 * 4) % 8))) * tsr_p2_s1, vb22);
-      }
-    } else {
-      #pragma unroll
-      for (int c23 = 0; c23 < 2; ++c23) {
-        int32_t vb24[4];
-        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c23 * 4) % 8)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8))) * tsr_p2_s1)) {
-          vb24[0] = v8[c23 * 4 + 0];
-          vb24[1] = v8[c23 * 4 + 1];
-          vb24[2] = v8[c23 * 4 + 2];
-          vb24[3] = v8[c23 * 4 + 3];
-          if (((tsr_warp & 12) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8))) * tsr_p2_s1, vb24);
-        } else {
-          if (((tsr_warp & 12) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c23 * 4) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8))) * tsr_p2_s1] = v8[c23 * 4];
-          if (((tsr_warp & 12) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c23 * 4) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8)) + 1) * tsr_p2_s1] = v8[c23 * 4 + 1];
-          if (((tsr_warp & 12) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c23 * 4) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8)) + 2) * tsr_p2_s1] = v8[c23 * 4 + 2];
-          if (((tsr_warp & 12) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c23 * 4) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c23 * 4) % 8)) + 3) * tsr_p2_s1] = v8[c23 * 4 + 3];
-        }
+    const int64_t o19 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
+    #pragma unroll
+    for (int c20 = 0; c20 < 1; ++c20) {
+      int32_t vb21[2];
+      if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1)) {
+        vb21[0] = v8[c20 * 2 + 0];
+        vb21[1] = v8[c20 * 2 + 1];
+        tsr::copy_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1, vb21);
+      } else {
+        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1] = v8[c20 * 2];
+        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2)) + 1) * tsr_p2_s1] = v8[c20 * 2 + 1];
       }
     }
   }
@@ -177,5 +136,4 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(uint16_t* tsr_p0,
 // stat sorts = 1
 // stat threads = 512
 // stat vector-accesses = 3
-// stat whole-tile-accesses = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

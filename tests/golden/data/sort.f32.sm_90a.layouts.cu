@@ -26,35 +26,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(float* tsr_p0, fl
   const int32_t v0 = int32_t(blockIdx.x);
   // %2 = const {value = 0} : i32
   const int32_t v1 = int32_t(0LL);
-  // %3 = load_tile %x, %1, %2 {pad = nan} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  float v2[4];
+  // %3 = load_tile %x, %1, %2 {pad = nan} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v2[2];
   {
     const int64_t o3 = int64_t(v0) * 1 + 0;
-    const int64_t o4 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o4 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c5 = 0; c5 < 1; ++c5) {
-      float vb6[4];
-      if ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1)) {
-        tsr::copy_vec<float, 4>(vb6, tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1);
-        v2[c5 * 4 + 0] = vb6[0];
-        v2[c5 * 4 + 1] = vb6[1];
-        v2[c5 * 4 + 2] = vb6[2];
-        v2[c5 * 4 + 3] = vb6[3];
+      float vb6[2];
+      if ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1)) {
+        tsr::copy_vec<float, 2>(vb6, tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1);
+        v2[c5 * 2 + 0] = vb6[0];
+        v2[c5 * 2 + 1] = vb6[1];
       } else {
-        v2[c5 * 4] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4))) * tsr_p0_s1] : tsr::nan_f();
-        v2[c5 * 4 + 1] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 1) * tsr_p0_s1] : tsr::nan_f();
-        v2[c5 * 4 + 2] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 2) * tsr_p0_s1] : tsr::nan_f();
-        v2[c5 * 4 + 3] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 4) % 4)) + 3) * tsr_p0_s1] : tsr::nan_f();
+        v2[c5 * 2] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2))) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1] : tsr::nan_f();
+        v2[c5 * 2 + 1] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2)) + 1) * tsr_p0_s1] : tsr::nan_f();
       }
     }
   }
-  // %4, %5 = sort %3 {axis = 1} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>, tile<i32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  float v7[4];
-  int32_t v8[4];
+  // %4, %5 = sort %3 {axis = 1} : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>, tile<i32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v7[2];
+  int32_t v8[2];
   __syncthreads();
   #pragma unroll
-  for (int s9 = 0; s9 < 4; ++s9) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)) + (0 + 0) * 1024)] = v2[s9];
+  for (int s9 = 0; s9 < 2; ++s9) {
+    if (true) reinterpret_cast<float*>(tsr_smem + 0)[(((((s9) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024)] = v2[s9];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 1024; p_ += 512) {
@@ -80,54 +76,46 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s10 = 0; s10 < 4; ++s10) {
-    const int e11 = (((((s10) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)) + (0 + 0) * 1024);
+  for (int s10 = 0; s10 < 2; ++s10) {
+    const int e11 = (((((s10) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024);
     v7[s10] = reinterpret_cast<float*>(tsr_smem + 0)[(((e11) / 1024) * 1024 + reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e11) / 1024) * 1 + ((e11) % 1)) * 1024 + (((e11) / 1) % 1024)]) * 1 + ((e11) % 1)];
   }
   #pragma unroll
-  for (int s12 = 0; s12 < 4; ++s12) {
-    const int e13 = (((((s12) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)) + (0 + 0) * 1024);
+  for (int s12 = 0; s12 < 2; ++s12) {
+    const int e13 = (((((s12) % 2)) + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64)) + (0 + 0) * 1024);
     v8[s12] = reinterpret_cast<int32_t*>(tsr_smem + 8192)[(((e13) / 1024) * 1 + ((e13) % 1)) * 1024 + (((e13) / 1) % 1024)];
   }
   // store_tile %values, %4, %1, %2
   {
     const int64_t o14 = int64_t(v0) * 1 + 0;
-    const int64_t o15 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o15 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
-      float vb17[4];
-      if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1)) {
-        vb17[0] = v7[c16 * 4 + 0];
-        vb17[1] = v7[c16 * 4 + 1];
-        vb17[2] = v7[c16 * 4 + 2];
-        vb17[3] = v7[c16 * 4 + 3];
-        if (((tsr_warp & 8) == 0)) tsr::copy_vec<float, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1, vb17);
+      float vb17[2];
+      if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1)) {
+        vb17[0] = v7[c16 * 2 + 0];
+        vb17[1] = v7[c16 * 2 + 1];
+        tsr::copy_vec<float, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1, vb17);
       } else {
-        if (((tsr_warp & 8) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1] = v7[c16 * 4];
-        if (((tsr_warp & 8) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 1) * tsr_p1_s1] = v7[c16 * 4 + 1];
-        if (((tsr_warp & 8) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 2) * tsr_p1_s1] = v7[c16 * 4 + 2];
-        if (((tsr_warp & 8) == 0) && (o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 3) * tsr_p1_s1] = v7[c16 * 4 + 3];
+        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1] = v7[c16 * 2];
+        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2)) + 1) * tsr_p1_s1] = v7[c16 * 2 + 1];
       }
     }
   }
   // store_tile %indices, %5, %1, %2
   {
     const int64_t o18 = int64_t(v0) * 1 + 0;
-    const int64_t o19 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o19 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c20 = 0; c20 < 1; ++c20) {
-      int32_t vb21[4];
-      if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4))) * tsr_p2_s1)) {
-        vb21[0] = v8[c20 * 4 + 0];
-        vb21[1] = v8[c20 * 4 + 1];
-        vb21[2] = v8[c20 * 4 + 2];
-        vb21[3] = v8[c20 * 4 + 3];
-        if (((tsr_warp & 8) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4))) * tsr_p2_s1, vb21);
+      int32_t vb21[2];
+      if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1)) {
+        vb21[0] = v8[c20 * 2 + 0];
+        vb21[1] = v8[c20 * 2 + 1];
+        tsr::copy_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1, vb21);
       } else {
-        if (((tsr_warp & 8) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4))) * tsr_p2_s1] = v8[c20 * 4];
-        if (((tsr_warp & 8) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4)) + 1) * tsr_p2_s1] = v8[c20 * 4 + 1];
-        if (((tsr_warp & 8) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4)) + 2) * tsr_p2_s1] = v8[c20 * 4 + 2];
-        if (((tsr_warp & 8) == 0) && (o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 4) % 4)) + 3) * tsr_p2_s1] = v8[c20 * 4 + 3];
+        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1] = v8[c20 * 2];
+        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2)) + 1) * tsr_p2_s1] = v8[c20 * 2 + 1];
       }
     }
   }

@@ -249,10 +249,10 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       const uint32_t v72 = tsr::imax<uint32_t>(v70, v71);
       // %63 = sub %62, %61 : u32
       const uint32_t v73 = uint32_t(uint32_t(v72) - uint32_t(v71));
-      // %64 = splat %17 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v74[4];
+      // %64 = splat %17 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v74[1];
       #pragma unroll
-      for (int s75 = 0; s75 < 4; ++s75) {
+      for (int s75 = 0; s75 < 1; ++s75) {
         v74[s75] = v10;
       }
       // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
@@ -327,8 +327,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       for (int s100 = 0; s100 < 16; ++s100) {
         v99[s100] = (v94[s100] ? v85[s100] : v97[s100]);
       }
-      // %79 = histogram %78 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v101[4];
+      // %79 = histogram %78 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v101[1];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
@@ -338,140 +338,131 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       }
       __syncthreads();
       #pragma unroll
-      for (int s103 = 0; s103 < 4; ++s103) {
-        const int e104 = (((((s103) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+      for (int s103 = 0; s103 < 1; ++s103) {
+        const int e104 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
         v101[s103] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e104]);
       }
-      // %80 = add %64, %79 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v105[4];
+      // %80 = add %64, %79 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v105[1];
       #pragma unroll
-      for (int s106 = 0; s106 < 4; ++s106) {
+      for (int s106 = 0; s106 < 1; ++s106) {
         v105[s106] = int32_t(uint32_t(v74[s106]) + uint32_t(v101[s106]));
       }
-      // %81 = scan %80 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v107[4];
+      // %81 = scan %80 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v107[1];
       uint32_t run108 = uint32_t(0);
       uint32_t acc109_0 = uint32_t(0);
       acc109_0 += uint32_t(v105[0]); v107[0] = int32_t(acc109_0);
-      acc109_0 += uint32_t(v105[1]); v107[1] = int32_t(acc109_0);
-      acc109_0 += uint32_t(v105[2]); v107[2] = int32_t(acc109_0);
-      acc109_0 += uint32_t(v105[3]); v107[3] = int32_t(acc109_0);
       __syncthreads();
       uint32_t tot111_0;
-      const uint32_t off110_0 = run108 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc109_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot111_0);
+      const uint32_t off110_0 = run108 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc109_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot111_0);
       v107[0] = int32_t(uint32_t(v107[0]) + off110_0);
-      v107[1] = int32_t(uint32_t(v107[1]) + off110_0);
-      v107[2] = int32_t(uint32_t(v107[2]) + off110_0);
-      v107[3] = int32_t(uint32_t(v107[3]) + off110_0);
       run108 += tot111_0;
       __syncthreads();
       #pragma unroll
-      for (int s112 = 0; s112 < 4; ++s112) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s112) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v107[s112];
+      for (int s112 = 0; s112 < 1; ++s112) {
+        if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)))] = v107[s112];
       }
       __syncthreads();
       #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        const int e114 = (((((s113) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
+      for (int s113 = 0; s113 < 1; ++s113) {
+        const int e114 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
         v107[s113] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e114];
       }
-      // %82 = splat %49 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v115[4];
+      // %82 = splat %49 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v115[1];
       #pragma unroll
-      for (int s116 = 0; s116 < 4; ++s116) {
+      for (int s116 = 0; s116 < 1; ++s116) {
         v115[s116] = c58;
       }
-      // %83 = cmp %81, %82 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v117[4];
+      // %83 = cmp %81, %82 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      uint8_t v117[1];
       #pragma unroll
-      for (int s118 = 0; s118 < 4; ++s118) {
+      for (int s118 = 0; s118 < 1; ++s118) {
         v117[s118] = uint8_t(v107[s118] < v115[s118]);
       }
-      // %84 = cmp %81, %82 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v119[4];
+      // %84 = cmp %81, %82 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      uint8_t v119[1];
       #pragma unroll
-      for (int s120 = 0; s120 < 4; ++s120) {
+      for (int s120 = 0; s120 < 1; ++s120) {
         v119[s120] = uint8_t(v107[s120] == v115[s120]);
       }
       // %85 = const {value = 4096} : i32
       const int32_t v121 = int32_t(4096LL);
-      // %86 = splat %85 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v122[4];
+      // %86 = splat %85 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v122[1];
       #pragma unroll
-      for (int s123 = 0; s123 < 4; ++s123) {
+      for (int s123 = 0; s123 < 1; ++s123) {
         v122[s123] = v121;
       }
-      // %87 = where %84, %86, %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v124[4];
+      // %87 = where %84, %86, %64 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v124[1];
       #pragma unroll
-      for (int s125 = 0; s125 < 4; ++s125) {
+      for (int s125 = 0; s125 < 1; ++s125) {
         v124[s125] = (v119[s125] ? v122[s125] : v74[s125]);
       }
-      // %88 = cast %87 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v126[4];
+      // %88 = cast %87 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v126[1];
       #pragma unroll
-      for (int s127 = 0; s127 < 4; ++s127) {
+      for (int s127 = 0; s127 < 1; ++s127) {
         v126[s127] = int64_t(v124[s127]);
       }
-      // %89 = cast %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v128[4];
+      // %89 = cast %80 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v128[1];
       #pragma unroll
-      for (int s129 = 0; s129 < 4; ++s129) {
+      for (int s129 = 0; s129 < 1; ++s129) {
         v128[s129] = int64_t(v105[s129]);
       }
       // %90 = const {value = 24} : i64
       const int64_t v130 = int64_t(24LL);
-      // %91 = splat %90 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v131[4];
+      // %91 = splat %90 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v131[1];
       #pragma unroll
-      for (int s132 = 0; s132 < 4; ++s132) {
+      for (int s132 = 0; s132 < 1; ++s132) {
         v131[s132] = v130;
       }
-      // %92 = shl %89, %91 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v133[4];
+      // %92 = shl %89, %91 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v133[1];
       #pragma unroll
-      for (int s134 = 0; s134 < 4; ++s134) {
+      for (int s134 = 0; s134 < 1; ++s134) {
         v133[s134] = tsr::ishl<int64_t>(v128[s134], v131[s134]);
       }
       // %93 = const {value = 1} : i64
       const int64_t v135 = int64_t(1LL);
-      // %94 = splat %93 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v136[4];
+      // %94 = splat %93 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v136[1];
       #pragma unroll
-      for (int s137 = 0; s137 < 4; ++s137) {
+      for (int s137 = 0; s137 < 1; ++s137) {
         v136[s137] = v135;
       }
-      // %95 = add %92, %94 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v138[4];
+      // %95 = add %92, %94 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v138[1];
       #pragma unroll
-      for (int s139 = 0; s139 < 4; ++s139) {
+      for (int s139 = 0; s139 < 1; ++s139) {
         v138[s139] = int64_t(uint64_t(v133[s139]) + uint64_t(v136[s139]));
       }
       // %96 = const {value = 0} : i64
       const int64_t v140 = int64_t(0LL);
-      // %97 = splat %96 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v141[4];
+      // %97 = splat %96 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v141[1];
       #pragma unroll
-      for (int s142 = 0; s142 < 4; ++s142) {
+      for (int s142 = 0; s142 < 1; ++s142) {
         v141[s142] = v140;
       }
-      // %98 = where %83, %95, %97 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v143[4];
+      // %98 = where %83, %95, %97 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v143[1];
       #pragma unroll
-      for (int s144 = 0; s144 < 4; ++s144) {
+      for (int s144 = 0; s144 < 1; ++s144) {
         v143[s144] = (v117[s144] ? v138[s144] : v141[s144]);
       }
-      // %99 = add %98, %88 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v145[4];
+      // %99 = add %98, %88 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v145[1];
       #pragma unroll
-      for (int s146 = 0; s146 < 4; ++s146) {
+      for (int s146 = 0; s146 < 1; ++s146) {
         v145[s146] = int64_t(uint64_t(v143[s146]) + uint64_t(v126[s146]));
       }
       // %100 = reduce %99 {axis = 0, kind = "sum"} : i64
       int64_t v147 = v145[0];
-      v147 = int64_t(uint64_t(v147) + uint64_t(v145[1]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(v145[2]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(v145[3]));
       const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v147, 1);
       v147 = int64_t(uint64_t(v147) + uint64_t(sh148));
       const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v147, 2);
@@ -482,13 +473,19 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       v147 = int64_t(uint64_t(v147) + uint64_t(sh151));
       const int64_t sh152 = __shfl_xor_sync(0xffffffffu, v147, 16);
       v147 = int64_t(uint64_t(v147) + uint64_t(sh152));
-      __shared__ int64_t tsr_red153_mem[4];
+      __shared__ int64_t tsr_red153_mem[16];
       int64_t* const tsr_red153 = tsr_red153_mem + tsr_red153_at;
-      tsr_red153_at ^= 2;
-      if (tsr_lane == 0) tsr_red153[(((tsr_warp >> 0) & 1) << 0)] = v147;
+      tsr_red153_at ^= 8;
+      if (tsr_lane == 0) tsr_red153[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v147;
       __syncthreads();
       v147 = tsr_red153[0];
       v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[1]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[2]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[3]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[4]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[5]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[6]));
+      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[7]));
       // %101 = const {value = 4095} : i64
       const int64_t v154 = int64_t(4095LL);
       // %102 = and %100, %101 : i64
@@ -883,57 +880,57 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   const int32_t v255 = int32_t(uint32_t(v10) + uint32_t(v201));
   // %159 = add %158, %157 : i32
   const int32_t v256 = int32_t(uint32_t(v255) + uint32_t(v254));
-  // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v257[4];
+  // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v257[1];
   #pragma unroll
-  for (int s258 = 0; s258 < 4; ++s258) {
-    v257[s258] = int32_t(0 + (((s258) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+  for (int s258 = 0; s258 < 1; ++s258) {
+    v257[s258] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
   }
-  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v259[4];
+  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v259[1];
   #pragma unroll
-  for (int s260 = 0; s260 < 4; ++s260) {
+  for (int s260 = 0; s260 < 1; ++s260) {
     v259[s260] = v256;
   }
-  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v261[4];
+  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  uint8_t v261[1];
   #pragma unroll
-  for (int s262 = 0; s262 < 4; ++s262) {
+  for (int s262 = 0; s262 < 1; ++s262) {
     v261[s262] = uint8_t(v257[s262] >= v259[s262]);
   }
-  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v263[4];
+  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v263[1];
   #pragma unroll
-  for (int s264 = 0; s264 < 4; ++s264) {
+  for (int s264 = 0; s264 < 1; ++s264) {
     v263[s264] = v238;
   }
-  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v265[4];
+  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v265[1];
   #pragma unroll
-  for (int s266 = 0; s266 < 4; ++s266) {
+  for (int s266 = 0; s266 < 1; ++s266) {
     v265[s266] = int32_t(uint32_t(v257[s266]) + uint32_t(v263[s266]));
   }
-  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v267[4];
+  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v267[1];
   #pragma unroll
-  for (int s268 = 0; s268 < 4; ++s268) {
+  for (int s268 = 0; s268 < 1; ++s268) {
     v267[s268] = v226;
   }
-  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v269[4];
+  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v269[1];
   #pragma unroll
-  for (int s270 = 0; s270 < 4; ++s270) {
+  for (int s270 = 0; s270 < 1; ++s270) {
     v269[s270] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s271 = 0; s271 < 4; ++s271) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v261[s271] != 0) && (int64_t(v269[s271]) >= 0 && int64_t(v269[s271]) < int64_t(tsr_dim_M) && int64_t(v265[s271]) >= 0 && int64_t(v265[s271]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v269[s271]) * tsr_p2_s0 + int64_t(v265[s271]) * tsr_p2_s1] = v267[s271];
+  for (int s271 = 0; s271 < 1; ++s271) {
+    if (((tsr_warp & 14) == 0) && (v261[s271] != 0) && (int64_t(v269[s271]) >= 0 && int64_t(v269[s271]) < int64_t(tsr_dim_M) && int64_t(v265[s271]) >= 0 && int64_t(v265[s271]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v269[s271]) * tsr_p2_s0 + int64_t(v265[s271]) * tsr_p2_s1] = v267[s271];
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_segments_tile, block_threads 512, static_smem 96, dynamic_smem 1024
+// symbol tessera_topk_segments_tile, block_threads 512, static_smem 192, dynamic_smem 1024
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer seg_values bf16 bytes 8 index 1
@@ -964,7 +961,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
   constexpr int tsr_nthreads = 512;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
-  int tsr_red148_at = 0;  // the copy of tsr_red148_mem the next exchange uses
+  int tsr_red145_at = 0;  // the copy of tsr_red145_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_C);
@@ -993,840 +990,711 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
   const uint32_t v2 = uint32_t(65535LL);
   // %4 = const {value = 0} : i32
   const int32_t v3 = int32_t(0LL);
-  // %5 = load_tile %cand_values, %1, %4 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
-  float v4[8];
+  // %5 = load_tile %cand_values, %1, %4 : tile<bf16, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v4[2];
   {
     const int64_t o5 = int64_t(v0) * 1 + 0;
-    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
+    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c7 = 0; c7 < 1; ++c7) {
-      uint16_t vb8[8];
-      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 7) < int64_t(tsr_dim_C) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1)) {
-        tsr::copy_vec<uint16_t, 8>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1);
-        v4[c7 * 8 + 0] = tsr::bf2f(vb8[0]);
-        v4[c7 * 8 + 1] = tsr::bf2f(vb8[1]);
-        v4[c7 * 8 + 2] = tsr::bf2f(vb8[2]);
-        v4[c7 * 8 + 3] = tsr::bf2f(vb8[3]);
-        v4[c7 * 8 + 4] = tsr::bf2f(vb8[4]);
-        v4[c7 * 8 + 5] = tsr::bf2f(vb8[5]);
-        v4[c7 * 8 + 6] = tsr::bf2f(vb8[6]);
-        v4[c7 * 8 + 7] = tsr::bf2f(vb8[7]);
+      uint16_t vb8[2];
+      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2)) + 1) < int64_t(tsr_dim_C) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1)) {
+        tsr::copy_vec<uint16_t, 2>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1);
+        v4[c7 * 2 + 0] = tsr::bf2f(vb8[0]);
+        v4[c7 * 2 + 1] = tsr::bf2f(vb8[1]);
       } else {
-        v4[c7 * 8] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8))) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 4) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 5] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 5) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 6] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 6) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 8 + 7] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 8) % 8)) + 7) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2))) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 2 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2)) + 1) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2)) + 1) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
   }
-  // %6 = reshape %5 : tile<bf16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  float v9[8];
+  // %6 = reshape %5 : tile<bf16, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  float v9[2];
   v9[0] = v4[0];
   v9[1] = v4[1];
-  v9[2] = v4[2];
-  v9[3] = v4[3];
-  v9[4] = v4[4];
-  v9[5] = v4[5];
-  v9[6] = v4[6];
-  v9[7] = v4[7];
-  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [4, 4], order = [1, 0]>>
-  int32_t v10[8];
+  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  int32_t v10[2];
   {
     const int64_t o11 = int64_t(v0) * 1 + 0;
-    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
-    const bool whole13 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 1024 >= 0 && int64_t(v3) * 1024 + 1024 <= int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + int64_t(v0) * 1 * tsr_p1_s0 + int64_t(v3) * 1024 * tsr_p1_s1);
-    if (whole13) {
-      #pragma unroll
-      for (int c14 = 0; c14 < 2; ++c14) {
-        int32_t vb15[4];
-        tsr::copy_vec<int32_t, 4>(vb15, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c14 * 4) % 8))) * tsr_p1_s1);
-        v10[c14 * 4 + 0] = vb15[0];
-        v10[c14 * 4 + 1] = vb15[1];
-        v10[c14 * 4 + 2] = vb15[2];
-        v10[c14 * 4 + 3] = vb15[3];
-      }
-    } else {
-      #pragma unroll
-      for (int c16 = 0; c16 < 2; ++c16) {
-        int32_t vb17[4];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1)) {
-          tsr::copy_vec<int32_t, 4>(vb17, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1);
-          v10[c16 * 4 + 0] = vb17[0];
-          v10[c16 * 4 + 1] = vb17[1];
-          v10[c16 * 4 + 2] = vb17[2];
-          v10[c16 * 4 + 3] = vb17[3];
-        } else {
-          v10[c16 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8))) * tsr_p1_s1] : int32_t(-1LL);
-          v10[c16 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-          v10[c16 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-          v10[c16 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c16 * 4) % 8)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c16 * 4) % 8)) + 3) * tsr_p1_s1] : int32_t(-1LL);
-        }
+    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
+    #pragma unroll
+    for (int c13 = 0; c13 < 1; ++c13) {
+      int32_t vb14[2];
+      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2)) + 1) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 2>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1)) {
+        tsr::copy_vec<int32_t, 2>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1);
+        v10[c13 * 2 + 0] = vb14[0];
+        v10[c13 * 2 + 1] = vb14[1];
+      } else {
+        v10[c13 * 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 2 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2)) + 1) * tsr_p1_s1] : int32_t(-1LL);
       }
     }
   }
-  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v18[8];
-  v18[0] = v10[0];
-  v18[1] = v10[1];
-  v18[2] = v10[2];
-  v18[3] = v10[3];
-  v18[4] = v10[4];
-  v18[5] = v10[5];
-  v18[6] = v10[6];
-  v18[7] = v10[7];
-  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint16_t v19[8];
+  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v15[2];
+  v15[0] = v10[0];
+  v15[1] = v10[1];
+  // %9 = bitcast %6 : tile<u16, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint16_t v16[2];
   #pragma unroll
-  for (int s20 = 0; s20 < 8; ++s20) {
-    v19[s20] = uint16_t(tsr::bf16_bits(v9[s20]));
+  for (int s17 = 0; s17 < 2; ++s17) {
+    v16[s17] = uint16_t(tsr::bf16_bits(v9[s17]));
   }
-  // %10 = cast %9 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v21[8];
+  // %10 = cast %9 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v18[2];
   #pragma unroll
-  for (int s22 = 0; s22 < 8; ++s22) {
-    v21[s22] = uint32_t(v19[s22]);
+  for (int s19 = 0; s19 < 2; ++s19) {
+    v18[s19] = uint32_t(v16[s19]);
   }
   // %11 = const {value = 32767} : u32
-  const uint32_t v23 = uint32_t(32767LL);
-  // %12 = splat %11 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v24[8];
+  const uint32_t v20 = uint32_t(32767LL);
+  // %12 = splat %11 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v21[2];
   #pragma unroll
-  for (int s25 = 0; s25 < 8; ++s25) {
-    v24[s25] = v23;
+  for (int s22 = 0; s22 < 2; ++s22) {
+    v21[s22] = v20;
   }
-  // %13 = xor %10, %12 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v26[8];
+  // %13 = xor %10, %12 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v23[2];
   #pragma unroll
-  for (int s27 = 0; s27 < 8; ++s27) {
-    v26[s27] = uint32_t(v21[s27] ^ v24[s27]);
+  for (int s24 = 0; s24 < 2; ++s24) {
+    v23[s24] = uint32_t(v18[s24] ^ v21[s24]);
   }
   // %14 = const {value = 15} : u32
-  const uint32_t v28 = uint32_t(15LL);
-  // %15 = splat %14 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v29[8];
+  const uint32_t v25 = uint32_t(15LL);
+  // %15 = splat %14 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v26[2];
   #pragma unroll
-  for (int s30 = 0; s30 < 8; ++s30) {
-    v29[s30] = v28;
+  for (int s27 = 0; s27 < 2; ++s27) {
+    v26[s27] = v25;
   }
-  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v31[8];
+  // %16 = shr %10, %15 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v28[2];
   #pragma unroll
-  for (int s32 = 0; s32 < 8; ++s32) {
-    v31[s32] = tsr::ishr<uint32_t>(v21[s32], v29[s32]);
+  for (int s29 = 0; s29 < 2; ++s29) {
+    v28[s29] = tsr::ishr<uint32_t>(v18[s29], v26[s29]);
   }
   // %17 = const {value = 0} : u32
-  const uint32_t v33 = uint32_t(0LL);
-  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v34[8];
+  const uint32_t v30 = uint32_t(0LL);
+  // %18 = splat %17 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v31[2];
   #pragma unroll
-  for (int s35 = 0; s35 < 8; ++s35) {
-    v34[s35] = v33;
+  for (int s32 = 0; s32 < 2; ++s32) {
+    v31[s32] = v30;
   }
-  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v36[8];
+  // %19 = cmp %16, %18 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v33[2];
   #pragma unroll
-  for (int s37 = 0; s37 < 8; ++s37) {
-    v36[s37] = uint8_t(v31[s37] == v34[s37]);
+  for (int s34 = 0; s34 < 2; ++s34) {
+    v33[s34] = uint8_t(v28[s34] == v31[s34]);
   }
-  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v38[8];
+  // %20 = where %19, %13, %10 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v35[2];
   #pragma unroll
-  for (int s39 = 0; s39 < 8; ++s39) {
-    v38[s39] = (v36[s39] ? v26[s39] : v21[s39]);
+  for (int s36 = 0; s36 < 2; ++s36) {
+    v35[s36] = (v33[s36] ? v23[s36] : v18[s36]);
   }
-  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v40[8];
+  // %21 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v37[2];
   #pragma unroll
-  for (int s41 = 0; s41 < 8; ++s41) {
-    v40[s41] = v3;
+  for (int s38 = 0; s38 < 2; ++s38) {
+    v37[s38] = v3;
   }
-  // %22 = cmp %8, %21 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v42[8];
+  // %22 = cmp %8, %21 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v39[2];
   #pragma unroll
-  for (int s43 = 0; s43 < 8; ++s43) {
-    v42[s43] = uint8_t(v18[s43] < v40[s43]);
+  for (int s40 = 0; s40 < 2; ++s40) {
+    v39[s40] = uint8_t(v15[s40] < v37[s40]);
   }
-  // %23 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v44[8];
+  // %23 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v41[2];
   #pragma unroll
-  for (int s45 = 0; s45 < 8; ++s45) {
-    v44[s45] = v2;
+  for (int s42 = 0; s42 < 2; ++s42) {
+    v41[s42] = v2;
   }
-  // %24 = where %22, %23, %20 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v46[8];
+  // %24 = where %22, %23, %20 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v43[2];
   #pragma unroll
-  for (int s47 = 0; s47 < 8; ++s47) {
-    v46[s47] = (v42[s47] ? v44[s47] : v38[s47]);
+  for (int s44 = 0; s44 < 2; ++s44) {
+    v43[s44] = (v39[s44] ? v41[s44] : v35[s44]);
   }
   // %25 = const {value = 64} : i32
-  const int32_t v48 = int32_t(64LL);
+  const int32_t v45 = int32_t(64LL);
   // %26 = const {value = 16} : u32
-  const uint32_t v49 = uint32_t(16LL);
+  const uint32_t v46 = uint32_t(16LL);
   // %27 = const {value = 1} : i1
-  const uint8_t v50 = uint8_t(1);
+  const uint8_t v47 = uint8_t(1);
   // %28 = const {value = 2} : i32
-  const int32_t v51 = int32_t(2LL);
+  const int32_t v48 = int32_t(2LL);
   // %29, %30, %31, %32 = for %4, %28, %2, %17, %25, %26, %27 : u32, i32, u32, i1 {...}
-  uint32_t c52;
-  c52 = v33;
-  int32_t c53;
-  c53 = v48;
-  uint32_t c54;
-  c54 = v49;
-  uint8_t c55;
-  c55 = v50;
-  for (int64_t iv56_ = v3; v1 > 0 && iv56_ < v51; iv56_ += v1) {
-    const int32_t iv56 = int32_t(iv56_);
+  uint32_t c49;
+  c49 = v30;
+  int32_t c50;
+  c50 = v45;
+  uint32_t c51;
+  c51 = v46;
+  uint8_t c52;
+  c52 = v47;
+  for (int64_t iv53_ = v3; v1 > 0 && iv53_ < v48; iv53_ += v1) {
+    const int32_t iv53 = int32_t(iv53_);
     // %38, %39, %40, %41 = if %37 : u32, i32, u32, i1 {...}
-    uint32_t v57;
-    int32_t v58;
-    uint32_t v59;
-    uint8_t v60;
-    if (c55) {
+    uint32_t v54;
+    int32_t v55;
+    uint32_t v56;
+    uint8_t v57;
+    if (c52) {
       // %42 = const {value = 8} : i32
-      const int32_t v61 = int32_t(8LL);
+      const int32_t v58 = int32_t(8LL);
       // %43 = mul %33, %42 : i32
-      const int32_t v62 = int32_t(uint32_t(iv56) * uint32_t(v61));
+      const int32_t v59 = int32_t(uint32_t(iv53) * uint32_t(v58));
       // %44 = const {value = 16} : i32
-      const int32_t v63 = int32_t(16LL);
+      const int32_t v60 = int32_t(16LL);
       // %45 = sub %44, %43 : i32
-      const int32_t v64 = int32_t(uint32_t(v63) - uint32_t(v62));
+      const int32_t v61 = int32_t(uint32_t(v60) - uint32_t(v59));
       // %46 = cast %45 : u32
-      const uint32_t v65 = uint32_t(v64);
+      const uint32_t v62 = uint32_t(v61);
       // %47 = const {value = 8} : u32
-      const uint32_t v66 = uint32_t(8LL);
+      const uint32_t v63 = uint32_t(8LL);
       // %48 = max %46, %47 : u32
-      const uint32_t v67 = tsr::imax<uint32_t>(v65, v66);
+      const uint32_t v64 = tsr::imax<uint32_t>(v62, v63);
       // %49 = sub %48, %47 : u32
-      const uint32_t v68 = uint32_t(uint32_t(v67) - uint32_t(v66));
-      // %50 = splat %4 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v69[4];
+      const uint32_t v65 = uint32_t(uint32_t(v64) - uint32_t(v63));
+      // %50 = splat %4 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v66[1];
       #pragma unroll
-      for (int s70 = 0; s70 < 4; ++s70) {
-        v69[s70] = v3;
+      for (int s67 = 0; s67 < 1; ++s67) {
+        v66[s67] = v3;
       }
-      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v71[8];
+      // %51 = splat %49 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v68[2];
       #pragma unroll
-      for (int s72 = 0; s72 < 8; ++s72) {
-        v71[s72] = v68;
+      for (int s69 = 0; s69 < 2; ++s69) {
+        v68[s69] = v65;
       }
-      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v73[8];
+      // %52 = shr %24, %51 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v70[2];
       #pragma unroll
-      for (int s74 = 0; s74 < 8; ++s74) {
-        v73[s74] = tsr::ishr<uint32_t>(v46[s74], v71[s74]);
+      for (int s71 = 0; s71 < 2; ++s71) {
+        v70[s71] = tsr::ishr<uint32_t>(v43[s71], v68[s71]);
       }
       // %53 = const {value = 255} : u32
-      const uint32_t v75 = uint32_t(255LL);
-      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v76[8];
+      const uint32_t v72 = uint32_t(255LL);
+      // %54 = splat %53 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v73[2];
       #pragma unroll
-      for (int s77 = 0; s77 < 8; ++s77) {
-        v76[s77] = v75;
+      for (int s74 = 0; s74 < 2; ++s74) {
+        v73[s74] = v72;
       }
-      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v78[8];
+      // %55 = and %52, %54 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v75[2];
       #pragma unroll
-      for (int s79 = 0; s79 < 8; ++s79) {
-        v78[s79] = uint32_t(v73[s79] & v76[s79]);
+      for (int s76 = 0; s76 < 2; ++s76) {
+        v75[s76] = uint32_t(v70[s76] & v73[s76]);
       }
-      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v80[8];
+      // %56 = cast %55 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v77[2];
       #pragma unroll
-      for (int s81 = 0; s81 < 8; ++s81) {
-        v80[s81] = int32_t(v78[s81]);
+      for (int s78 = 0; s78 < 2; ++s78) {
+        v77[s78] = int32_t(v75[s78]);
       }
       // %57 = shr %34, %46 : u32
-      const uint32_t v82 = tsr::ishr<uint32_t>(c52, v65);
-      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v83[8];
+      const uint32_t v79 = tsr::ishr<uint32_t>(c49, v62);
+      // %58 = splat %46 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v80[2];
       #pragma unroll
-      for (int s84 = 0; s84 < 8; ++s84) {
-        v83[s84] = v65;
+      for (int s81 = 0; s81 < 2; ++s81) {
+        v80[s81] = v62;
       }
-      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v85[8];
+      // %59 = shr %24, %58 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v82[2];
       #pragma unroll
-      for (int s86 = 0; s86 < 8; ++s86) {
-        v85[s86] = tsr::ishr<uint32_t>(v46[s86], v83[s86]);
+      for (int s83 = 0; s83 < 2; ++s83) {
+        v82[s83] = tsr::ishr<uint32_t>(v43[s83], v80[s83]);
       }
-      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v87[8];
+      // %60 = splat %57 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v84[2];
       #pragma unroll
-      for (int s88 = 0; s88 < 8; ++s88) {
-        v87[s88] = v82;
+      for (int s85 = 0; s85 < 2; ++s85) {
+        v84[s85] = v79;
       }
-      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint8_t v89[8];
+      // %61 = cmp %59, %60 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint8_t v86[2];
       #pragma unroll
-      for (int s90 = 0; s90 < 8; ++s90) {
-        v89[s90] = uint8_t(v85[s90] == v87[s90]);
+      for (int s87 = 0; s87 < 2; ++s87) {
+        v86[s87] = uint8_t(v82[s87] == v84[s87]);
       }
       // %62 = const {value = -1} : i32
-      const int32_t v91 = int32_t(-1LL);
-      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v92[8];
+      const int32_t v88 = int32_t(-1LL);
+      // %63 = splat %62 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v89[2];
       #pragma unroll
-      for (int s93 = 0; s93 < 8; ++s93) {
-        v92[s93] = v91;
+      for (int s90 = 0; s90 < 2; ++s90) {
+        v89[s90] = v88;
       }
-      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v94[8];
+      // %64 = where %61, %56, %63 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v91[2];
       #pragma unroll
-      for (int s95 = 0; s95 < 8; ++s95) {
-        v94[s95] = (v89[s95] ? v80[s95] : v92[s95]);
+      for (int s92 = 0; s92 < 2; ++s92) {
+        v91[s92] = (v86[s92] ? v77[s92] : v89[s92]);
       }
-      // %65 = histogram %64 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v96[4];
+      // %65 = histogram %64 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v93[1];
       __syncthreads();
       for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s97 = 0; s97 < 8; ++s97) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 12) == 0) ? (int)(v94[s97]) : (int)(-1), (int)(256));
+      for (int s94 = 0; s94 < 2; ++s94) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v91[s94]), (int)(256));
       }
       __syncthreads();
       #pragma unroll
-      for (int s98 = 0; s98 < 4; ++s98) {
-        const int e99 = (((((s98) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v96[s98] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e99]);
+      for (int s95 = 0; s95 < 1; ++s95) {
+        const int e96 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
+        v93[s95] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e96]);
       }
-      // %66 = add %50, %65 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v100[4];
+      // %66 = add %50, %65 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v97[1];
       #pragma unroll
-      for (int s101 = 0; s101 < 4; ++s101) {
-        v100[s101] = int32_t(uint32_t(v69[s101]) + uint32_t(v96[s101]));
+      for (int s98 = 0; s98 < 1; ++s98) {
+        v97[s98] = int32_t(uint32_t(v66[s98]) + uint32_t(v93[s98]));
       }
-      // %67 = scan %66 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v102[4];
-      uint32_t run103 = uint32_t(0);
-      uint32_t acc104_0 = uint32_t(0);
-      acc104_0 += uint32_t(v100[0]); v102[0] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[1]); v102[1] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[2]); v102[2] = int32_t(acc104_0);
-      acc104_0 += uint32_t(v100[3]); v102[3] = int32_t(acc104_0);
+      // %67 = scan %66 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v99[1];
+      uint32_t run100 = uint32_t(0);
+      uint32_t acc101_0 = uint32_t(0);
+      acc101_0 += uint32_t(v97[0]); v99[0] = int32_t(acc101_0);
       __syncthreads();
-      uint32_t tot106_0;
-      const uint32_t off105_0 = run103 + tsr::block_exclusive_sum<16>((((tsr_warp & 14) == 0) ? acc104_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot106_0);
-      v102[0] = int32_t(uint32_t(v102[0]) + off105_0);
-      v102[1] = int32_t(uint32_t(v102[1]) + off105_0);
-      v102[2] = int32_t(uint32_t(v102[2]) + off105_0);
-      v102[3] = int32_t(uint32_t(v102[3]) + off105_0);
-      run103 += tot106_0;
+      uint32_t tot103_0;
+      const uint32_t off102_0 = run100 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc101_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot103_0);
+      v99[0] = int32_t(uint32_t(v99[0]) + off102_0);
+      run100 += tot103_0;
       __syncthreads();
       #pragma unroll
-      for (int s107 = 0; s107 < 4; ++s107) {
-        if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s107) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)))] = v102[s107];
+      for (int s104 = 0; s104 < 1; ++s104) {
+        if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)))] = v99[s104];
       }
       __syncthreads();
       #pragma unroll
-      for (int s108 = 0; s108 < 4; ++s108) {
-        const int e109 = (((((s108) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 1) * 128)));
-        v102[s108] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e109];
+      for (int s105 = 0; s105 < 1; ++s105) {
+        const int e106 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
+        v99[s105] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e106];
       }
-      // %68 = splat %35 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v110[4];
+      // %68 = splat %35 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v107[1];
       #pragma unroll
-      for (int s111 = 0; s111 < 4; ++s111) {
-        v110[s111] = c53;
+      for (int s108 = 0; s108 < 1; ++s108) {
+        v107[s108] = c50;
       }
-      // %69 = cmp %67, %68 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v112[4];
+      // %69 = cmp %67, %68 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      uint8_t v109[1];
       #pragma unroll
-      for (int s113 = 0; s113 < 4; ++s113) {
-        v112[s113] = uint8_t(v102[s113] < v110[s113]);
+      for (int s110 = 0; s110 < 1; ++s110) {
+        v109[s110] = uint8_t(v99[s110] < v107[s110]);
       }
-      // %70 = cmp %67, %68 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v114[4];
+      // %70 = cmp %67, %68 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      uint8_t v111[1];
       #pragma unroll
-      for (int s115 = 0; s115 < 4; ++s115) {
-        v114[s115] = uint8_t(v102[s115] == v110[s115]);
+      for (int s112 = 0; s112 < 1; ++s112) {
+        v111[s112] = uint8_t(v99[s112] == v107[s112]);
       }
       // %71 = const {value = 4096} : i32
-      const int32_t v116 = int32_t(4096LL);
-      // %72 = splat %71 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v117[4];
+      const int32_t v113 = int32_t(4096LL);
+      // %72 = splat %71 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v114[1];
       #pragma unroll
-      for (int s118 = 0; s118 < 4; ++s118) {
-        v117[s118] = v116;
+      for (int s115 = 0; s115 < 1; ++s115) {
+        v114[s115] = v113;
       }
-      // %73 = where %70, %72, %50 : tile<i32, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v119[4];
+      // %73 = where %70, %72, %50 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int32_t v116[1];
       #pragma unroll
-      for (int s120 = 0; s120 < 4; ++s120) {
-        v119[s120] = (v114[s120] ? v117[s120] : v69[s120]);
+      for (int s117 = 0; s117 < 1; ++s117) {
+        v116[s117] = (v111[s117] ? v114[s117] : v66[s117]);
       }
-      // %74 = cast %73 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v121[4];
+      // %74 = cast %73 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v118[1];
       #pragma unroll
-      for (int s122 = 0; s122 < 4; ++s122) {
-        v121[s122] = int64_t(v119[s122]);
+      for (int s119 = 0; s119 < 1; ++s119) {
+        v118[s119] = int64_t(v116[s119]);
       }
-      // %75 = cast %66 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v123[4];
+      // %75 = cast %66 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v120[1];
       #pragma unroll
-      for (int s124 = 0; s124 < 4; ++s124) {
-        v123[s124] = int64_t(v100[s124]);
+      for (int s121 = 0; s121 < 1; ++s121) {
+        v120[s121] = int64_t(v97[s121]);
       }
       // %76 = const {value = 24} : i64
-      const int64_t v125 = int64_t(24LL);
-      // %77 = splat %76 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v126[4];
+      const int64_t v122 = int64_t(24LL);
+      // %77 = splat %76 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v123[1];
       #pragma unroll
-      for (int s127 = 0; s127 < 4; ++s127) {
-        v126[s127] = v125;
+      for (int s124 = 0; s124 < 1; ++s124) {
+        v123[s124] = v122;
       }
-      // %78 = shl %75, %77 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v128[4];
+      // %78 = shl %75, %77 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v125[1];
       #pragma unroll
-      for (int s129 = 0; s129 < 4; ++s129) {
-        v128[s129] = tsr::ishl<int64_t>(v123[s129], v126[s129]);
+      for (int s126 = 0; s126 < 1; ++s126) {
+        v125[s126] = tsr::ishl<int64_t>(v120[s126], v123[s126]);
       }
       // %79 = const {value = 1} : i64
-      const int64_t v130 = int64_t(1LL);
-      // %80 = splat %79 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v131[4];
+      const int64_t v127 = int64_t(1LL);
+      // %80 = splat %79 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v128[1];
       #pragma unroll
-      for (int s132 = 0; s132 < 4; ++s132) {
-        v131[s132] = v130;
+      for (int s129 = 0; s129 < 1; ++s129) {
+        v128[s129] = v127;
       }
-      // %81 = add %78, %80 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v133[4];
+      // %81 = add %78, %80 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v130[1];
       #pragma unroll
-      for (int s134 = 0; s134 < 4; ++s134) {
-        v133[s134] = int64_t(uint64_t(v128[s134]) + uint64_t(v131[s134]));
+      for (int s131 = 0; s131 < 1; ++s131) {
+        v130[s131] = int64_t(uint64_t(v125[s131]) + uint64_t(v128[s131]));
       }
       // %82 = const {value = 0} : i64
-      const int64_t v135 = int64_t(0LL);
-      // %83 = splat %82 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v136[4];
+      const int64_t v132 = int64_t(0LL);
+      // %83 = splat %82 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v133[1];
       #pragma unroll
-      for (int s137 = 0; s137 < 4; ++s137) {
-        v136[s137] = v135;
+      for (int s134 = 0; s134 < 1; ++s134) {
+        v133[s134] = v132;
       }
-      // %84 = where %69, %81, %83 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v138[4];
+      // %84 = where %69, %81, %83 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v135[1];
       #pragma unroll
-      for (int s139 = 0; s139 < 4; ++s139) {
-        v138[s139] = (v112[s139] ? v133[s139] : v136[s139]);
+      for (int s136 = 0; s136 < 1; ++s136) {
+        v135[s136] = (v109[s136] ? v130[s136] : v133[s136]);
       }
-      // %85 = add %84, %74 : tile<i64, [256], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v140[4];
+      // %85 = add %84, %74 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+      int64_t v137[1];
       #pragma unroll
-      for (int s141 = 0; s141 < 4; ++s141) {
-        v140[s141] = int64_t(uint64_t(v138[s141]) + uint64_t(v121[s141]));
+      for (int s138 = 0; s138 < 1; ++s138) {
+        v137[s138] = int64_t(uint64_t(v135[s138]) + uint64_t(v118[s138]));
       }
       // %86 = reduce %85 {axis = 0, kind = "sum"} : i64
-      int64_t v142 = v140[0];
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[1]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[2]));
-      v142 = int64_t(uint64_t(v142) + uint64_t(v140[3]));
-      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v142, 1);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh143));
-      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v142, 2);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh144));
-      const int64_t sh145 = __shfl_xor_sync(0xffffffffu, v142, 4);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh145));
-      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v142, 8);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh146));
-      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v142, 16);
-      v142 = int64_t(uint64_t(v142) + uint64_t(sh147));
-      __shared__ int64_t tsr_red148_mem[4];
-      int64_t* const tsr_red148 = tsr_red148_mem + tsr_red148_at;
-      tsr_red148_at ^= 2;
-      if (tsr_lane == 0) tsr_red148[(((tsr_warp >> 0) & 1) << 0)] = v142;
+      int64_t v139 = v137[0];
+      const int64_t sh140 = __shfl_xor_sync(0xffffffffu, v139, 1);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh140));
+      const int64_t sh141 = __shfl_xor_sync(0xffffffffu, v139, 2);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh141));
+      const int64_t sh142 = __shfl_xor_sync(0xffffffffu, v139, 4);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh142));
+      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v139, 8);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh143));
+      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v139, 16);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh144));
+      __shared__ int64_t tsr_red145_mem[16];
+      int64_t* const tsr_red145 = tsr_red145_mem + tsr_red145_at;
+      tsr_red145_at ^= 8;
+      if (tsr_lane == 0) tsr_red145[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v139;
       __syncthreads();
-      v142 = tsr_red148[0];
-      v142 = int64_t(uint64_t(v142) + uint64_t(tsr_red148[1]));
+      v139 = tsr_red145[0];
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[1]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[2]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[3]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[4]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[5]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[6]));
+      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[7]));
       // %87 = const {value = 4095} : i64
-      const int64_t v149 = int64_t(4095LL);
+      const int64_t v146 = int64_t(4095LL);
       // %88 = and %86, %87 : i64
-      const int64_t v150 = int64_t(v142 & v149);
+      const int64_t v147 = int64_t(v139 & v146);
       // %89 = cast %88 : i32
-      const int32_t v151 = int32_t(v150);
+      const int32_t v148 = int32_t(v147);
       // %90 = shr %86, %76 : i64
-      const int64_t v152 = tsr::ishr<int64_t>(v142, v125);
+      const int64_t v149 = tsr::ishr<int64_t>(v139, v122);
       // %91 = cast %90 : i32
-      const int32_t v153 = int32_t(v152);
+      const int32_t v150 = int32_t(v149);
       // %92 = sub %35, %91 : i32
-      const int32_t v154 = int32_t(uint32_t(c53) - uint32_t(v153));
+      const int32_t v151 = int32_t(uint32_t(c50) - uint32_t(v150));
       // %93 = cast %89 : u32
-      const uint32_t v155 = uint32_t(v151);
+      const uint32_t v152 = uint32_t(v148);
       // %94 = shl %93, %49 : u32
-      const uint32_t v156 = tsr::ishl<uint32_t>(v155, v68);
+      const uint32_t v153 = tsr::ishl<uint32_t>(v152, v65);
       // %95 = or %34, %94 : u32
-      const uint32_t v157 = uint32_t(c52 | v156);
+      const uint32_t v154 = uint32_t(c49 | v153);
       // %96 = const {value = 12} : i64
-      const int64_t v158 = int64_t(12LL);
+      const int64_t v155 = int64_t(12LL);
       // %97 = shr %86, %96 : i64
-      const int64_t v159 = tsr::ishr<int64_t>(v142, v158);
+      const int64_t v156 = tsr::ishr<int64_t>(v139, v155);
       // %98 = and %97, %87 : i64
-      const int64_t v160 = int64_t(v159 & v149);
+      const int64_t v157 = int64_t(v156 & v146);
       // %99 = cmp %98, %82 {pred = "eq"} : i1
-      const uint8_t v161 = uint8_t(v160 == v135);
+      const uint8_t v158 = uint8_t(v157 == v132);
       // yield %95, %92, %49, %99
-      v57 = v157;
-      v58 = v154;
-      v59 = v68;
-      v60 = v161;
+      v54 = v154;
+      v55 = v151;
+      v56 = v65;
+      v57 = v158;
     } else {
       // yield %34, %35, %36, %37
+      v54 = c49;
+      v55 = c50;
+      v56 = c51;
       v57 = c52;
-      v58 = c53;
-      v59 = c54;
-      v60 = c55;
     }
     // yield %38, %39, %40, %41
+    c49 = v54;
+    c50 = v55;
+    c51 = v56;
     c52 = v57;
-    c53 = v58;
-    c54 = v59;
-    c55 = v60;
   }
   // %100 = shr %29, %31 : u32
-  const uint32_t v162 = tsr::ishr<uint32_t>(c52, c54);
-  // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v163[8];
+  const uint32_t v159 = tsr::ishr<uint32_t>(c49, c51);
+  // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v160[2];
   #pragma unroll
-  for (int s164 = 0; s164 < 8; ++s164) {
-    v163[s164] = c54;
+  for (int s161 = 0; s161 < 2; ++s161) {
+    v160[s161] = c51;
   }
-  // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v165[8];
+  // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v162[2];
   #pragma unroll
-  for (int s166 = 0; s166 < 8; ++s166) {
-    v165[s166] = tsr::ishr<uint32_t>(v46[s166], v163[s166]);
+  for (int s163 = 0; s163 < 2; ++s163) {
+    v162[s163] = tsr::ishr<uint32_t>(v43[s163], v160[s163]);
   }
-  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v167[8];
+  // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v164[2];
   #pragma unroll
-  for (int s168 = 0; s168 < 8; ++s168) {
-    v167[s168] = v162;
+  for (int s165 = 0; s165 < 2; ++s165) {
+    v164[s165] = v159;
   }
-  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v169[8];
+  // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v166[2];
   #pragma unroll
-  for (int s170 = 0; s170 < 8; ++s170) {
-    v169[s170] = uint8_t(v165[s170] == v167[s170]);
+  for (int s167 = 0; s167 < 2; ++s167) {
+    v166[s167] = uint8_t(v162[s167] == v164[s167]);
   }
-  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v171[8];
+  // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v168[2];
   #pragma unroll
-  for (int s172 = 0; s172 < 8; ++s172) {
-    v171[s172] = uint8_t(v165[s172] < v167[s172]);
+  for (int s169 = 0; s169 < 2; ++s169) {
+    v168[s169] = uint8_t(v162[s169] < v164[s169]);
   }
   // %106 = const {value = 65536} : i32
-  const int32_t v173 = int32_t(65536LL);
-  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v174[8];
+  const int32_t v170 = int32_t(65536LL);
+  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v171[2];
   #pragma unroll
-  for (int s175 = 0; s175 < 8; ++s175) {
-    v174[s175] = v173;
+  for (int s172 = 0; s172 < 2; ++s172) {
+    v171[s172] = v170;
   }
-  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v176[8];
+  // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v173[2];
   #pragma unroll
-  for (int s177 = 0; s177 < 8; ++s177) {
-    v176[s177] = (v171[s177] ? v174[s177] : v40[s177]);
+  for (int s174 = 0; s174 < 2; ++s174) {
+    v173[s174] = (v168[s174] ? v171[s174] : v37[s174]);
   }
-  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v178[8];
+  // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v175[2];
   #pragma unroll
-  for (int s179 = 0; s179 < 8; ++s179) {
-    v178[s179] = v1;
+  for (int s176 = 0; s176 < 2; ++s176) {
+    v175[s176] = v1;
   }
-  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v180[8];
+  // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v177[2];
   #pragma unroll
-  for (int s181 = 0; s181 < 8; ++s181) {
-    v180[s181] = (v169[s181] ? v178[s181] : v40[s181]);
+  for (int s178 = 0; s178 < 2; ++s178) {
+    v177[s178] = (v166[s178] ? v175[s178] : v37[s178]);
   }
-  // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v182[8];
+  // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v179[2];
   #pragma unroll
-  for (int s183 = 0; s183 < 8; ++s183) {
-    v182[s183] = int32_t(uint32_t(v180[s183]) + uint32_t(v176[s183]));
+  for (int s180 = 0; s180 < 2; ++s180) {
+    v179[s180] = int32_t(uint32_t(v177[s180]) + uint32_t(v173[s180]));
   }
   // %112 = reduce %111 {axis = 0, kind = "sum"} : i32
-  int32_t v184 = v182[0];
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[1]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[2]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[3]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[4]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[5]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[6]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(v182[7]));
-  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v184, 1);
-  v184 = int32_t(uint32_t(v184) + uint32_t(sh185));
-  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v184, 2);
-  v184 = int32_t(uint32_t(v184) + uint32_t(sh186));
-  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v184, 4);
-  v184 = int32_t(uint32_t(v184) + uint32_t(sh187));
-  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v184, 8);
-  v184 = int32_t(uint32_t(v184) + uint32_t(sh188));
-  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v184, 16);
-  v184 = int32_t(uint32_t(v184) + uint32_t(sh189));
-  __shared__ int32_t tsr_red190_mem[4];
-  int32_t* const tsr_red190 = tsr_red190_mem;
-  if (tsr_lane == 0) tsr_red190[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v184;
+  int32_t v181 = v179[0];
+  v181 = int32_t(uint32_t(v181) + uint32_t(v179[1]));
+  const int32_t sh182 = __shfl_xor_sync(0xffffffffu, v181, 1);
+  v181 = int32_t(uint32_t(v181) + uint32_t(sh182));
+  const int32_t sh183 = __shfl_xor_sync(0xffffffffu, v181, 2);
+  v181 = int32_t(uint32_t(v181) + uint32_t(sh183));
+  const int32_t sh184 = __shfl_xor_sync(0xffffffffu, v181, 4);
+  v181 = int32_t(uint32_t(v181) + uint32_t(sh184));
+  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v181, 8);
+  v181 = int32_t(uint32_t(v181) + uint32_t(sh185));
+  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v181, 16);
+  v181 = int32_t(uint32_t(v181) + uint32_t(sh186));
+  __shared__ int32_t tsr_red187_mem[16];
+  int32_t* const tsr_red187 = tsr_red187_mem;
+  if (tsr_lane == 0) tsr_red187[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v181;
   __syncthreads();
-  v184 = tsr_red190[0];
-  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[1]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[2]));
-  v184 = int32_t(uint32_t(v184) + uint32_t(tsr_red190[3]));
+  v181 = tsr_red187[0];
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[1]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[2]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[3]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[4]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[5]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[6]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[7]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[8]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[9]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[10]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[11]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[12]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[13]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[14]));
+  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[15]));
   // %113 = const {value = 65535} : i32
-  const int32_t v191 = int32_t(65535LL);
+  const int32_t v188 = int32_t(65535LL);
   // %114 = and %112, %113 : i32
-  const int32_t v192 = int32_t(v184 & v191);
+  const int32_t v189 = int32_t(v181 & v188);
   // %115 = add %4, %114 : i32
-  const int32_t v193 = int32_t(uint32_t(v3) + uint32_t(v192));
+  const int32_t v190 = int32_t(uint32_t(v3) + uint32_t(v189));
   // %116 = cmp %115, %30 {pred = "le"} : i1
-  const uint8_t v194 = uint8_t(v193 <= c53);
-  // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v195[8];
-  if (v194) {
-    // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v196[8];
+  const uint8_t v191 = uint8_t(v190 <= c50);
+  // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>> {...}
+  uint8_t v192[2];
+  if (v191) {
+    // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v193[2];
     #pragma unroll
-    for (int s197 = 0; s197 < 8; ++s197) {
-      v196[s197] = uint8_t(v171[s197] | v169[s197]);
+    for (int s194 = 0; s194 < 2; ++s194) {
+      v193[s194] = uint8_t(v168[s194] | v166[s194]);
     }
     // yield %118
     #pragma unroll
-    for (int s198 = 0; s198 < 8; ++s198) {
-      v195[s198] = v196[s198];
+    for (int s195 = 0; s195 < 2; ++s195) {
+      v192[s195] = v193[s195];
     }
   } else {
-    // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v199[8];
+    // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v196[2];
     #pragma unroll
-    for (int s200 = 0; s200 < 8; ++s200) {
-      v199[s200] = int32_t(v169[s200]);
+    for (int s197 = 0; s197 < 2; ++s197) {
+      v196[s197] = int32_t(v166[s197]);
     }
-    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v201[8];
-    uint32_t run202 = uint32_t(0);
-    uint32_t acc203_0 = uint32_t(0);
-    acc203_0 += uint32_t(v199[0]); v201[0] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[1]); v201[1] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[2]); v201[2] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[3]); v201[3] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[4]); v201[4] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[5]); v201[5] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[6]); v201[6] = int32_t(acc203_0);
-    acc203_0 += uint32_t(v199[7]); v201[7] = int32_t(acc203_0);
+    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v198[2];
+    uint32_t run199 = uint32_t(0);
+    uint32_t acc200_0 = uint32_t(0);
+    acc200_0 += uint32_t(v196[0]); v198[0] = int32_t(acc200_0);
+    acc200_0 += uint32_t(v196[1]); v198[1] = int32_t(acc200_0);
     __syncthreads();
-    uint32_t tot205_0;
-    const uint32_t off204_0 = run202 + tsr::block_exclusive_sum<16>((((tsr_warp & 12) == 0) ? acc203_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot205_0);
-    v201[0] = int32_t(uint32_t(v201[0]) + off204_0);
-    v201[1] = int32_t(uint32_t(v201[1]) + off204_0);
-    v201[2] = int32_t(uint32_t(v201[2]) + off204_0);
-    v201[3] = int32_t(uint32_t(v201[3]) + off204_0);
-    v201[4] = int32_t(uint32_t(v201[4]) + off204_0);
-    v201[5] = int32_t(uint32_t(v201[5]) + off204_0);
-    v201[6] = int32_t(uint32_t(v201[6]) + off204_0);
-    v201[7] = int32_t(uint32_t(v201[7]) + off204_0);
-    run202 += tot205_0;
-    __syncthreads();
+    uint32_t tot202_0;
+    const uint32_t off201_0 = run199 + tsr::block_exclusive_sum<16>(acc200_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot202_0);
+    v198[0] = int32_t(uint32_t(v198[0]) + off201_0);
+    v198[1] = int32_t(uint32_t(v198[1]) + off201_0);
+    run199 += tot202_0;
+    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v203[2];
     #pragma unroll
-    for (int s206 = 0; s206 < 8; ++s206) {
-      if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s206) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)))] = v201[s206];
+    for (int s204 = 0; s204 < 2; ++s204) {
+      v203[s204] = int32_t(uint32_t(v198[s204]) + uint32_t(v37[s204]));
     }
-    __syncthreads();
+    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v205[2];
     #pragma unroll
-    for (int s207 = 0; s207 < 8; ++s207) {
-      const int e208 = (((((s207) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)));
-      v201[s207] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e208];
+    for (int s206 = 0; s206 < 2; ++s206) {
+      v205[s206] = c50;
     }
-    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v209[8];
+    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v207[2];
     #pragma unroll
-    for (int s210 = 0; s210 < 8; ++s210) {
-      v209[s210] = int32_t(uint32_t(v201[s210]) + uint32_t(v40[s210]));
+    for (int s208 = 0; s208 < 2; ++s208) {
+      v207[s208] = uint8_t(v203[s208] <= v205[s208]);
     }
-    // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v211[8];
+    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v209[2];
     #pragma unroll
-    for (int s212 = 0; s212 < 8; ++s212) {
-      v211[s212] = c53;
+    for (int s210 = 0; s210 < 2; ++s210) {
+      v209[s210] = uint8_t(v166[s210] & v207[s210]);
     }
-    // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v213[8];
+    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v211[2];
     #pragma unroll
-    for (int s214 = 0; s214 < 8; ++s214) {
-      v213[s214] = uint8_t(v209[s214] <= v211[s214]);
-    }
-    // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v215[8];
-    #pragma unroll
-    for (int s216 = 0; s216 < 8; ++s216) {
-      v215[s216] = uint8_t(v169[s216] & v213[s216]);
-    }
-    // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v217[8];
-    #pragma unroll
-    for (int s218 = 0; s218 < 8; ++s218) {
-      v217[s218] = uint8_t(v171[s218] | v215[s218]);
+    for (int s212 = 0; s212 < 2; ++s212) {
+      v211[s212] = uint8_t(v168[s212] | v209[s212]);
     }
     // yield %125
     #pragma unroll
-    for (int s219 = 0; s219 < 8; ++s219) {
-      v195[s219] = v217[s219];
+    for (int s213 = 0; s213 < 2; ++s213) {
+      v192[s213] = v211[s213];
     }
   }
   // %126 = const {value = -1} : i32
-  const int32_t v220 = int32_t(-1LL);
-  // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v221[8];
+  const int32_t v214 = int32_t(-1LL);
+  // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v215[2];
   #pragma unroll
-  for (int s222 = 0; s222 < 8; ++s222) {
-    v221[s222] = int32_t(v195[s222]);
+  for (int s216 = 0; s216 < 2; ++s216) {
+    v215[s216] = int32_t(v192[s216]);
   }
-  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v223[8];
-  uint32_t run224 = uint32_t(0);
-  uint32_t acc225_0 = uint32_t(0);
-  acc225_0 += uint32_t(v221[0]); v223[0] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[1]); v223[1] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[2]); v223[2] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[3]); v223[3] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[4]); v223[4] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[5]); v223[5] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[6]); v223[6] = int32_t(acc225_0);
-  acc225_0 += uint32_t(v221[7]); v223[7] = int32_t(acc225_0);
+  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v217[2];
+  uint32_t run218 = uint32_t(0);
+  uint32_t acc219_0 = uint32_t(0);
+  acc219_0 += uint32_t(v215[0]); v217[0] = int32_t(acc219_0);
+  acc219_0 += uint32_t(v215[1]); v217[1] = int32_t(acc219_0);
   __syncthreads();
-  uint32_t tot227_0;
-  const uint32_t off226_0 = run224 + tsr::block_exclusive_sum<16>((((tsr_warp & 12) == 0) ? acc225_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot227_0);
-  v223[0] = int32_t(uint32_t(v223[0]) + off226_0);
-  v223[1] = int32_t(uint32_t(v223[1]) + off226_0);
-  v223[2] = int32_t(uint32_t(v223[2]) + off226_0);
-  v223[3] = int32_t(uint32_t(v223[3]) + off226_0);
-  v223[4] = int32_t(uint32_t(v223[4]) + off226_0);
-  v223[5] = int32_t(uint32_t(v223[5]) + off226_0);
-  v223[6] = int32_t(uint32_t(v223[6]) + off226_0);
-  v223[7] = int32_t(uint32_t(v223[7]) + off226_0);
-  run224 += tot227_0;
-  __syncthreads();
+  uint32_t tot221_0;
+  const uint32_t off220_0 = run218 + tsr::block_exclusive_sum<16>(acc219_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot221_0);
+  v217[0] = int32_t(uint32_t(v217[0]) + off220_0);
+  v217[1] = int32_t(uint32_t(v217[1]) + off220_0);
+  run218 += tot221_0;
+  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v222[2];
   #pragma unroll
-  for (int s228 = 0; s228 < 8; ++s228) {
-    if (((tsr_warp & 12) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s228) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)))] = v223[s228];
+  for (int s223 = 0; s223 < 2; ++s223) {
+    v222[s223] = v214;
   }
-  __syncthreads();
+  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v224[2];
   #pragma unroll
-  for (int s229 = 0; s229 < 8; ++s229) {
-    const int e230 = (((((s229) % 8)) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256)));
-    v223[s229] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e230];
+  for (int s225 = 0; s225 < 2; ++s225) {
+    v224[s225] = int32_t(uint32_t(v217[s225]) + uint32_t(v222[s225]));
   }
-  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v231[8];
+  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v226[2];
   #pragma unroll
-  for (int s232 = 0; s232 < 8; ++s232) {
-    v231[s232] = v220;
-  }
-  // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v233[8];
-  #pragma unroll
-  for (int s234 = 0; s234 < 8; ++s234) {
-    v233[s234] = int32_t(uint32_t(v223[s234]) + uint32_t(v231[s234]));
-  }
-  // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v235[8];
-  #pragma unroll
-  for (int s236 = 0; s236 < 8; ++s236) {
-    v235[s236] = v0;
+  for (int s227 = 0; s227 < 2; ++s227) {
+    v226[s227] = v0;
   }
   // scatter %values, %6, %131, %130, %117
   #pragma unroll
-  for (int s237 = 0; s237 < 8; ++s237) {
-    if (((tsr_warp & 12) == 0) && (v195[s237] != 0) && (int64_t(v235[s237]) >= 0 && int64_t(v235[s237]) < int64_t(tsr_dim_M) && int64_t(v233[s237]) >= 0 && int64_t(v233[s237]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v235[s237]) * tsr_p2_s0 + int64_t(v233[s237]) * tsr_p2_s1] = tsr::f2bf(v9[s237]);
+  for (int s228 = 0; s228 < 2; ++s228) {
+    if ((v192[s228] != 0) && (int64_t(v226[s228]) >= 0 && int64_t(v226[s228]) < int64_t(tsr_dim_M) && int64_t(v224[s228]) >= 0 && int64_t(v224[s228]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v226[s228]) * tsr_p2_s0 + int64_t(v224[s228]) * tsr_p2_s1] = tsr::f2bf(v9[s228]);
   }
   // scatter %indices, %8, %131, %130, %117
   #pragma unroll
-  for (int s238 = 0; s238 < 8; ++s238) {
-    if (((tsr_warp & 12) == 0) && (v195[s238] != 0) && (int64_t(v235[s238]) >= 0 && int64_t(v235[s238]) < int64_t(tsr_dim_M) && int64_t(v233[s238]) >= 0 && int64_t(v233[s238]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v235[s238]) * tsr_p3_s0 + int64_t(v233[s238]) * tsr_p3_s1] = v18[s238];
+  for (int s229 = 0; s229 < 2; ++s229) {
+    if ((v192[s229] != 0) && (int64_t(v226[s229]) >= 0 && int64_t(v226[s229]) < int64_t(tsr_dim_M) && int64_t(v224[s229]) >= 0 && int64_t(v224[s229]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v226[s229]) * tsr_p3_s0 + int64_t(v224[s229]) * tsr_p3_s1] = v15[s229];
   }
-  // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
+  // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v239[8];
+  int32_t v230[1];
   {
-    const int64_t o240 = int64_t(v0) * 1 + 0;
-    const int64_t o241 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole242 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole242) {
-      #pragma unroll
-      for (int c243 = 0; c243 < 2; ++c243) {
-        int32_t vb244[4];
-        tsr::copy_vec<int32_t, 4>(vb244, tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c243 * 4) % 8))) * tsr_p3_s1);
-        v239[c243 * 4 + 0] = vb244[0];
-        v239[c243 * 4 + 1] = vb244[1];
-        v239[c243 * 4 + 2] = vb244[2];
-        v239[c243 * 4 + 3] = vb244[3];
-      }
-    } else {
-      #pragma unroll
-      for (int c245 = 0; c245 < 2; ++c245) {
-        int32_t vb246[4];
-        if ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1)) {
-          tsr::copy_vec<int32_t, 4>(vb246, tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1);
-          v239[c245 * 4 + 0] = vb246[0];
-          v239[c245 * 4 + 1] = vb246[1];
-          v239[c245 * 4 + 2] = vb246[2];
-          v239[c245 * 4 + 3] = vb246[3];
-        } else {
-          v239[c245 * 4] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8))) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8))) * tsr_p3_s1] : int32_t(0LL);
-          v239[c245 * 4 + 1] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 1) * tsr_p3_s1] : int32_t(0LL);
-          v239[c245 * 4 + 2] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 2) * tsr_p3_s1] : int32_t(0LL);
-          v239[c245 * 4 + 3] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + (((c245 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (((c245 * 4) % 8)) + 3) * tsr_p3_s1] : int32_t(0LL);
-        }
-      }
-    }
-  }
-  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v247[8];
-  {
-    const int64_t o248 = int64_t(v0) * 1 + 0;
-    const int64_t o249 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o231 = int64_t(v0) * 1 + 0;
+    const int64_t o232 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c250 = 0; c250 < 1; ++c250) {
-      uint16_t vb251[8];
-      if ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1)) {
-        tsr::copy_vec<uint16_t, 8>(vb251, tsr_p2 + (o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1);
-        v247[c250 * 8 + 0] = tsr::bf2f(vb251[0]);
-        v247[c250 * 8 + 1] = tsr::bf2f(vb251[1]);
-        v247[c250 * 8 + 2] = tsr::bf2f(vb251[2]);
-        v247[c250 * 8 + 3] = tsr::bf2f(vb251[3]);
-        v247[c250 * 8 + 4] = tsr::bf2f(vb251[4]);
-        v247[c250 * 8 + 5] = tsr::bf2f(vb251[5]);
-        v247[c250 * 8 + 6] = tsr::bf2f(vb251[6]);
-        v247[c250 * 8 + 7] = tsr::bf2f(vb251[7]);
-      } else {
-        v247[c250 * 8] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8))) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8))) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 1] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 2] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 3] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 3) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 4] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 4) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 5] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 5) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 6] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 6) * tsr_p2_s1]) : 0x0p+0f;
-        v247[c250 * 8 + 7] = ((o248 + 0) < int64_t(tsr_dim_M) && (o249 + (((c250 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o248 + 0) * tsr_p2_s0 + (o249 + (((c250 * 8) % 8)) + 7) * tsr_p2_s1]) : 0x0p+0f;
-      }
+    for (int s233 = 0; s233 < 1; ++s233) {
+      v230[s233] = ((o231 + 0) < int64_t(tsr_dim_M) && (o232 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o231 + 0) * tsr_p3_s0 + (o232 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
-  // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v252[8];
-  int32_t v253[8];
+  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v234[1];
+  {
+    const int64_t o235 = int64_t(v0) * 1 + 0;
+    const int64_t o236 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    #pragma unroll
+    for (int s237 = 0; s237 < 1; ++s237) {
+      v234[s237] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + 0) * tsr_p2_s1]) : 0x0p+0f;
+    }
+  }
+  // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v238[1];
+  int32_t v239[1];
   __syncthreads();
   #pragma unroll
-  for (int s254 = 0; s254 < 8; ++s254) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s254) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v247[s254];
+  for (int s240 = 0; s240 < 1; ++s240) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v234[s240];
   }
   __syncthreads();
   #pragma unroll
-  for (int s255 = 0; s255 < 8; ++s255) {
-    if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s255) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64)] = v239[s255];
+  for (int s241 = 0; s241 < 1; ++s241) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v230[s241];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1852,82 +1720,37 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s256 = 0; s256 < 8; ++s256) {
-    const int e257 = (((((s256) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v252[s256] = reinterpret_cast<float*>(tsr_smem + 0)[(((e257) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e257) / 64) * 1 + ((e257) % 1)) * 64 + (((e257) / 1) % 64)]) * 1 + ((e257) % 1)];
+  for (int s242 = 0; s242 < 1; ++s242) {
+    const int e243 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v238[s242] = reinterpret_cast<float*>(tsr_smem + 0)[(((e243) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e243) / 64) * 1 + ((e243) % 1)) * 64 + (((e243) / 1) % 64)]) * 1 + ((e243) % 1)];
   }
   #pragma unroll
-  for (int s258 = 0; s258 < 8; ++s258) {
-    const int e259 = (((((s258) % 8)) + (((tsr_lane >> 0) & 7) * 8)) + (0 + 0) * 64);
-    v253[s258] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e259) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e259) / 64) * 1 + ((e259) % 1)) * 64 + (((e259) / 1) % 64)]) * 1 + ((e259) % 1)];
+  for (int s244 = 0; s244 < 1; ++s244) {
+    const int e245 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v239[s244] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e245) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e245) / 64) * 1 + ((e245) % 1)) * 64 + (((e245) / 1) % 64)]) * 1 + ((e245) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o260 = int64_t(v0) * 1 + 0;
-    const int64_t o261 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
+    const int64_t o246 = int64_t(v0) * 1 + 0;
+    const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c262 = 0; c262 < 1; ++c262) {
-      uint16_t vb263[8];
-      if ((o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 7) < int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1)) {
-        vb263[0] = tsr::f2bf(v252[c262 * 8 + 0]);
-        vb263[1] = tsr::f2bf(v252[c262 * 8 + 1]);
-        vb263[2] = tsr::f2bf(v252[c262 * 8 + 2]);
-        vb263[3] = tsr::f2bf(v252[c262 * 8 + 3]);
-        vb263[4] = tsr::f2bf(v252[c262 * 8 + 4]);
-        vb263[5] = tsr::f2bf(v252[c262 * 8 + 5]);
-        vb263[6] = tsr::f2bf(v252[c262 * 8 + 6]);
-        vb263[7] = tsr::f2bf(v252[c262 * 8 + 7]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1, vb263);
-      } else {
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8))) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 1]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 2]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 3]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 4) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 4]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 5) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 5]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 6) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 6]);
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + (((c262 * 8) % 8)) + 7) < int64_t(tsr_dim_K)) tsr_p2[(o260 + 0) * tsr_p2_s0 + (o261 + (((c262 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v252[c262 * 8 + 7]);
-      }
+    for (int s248 = 0; s248 < 1; ++s248) {
+      if (((tsr_warp & 14) == 0) && (o246 + 0) < int64_t(tsr_dim_M) && (o247 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o246 + 0) * tsr_p2_s0 + (o247 + 0) * tsr_p2_s1] = tsr::f2bf(v238[s248]);
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o264 = int64_t(v0) * 1 + 0;
-    const int64_t o265 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 7) * 8);
-    const bool whole266 = int64_t(v0) * 1 >= 0 && int64_t(v0) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v3) * 64 >= 0 && int64_t(v3) * 64 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + int64_t(v0) * 1 * tsr_p3_s0 + int64_t(v3) * 64 * tsr_p3_s1);
-    if (whole266) {
-      #pragma unroll
-      for (int c267 = 0; c267 < 2; ++c267) {
-        int32_t vb268[4];
-        vb268[0] = v253[c267 * 4 + 0];
-        vb268[1] = v253[c267 * 4 + 1];
-        vb268[2] = v253[c267 * 4 + 2];
-        vb268[3] = v253[c267 * 4 + 3];
-        if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c267 * 4) % 8))) * tsr_p3_s1, vb268);
-      }
-    } else {
-      #pragma unroll
-      for (int c269 = 0; c269 < 2; ++c269) {
-        int32_t vb270[4];
-        if ((o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1)) {
-          vb270[0] = v253[c269 * 4 + 0];
-          vb270[1] = v253[c269 * 4 + 1];
-          vb270[2] = v253[c269 * 4 + 2];
-          vb270[3] = v253[c269 * 4 + 3];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1, vb270);
-        } else {
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8))) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8))) * tsr_p3_s1] = v253[c269 * 4];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 1) * tsr_p3_s1] = v253[c269 * 4 + 1];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 2) * tsr_p3_s1] = v253[c269 * 4 + 2];
-          if (((tsr_lane & 24) == 0 && (tsr_warp & 15) == 0) && (o264 + 0) < int64_t(tsr_dim_M) && (o265 + (((c269 * 4) % 8)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o264 + 0) * tsr_p3_s0 + (o265 + (((c269 * 4) % 8)) + 3) * tsr_p3_s1] = v253[c269 * 4 + 3];
-        }
-      }
+    const int64_t o249 = int64_t(v0) * 1 + 0;
+    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    #pragma unroll
+    for (int s251 = 0; s251 < 1; ++s251) {
+      if (((tsr_warp & 14) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o249 + 0) * tsr_p3_s0 + (o250 + 0) * tsr_p3_s1] = v239[s251];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_merge_tile, block_threads 512, static_smem 48, dynamic_smem 4096
+// symbol tessera_topk_merge_tile, block_threads 512, static_smem 192, dynamic_smem 1024
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer cand_values bf16 bytes 8 index 0
 // param pointer cand_indices i32 bytes 8 index 1
@@ -1944,10 +1767,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
 // stat reduction-barriers-saved = 2
 // stat reduction-shuffles = 10
 // stat reduction-warp-exchanges = 2
-// stat smem-bytes = 4096
+// stat smem-bytes = 1024
 // stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 6
-// stat whole-tile-accesses = 3
+// stat vector-accesses = 2
 // stat write-read-barriers = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -948,52 +948,52 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     const int32_t v263 = int32_t(uint32_t(v11) + uint32_t(v209));
     // %158 = add %157, %156 : i32
     const int32_t v264 = int32_t(uint32_t(v263) + uint32_t(v262));
-    // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v265[4];
+    // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v265[1];
     #pragma unroll
-    for (int s266 = 0; s266 < 4; ++s266) {
-      v265[s266] = int32_t(0 + (((s266) % 4)) + (((tsr_lane >> 0) & 15) * 4));
+    for (int s266 = 0; s266 < 1; ++s266) {
+      v265[s266] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
     }
-    // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v267[4];
+    // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v267[1];
     #pragma unroll
-    for (int s268 = 0; s268 < 4; ++s268) {
+    for (int s268 = 0; s268 < 1; ++s268) {
       v267[s268] = v264;
     }
-    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v269[4];
+    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    uint8_t v269[1];
     #pragma unroll
-    for (int s270 = 0; s270 < 4; ++s270) {
+    for (int s270 = 0; s270 < 1; ++s270) {
       v269[s270] = uint8_t(v265[s270] >= v267[s270]);
     }
-    // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v271[4];
+    // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v271[1];
     #pragma unroll
-    for (int s272 = 0; s272 < 4; ++s272) {
+    for (int s272 = 0; s272 < 1; ++s272) {
       v271[s272] = v246;
     }
-    // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v273[4];
+    // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v273[1];
     #pragma unroll
-    for (int s274 = 0; s274 < 4; ++s274) {
+    for (int s274 = 0; s274 < 1; ++s274) {
       v273[s274] = int32_t(uint32_t(v265[s274]) + uint32_t(v271[s274]));
     }
-    // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v275[4];
+    // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v275[1];
     #pragma unroll
-    for (int s276 = 0; s276 < 4; ++s276) {
+    for (int s276 = 0; s276 < 1; ++s276) {
       v275[s276] = v234;
     }
-    // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v277[4];
+    // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v277[1];
     #pragma unroll
-    for (int s278 = 0; s278 < 4; ++s278) {
+    for (int s278 = 0; s278 < 1; ++s278) {
       v277[s278] = v3;
     }
     // scatter %seg_indices, %164, %165, %163, %161
     #pragma unroll
-    for (int s279 = 0; s279 < 4; ++s279) {
-      if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
+    for (int s279 = 0; s279 < 1; ++s279) {
+      if (((tsr_warp & 14) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
     }
   }
   tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits
@@ -1066,138 +1066,126 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   const uint32_t v2 = uint32_t(4294967295LL);
   // %4 = const {value = 0} : i32
   const int32_t v3 = int32_t(0LL);
-  // %5 = load_tile %cand_values, %1, %4 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  float v4[4];
+  // %5 = load_tile %cand_values, %1, %4 : tile<f32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  float v4[2];
   {
     const int64_t o5 = int64_t(v0) * 1 + 0;
-    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o6 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c7 = 0; c7 < 1; ++c7) {
-      float vb8[4];
-      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<float, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
-        tsr::copy_vec<float, 4>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1);
-        v4[c7 * 4 + 0] = vb8[0];
-        v4[c7 * 4 + 1] = vb8[1];
-        v4[c7 * 4 + 2] = vb8[2];
-        v4[c7 * 4 + 3] = vb8[3];
+      float vb8[2];
+      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2)) + 1) < int64_t(tsr_dim_C) && tsr::aligned_vec<float, 2>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1)) {
+        tsr::copy_vec<float, 2>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1);
+        v4[c7 * 2 + 0] = vb8[0];
+        v4[c7 * 2 + 1] = vb8[1];
       } else {
-        v4[c7 * 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2))) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2))) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 2 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 2) % 2)) + 1) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 2) % 2)) + 1) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
-  // %6 = reshape %5 : tile<f32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  float v9[4];
+  // %6 = reshape %5 : tile<f32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  float v9[2];
   v9[0] = v4[0];
   v9[1] = v4[1];
-  v9[2] = v4[2];
-  v9[3] = v4[3];
-  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [2, 8], order = [1, 0]>>
-  int32_t v10[4];
+  // %7 = load_tile %cand_indices, %1, %4 {pad = -1} : tile<i32, [1, 1024], layout = blocked<per_thread = [1, 2], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  int32_t v10[2];
   {
     const int64_t o11 = int64_t(v0) * 1 + 0;
-    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128);
+    const int64_t o12 = int64_t(v3) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c13 = 0; c13 < 1; ++c13) {
-      int32_t vb14[4];
-      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
-        tsr::copy_vec<int32_t, 4>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1);
-        v10[c13 * 4 + 0] = vb14[0];
-        v10[c13 * 4 + 1] = vb14[1];
-        v10[c13 * 4 + 2] = vb14[2];
-        v10[c13 * 4 + 3] = vb14[3];
+      int32_t vb14[2];
+      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2)) + 1) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 2>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1)) {
+        tsr::copy_vec<int32_t, 2>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1);
+        v10[c13 * 2 + 0] = vb14[0];
+        v10[c13 * 2 + 1] = vb14[1];
       } else {
-        v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2))) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 2 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 2) % 2)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 2) % 2)) + 1) * tsr_p1_s1] : int32_t(-1LL);
       }
     }
   }
-  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v15[4];
+  // %8 = reshape %7 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v15[2];
   v15[0] = v10[0];
   v15[1] = v10[1];
-  v15[2] = v10[2];
-  v15[3] = v10[3];
-  // %9 = bitcast %6 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v16[4];
+  // %9 = bitcast %6 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v16[2];
   #pragma unroll
-  for (int s17 = 0; s17 < 4; ++s17) {
+  for (int s17 = 0; s17 < 2; ++s17) {
     v16[s17] = uint32_t(tsr::f32_bits(v9[s17]));
   }
   // %10 = const {value = 2147483647} : u32
   const uint32_t v18 = uint32_t(2147483647LL);
-  // %11 = splat %10 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v19[4];
+  // %11 = splat %10 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v19[2];
   #pragma unroll
-  for (int s20 = 0; s20 < 4; ++s20) {
+  for (int s20 = 0; s20 < 2; ++s20) {
     v19[s20] = v18;
   }
-  // %12 = xor %9, %11 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v21[4];
+  // %12 = xor %9, %11 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v21[2];
   #pragma unroll
-  for (int s22 = 0; s22 < 4; ++s22) {
+  for (int s22 = 0; s22 < 2; ++s22) {
     v21[s22] = uint32_t(v16[s22] ^ v19[s22]);
   }
   // %13 = const {value = 31} : u32
   const uint32_t v23 = uint32_t(31LL);
-  // %14 = splat %13 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v24[4];
+  // %14 = splat %13 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v24[2];
   #pragma unroll
-  for (int s25 = 0; s25 < 4; ++s25) {
+  for (int s25 = 0; s25 < 2; ++s25) {
     v24[s25] = v23;
   }
-  // %15 = shr %9, %14 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v26[4];
+  // %15 = shr %9, %14 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v26[2];
   #pragma unroll
-  for (int s27 = 0; s27 < 4; ++s27) {
+  for (int s27 = 0; s27 < 2; ++s27) {
     v26[s27] = tsr::ishr<uint32_t>(v16[s27], v24[s27]);
   }
   // %16 = const {value = 0} : u32
   const uint32_t v28 = uint32_t(0LL);
-  // %17 = splat %16 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v29[4];
+  // %17 = splat %16 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v29[2];
   #pragma unroll
-  for (int s30 = 0; s30 < 4; ++s30) {
+  for (int s30 = 0; s30 < 2; ++s30) {
     v29[s30] = v28;
   }
-  // %18 = cmp %15, %17 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v31[4];
+  // %18 = cmp %15, %17 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v31[2];
   #pragma unroll
-  for (int s32 = 0; s32 < 4; ++s32) {
+  for (int s32 = 0; s32 < 2; ++s32) {
     v31[s32] = uint8_t(v26[s32] == v29[s32]);
   }
-  // %19 = where %18, %12, %9 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v33[4];
+  // %19 = where %18, %12, %9 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v33[2];
   #pragma unroll
-  for (int s34 = 0; s34 < 4; ++s34) {
+  for (int s34 = 0; s34 < 2; ++s34) {
     v33[s34] = (v31[s34] ? v21[s34] : v16[s34]);
   }
-  // %20 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v35[4];
+  // %20 = splat %4 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v35[2];
   #pragma unroll
-  for (int s36 = 0; s36 < 4; ++s36) {
+  for (int s36 = 0; s36 < 2; ++s36) {
     v35[s36] = v3;
   }
-  // %21 = cmp %8, %20 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v37[4];
+  // %21 = cmp %8, %20 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v37[2];
   #pragma unroll
-  for (int s38 = 0; s38 < 4; ++s38) {
+  for (int s38 = 0; s38 < 2; ++s38) {
     v37[s38] = uint8_t(v15[s38] < v35[s38]);
   }
-  // %22 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v39[4];
+  // %22 = splat %3 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v39[2];
   #pragma unroll
-  for (int s40 = 0; s40 < 4; ++s40) {
+  for (int s40 = 0; s40 < 2; ++s40) {
     v39[s40] = v2;
   }
-  // %23 = where %21, %22, %19 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v41[4];
+  // %23 = where %21, %22, %19 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v41[2];
   #pragma unroll
-  for (int s42 = 0; s42 < 4; ++s42) {
+  for (int s42 = 0; s42 < 2; ++s42) {
     v41[s42] = (v37[s42] ? v39[s42] : v33[s42]);
   }
   // %24 = const {value = 64} : i32
@@ -1247,76 +1235,76 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
       for (int s65 = 0; s65 < 4; ++s65) {
         v64[s65] = v3;
       }
-      // %50 = splat %48 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v66[4];
+      // %50 = splat %48 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v66[2];
       #pragma unroll
-      for (int s67 = 0; s67 < 4; ++s67) {
+      for (int s67 = 0; s67 < 2; ++s67) {
         v66[s67] = v63;
       }
-      // %51 = shr %23, %50 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v68[4];
+      // %51 = shr %23, %50 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v68[2];
       #pragma unroll
-      for (int s69 = 0; s69 < 4; ++s69) {
+      for (int s69 = 0; s69 < 2; ++s69) {
         v68[s69] = tsr::ishr<uint32_t>(v41[s69], v66[s69]);
       }
       // %52 = const {value = 2047} : u32
       const uint32_t v70 = uint32_t(2047LL);
-      // %53 = splat %52 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v71[4];
+      // %53 = splat %52 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v71[2];
       #pragma unroll
-      for (int s72 = 0; s72 < 4; ++s72) {
+      for (int s72 = 0; s72 < 2; ++s72) {
         v71[s72] = v70;
       }
-      // %54 = and %51, %53 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v73[4];
+      // %54 = and %51, %53 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v73[2];
       #pragma unroll
-      for (int s74 = 0; s74 < 4; ++s74) {
+      for (int s74 = 0; s74 < 2; ++s74) {
         v73[s74] = uint32_t(v68[s74] & v71[s74]);
       }
-      // %55 = cast %54 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v75[4];
+      // %55 = cast %54 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v75[2];
       #pragma unroll
-      for (int s76 = 0; s76 < 4; ++s76) {
+      for (int s76 = 0; s76 < 2; ++s76) {
         v75[s76] = int32_t(v73[s76]);
       }
       // %56 = shr %33, %45 : u32
       const uint32_t v77 = tsr::ishr<uint32_t>(c47, v60);
-      // %57 = splat %45 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v78[4];
+      // %57 = splat %45 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v78[2];
       #pragma unroll
-      for (int s79 = 0; s79 < 4; ++s79) {
+      for (int s79 = 0; s79 < 2; ++s79) {
         v78[s79] = v60;
       }
-      // %58 = shr %23, %57 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v80[4];
+      // %58 = shr %23, %57 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v80[2];
       #pragma unroll
-      for (int s81 = 0; s81 < 4; ++s81) {
+      for (int s81 = 0; s81 < 2; ++s81) {
         v80[s81] = tsr::ishr<uint32_t>(v41[s81], v78[s81]);
       }
-      // %59 = splat %56 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint32_t v82[4];
+      // %59 = splat %56 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint32_t v82[2];
       #pragma unroll
-      for (int s83 = 0; s83 < 4; ++s83) {
+      for (int s83 = 0; s83 < 2; ++s83) {
         v82[s83] = v77;
       }
-      // %60 = cmp %58, %59 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v84[4];
+      // %60 = cmp %58, %59 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      uint8_t v84[2];
       #pragma unroll
-      for (int s85 = 0; s85 < 4; ++s85) {
+      for (int s85 = 0; s85 < 2; ++s85) {
         v84[s85] = uint8_t(v80[s85] == v82[s85]);
       }
       // %61 = const {value = -1} : i32
       const int32_t v86 = int32_t(-1LL);
-      // %62 = splat %61 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v87[4];
+      // %62 = splat %61 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v87[2];
       #pragma unroll
-      for (int s88 = 0; s88 < 4; ++s88) {
+      for (int s88 = 0; s88 < 2; ++s88) {
         v87[s88] = v86;
       }
-      // %63 = where %60, %55, %62 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v89[4];
+      // %63 = where %60, %55, %62 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+      int32_t v89[2];
       #pragma unroll
-      for (int s90 = 0; s90 < 4; ++s90) {
+      for (int s90 = 0; s90 < 2; ++s90) {
         v89[s90] = (v84[s90] ? v75[s90] : v87[s90]);
       }
       // %64 = histogram %63 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
@@ -1325,8 +1313,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
       for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
       __syncthreads();
       #pragma unroll
-      for (int s92 = 0; s92 < 4; ++s92) {
-        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), ((tsr_warp & 8) == 0) ? (int)(v89[s92]) : (int)(-1), (int)(2048));
+      for (int s92 = 0; s92 < 2; ++s92) {
+        tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v89[s92]), (int)(2048));
       }
       __syncthreads();
       #pragma unroll
@@ -1530,73 +1518,71 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   }
   // %99 = shr %28, %30 : u32
   const uint32_t v154 = tsr::ishr<uint32_t>(c47, c49);
-  // %100 = splat %30 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v155[4];
+  // %100 = splat %30 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v155[2];
   #pragma unroll
-  for (int s156 = 0; s156 < 4; ++s156) {
+  for (int s156 = 0; s156 < 2; ++s156) {
     v155[s156] = c49;
   }
-  // %101 = shr %23, %100 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v157[4];
+  // %101 = shr %23, %100 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v157[2];
   #pragma unroll
-  for (int s158 = 0; s158 < 4; ++s158) {
+  for (int s158 = 0; s158 < 2; ++s158) {
     v157[s158] = tsr::ishr<uint32_t>(v41[s158], v155[s158]);
   }
-  // %102 = splat %99 : tile<u32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint32_t v159[4];
+  // %102 = splat %99 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v159[2];
   #pragma unroll
-  for (int s160 = 0; s160 < 4; ++s160) {
+  for (int s160 = 0; s160 < 2; ++s160) {
     v159[s160] = v154;
   }
-  // %103 = cmp %101, %102 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v161[4];
+  // %103 = cmp %101, %102 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v161[2];
   #pragma unroll
-  for (int s162 = 0; s162 < 4; ++s162) {
+  for (int s162 = 0; s162 < 2; ++s162) {
     v161[s162] = uint8_t(v157[s162] == v159[s162]);
   }
-  // %104 = cmp %101, %102 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  uint8_t v163[4];
+  // %104 = cmp %101, %102 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v163[2];
   #pragma unroll
-  for (int s164 = 0; s164 < 4; ++s164) {
+  for (int s164 = 0; s164 < 2; ++s164) {
     v163[s164] = uint8_t(v157[s164] < v159[s164]);
   }
   // %105 = const {value = 65536} : i32
   const int32_t v165 = int32_t(65536LL);
-  // %106 = splat %105 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v166[4];
+  // %106 = splat %105 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v166[2];
   #pragma unroll
-  for (int s167 = 0; s167 < 4; ++s167) {
+  for (int s167 = 0; s167 < 2; ++s167) {
     v166[s167] = v165;
   }
-  // %107 = where %104, %106, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v168[4];
+  // %107 = where %104, %106, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v168[2];
   #pragma unroll
-  for (int s169 = 0; s169 < 4; ++s169) {
+  for (int s169 = 0; s169 < 2; ++s169) {
     v168[s169] = (v163[s169] ? v166[s169] : v35[s169]);
   }
-  // %108 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v170[4];
+  // %108 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v170[2];
   #pragma unroll
-  for (int s171 = 0; s171 < 4; ++s171) {
+  for (int s171 = 0; s171 < 2; ++s171) {
     v170[s171] = v1;
   }
-  // %109 = where %103, %108, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v172[4];
+  // %109 = where %103, %108, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v172[2];
   #pragma unroll
-  for (int s173 = 0; s173 < 4; ++s173) {
+  for (int s173 = 0; s173 < 2; ++s173) {
     v172[s173] = (v161[s173] ? v170[s173] : v35[s173]);
   }
-  // %110 = add %109, %107 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v174[4];
+  // %110 = add %109, %107 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v174[2];
   #pragma unroll
-  for (int s175 = 0; s175 < 4; ++s175) {
+  for (int s175 = 0; s175 < 2; ++s175) {
     v174[s175] = int32_t(uint32_t(v172[s175]) + uint32_t(v168[s175]));
   }
   // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
   int32_t v176 = v174[0];
   v176 = int32_t(uint32_t(v176) + uint32_t(v174[1]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(v174[2]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(v174[3]));
   const int32_t sh177 = __shfl_xor_sync(0xffffffffu, v176, 1);
   v176 = int32_t(uint32_t(v176) + uint32_t(sh177));
   const int32_t sh178 = __shfl_xor_sync(0xffffffffu, v176, 2);
@@ -1607,9 +1593,9 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   v176 = int32_t(uint32_t(v176) + uint32_t(sh180));
   const int32_t sh181 = __shfl_xor_sync(0xffffffffu, v176, 16);
   v176 = int32_t(uint32_t(v176) + uint32_t(sh181));
-  __shared__ int32_t tsr_red182_mem[8];
+  __shared__ int32_t tsr_red182_mem[16];
   int32_t* const tsr_red182 = tsr_red182_mem;
-  if (tsr_lane == 0) tsr_red182[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v176;
+  if (tsr_lane == 0) tsr_red182[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v176;
   __syncthreads();
   v176 = tsr_red182[0];
   v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[1]));
@@ -1619,6 +1605,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[5]));
   v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[6]));
   v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[7]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[8]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[9]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[10]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[11]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[12]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[13]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[14]));
+  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[15]));
   // %112 = const {value = 65535} : i32
   const int32_t v183 = int32_t(65535LL);
   // %113 = and %111, %112 : i32
@@ -1627,210 +1621,156 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
   const int32_t v185 = int32_t(uint32_t(v3) + uint32_t(v184));
   // %115 = cmp %114, %29 {pred = "le"} : i1
   const uint8_t v186 = uint8_t(v185 <= c48);
-  // %116 = if %115 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v187[4];
+  // %116 = if %115 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>> {...}
+  uint8_t v187[2];
   if (v186) {
-    // %117 = or %104, %103 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v188[4];
+    // %117 = or %104, %103 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v188[2];
     #pragma unroll
-    for (int s189 = 0; s189 < 4; ++s189) {
+    for (int s189 = 0; s189 < 2; ++s189) {
       v188[s189] = uint8_t(v163[s189] | v161[s189]);
     }
     // yield %117
     #pragma unroll
-    for (int s190 = 0; s190 < 4; ++s190) {
+    for (int s190 = 0; s190 < 2; ++s190) {
       v187[s190] = v188[s190];
     }
   } else {
-    // %118 = cast %103 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v191[4];
+    // %118 = cast %103 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v191[2];
     #pragma unroll
-    for (int s192 = 0; s192 < 4; ++s192) {
+    for (int s192 = 0; s192 < 2; ++s192) {
       v191[s192] = int32_t(v161[s192]);
     }
-    // %119 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v193[4];
+    // %119 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v193[2];
     uint32_t run194 = uint32_t(0);
     uint32_t acc195_0 = uint32_t(0);
     acc195_0 += uint32_t(v191[0]); v193[0] = int32_t(acc195_0);
     acc195_0 += uint32_t(v191[1]); v193[1] = int32_t(acc195_0);
-    acc195_0 += uint32_t(v191[2]); v193[2] = int32_t(acc195_0);
-    acc195_0 += uint32_t(v191[3]); v193[3] = int32_t(acc195_0);
     __syncthreads();
     uint32_t tot197_0;
-    const uint32_t off196_0 = run194 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc195_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot197_0);
+    const uint32_t off196_0 = run194 + tsr::block_exclusive_sum<16>(acc195_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot197_0);
     v193[0] = int32_t(uint32_t(v193[0]) + off196_0);
     v193[1] = int32_t(uint32_t(v193[1]) + off196_0);
-    v193[2] = int32_t(uint32_t(v193[2]) + off196_0);
-    v193[3] = int32_t(uint32_t(v193[3]) + off196_0);
     run194 += tot197_0;
-    __syncthreads();
+    // %120 = add %119, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v198[2];
     #pragma unroll
-    for (int s198 = 0; s198 < 4; ++s198) {
-      if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s198) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v193[s198];
+    for (int s199 = 0; s199 < 2; ++s199) {
+      v198[s199] = int32_t(uint32_t(v193[s199]) + uint32_t(v35[s199]));
     }
-    __syncthreads();
+    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v200[2];
     #pragma unroll
-    for (int s199 = 0; s199 < 4; ++s199) {
-      const int e200 = (((((s199) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-      v193[s199] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e200];
+    for (int s201 = 0; s201 < 2; ++s201) {
+      v200[s201] = c48;
     }
-    // %120 = add %119, %20 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v201[4];
+    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v202[2];
     #pragma unroll
-    for (int s202 = 0; s202 < 4; ++s202) {
-      v201[s202] = int32_t(uint32_t(v193[s202]) + uint32_t(v35[s202]));
+    for (int s203 = 0; s203 < 2; ++s203) {
+      v202[s203] = uint8_t(v198[s203] <= v200[s203]);
     }
-    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v203[4];
+    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v204[2];
     #pragma unroll
-    for (int s204 = 0; s204 < 4; ++s204) {
-      v203[s204] = c48;
+    for (int s205 = 0; s205 < 2; ++s205) {
+      v204[s205] = uint8_t(v161[s205] & v202[s205]);
     }
-    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v205[4];
+    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v206[2];
     #pragma unroll
-    for (int s206 = 0; s206 < 4; ++s206) {
-      v205[s206] = uint8_t(v201[s206] <= v203[s206]);
-    }
-    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v207[4];
-    #pragma unroll
-    for (int s208 = 0; s208 < 4; ++s208) {
-      v207[s208] = uint8_t(v161[s208] & v205[s208]);
-    }
-    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v209[4];
-    #pragma unroll
-    for (int s210 = 0; s210 < 4; ++s210) {
-      v209[s210] = uint8_t(v163[s210] | v207[s210]);
+    for (int s207 = 0; s207 < 2; ++s207) {
+      v206[s207] = uint8_t(v163[s207] | v204[s207]);
     }
     // yield %124
     #pragma unroll
-    for (int s211 = 0; s211 < 4; ++s211) {
-      v187[s211] = v209[s211];
+    for (int s208 = 0; s208 < 2; ++s208) {
+      v187[s208] = v206[s208];
     }
   }
   // %125 = const {value = -1} : i32
-  const int32_t v212 = int32_t(-1LL);
-  // %126 = cast %116 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v213[4];
+  const int32_t v209 = int32_t(-1LL);
+  // %126 = cast %116 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v210[2];
   #pragma unroll
-  for (int s214 = 0; s214 < 4; ++s214) {
-    v213[s214] = int32_t(v187[s214]);
+  for (int s211 = 0; s211 < 2; ++s211) {
+    v210[s211] = int32_t(v187[s211]);
   }
-  // %127 = scan %126 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v215[4];
-  uint32_t run216 = uint32_t(0);
-  uint32_t acc217_0 = uint32_t(0);
-  acc217_0 += uint32_t(v213[0]); v215[0] = int32_t(acc217_0);
-  acc217_0 += uint32_t(v213[1]); v215[1] = int32_t(acc217_0);
-  acc217_0 += uint32_t(v213[2]); v215[2] = int32_t(acc217_0);
-  acc217_0 += uint32_t(v213[3]); v215[3] = int32_t(acc217_0);
+  // %127 = scan %126 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v212[2];
+  uint32_t run213 = uint32_t(0);
+  uint32_t acc214_0 = uint32_t(0);
+  acc214_0 += uint32_t(v210[0]); v212[0] = int32_t(acc214_0);
+  acc214_0 += uint32_t(v210[1]); v212[1] = int32_t(acc214_0);
   __syncthreads();
-  uint32_t tot219_0;
-  const uint32_t off218_0 = run216 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc217_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot219_0);
-  v215[0] = int32_t(uint32_t(v215[0]) + off218_0);
-  v215[1] = int32_t(uint32_t(v215[1]) + off218_0);
-  v215[2] = int32_t(uint32_t(v215[2]) + off218_0);
-  v215[3] = int32_t(uint32_t(v215[3]) + off218_0);
-  run216 += tot219_0;
-  __syncthreads();
+  uint32_t tot216_0;
+  const uint32_t off215_0 = run213 + tsr::block_exclusive_sum<16>(acc214_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot216_0);
+  v212[0] = int32_t(uint32_t(v212[0]) + off215_0);
+  v212[1] = int32_t(uint32_t(v212[1]) + off215_0);
+  run213 += tot216_0;
+  // %128 = splat %125 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v217[2];
   #pragma unroll
-  for (int s220 = 0; s220 < 4; ++s220) {
-    if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[(((((s220) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)))] = v215[s220];
+  for (int s218 = 0; s218 < 2; ++s218) {
+    v217[s218] = v209;
   }
-  __syncthreads();
+  // %129 = add %127, %128 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v219[2];
   #pragma unroll
-  for (int s221 = 0; s221 < 4; ++s221) {
-    const int e222 = (((((s221) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 7) * 128)));
-    v215[s221] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e222];
+  for (int s220 = 0; s220 < 2; ++s220) {
+    v219[s220] = int32_t(uint32_t(v212[s220]) + uint32_t(v217[s220]));
   }
-  // %128 = splat %125 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v223[4];
+  // %130 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v221[2];
   #pragma unroll
-  for (int s224 = 0; s224 < 4; ++s224) {
-    v223[s224] = v212;
-  }
-  // %129 = add %127, %128 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v225[4];
-  #pragma unroll
-  for (int s226 = 0; s226 < 4; ++s226) {
-    v225[s226] = int32_t(uint32_t(v215[s226]) + uint32_t(v223[s226]));
-  }
-  // %130 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-  int32_t v227[4];
-  #pragma unroll
-  for (int s228 = 0; s228 < 4; ++s228) {
-    v227[s228] = v0;
+  for (int s222 = 0; s222 < 2; ++s222) {
+    v221[s222] = v0;
   }
   // scatter %values, %6, %130, %129, %116
   #pragma unroll
-  for (int s229 = 0; s229 < 4; ++s229) {
-    if (((tsr_warp & 8) == 0) && (v187[s229] != 0) && (int64_t(v227[s229]) >= 0 && int64_t(v227[s229]) < int64_t(tsr_dim_M) && int64_t(v225[s229]) >= 0 && int64_t(v225[s229]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v227[s229]) * tsr_p2_s0 + int64_t(v225[s229]) * tsr_p2_s1] = v9[s229];
+  for (int s223 = 0; s223 < 2; ++s223) {
+    if ((v187[s223] != 0) && (int64_t(v221[s223]) >= 0 && int64_t(v221[s223]) < int64_t(tsr_dim_M) && int64_t(v219[s223]) >= 0 && int64_t(v219[s223]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v221[s223]) * tsr_p2_s0 + int64_t(v219[s223]) * tsr_p2_s1] = v9[s223];
   }
   // scatter %indices, %8, %130, %129, %116
   #pragma unroll
-  for (int s230 = 0; s230 < 4; ++s230) {
-    if (((tsr_warp & 8) == 0) && (v187[s230] != 0) && (int64_t(v227[s230]) >= 0 && int64_t(v227[s230]) < int64_t(tsr_dim_M) && int64_t(v225[s230]) >= 0 && int64_t(v225[s230]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v227[s230]) * tsr_p3_s0 + int64_t(v225[s230]) * tsr_p3_s1] = v15[s230];
+  for (int s224 = 0; s224 < 2; ++s224) {
+    if ((v187[s224] != 0) && (int64_t(v221[s224]) >= 0 && int64_t(v221[s224]) < int64_t(tsr_dim_M) && int64_t(v219[s224]) >= 0 && int64_t(v219[s224]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v221[s224]) * tsr_p3_s0 + int64_t(v219[s224]) * tsr_p3_s1] = v15[s224];
   }
-  // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
+  // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v231[4];
+  int32_t v225[1];
   {
-    const int64_t o232 = int64_t(v0) * 1 + 0;
-    const int64_t o233 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o226 = int64_t(v0) * 1 + 0;
+    const int64_t o227 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c234 = 0; c234 < 1; ++c234) {
-      int32_t vb235[4];
-      if ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1)) {
-        tsr::copy_vec<int32_t, 4>(vb235, tsr_p3 + (o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1);
-        v231[c234 * 4 + 0] = vb235[0];
-        v231[c234 * 4 + 1] = vb235[1];
-        v231[c234 * 4 + 2] = vb235[2];
-        v231[c234 * 4 + 3] = vb235[3];
-      } else {
-        v231[c234 * 4] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4))) * tsr_p3_s1] : int32_t(0LL);
-        v231[c234 * 4 + 1] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 1) * tsr_p3_s1] : int32_t(0LL);
-        v231[c234 * 4 + 2] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 2) * tsr_p3_s1] : int32_t(0LL);
-        v231[c234 * 4 + 3] = ((o232 + 0) < int64_t(tsr_dim_M) && (o233 + (((c234 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p3[(o232 + 0) * tsr_p3_s0 + (o233 + (((c234 * 4) % 4)) + 3) * tsr_p3_s1] : int32_t(0LL);
-      }
+    for (int s228 = 0; s228 < 1; ++s228) {
+      v225[s228] = ((o226 + 0) < int64_t(tsr_dim_M) && (o227 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o226 + 0) * tsr_p3_s0 + (o227 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
-  // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v236[4];
+  // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v229[1];
   {
-    const int64_t o237 = int64_t(v0) * 1 + 0;
-    const int64_t o238 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o230 = int64_t(v0) * 1 + 0;
+    const int64_t o231 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c239 = 0; c239 < 1; ++c239) {
-      float vb240[4];
-      if ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1)) {
-        tsr::copy_vec<float, 4>(vb240, tsr_p2 + (o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1);
-        v236[c239 * 4 + 0] = vb240[0];
-        v236[c239 * 4 + 1] = vb240[1];
-        v236[c239 * 4 + 2] = vb240[2];
-        v236[c239 * 4 + 3] = vb240[3];
-      } else {
-        v236[c239 * 4] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4))) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4))) * tsr_p2_s1] : 0x0p+0f;
-        v236[c239 * 4 + 1] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 1) * tsr_p2_s1] : 0x0p+0f;
-        v236[c239 * 4 + 2] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 2) * tsr_p2_s1] : 0x0p+0f;
-        v236[c239 * 4 + 3] = ((o237 + 0) < int64_t(tsr_dim_M) && (o238 + (((c239 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) ? tsr_p2[(o237 + 0) * tsr_p2_s0 + (o238 + (((c239 * 4) % 4)) + 3) * tsr_p2_s1] : 0x0p+0f;
-      }
+    for (int s232 = 0; s232 < 1; ++s232) {
+      v229[s232] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o230 + 0) * tsr_p2_s0 + (o231 + 0) * tsr_p2_s1] : 0x0p+0f;
     }
   }
-  // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [16, 1], order = [1, 0]>>
-  float v241[4];
-  int32_t v242[4];
+  // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v233[1];
+  int32_t v234[1];
   __syncthreads();
   #pragma unroll
-  for (int s243 = 0; s243 < 4; ++s243) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s243) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v236[s243];
+  for (int s235 = 0; s235 < 1; ++s235) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v229[s235];
   }
   __syncthreads();
   #pragma unroll
-  for (int s244 = 0; s244 < 4; ++s244) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(((((s244) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64)] = v231[s244];
+  for (int s236 = 0; s236 < 1; ++s236) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v225[s236];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1856,61 +1796,37 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     }
   }
   #pragma unroll
-  for (int s245 = 0; s245 < 4; ++s245) {
-    const int e246 = (((((s245) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v241[s245] = reinterpret_cast<float*>(tsr_smem + 0)[(((e246) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e246) / 64) * 1 + ((e246) % 1)) * 64 + (((e246) / 1) % 64)]) * 1 + ((e246) % 1)];
+  for (int s237 = 0; s237 < 1; ++s237) {
+    const int e238 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v233[s237] = reinterpret_cast<float*>(tsr_smem + 0)[(((e238) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e238) / 64) * 1 + ((e238) % 1)) * 64 + (((e238) / 1) % 64)]) * 1 + ((e238) % 1)];
   }
   #pragma unroll
-  for (int s247 = 0; s247 < 4; ++s247) {
-    const int e248 = (((((s247) % 4)) + (((tsr_lane >> 0) & 15) * 4)) + (0 + 0) * 64);
-    v242[s247] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e248) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e248) / 64) * 1 + ((e248) % 1)) * 64 + (((e248) / 1) % 64)]) * 1 + ((e248) % 1)];
+  for (int s239 = 0; s239 < 1; ++s239) {
+    const int e240 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v234[s239] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e240) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e240) / 64) * 1 + ((e240) % 1)) * 64 + (((e240) / 1) % 64)]) * 1 + ((e240) % 1)];
   }
   // store_tile %values, %133, %1, %4
   {
-    const int64_t o249 = int64_t(v0) * 1 + 0;
-    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o241 = int64_t(v0) * 1 + 0;
+    const int64_t o242 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c251 = 0; c251 < 1; ++c251) {
-      float vb252[4];
-      if ((o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p2 + (o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1)) {
-        vb252[0] = v241[c251 * 4 + 0];
-        vb252[1] = v241[c251 * 4 + 1];
-        vb252[2] = v241[c251 * 4 + 2];
-        vb252[3] = v241[c251 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<float, 4>(tsr_p2 + (o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1, vb252);
-      } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4))) * tsr_p2_s1] = v241[c251 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 1) * tsr_p2_s1] = v241[c251 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 2) * tsr_p2_s1] = v241[c251 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + (((c251 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + (((c251 * 4) % 4)) + 3) * tsr_p2_s1] = v241[c251 * 4 + 3];
-      }
+    for (int s243 = 0; s243 < 1; ++s243) {
+      if (((tsr_warp & 14) == 0) && (o241 + 0) < int64_t(tsr_dim_M) && (o242 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o241 + 0) * tsr_p2_s0 + (o242 + 0) * tsr_p2_s1] = v233[s243];
     }
   }
   // store_tile %indices, %134, %1, %4
   {
-    const int64_t o253 = int64_t(v0) * 1 + 0;
-    const int64_t o254 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 15) * 4);
+    const int64_t o244 = int64_t(v0) * 1 + 0;
+    const int64_t o245 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int c255 = 0; c255 < 1; ++c255) {
-      int32_t vb256[4];
-      if ((o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 3) < int64_t(tsr_dim_K) && tsr::aligned_vec<int32_t, 4>(tsr_p3 + (o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1)) {
-        vb256[0] = v242[c255 * 4 + 0];
-        vb256[1] = v242[c255 * 4 + 1];
-        vb256[2] = v242[c255 * 4 + 2];
-        vb256[3] = v242[c255 * 4 + 3];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p3 + (o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1, vb256);
-      } else {
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4))) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4))) * tsr_p3_s1] = v242[c255 * 4];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 1) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 1) * tsr_p3_s1] = v242[c255 * 4 + 1];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 2) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 2) * tsr_p3_s1] = v242[c255 * 4 + 2];
-        if (((tsr_lane & 16) == 0 && (tsr_warp & 15) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (((c255 * 4) % 4)) + 3) < int64_t(tsr_dim_K)) tsr_p3[(o253 + 0) * tsr_p3_s0 + (o254 + (((c255 * 4) % 4)) + 3) * tsr_p3_s1] = v242[c255 * 4 + 3];
-      }
+    for (int s246 = 0; s246 < 1; ++s246) {
+      if (((tsr_warp & 14) == 0) && (o244 + 0) < int64_t(tsr_dim_M) && (o245 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + 0) * tsr_p3_s1] = v234[s246];
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_topk_merge_tile, block_threads 512, static_smem 288, dynamic_smem 8192
+// symbol tessera_topk_merge_tile, block_threads 512, static_smem 320, dynamic_smem 8192
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer cand_values f32 bytes 8 index 0
 // param pointer cand_indices i32 bytes 8 index 1
@@ -1930,6 +1846,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
 // stat smem-bytes = 8192
 // stat sorts = 1
 // stat threads = 512
-// stat vector-accesses = 6
+// stat vector-accesses = 2
 // stat write-read-barriers = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
