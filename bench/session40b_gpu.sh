@@ -7,7 +7,8 @@
 # 2. `tessera bench` medians (no L2 flush), planning and layout emitters alternated, three
 #    rounds: matmul_fp8 bf16 4096^3 and 8192^3 (sm_90a, wgmma), matmul bf16 4096^3 and 8192^3,
 #    matmul_fp8 4096^3 on cuda:sm_90 (mma.sync e4m3, new in the layout emitter), softmax and
-#    layernorm bf16 at 4096 x 32768 and 16384 x 4096.
+#    layernorm bf16 at 4096 x 32768 and 16384 x 4096, topk f32 at 64 x 131072 k = 64 and 1 x 2^24
+#    k = 1024 (after the blocked-layout cap: fewer replicated histogram slots).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_common.sh
@@ -38,5 +39,7 @@ for round in a b c; do
   bench_one softmax cuda bf16 M=4096,N=32768
   bench_one softmax cuda bf16 M=16384,N=4096
   bench_one layernorm cuda bf16 M=4096,N=32768
+  bench_one topk cuda f32 M=64,N=131072,K=64
+  bench_one topk cuda f32 M=1,N=16777216,K=1024
 done
 echo "[$(( $(date +%s) - S0 )) s] done"
