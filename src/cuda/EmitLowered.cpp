@@ -2004,19 +2004,26 @@ void Emitter::lowered_dot(const Op& op) {
     }
     close();
   }
+  // The ring's refill, left by emit_ring_loop, in the first k step: after its mma instructions,
+  // or before them with TESSERA_CUDA_REFILL_BEFORE_MMA=1 (an A/B switch: the copies' address
+  // registers are then free again before the next step's ldmatrix addresses want registers,
+  // where right after the copies ptxas reuses them and the loads wait for the copies to issue).
+  const bool refill_here = ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_;
+  const bool refill_first = refill_here && env_flag("TESSERA_CUDA_REFILL_BEFORE_MMA");
+  auto print_refill = [&](const char* when) {
+    auto refill = std::move(ring_refill_);
+    ring_refill_ = nullptr;
+    open(std::string("if (ks == 0) {  // the ring's refill, ") + when);
+    refill();
+    close();
+    count("ring-refills-in-dots");
+  };
+  if (refill_first) print_refill("before the first k step's mma instructions");
   for (int64_t i = 0; i < MT; ++i)
     for (int64_t j = 0; j < NT; ++j)
       line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], " + FA + "[ks & 1][" + num(i) + "], " + FB + "[ks & 1][" +
            num(j) + "]);");
-  // The ring's refill, left by emit_ring_loop, after the first step's mma instructions.
-  if (ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_) {
-    auto refill = std::move(ring_refill_);
-    ring_refill_ = nullptr;
-    open("if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run");
-    refill();
-    close();
-    count("ring-refills-in-dots");
-  }
+  if (refill_here && !refill_first) print_refill("while the first k step's mma instructions run");
   close();
   close();
   count("mma-dots");
