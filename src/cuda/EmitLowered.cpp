@@ -1505,9 +1505,39 @@ void Emitter::shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit
   line(acc + " = " + fold(acc, o) + ";");
 }
 
-// A reduction of a whole tile to a scalar: every thread folds its slots, the lanes and then the
-// warps that hold different elements meet (shuffles, then shared memory in warp order), and
-// every thread ends with the value.
+void Emitter::fold_slots(const std::string& acc, const std::string& T, const std::vector<std::string>& elems,
+                         const std::function<std::string(const std::string&, const std::string&)>& fold,
+                         bool reassociate) {
+  // A thread's many elements fold into eight partials and then a tree (as the planning
+  // emitter's reductions do): eight chains of additions in flight instead of one. Sums,
+  // products, max and min (NaN-propagating) only; a user's combiner folds in order.
+  const size_t P = !reassociate ? 1 : elems.size() >= 16 ? 8 : elems.size() >= 8 ? 4 : 1;
+  if (P == 1) {
+    line(acc + " = " + elems[0] + ";");
+    for (size_t i = 1; i < elems.size(); ++i) line(acc + " = " + fold(acc, elems[i]) + ";");
+    return;
+  }
+  const std::string p = fresh("part");
+  line(T + " " + p + "[" + num(int64_t(P)) + "];");
+  for (size_t i = 0; i < P; ++i) line(p + "[" + num(int64_t(i)) + "] = " + elems[i] + ";");
+  for (size_t i = P; i < elems.size(); ++i) {
+    const std::string pi = p + "[" + num(int64_t(i % P)) + "]";
+    line(pi + " = " + fold(pi, elems[i]) + ";");
+  }
+  for (size_t h = P / 2; h >= 1; h /= 2)
+    for (size_t i = 0; i < h; ++i) {
+      const std::string pi = p + "[" + num(int64_t(i)) + "]";
+      line(pi + " = " + fold(pi, p + "[" + num(int64_t(i + h)) + "]") + ";");
+    }
+  line(acc + " = " + p + "[0];");
+}
+
+// A reduction of a whole tile to a scalar: every thread folds its slots (eight partials and a
+// tree, fold_slots), the lanes and then the warps that hold different elements meet (shuffles;
+// then each warp's value through shared memory, which each lane reads one of and a butterfly
+// of shuffles folds, as the planning emitter's: G dependent folds of shared loads took a
+// thread of topk's segments kernel 16 of each per reduction), and every thread ends with the
+// value.
 void Emitter::lowered_reduce_to_scalar(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
   const Dist& X = dist_of(x);
@@ -1516,8 +1546,10 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
   std::function<std::string(const std::string&, const std::string&)> fold = reduce_fold(kind, t);
   if (!fold) throw NotLowerable{"a reduction of kind " + kind};
   const std::string n = bind_new(r);
-  line(T + " " + n + " = " + nm(x) + "[0];");
-  for (int64_t s = 1; s < X.slots(); ++s) line(n + " = " + fold(n, nm(x) + "[" + num(s) + "]") + ";");
+  line(T + " " + n + ";");
+  std::vector<std::string> elems;
+  for (int64_t s = 0; s < X.slots(); ++s) elems.push_back(nm(x) + "[" + num(s) + "]");
+  fold_slots(n, T, elems, fold, true);
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {
     if (X.lane_bits[b].dim < 0) continue;  // lanes holding copies
     shuffle_fold(n, t, b, fold);
@@ -1535,8 +1567,9 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     }
     line("if (tsr_lane == 0) " + ptr + "[" + warp_part_index(wa) + "] = " + n + ";");
     barrier();
-    line(n + " = " + ptr + "[0];");
-    for (int64_t q = 1; q < G; ++q) line(n + " = " + fold(n, ptr + "[" + num(q) + "]") + ";");
+    // Lane l takes warp l % G's value; log2 G shuffles fold them, every lane ending with all.
+    line(n + " = " + ptr + "[tsr_lane & " + num(G - 1) + "];");
+    for (size_t b = 0; b < wa.size(); ++b) shuffle_fold(n, t, b, fold);
     count("reduction-warp-exchanges");
   }
   if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
@@ -1780,30 +1813,9 @@ void Emitter::lowered_reduce(const Op& op) {
   for (int64_t y = 0; y < Y.slots(); ++y) {
     const std::vector<int64_t>& from = folded[y];
     if (from.empty()) continue;
-    const std::string acc = n + "[" + num(y) + "]";
-    auto e = [&](size_t i) { return nm(x) + "[" + num(from[i]) + "]"; };
-    // A thread's many elements fold into eight partials and then a tree (as the planning
-    // emitter's reductions do): eight chains of additions in flight instead of one. Sums,
-    // products, max and min (NaN-propagating) only; a user's combiner folds in order.
-    const size_t P = kind == "with" ? 1 : from.size() >= 16 ? 8 : from.size() >= 8 ? 4 : 1;
-    if (P == 1) {
-      line(acc + " = " + e(0) + ";");
-      for (size_t i = 1; i < from.size(); ++i) line(acc + " = " + fold(acc, e(i)) + ";");
-      continue;
-    }
-    const std::string p = fresh("part");
-    line(T + " " + p + "[" + num(int64_t(P)) + "];");
-    for (size_t i = 0; i < P; ++i) line(p + "[" + num(int64_t(i)) + "] = " + e(i) + ";");
-    for (size_t i = P; i < from.size(); ++i) {
-      const std::string pi = p + "[" + num(int64_t(i % P)) + "]";
-      line(pi + " = " + fold(pi, e(i)) + ";");
-    }
-    for (size_t h = P / 2; h >= 1; h /= 2)
-      for (size_t i = 0; i < h; ++i) {
-        const std::string pi = p + "[" + num(int64_t(i)) + "]";
-        line(pi + " = " + fold(pi, p + "[" + num(int64_t(i + h)) + "]") + ";");
-      }
-    line(acc + " = " + p + "[0];");
+    std::vector<std::string> elems;
+    for (int64_t i : from) elems.push_back(nm(x) + "[" + num(i) + "]");
+    fold_slots(n + "[" + num(y) + "]", T, elems, fold, kind != "with");
   }
   // Along the lanes the axis is spread over: a butterfly of shuffles.
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {

@@ -221,6 +221,10 @@ class Emitter {
   std::string lowered_base() const;
   // Whether every use of `v` is the value a store_tile stores (and there is one).
   bool only_stored(const Value* v) const;
+  // Prints `acc` = the fold of `elems` (C++ expressions of type T): eight partials and a tree
+  // where `reassociate` allows and there are 8 or more, else in order.
+  void fold_slots(const std::string& acc, const std::string& T, const std::vector<std::string>& elems,
+                  const std::function<std::string(const std::string&, const std::string&)>& fold, bool reassociate);
   static constexpr const char* kLoweredBase = "TSR_LO_BASE";
   // --- output ---
   const Kernel& k_;

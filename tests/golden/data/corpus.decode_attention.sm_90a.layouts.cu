@@ -9,8 +9,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   int tsr_red74_at = 0;  // the copy of tsr_red74_mem the next exchange uses
-  int tsr_red88_at = 0;  // the copy of tsr_red88_mem the next exchange uses
-  int tsr_red110_at = 0;  // the copy of tsr_red110_mem the next exchange uses
+  int tsr_red90_at = 0;  // the copy of tsr_red90_mem the next exchange uses
+  int tsr_red114_at = 0;  // the copy of tsr_red114_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_DH);
@@ -280,7 +280,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
       v70_sm1[s71] = (v66[s71] ? v40_s1[s71] : v68[s71]);
     }
     // %rmax = reduce %sm1 {axis = 0, kind = "max"} : f32
-    float v72_rmax = v70_sm1[0];
+    float v72_rmax;
+    v72_rmax = v70_sm1[0];
     v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[1]);
     v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[2]);
     v72_rmax = tsr::max_nan_f32(v72_rmax, v70_sm1[3]);
@@ -291,250 +292,253 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
     tsr_red74_at ^= 4;
     if (tsr_lane == 0) tsr_red74[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v72_rmax;
     __syncthreads();
-    v72_rmax = tsr_red74[0];
-    v72_rmax = tsr::max_nan_f32(v72_rmax, tsr_red74[1]);
-    v72_rmax = tsr::max_nan_f32(v72_rmax, tsr_red74[2]);
-    v72_rmax = tsr::max_nan_f32(v72_rmax, tsr_red74[3]);
+    v72_rmax = tsr_red74[tsr_lane & 3];
+    const float sh75 = __shfl_xor_sync(0xffffffffu, v72_rmax, 1);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, sh75);
+    const float sh76 = __shfl_xor_sync(0xffffffffu, v72_rmax, 2);
+    v72_rmax = tsr::max_nan_f32(v72_rmax, sh76);
     // %mn = max %m_run, %rmax : f32
-    const float v75_mn = tsr::fmax_nan_z<float>(c23_m, v72_rmax);
+    const float v77_mn = tsr::fmax_nan_z<float>(c23_m, v72_rmax);
     // %m_none = cmp %mn, %ninf {pred = "eq"} : i1
-    const uint8_t v76_m_none = uint8_t(v75_mn == v19_ninf);
+    const uint8_t v78_m_none = uint8_t(v77_mn == v19_ninf);
     // %m_shift = where %m_none, %f0, %mn : f32
-    const float v77_m_shift = (v76_m_none ? v20_f0 : v75_mn);
+    const float v79_m_shift = (v78_m_none ? v20_f0 : v77_mn);
     // %m_delta = sub %m_run, %m_shift : f32
-    const float v78_m_delta = float(c23_m - v77_m_shift);
+    const float v80_m_delta = float(c23_m - v79_m_shift);
     // %alpha = exp %m_delta : f32
-    const float v79_alpha = float(tsr::fexp(v78_m_delta));
+    const float v81_alpha = float(tsr::fexp(v80_m_delta));
     // %9 = splat %m_shift : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v80[4];
-    #pragma unroll
-    for (int s81 = 0; s81 < 4; ++s81) {
-      v80[s81] = v77_m_shift;
-    }
-    // %sd2 = sub %sm1, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v82_sd2[4];
+    float v82[4];
     #pragma unroll
     for (int s83 = 0; s83 < 4; ++s83) {
-      v82_sd2[s83] = float(v70_sm1[s83] - v80[s83]);
+      v82[s83] = v79_m_shift;
     }
-    // %p2 = exp %sd2 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v84_p2[4];
+    // %sd2 = sub %sm1, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v84_sd2[4];
     #pragma unroll
     for (int s85 = 0; s85 < 4; ++s85) {
-      v84_p2[s85] = float(tsr::fexp(v82_sd2[s85]));
+      v84_sd2[s85] = float(v70_sm1[s85] - v82[s85]);
+    }
+    // %p2 = exp %sd2 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v86_p2[4];
+    #pragma unroll
+    for (int s87 = 0; s87 < 4; ++s87) {
+      v86_p2[s87] = float(tsr::fexp(v84_sd2[s87]));
     }
     // %ps2 = reduce %p2 {axis = 0, kind = "sum"} : f32
-    float v86_ps2 = v84_p2[0];
-    v86_ps2 = float(v86_ps2 + v84_p2[1]);
-    v86_ps2 = float(v86_ps2 + v84_p2[2]);
-    v86_ps2 = float(v86_ps2 + v84_p2[3]);
-    const float sh87 = __shfl_xor_sync(0xffffffffu, v86_ps2, 16);
-    v86_ps2 = float(v86_ps2 + sh87);
-    __shared__ float tsr_red88_mem[8];
-    float* const tsr_red88 = tsr_red88_mem + tsr_red88_at;
-    tsr_red88_at ^= 4;
-    if (tsr_lane == 0) tsr_red88[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v86_ps2;
+    float v88_ps2;
+    v88_ps2 = v86_p2[0];
+    v88_ps2 = float(v88_ps2 + v86_p2[1]);
+    v88_ps2 = float(v88_ps2 + v86_p2[2]);
+    v88_ps2 = float(v88_ps2 + v86_p2[3]);
+    const float sh89 = __shfl_xor_sync(0xffffffffu, v88_ps2, 16);
+    v88_ps2 = float(v88_ps2 + sh89);
+    __shared__ float tsr_red90_mem[8];
+    float* const tsr_red90 = tsr_red90_mem + tsr_red90_at;
+    tsr_red90_at ^= 4;
+    if (tsr_lane == 0) tsr_red90[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v88_ps2;
     __syncthreads();
-    v86_ps2 = tsr_red88[0];
-    v86_ps2 = float(v86_ps2 + tsr_red88[1]);
-    v86_ps2 = float(v86_ps2 + tsr_red88[2]);
-    v86_ps2 = float(v86_ps2 + tsr_red88[3]);
+    v88_ps2 = tsr_red90[tsr_lane & 3];
+    const float sh91 = __shfl_xor_sync(0xffffffffu, v88_ps2, 1);
+    v88_ps2 = float(v88_ps2 + sh91);
+    const float sh92 = __shfl_xor_sync(0xffffffffu, v88_ps2, 2);
+    v88_ps2 = float(v88_ps2 + sh92);
     // %10 = mul %lc, %alpha : f32
-    const float v89 = float(c24_l * v79_alpha);
+    const float v93 = float(c24_l * v81_alpha);
     // %ln = add %10, %ps2 : f32
-    const float v90_ln = float(v89 + v86_ps2);
+    const float v94_ln = float(v93 + v88_ps2);
     // %v3 = load_tile %v, %ph, %j1, %c0 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v91_v3[16];
+    float v95_v3[16];
     {
-      const int64_t o92 = int64_t(v0_ph) * 1 + 0;
-      const int64_t o93 = int64_t(iv27) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o94 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole95 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv27) * 32 >= 0 && int64_t(iv27) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v1_c0) * 64 >= 0 && int64_t(v1_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv27) * 32 * tsr_p2_s1 + int64_t(v1_c0) * 64 * tsr_p2_s2);
-      if (whole95) {
+      const int64_t o96 = int64_t(v0_ph) * 1 + 0;
+      const int64_t o97 = int64_t(iv27) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o98 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole99 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv27) * 32 >= 0 && int64_t(iv27) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v1_c0) * 64 >= 0 && int64_t(v1_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv27) * 32 * tsr_p2_s1 + int64_t(v1_c0) * 64 * tsr_p2_s2);
+      if (whole99) {
         #pragma unroll
-        for (int c96 = 0; c96 < 4; ++c96) {
-          float vb97[4];
-          tsr::copy_vec<float, 4>(vb97, tsr_p2 + (o92 + 0) * tsr_p2_s0 + (o93 + ((((c96 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c96 * 4) % 4))) * tsr_p2_s2);
-          v91_v3[c96 * 4 + 0] = vb97[0];
-          v91_v3[c96 * 4 + 1] = vb97[1];
-          v91_v3[c96 * 4 + 2] = vb97[2];
-          v91_v3[c96 * 4 + 3] = vb97[3];
+        for (int c100 = 0; c100 < 4; ++c100) {
+          float vb101[4];
+          tsr::copy_vec<float, 4>(vb101, tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c100 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c100 * 4) % 4))) * tsr_p2_s2);
+          v95_v3[c100 * 4 + 0] = vb101[0];
+          v95_v3[c100 * 4 + 1] = vb101[1];
+          v95_v3[c100 * 4 + 2] = vb101[2];
+          v95_v3[c100 * 4 + 3] = vb101[3];
         }
       } else {
         #pragma unroll
-        for (int c98 = 0; c98 < 4; ++c98) {
-          float vb99[4];
-          if ((o92 + 0) < int64_t(tsr_dim_H) && (o93 + ((((c98 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s2)) {
-            tsr::copy_vec<float, 4>(vb99, tsr_p2 + (o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s2);
-            v91_v3[c98 * 4 + 0] = vb99[0];
-            v91_v3[c98 * 4 + 1] = vb99[1];
-            v91_v3[c98 * 4 + 2] = vb99[2];
-            v91_v3[c98 * 4 + 3] = vb99[3];
+        for (int c102 = 0; c102 < 4; ++c102) {
+          float vb103[4];
+          if ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2)) {
+            tsr::copy_vec<float, 4>(vb103, tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2);
+            v95_v3[c102 * 4 + 0] = vb103[0];
+            v95_v3[c102 * 4 + 1] = vb103[1];
+            v95_v3[c102 * 4 + 2] = vb103[2];
+            v95_v3[c102 * 4 + 3] = vb103[3];
           } else {
-            v91_v3[c98 * 4] = ((o92 + 0) < int64_t(tsr_dim_H) && (o93 + ((((c98 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o94 + (((c98 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-            v91_v3[c98 * 4 + 1] = ((o92 + 0) < int64_t(tsr_dim_H) && (o93 + ((((c98 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o94 + (((c98 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-            v91_v3[c98 * 4 + 2] = ((o92 + 0) < int64_t(tsr_dim_H) && (o93 + ((((c98 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o94 + (((c98 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-            v91_v3[c98 * 4 + 3] = ((o92 + 0) < int64_t(tsr_dim_H) && (o93 + ((((c98 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o92 + 0) * tsr_p2_s0 + (o93 + ((((c98 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o94 + (((c98 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 1] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 2] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 3] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %vt = reshape %v3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v100_vt[16];
-    v100_vt[0] = v91_v3[0];
-    v100_vt[1] = v91_v3[1];
-    v100_vt[2] = v91_v3[2];
-    v100_vt[3] = v91_v3[3];
-    v100_vt[4] = v91_v3[4];
-    v100_vt[5] = v91_v3[5];
-    v100_vt[6] = v91_v3[6];
-    v100_vt[7] = v91_v3[7];
-    v100_vt[8] = v91_v3[8];
-    v100_vt[9] = v91_v3[9];
-    v100_vt[10] = v91_v3[10];
-    v100_vt[11] = v91_v3[11];
-    v100_vt[12] = v91_v3[12];
-    v100_vt[13] = v91_v3[13];
-    v100_vt[14] = v91_v3[14];
-    v100_vt[15] = v91_v3[15];
+    float v104_vt[16];
+    v104_vt[0] = v95_v3[0];
+    v104_vt[1] = v95_v3[1];
+    v104_vt[2] = v95_v3[2];
+    v104_vt[3] = v95_v3[3];
+    v104_vt[4] = v95_v3[4];
+    v104_vt[5] = v95_v3[5];
+    v104_vt[6] = v95_v3[6];
+    v104_vt[7] = v95_v3[7];
+    v104_vt[8] = v95_v3[8];
+    v104_vt[9] = v95_v3[9];
+    v104_vt[10] = v95_v3[10];
+    v104_vt[11] = v95_v3[11];
+    v104_vt[12] = v95_v3[12];
+    v104_vt[13] = v95_v3[13];
+    v104_vt[14] = v95_v3[14];
+    v104_vt[15] = v95_v3[15];
     // %pe = expand_dims %p2 {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v101_pe[4];
-    v101_pe[0] = v84_p2[0];
-    v101_pe[1] = v84_p2[1];
-    v101_pe[2] = v84_p2[2];
-    v101_pe[3] = v84_p2[3];
+    float v105_pe[4];
+    v105_pe[0] = v86_p2[0];
+    v105_pe[1] = v86_p2[1];
+    v105_pe[2] = v86_p2[2];
+    v105_pe[3] = v86_p2[3];
     // %pb = broadcast %pe : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v102_pb[16];
-    v102_pb[0] = v101_pe[0];
-    v102_pb[1] = v101_pe[0];
-    v102_pb[2] = v101_pe[0];
-    v102_pb[3] = v101_pe[0];
-    v102_pb[4] = v101_pe[1];
-    v102_pb[5] = v101_pe[1];
-    v102_pb[6] = v101_pe[1];
-    v102_pb[7] = v101_pe[1];
-    v102_pb[8] = v101_pe[2];
-    v102_pb[9] = v101_pe[2];
-    v102_pb[10] = v101_pe[2];
-    v102_pb[11] = v101_pe[2];
-    v102_pb[12] = v101_pe[3];
-    v102_pb[13] = v101_pe[3];
-    v102_pb[14] = v101_pe[3];
-    v102_pb[15] = v101_pe[3];
+    float v106_pb[16];
+    v106_pb[0] = v105_pe[0];
+    v106_pb[1] = v105_pe[0];
+    v106_pb[2] = v105_pe[0];
+    v106_pb[3] = v105_pe[0];
+    v106_pb[4] = v105_pe[1];
+    v106_pb[5] = v105_pe[1];
+    v106_pb[6] = v105_pe[1];
+    v106_pb[7] = v105_pe[1];
+    v106_pb[8] = v105_pe[2];
+    v106_pb[9] = v105_pe[2];
+    v106_pb[10] = v105_pe[2];
+    v106_pb[11] = v105_pe[2];
+    v106_pb[12] = v105_pe[3];
+    v106_pb[13] = v105_pe[3];
+    v106_pb[14] = v105_pe[3];
+    v106_pb[15] = v105_pe[3];
     // %pv = mul %pb, %vt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v103_pv[16];
+    float v107_pv[16];
     #pragma unroll
-    for (int s104 = 0; s104 < 16; ++s104) {
-      v103_pv[s104] = float(v102_pb[s104] * v100_vt[s104]);
+    for (int s108 = 0; s108 < 16; ++s108) {
+      v107_pv[s108] = float(v106_pb[s108] * v104_vt[s108]);
     }
     // %pvs = reduce %pv {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v105_pvs[4];
-    v105_pvs[0] = v103_pv[0];
-    v105_pvs[0] = float(v105_pvs[0] + v103_pv[4]);
-    v105_pvs[0] = float(v105_pvs[0] + v103_pv[8]);
-    v105_pvs[0] = float(v105_pvs[0] + v103_pv[12]);
-    v105_pvs[1] = v103_pv[1];
-    v105_pvs[1] = float(v105_pvs[1] + v103_pv[5]);
-    v105_pvs[1] = float(v105_pvs[1] + v103_pv[9]);
-    v105_pvs[1] = float(v105_pvs[1] + v103_pv[13]);
-    v105_pvs[2] = v103_pv[2];
-    v105_pvs[2] = float(v105_pvs[2] + v103_pv[6]);
-    v105_pvs[2] = float(v105_pvs[2] + v103_pv[10]);
-    v105_pvs[2] = float(v105_pvs[2] + v103_pv[14]);
-    v105_pvs[3] = v103_pv[3];
-    v105_pvs[3] = float(v105_pvs[3] + v103_pv[7]);
-    v105_pvs[3] = float(v105_pvs[3] + v103_pv[11]);
-    v105_pvs[3] = float(v105_pvs[3] + v103_pv[15]);
-    const float sh106 = __shfl_xor_sync(0xffffffffu, v105_pvs[0], 16);
-    v105_pvs[0] = float(v105_pvs[0] + sh106);
-    const float sh107 = __shfl_xor_sync(0xffffffffu, v105_pvs[1], 16);
-    v105_pvs[1] = float(v105_pvs[1] + sh107);
-    const float sh108 = __shfl_xor_sync(0xffffffffu, v105_pvs[2], 16);
-    v105_pvs[2] = float(v105_pvs[2] + sh108);
-    const float sh109 = __shfl_xor_sync(0xffffffffu, v105_pvs[3], 16);
-    v105_pvs[3] = float(v105_pvs[3] + sh109);
-    __shared__ float tsr_red110_mem[512];
-    float* const tsr_red110 = tsr_red110_mem + tsr_red110_at;
-    tsr_red110_at ^= 256;
+    float v109_pvs[4];
+    v109_pvs[0] = v107_pv[0];
+    v109_pvs[0] = float(v109_pvs[0] + v107_pv[4]);
+    v109_pvs[0] = float(v109_pvs[0] + v107_pv[8]);
+    v109_pvs[0] = float(v109_pvs[0] + v107_pv[12]);
+    v109_pvs[1] = v107_pv[1];
+    v109_pvs[1] = float(v109_pvs[1] + v107_pv[5]);
+    v109_pvs[1] = float(v109_pvs[1] + v107_pv[9]);
+    v109_pvs[1] = float(v109_pvs[1] + v107_pv[13]);
+    v109_pvs[2] = v107_pv[2];
+    v109_pvs[2] = float(v109_pvs[2] + v107_pv[6]);
+    v109_pvs[2] = float(v109_pvs[2] + v107_pv[10]);
+    v109_pvs[2] = float(v109_pvs[2] + v107_pv[14]);
+    v109_pvs[3] = v107_pv[3];
+    v109_pvs[3] = float(v109_pvs[3] + v107_pv[7]);
+    v109_pvs[3] = float(v109_pvs[3] + v107_pv[11]);
+    v109_pvs[3] = float(v109_pvs[3] + v107_pv[15]);
+    const float sh110 = __shfl_xor_sync(0xffffffffu, v109_pvs[0], 16);
+    v109_pvs[0] = float(v109_pvs[0] + sh110);
+    const float sh111 = __shfl_xor_sync(0xffffffffu, v109_pvs[1], 16);
+    v109_pvs[1] = float(v109_pvs[1] + sh111);
+    const float sh112 = __shfl_xor_sync(0xffffffffu, v109_pvs[2], 16);
+    v109_pvs[2] = float(v109_pvs[2] + sh112);
+    const float sh113 = __shfl_xor_sync(0xffffffffu, v109_pvs[3], 16);
+    v109_pvs[3] = float(v109_pvs[3] + sh113);
+    __shared__ float tsr_red114_mem[512];
+    float* const tsr_red114 = tsr_red114_mem + tsr_red114_at;
+    tsr_red114_at ^= 256;
     #pragma unroll
-    for (int s111 = 0; s111 < 4; ++s111) {
-      if ((tsr_lane & 16) == 0) tsr_red110[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s111) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v105_pvs[s111];
+    for (int s115 = 0; s115 < 4; ++s115) {
+      if ((tsr_lane & 16) == 0) tsr_red114[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s115) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v109_pvs[s115];
     }
     __syncthreads();
     #pragma unroll
-    for (int s112 = 0; s112 < 4; ++s112) {
-      v105_pvs[s112] = tsr_red110[(((((s112) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-      v105_pvs[s112] = float(v105_pvs[s112] + tsr_red110[64 + (((((s112) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v105_pvs[s112] = float(v105_pvs[s112] + tsr_red110[128 + (((((s112) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v105_pvs[s112] = float(v105_pvs[s112] + tsr_red110[192 + (((((s112) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    for (int s116 = 0; s116 < 4; ++s116) {
+      v109_pvs[s116] = tsr_red114[(((((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+      v109_pvs[s116] = float(v109_pvs[s116] + tsr_red114[64 + (((((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v109_pvs[s116] = float(v109_pvs[s116] + tsr_red114[128 + (((((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v109_pvs[s116] = float(v109_pvs[s116] + tsr_red114[192 + (((((s116) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
     }
     // %11 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v113[4];
-    #pragma unroll
-    for (int s114 = 0; s114 < 4; ++s114) {
-      v113[s114] = v79_alpha;
-    }
-    // %12 = mul %accc, %11 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v115[4];
-    #pragma unroll
-    for (int s116 = 0; s116 < 4; ++s116) {
-      v115[s116] = float(c25_acc[s116] * v113[s116]);
-    }
-    // %accn = add %12, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v117_accn[4];
+    float v117[4];
     #pragma unroll
     for (int s118 = 0; s118 < 4; ++s118) {
-      v117_accn[s118] = float(v115[s118] + v105_pvs[s118]);
+      v117[s118] = v81_alpha;
+    }
+    // %12 = mul %accc, %11 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v119[4];
+    #pragma unroll
+    for (int s120 = 0; s120 < 4; ++s120) {
+      v119[s120] = float(c25_acc[s120] * v117[s120]);
+    }
+    // %accn = add %12, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v121_accn[4];
+    #pragma unroll
+    for (int s122 = 0; s122 < 4; ++s122) {
+      v121_accn[s122] = float(v119[s122] + v109_pvs[s122]);
     }
     // yield %mn, %ln, %accn
-    c23_m = v75_mn;
-    c24_l = v90_ln;
+    c23_m = v77_mn;
+    c24_l = v94_ln;
     #pragma unroll
-    for (int s119 = 0; s119 < 4; ++s119) {
-      c25_acc[s119] = v117_accn[s119];
+    for (int s123 = 0; s123 < 4; ++s123) {
+      c25_acc[s123] = v121_accn[s123];
     }
   }
   // %13 = splat %l : tile<f32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-  float v120[1];
+  float v124[1];
   #pragma unroll
-  for (int s121 = 0; s121 < 1; ++s121) {
-    v120[s121] = c24_l;
+  for (int s125 = 0; s125 < 1; ++s125) {
+    v124[s125] = c24_l;
   }
   // %14 = splat %l : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v122[4];
+  float v126[4];
   #pragma unroll
-  for (int s123 = 0; s123 < 4; ++s123) {
-    v122[s123] = c24_l;
+  for (int s127 = 0; s127 < 4; ++s127) {
+    v126[s127] = c24_l;
   }
   // %15 = div %acc, %14 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-  float v124[4];
+  float v128[4];
   #pragma unroll
-  for (int s125 = 0; s125 < 4; ++s125) {
-    v124[s125] = float(c25_acc[s125] / v122[s125]);
+  for (int s129 = 0; s129 < 4; ++s129) {
+    v128[s129] = float(c25_acc[s129] / v126[s129]);
   }
   // %16 = convert_layout %15 : tile<f32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
   __syncthreads();
   #pragma unroll
-  for (int s126 = 0; s126 < 4; ++s126) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s126) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v124[s126];
+  for (int s130 = 0; s130 < 4; ++s130) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s130) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v128[s130];
   }
   __syncthreads();
-  float v127[1];
+  float v131[1];
   #pragma unroll
-  for (int s128 = 0; s128 < 1; ++s128) {
-    const int e129 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)));
-    v127[s128] = reinterpret_cast<float*>(tsr_smem + 0)[e129];
+  for (int s132 = 0; s132 < 1; ++s132) {
+    const int e133 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)));
+    v131[s132] = reinterpret_cast<float*>(tsr_smem + 0)[e133];
   }
   // %res = reshape %16 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [2, 2], order = [1, 0]>>
-  float v130_res[1];
-  v130_res[0] = v127[0];
+  float v134_res[1];
+  v134_res[0] = v131[0];
   // store_tile %out, %res, %ph, %c0
   {
-    const int64_t o131 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o132 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o135 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o136 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s133 = 0; s133 < 1; ++s133) {
-      if (((tsr_warp & 2) == 0) && (o131 + 0) < int64_t(tsr_dim_H) && (o132 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o131 + 0) * tsr_p3_s0 + (o132 + 0) * tsr_p3_s1] = v130_res[s133];
+    for (int s137 = 0; s137 < 1; ++s137) {
+      if (((tsr_warp & 2) == 0) && (o135 + 0) < int64_t(tsr_dim_H) && (o136 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o135 + 0) * tsr_p3_s0 + (o136 + 0) * tsr_p3_s1] = v134_res[s137];
     }
   }
 }

@@ -9,8 +9,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   int tsr_red84_at = 0;  // the copy of tsr_red84_mem the next exchange uses
-  int tsr_red96_at = 0;  // the copy of tsr_red96_mem the next exchange uses
-  int tsr_red122_at = 0;  // the copy of tsr_red122_mem the next exchange uses
+  int tsr_red98_at = 0;  // the copy of tsr_red98_mem the next exchange uses
+  int tsr_red126_at = 0;  // the copy of tsr_red126_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_DH);
@@ -310,7 +310,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
       v80_sm[s81] = (v76[s81] ? v50_s[s81] : v78[s81]);
     }
     // %rmax = reduce %sm {axis = 0, kind = "max"} : f32
-    float v82_rmax = v80_sm[0];
+    float v82_rmax;
+    v82_rmax = v80_sm[0];
     v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[1]);
     v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[2]);
     v82_rmax = tsr::max_nan_f32(v82_rmax, v80_sm[3]);
@@ -321,259 +322,262 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     tsr_red84_at ^= 4;
     if (tsr_lane == 0) tsr_red84[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v82_rmax;
     __syncthreads();
-    v82_rmax = tsr_red84[0];
-    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[1]);
-    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[2]);
-    v82_rmax = tsr::max_nan_f32(v82_rmax, tsr_red84[3]);
+    v82_rmax = tsr_red84[tsr_lane & 3];
+    const float sh85 = __shfl_xor_sync(0xffffffffu, v82_rmax, 1);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, sh85);
+    const float sh86 = __shfl_xor_sync(0xffffffffu, v82_rmax, 2);
+    v82_rmax = tsr::max_nan_f32(v82_rmax, sh86);
     // %mn = max %mc, %rmax : f32
-    const float v85_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
+    const float v87_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
     // %dm = sub %mc, %mn : f32
-    const float v86_dm = float(c33_m - v85_mn);
+    const float v88_dm = float(c33_m - v87_mn);
     // %alpha = exp %dm : f32
-    const float v87_alpha = float(tsr::fexp(v86_dm));
+    const float v89_alpha = float(tsr::fexp(v88_dm));
     // %9 = splat %mn : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v88[4];
-    #pragma unroll
-    for (int s89 = 0; s89 < 4; ++s89) {
-      v88[s89] = v85_mn;
-    }
-    // %sd = sub %sm, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v90_sd[4];
+    float v90[4];
     #pragma unroll
     for (int s91 = 0; s91 < 4; ++s91) {
-      v90_sd[s91] = float(v80_sm[s91] - v88[s91]);
+      v90[s91] = v87_mn;
     }
-    // %p = exp %sd : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v92_p[4];
+    // %sd = sub %sm, %9 : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v92_sd[4];
     #pragma unroll
     for (int s93 = 0; s93 < 4; ++s93) {
-      v92_p[s93] = float(tsr::fexp(v90_sd[s93]));
+      v92_sd[s93] = float(v80_sm[s93] - v90[s93]);
+    }
+    // %p = exp %sd : tile<f32, [32], layout = slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
+    float v94_p[4];
+    #pragma unroll
+    for (int s95 = 0; s95 < 4; ++s95) {
+      v94_p[s95] = float(tsr::fexp(v92_sd[s95]));
     }
     // %psumt = reduce %p {axis = 0, kind = "sum"} : f32
-    float v94_psumt = v92_p[0];
-    v94_psumt = float(v94_psumt + v92_p[1]);
-    v94_psumt = float(v94_psumt + v92_p[2]);
-    v94_psumt = float(v94_psumt + v92_p[3]);
-    const float sh95 = __shfl_xor_sync(0xffffffffu, v94_psumt, 16);
-    v94_psumt = float(v94_psumt + sh95);
-    __shared__ float tsr_red96_mem[8];
-    float* const tsr_red96 = tsr_red96_mem + tsr_red96_at;
-    tsr_red96_at ^= 4;
-    if (tsr_lane == 0) tsr_red96[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v94_psumt;
+    float v96_psumt;
+    v96_psumt = v94_p[0];
+    v96_psumt = float(v96_psumt + v94_p[1]);
+    v96_psumt = float(v96_psumt + v94_p[2]);
+    v96_psumt = float(v96_psumt + v94_p[3]);
+    const float sh97 = __shfl_xor_sync(0xffffffffu, v96_psumt, 16);
+    v96_psumt = float(v96_psumt + sh97);
+    __shared__ float tsr_red98_mem[8];
+    float* const tsr_red98 = tsr_red98_mem + tsr_red98_at;
+    tsr_red98_at ^= 4;
+    if (tsr_lane == 0) tsr_red98[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v96_psumt;
     __syncthreads();
-    v94_psumt = tsr_red96[0];
-    v94_psumt = float(v94_psumt + tsr_red96[1]);
-    v94_psumt = float(v94_psumt + tsr_red96[2]);
-    v94_psumt = float(v94_psumt + tsr_red96[3]);
+    v96_psumt = tsr_red98[tsr_lane & 3];
+    const float sh99 = __shfl_xor_sync(0xffffffffu, v96_psumt, 1);
+    v96_psumt = float(v96_psumt + sh99);
+    const float sh100 = __shfl_xor_sync(0xffffffffu, v96_psumt, 2);
+    v96_psumt = float(v96_psumt + sh100);
     // %la = mul %lc, %alpha : f32
-    const float v97_la = float(c34_l * v87_alpha);
+    const float v101_la = float(c34_l * v89_alpha);
     // %ln = add %la, %psumt : f32
-    const float v98_ln = float(v97_la + v94_psumt);
+    const float v102_ln = float(v101_la + v96_psumt);
     // %10 = splat %alpha : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v99[4];
+    float v103[4];
     #pragma unroll
-    for (int s100 = 0; s100 < 4; ++s100) {
-      v99[s100] = v87_alpha;
+    for (int s104 = 0; s104 < 4; ++s104) {
+      v103[s104] = v89_alpha;
     }
     // %accs = mul %accc, %10 : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v101_accs[4];
+    float v105_accs[4];
     #pragma unroll
-    for (int s102 = 0; s102 < 4; ++s102) {
-      v101_accs[s102] = float(c35_acc[s102] * v99[s102]);
+    for (int s106 = 0; s106 < 4; ++s106) {
+      v105_accs[s106] = float(c35_acc[s106] * v103[s106]);
     }
     // %v3 = load_tile %v, %ph, %j, %c0 : tile<f32, [1, 32, 64], layout = blocked<per_thread = [1, 1, 4], threads = [1, 2, 16], warps = [1, 4, 1], order = [2, 1, 0]>>
-    float v103_v3[16];
+    float v107_v3[16];
     {
-      const int64_t o104 = int64_t(v0_ph) * 1 + 0;
-      const int64_t o105 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
-      const int64_t o106 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
-      const bool whole107 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv37) * 32 * tsr_p2_s1 + int64_t(v3_c0) * 64 * tsr_p2_s2);
-      if (whole107) {
+      const int64_t o108 = int64_t(v0_ph) * 1 + 0;
+      const int64_t o109 = int64_t(iv37) * 32 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
+      const int64_t o110 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 15) * 4);
+      const bool whole111 = int64_t(v0_ph) * 1 >= 0 && int64_t(v0_ph) * 1 + 1 <= int64_t(tsr_dim_H) && int64_t(iv37) * 32 >= 0 && int64_t(iv37) * 32 + 32 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && int64_t(v3_c0) * 64 >= 0 && int64_t(v3_c0) * 64 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + int64_t(v0_ph) * 1 * tsr_p2_s0 + int64_t(iv37) * 32 * tsr_p2_s1 + int64_t(v3_c0) * 64 * tsr_p2_s2);
+      if (whole111) {
         #pragma unroll
-        for (int c108 = 0; c108 < 4; ++c108) {
-          float vb109[4];
-          tsr::copy_vec<float, 4>(vb109, tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c108 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c108 * 4) % 4))) * tsr_p2_s2);
-          v103_v3[c108 * 4 + 0] = vb109[0];
-          v103_v3[c108 * 4 + 1] = vb109[1];
-          v103_v3[c108 * 4 + 2] = vb109[2];
-          v103_v3[c108 * 4 + 3] = vb109[3];
+        for (int c112 = 0; c112 < 4; ++c112) {
+          float vb113[4];
+          tsr::copy_vec<float, 4>(vb113, tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c112 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c112 * 4) % 4))) * tsr_p2_s2);
+          v107_v3[c112 * 4 + 0] = vb113[0];
+          v107_v3[c112 * 4 + 1] = vb113[1];
+          v107_v3[c112 * 4 + 2] = vb113[2];
+          v107_v3[c112 * 4 + 3] = vb113[3];
         }
       } else {
         #pragma unroll
-        for (int c110 = 0; c110 < 4; ++c110) {
-          float vb111[4];
-          if ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2)) {
-            tsr::copy_vec<float, 4>(vb111, tsr_p2 + (o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2);
-            v103_v3[c110 * 4 + 0] = vb111[0];
-            v103_v3[c110 * 4 + 1] = vb111[1];
-            v103_v3[c110 * 4 + 2] = vb111[2];
-            v103_v3[c110 * 4 + 3] = vb111[3];
+        for (int c114 = 0; c114 < 4; ++c114) {
+          float vb115[4];
+          if ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2)) {
+            tsr::copy_vec<float, 4>(vb115, tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2);
+            v107_v3[c114 * 4 + 0] = vb115[0];
+            v107_v3[c114 * 4 + 1] = vb115[1];
+            v107_v3[c114 * 4 + 2] = vb115[2];
+            v107_v3[c114 * 4 + 3] = vb115[3];
           } else {
-            v103_v3[c110 * 4] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-            v103_v3[c110 * 4 + 1] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-            v103_v3[c110 * 4 + 2] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-            v103_v3[c110 * 4 + 3] = ((o104 + 0) < int64_t(tsr_dim_H) && (o105 + ((((c110 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o106 + (((c110 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o104 + 0) * tsr_p2_s0 + (o105 + ((((c110 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o106 + (((c110 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 1] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 2] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 3] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
           }
         }
       }
     }
     // %vt = reshape %v3 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v112_vt[16];
-    v112_vt[0] = v103_v3[0];
-    v112_vt[1] = v103_v3[1];
-    v112_vt[2] = v103_v3[2];
-    v112_vt[3] = v103_v3[3];
-    v112_vt[4] = v103_v3[4];
-    v112_vt[5] = v103_v3[5];
-    v112_vt[6] = v103_v3[6];
-    v112_vt[7] = v103_v3[7];
-    v112_vt[8] = v103_v3[8];
-    v112_vt[9] = v103_v3[9];
-    v112_vt[10] = v103_v3[10];
-    v112_vt[11] = v103_v3[11];
-    v112_vt[12] = v103_v3[12];
-    v112_vt[13] = v103_v3[13];
-    v112_vt[14] = v103_v3[14];
-    v112_vt[15] = v103_v3[15];
+    float v116_vt[16];
+    v116_vt[0] = v107_v3[0];
+    v116_vt[1] = v107_v3[1];
+    v116_vt[2] = v107_v3[2];
+    v116_vt[3] = v107_v3[3];
+    v116_vt[4] = v107_v3[4];
+    v116_vt[5] = v107_v3[5];
+    v116_vt[6] = v107_v3[6];
+    v116_vt[7] = v107_v3[7];
+    v116_vt[8] = v107_v3[8];
+    v116_vt[9] = v107_v3[9];
+    v116_vt[10] = v107_v3[10];
+    v116_vt[11] = v107_v3[11];
+    v116_vt[12] = v107_v3[12];
+    v116_vt[13] = v107_v3[13];
+    v116_vt[14] = v107_v3[14];
+    v116_vt[15] = v107_v3[15];
     // %p2 = expand_dims %p {axis = 1} : tile<f32, [32, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v113_p2[4];
-    v113_p2[0] = v92_p[0];
-    v113_p2[1] = v92_p[1];
-    v113_p2[2] = v92_p[2];
-    v113_p2[3] = v92_p[3];
+    float v117_p2[4];
+    v117_p2[0] = v94_p[0];
+    v117_p2[1] = v94_p[1];
+    v117_p2[2] = v94_p[2];
+    v117_p2[3] = v94_p[3];
     // %pb = broadcast %p2 : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v114_pb[16];
-    v114_pb[0] = v113_p2[0];
-    v114_pb[1] = v113_p2[0];
-    v114_pb[2] = v113_p2[0];
-    v114_pb[3] = v113_p2[0];
-    v114_pb[4] = v113_p2[1];
-    v114_pb[5] = v113_p2[1];
-    v114_pb[6] = v113_p2[1];
-    v114_pb[7] = v113_p2[1];
-    v114_pb[8] = v113_p2[2];
-    v114_pb[9] = v113_p2[2];
-    v114_pb[10] = v113_p2[2];
-    v114_pb[11] = v113_p2[2];
-    v114_pb[12] = v113_p2[3];
-    v114_pb[13] = v113_p2[3];
-    v114_pb[14] = v113_p2[3];
-    v114_pb[15] = v113_p2[3];
+    float v118_pb[16];
+    v118_pb[0] = v117_p2[0];
+    v118_pb[1] = v117_p2[0];
+    v118_pb[2] = v117_p2[0];
+    v118_pb[3] = v117_p2[0];
+    v118_pb[4] = v117_p2[1];
+    v118_pb[5] = v117_p2[1];
+    v118_pb[6] = v117_p2[1];
+    v118_pb[7] = v117_p2[1];
+    v118_pb[8] = v117_p2[2];
+    v118_pb[9] = v117_p2[2];
+    v118_pb[10] = v117_p2[2];
+    v118_pb[11] = v117_p2[2];
+    v118_pb[12] = v117_p2[3];
+    v118_pb[13] = v117_p2[3];
+    v118_pb[14] = v117_p2[3];
+    v118_pb[15] = v117_p2[3];
     // %pv = mul %pb, %vt : tile<f32, [32, 64], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
-    float v115_pv[16];
+    float v119_pv[16];
     #pragma unroll
-    for (int s116 = 0; s116 < 16; ++s116) {
-      v115_pv[s116] = float(v114_pb[s116] * v112_vt[s116]);
+    for (int s120 = 0; s120 < 16; ++s120) {
+      v119_pv[s120] = float(v118_pb[s120] * v116_vt[s120]);
     }
     // %pvs = reduce %pv {axis = 0, kind = "sum"} : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v117_pvs[4];
-    v117_pvs[0] = v115_pv[0];
-    v117_pvs[0] = float(v117_pvs[0] + v115_pv[4]);
-    v117_pvs[0] = float(v117_pvs[0] + v115_pv[8]);
-    v117_pvs[0] = float(v117_pvs[0] + v115_pv[12]);
-    v117_pvs[1] = v115_pv[1];
-    v117_pvs[1] = float(v117_pvs[1] + v115_pv[5]);
-    v117_pvs[1] = float(v117_pvs[1] + v115_pv[9]);
-    v117_pvs[1] = float(v117_pvs[1] + v115_pv[13]);
-    v117_pvs[2] = v115_pv[2];
-    v117_pvs[2] = float(v117_pvs[2] + v115_pv[6]);
-    v117_pvs[2] = float(v117_pvs[2] + v115_pv[10]);
-    v117_pvs[2] = float(v117_pvs[2] + v115_pv[14]);
-    v117_pvs[3] = v115_pv[3];
-    v117_pvs[3] = float(v117_pvs[3] + v115_pv[7]);
-    v117_pvs[3] = float(v117_pvs[3] + v115_pv[11]);
-    v117_pvs[3] = float(v117_pvs[3] + v115_pv[15]);
-    const float sh118 = __shfl_xor_sync(0xffffffffu, v117_pvs[0], 16);
-    v117_pvs[0] = float(v117_pvs[0] + sh118);
-    const float sh119 = __shfl_xor_sync(0xffffffffu, v117_pvs[1], 16);
-    v117_pvs[1] = float(v117_pvs[1] + sh119);
-    const float sh120 = __shfl_xor_sync(0xffffffffu, v117_pvs[2], 16);
-    v117_pvs[2] = float(v117_pvs[2] + sh120);
-    const float sh121 = __shfl_xor_sync(0xffffffffu, v117_pvs[3], 16);
-    v117_pvs[3] = float(v117_pvs[3] + sh121);
-    __shared__ float tsr_red122_mem[512];
-    float* const tsr_red122 = tsr_red122_mem + tsr_red122_at;
-    tsr_red122_at ^= 256;
+    float v121_pvs[4];
+    v121_pvs[0] = v119_pv[0];
+    v121_pvs[0] = float(v121_pvs[0] + v119_pv[4]);
+    v121_pvs[0] = float(v121_pvs[0] + v119_pv[8]);
+    v121_pvs[0] = float(v121_pvs[0] + v119_pv[12]);
+    v121_pvs[1] = v119_pv[1];
+    v121_pvs[1] = float(v121_pvs[1] + v119_pv[5]);
+    v121_pvs[1] = float(v121_pvs[1] + v119_pv[9]);
+    v121_pvs[1] = float(v121_pvs[1] + v119_pv[13]);
+    v121_pvs[2] = v119_pv[2];
+    v121_pvs[2] = float(v121_pvs[2] + v119_pv[6]);
+    v121_pvs[2] = float(v121_pvs[2] + v119_pv[10]);
+    v121_pvs[2] = float(v121_pvs[2] + v119_pv[14]);
+    v121_pvs[3] = v119_pv[3];
+    v121_pvs[3] = float(v121_pvs[3] + v119_pv[7]);
+    v121_pvs[3] = float(v121_pvs[3] + v119_pv[11]);
+    v121_pvs[3] = float(v121_pvs[3] + v119_pv[15]);
+    const float sh122 = __shfl_xor_sync(0xffffffffu, v121_pvs[0], 16);
+    v121_pvs[0] = float(v121_pvs[0] + sh122);
+    const float sh123 = __shfl_xor_sync(0xffffffffu, v121_pvs[1], 16);
+    v121_pvs[1] = float(v121_pvs[1] + sh123);
+    const float sh124 = __shfl_xor_sync(0xffffffffu, v121_pvs[2], 16);
+    v121_pvs[2] = float(v121_pvs[2] + sh124);
+    const float sh125 = __shfl_xor_sync(0xffffffffu, v121_pvs[3], 16);
+    v121_pvs[3] = float(v121_pvs[3] + sh125);
+    __shared__ float tsr_red126_mem[512];
+    float* const tsr_red126 = tsr_red126_mem + tsr_red126_at;
+    tsr_red126_at ^= 256;
     #pragma unroll
-    for (int s123 = 0; s123 < 4; ++s123) {
-      if ((tsr_lane & 16) == 0) tsr_red122[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s123) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v117_pvs[s123];
+    for (int s127 = 0; s127 < 4; ++s127) {
+      if ((tsr_lane & 16) == 0) tsr_red126[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 64 + (((((s127) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = v121_pvs[s127];
     }
     __syncthreads();
     #pragma unroll
-    for (int s124 = 0; s124 < 4; ++s124) {
-      v117_pvs[s124] = tsr_red122[(((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
-      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[64 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[128 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
-      v117_pvs[s124] = float(v117_pvs[s124] + tsr_red122[192 + (((((s124) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+    for (int s128 = 0; s128 < 4; ++s128) {
+      v121_pvs[s128] = tsr_red126[(((((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4)))];
+      v121_pvs[s128] = float(v121_pvs[s128] + tsr_red126[64 + (((((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v121_pvs[s128] = float(v121_pvs[s128] + tsr_red126[128 + (((((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
+      v121_pvs[s128] = float(v121_pvs[s128] + tsr_red126[192 + (((((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4)))]);
     }
     // %accn = add %accs, %pvs : tile<f32, [64], layout = slice<dim = 0, parent = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>>
-    float v125_accn[4];
+    float v129_accn[4];
     #pragma unroll
-    for (int s126 = 0; s126 < 4; ++s126) {
-      v125_accn[s126] = float(v101_accs[s126] + v117_pvs[s126]);
+    for (int s130 = 0; s130 < 4; ++s130) {
+      v129_accn[s130] = float(v105_accs[s130] + v121_pvs[s130]);
     }
     // yield %mn, %ln, %accn
-    c33_m = v85_mn;
-    c34_l = v98_ln;
+    c33_m = v87_mn;
+    c34_l = v102_ln;
     #pragma unroll
-    for (int s127 = 0; s127 < 4; ++s127) {
-      c35_acc[s127] = v125_accn[s127];
+    for (int s131 = 0; s131 < 4; ++s131) {
+      c35_acc[s131] = v129_accn[s131];
     }
   }
   // %11 = convert_layout %acc : tile<f32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
   __syncthreads();
   #pragma unroll
-  for (int s128 = 0; s128 < 4; ++s128) {
-    if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s128) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = c35_acc[s128];
+  for (int s132 = 0; s132 < 4; ++s132) {
+    if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[(((((s132) % 4)) + (((tsr_lane >> 0) & 15) * 4)))] = c35_acc[s132];
   }
   __syncthreads();
-  float v129[1];
+  float v133[1];
   #pragma unroll
-  for (int s130 = 0; s130 < 1; ++s130) {
-    const int e131 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)));
-    v129[s130] = reinterpret_cast<float*>(tsr_smem + 0)[e131];
+  for (int s134 = 0; s134 < 1; ++s134) {
+    const int e135 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)));
+    v133[s134] = reinterpret_cast<float*>(tsr_smem + 0)[e135];
   }
   // %acc3 = reshape %11 : tile<f32, [1, 1, 64], layout = blocked<per_thread = [1, 1, 1], threads = [1, 1, 32], warps = [2, 1, 2], order = [2, 1, 0]>>
-  float v132_acc3[1];
-  v132_acc3[0] = v129[0];
+  float v136_acc3[1];
+  v136_acc3[0] = v133[0];
   // store_tile %po, %acc3, %ph, %ps, %c0
   {
-    const int64_t o133 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o134 = int64_t(v1_ps) * 1 + 0;
-    const int64_t o135 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o137 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o138 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o139 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s136 = 0; s136 < 1; ++s136) {
-      if (((tsr_warp & 2) == 0) && (o133 + 0) < int64_t(tsr_dim_H) && (o134 + 0) < int64_t(tsr_dim_NS) && (o135 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o133 + 0) * tsr_p3_s0 + (o134 + 0) * tsr_p3_s1 + (o135 + 0) * tsr_p3_s2] = v132_acc3[s136];
+    for (int s140 = 0; s140 < 1; ++s140) {
+      if (((tsr_warp & 2) == 0) && (o137 + 0) < int64_t(tsr_dim_H) && (o138 + 0) < int64_t(tsr_dim_NS) && (o139 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o137 + 0) * tsr_p3_s0 + (o138 + 0) * tsr_p3_s1 + (o139 + 0) * tsr_p3_s2] = v136_acc3[s140];
     }
   }
   // %mt = splat %m : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v137_mt[1];
+  float v141_mt[1];
   #pragma unroll
-  for (int s138 = 0; s138 < 1; ++s138) {
-    v137_mt[s138] = c33_m;
+  for (int s142 = 0; s142 < 1; ++s142) {
+    v141_mt[s142] = c33_m;
   }
   // store_tile %pmax, %mt, %ph, %ps
   {
-    const int64_t o139 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o140 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o143 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o144 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s141 = 0; s141 < 1; ++s141) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o139 + 0) < int64_t(tsr_dim_H) && (o140 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o139 + 0) * tsr_p4_s0 + (o140 + 0) * tsr_p4_s1] = v137_mt[s141];
+    for (int s145 = 0; s145 < 1; ++s145) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o143 + 0) < int64_t(tsr_dim_H) && (o144 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o143 + 0) * tsr_p4_s0 + (o144 + 0) * tsr_p4_s1] = v141_mt[s145];
     }
   }
   // %lt = splat %l : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
-  float v142_lt[1];
+  float v146_lt[1];
   #pragma unroll
-  for (int s143 = 0; s143 < 1; ++s143) {
-    v142_lt[s143] = c34_l;
+  for (int s147 = 0; s147 < 1; ++s147) {
+    v146_lt[s147] = c34_l;
   }
   // store_tile %psum, %lt, %ph, %ps
   {
-    const int64_t o144 = int64_t(v0_ph) * 1 + 0;
-    const int64_t o145 = int64_t(v1_ps) * 1 + 0;
+    const int64_t o148 = int64_t(v0_ph) * 1 + 0;
+    const int64_t o149 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
-    for (int s146 = 0; s146 < 1; ++s146) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o144 + 0) < int64_t(tsr_dim_H) && (o145 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o144 + 0) * tsr_p5_s0 + (o145 + 0) * tsr_p5_s1] = v142_lt[s146];
+    for (int s150 = 0; s150 < 1; ++s150) {
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o148 + 0) < int64_t(tsr_dim_H) && (o149 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o148 + 0) * tsr_p5_s0 + (o149 + 0) * tsr_p5_s1] = v146_lt[s150];
     }
   }
 }
@@ -651,7 +655,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
   float v6_mv[1];
   v6_mv[0] = v2_mt[0];
   // %mmax = reduce %mv {axis = 0, kind = "max"} : f32
-  float v7_mmax = v6_mv[0];
+  float v7_mmax;
+  v7_mmax = v6_mv[0];
   const float sh8 = __shfl_xor_sync(0xffffffffu, v7_mmax, 1);
   v7_mmax = tsr::max_nan_f32(v7_mmax, sh8);
   const float sh9 = __shfl_xor_sync(0xffffffffu, v7_mmax, 2);
@@ -698,7 +703,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
     v23_wl[s24] = float(v16_w[s24] * v22_lv[s24]);
   }
   // %den = reduce %wl {axis = 0, kind = "sum"} : f32
-  float v25_den = v23_wl[0];
+  float v25_den;
+  v25_den = v23_wl[0];
   const float sh26 = __shfl_xor_sync(0xffffffffu, v25_den, 1);
   v25_den = float(v25_den + sh26);
   const float sh27 = __shfl_xor_sync(0xffffffffu, v25_den, 2);

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   int tsr_red22_at = 0;  // the copy of tsr_red22_mem the next exchange uses
-  int tsr_red61_at = 0;  // the copy of tsr_red61_mem the next exchange uses
+  int tsr_red63_at = 0;  // the copy of tsr_red63_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -60,7 +60,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
     float v15_xf[1];
     v15_xf[0] = v11_xt[0];
     // %tss = reduce %xf {axis = 0, kind = "sum"} : f32
-    float v16_tss = v15_xf[0];
+    float v16_tss;
+    v16_tss = v15_xf[0];
     const float sh17 = __shfl_xor_sync(0xffffffffu, v16_tss, 1);
     v16_tss = float(v16_tss + sh17);
     const float sh18 = __shfl_xor_sync(0xffffffffu, v16_tss, 2);
@@ -76,204 +77,207 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
     tsr_red22_at ^= 4;
     if (tsr_lane == 0) tsr_red22[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v16_tss;
     __syncthreads();
-    v16_tss = tsr_red22[0];
-    v16_tss = float(v16_tss + tsr_red22[1]);
-    v16_tss = float(v16_tss + tsr_red22[2]);
-    v16_tss = float(v16_tss + tsr_red22[3]);
+    v16_tss = tsr_red22[tsr_lane & 3];
+    const float sh23 = __shfl_xor_sync(0xffffffffu, v16_tss, 1);
+    v16_tss = float(v16_tss + sh23);
+    const float sh24 = __shfl_xor_sync(0xffffffffu, v16_tss, 2);
+    v16_tss = float(v16_tss + sh24);
     // %sn = add %sc, %tss : f32
-    const float v23_sn = float(c9_sum + v16_tss);
+    const float v25_sn = float(c9_sum + v16_tss);
     // yield %sn
-    c9_sum = v23_sn;
+    c9_sum = v25_sn;
   }
   // %nf = cast %n : f32
-  const float v24_nf = float(float(v3_n));
+  const float v26_nf = float(float(v3_n));
   // %mean = div %sum, %nf : f32
-  const float v25_mean = float(c9_sum / v24_nf);
+  const float v27_mean = float(c9_sum / v26_nf);
   // %means = splat %mean : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-  float v26_means[1];
-  #pragma unroll
-  for (int s27 = 0; s27 < 1; ++s27) {
-    v26_means[s27] = v25_mean;
-  }
-  // %fzero = splat %f0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-  float v28_fzero[1];
+  float v28_means[1];
   #pragma unroll
   for (int s29 = 0; s29 < 1; ++s29) {
-    v28_fzero[s29] = v8_f0;
+    v28_means[s29] = v27_mean;
+  }
+  // %fzero = splat %f0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+  float v30_fzero[1];
+  #pragma unroll
+  for (int s31 = 0; s31 < 1; ++s31) {
+    v30_fzero[s31] = v8_f0;
   }
   // %ssq = for %c0, %ntiles, %c1, %f0 : f32 {...}
-  float c30_ssq;
-  c30_ssq = v8_f0;
-  for (int64_t iv31_ = v1_c0; v2_c1 > 0 && iv31_ < v7_ntiles; iv31_ += v2_c1) {
-    const int32_t iv31 = int32_t(iv31_);
+  float c32_ssq;
+  c32_ssq = v8_f0;
+  for (int64_t iv33_ = v1_c0; v2_c1 > 0 && iv33_ < v7_ntiles; iv33_ += v2_c1) {
+    const int32_t iv33 = int32_t(iv33_);
     // %xt2 = load_tile %x, %row, %j2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v32_xt2[1];
+    float v34_xt2[1];
     {
-      const int64_t o33 = int64_t(v0_row) * 1 + 0;
-      const int64_t o34 = int64_t(iv31) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o35 = int64_t(v0_row) * 1 + 0;
+      const int64_t o36 = int64_t(iv33) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s35 = 0; s35 < 1; ++s35) {
-        v32_xt2[s35] = ((o33 + 0) < int64_t(tsr_dim_M) && (o34 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o33 + 0) * tsr_p0_s0 + (o34 + 0) * tsr_p0_s1] : 0x0p+0f;
+      for (int s37 = 0; s37 < 1; ++s37) {
+        v34_xt2[s37] = ((o35 + 0) < int64_t(tsr_dim_M) && (o36 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o35 + 0) * tsr_p0_s0 + (o36 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %dev = sub %xt2, %means : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v36_dev[1];
-    #pragma unroll
-    for (int s37 = 0; s37 < 1; ++s37) {
-      v36_dev[s37] = float(v32_xt2[s37] - v26_means[s37]);
-    }
-    // %sq = mul %dev, %dev : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v38_sq[1];
+    float v38_dev[1];
     #pragma unroll
     for (int s39 = 0; s39 < 1; ++s39) {
-      v38_sq[s39] = float(v36_dev[s39] * v36_dev[s39]);
+      v38_dev[s39] = float(v34_xt2[s39] - v28_means[s39]);
+    }
+    // %sq = mul %dev, %dev : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v40_sq[1];
+    #pragma unroll
+    for (int s41 = 0; s41 < 1; ++s41) {
+      v40_sq[s41] = float(v38_dev[s41] * v38_dev[s41]);
     }
     // %off = mul %j2, %bn : i32
-    const int32_t v40_off = int32_t(uint32_t(iv31) * uint32_t(v4_bn));
+    const int32_t v42_off = int32_t(uint32_t(iv33) * uint32_t(v4_bn));
     // %0 = arange : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    int32_t v41[1];
-    #pragma unroll
-    for (int s42 = 0; s42 < 1; ++s42) {
-      v41[s42] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32));
-    }
-    // %1 = splat %off : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     int32_t v43[1];
     #pragma unroll
     for (int s44 = 0; s44 < 1; ++s44) {
-      v43[s44] = v40_off;
+      v43[s44] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32));
     }
-    // %2 = add %0, %1 : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %1 = splat %off : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     int32_t v45[1];
     #pragma unroll
     for (int s46 = 0; s46 < 1; ++s46) {
-      v45[s46] = int32_t(uint32_t(v41[s46]) + uint32_t(v43[s46]));
+      v45[s46] = v42_off;
     }
-    // %3 = splat %n : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    // %2 = add %0, %1 : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
     int32_t v47[1];
     #pragma unroll
     for (int s48 = 0; s48 < 1; ++s48) {
-      v47[s48] = v3_n;
+      v47[s48] = int32_t(uint32_t(v43[s48]) + uint32_t(v45[s48]));
     }
-    // %4 = cmp %2, %3 {pred = "lt"} : tile<i1, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    uint8_t v49[1];
+    // %3 = splat %n : tile<i32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    int32_t v49[1];
     #pragma unroll
     for (int s50 = 0; s50 < 1; ++s50) {
-      v49[s50] = uint8_t(v45[s50] < v47[s50]);
+      v49[s50] = v3_n;
+    }
+    // %4 = cmp %2, %3 {pred = "lt"} : tile<i1, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
+    uint8_t v51[1];
+    #pragma unroll
+    for (int s52 = 0; s52 < 1; ++s52) {
+      v51[s52] = uint8_t(v47[s52] < v49[s52]);
     }
     // %inrow2 = expand_dims %4 {axis = 0} : tile<i1, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    uint8_t v51_inrow2[1];
-    v51_inrow2[0] = v49[0];
+    uint8_t v53_inrow2[1];
+    v53_inrow2[0] = v51[0];
     // %sqm = where %inrow2, %sq, %fzero : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v52_sqm[1];
+    float v54_sqm[1];
     #pragma unroll
-    for (int s53 = 0; s53 < 1; ++s53) {
-      v52_sqm[s53] = (v51_inrow2[s53] ? v38_sq[s53] : v28_fzero[s53]);
+    for (int s55 = 0; s55 < 1; ++s55) {
+      v54_sqm[s55] = (v53_inrow2[s55] ? v40_sq[s55] : v30_fzero[s55]);
     }
     // %sqf = reshape %sqm : tile<f32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
-    float v54_sqf[1];
-    v54_sqf[0] = v52_sqm[0];
+    float v56_sqf[1];
+    v56_sqf[0] = v54_sqm[0];
     // %sqs = reduce %sqf {axis = 0, kind = "sum"} : f32
-    float v55_sqs = v54_sqf[0];
-    const float sh56 = __shfl_xor_sync(0xffffffffu, v55_sqs, 1);
-    v55_sqs = float(v55_sqs + sh56);
-    const float sh57 = __shfl_xor_sync(0xffffffffu, v55_sqs, 2);
-    v55_sqs = float(v55_sqs + sh57);
-    const float sh58 = __shfl_xor_sync(0xffffffffu, v55_sqs, 4);
-    v55_sqs = float(v55_sqs + sh58);
-    const float sh59 = __shfl_xor_sync(0xffffffffu, v55_sqs, 8);
-    v55_sqs = float(v55_sqs + sh59);
-    const float sh60 = __shfl_xor_sync(0xffffffffu, v55_sqs, 16);
-    v55_sqs = float(v55_sqs + sh60);
-    __shared__ float tsr_red61_mem[8];
-    float* const tsr_red61 = tsr_red61_mem + tsr_red61_at;
-    tsr_red61_at ^= 4;
-    if (tsr_lane == 0) tsr_red61[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v55_sqs;
+    float v57_sqs;
+    v57_sqs = v56_sqf[0];
+    const float sh58 = __shfl_xor_sync(0xffffffffu, v57_sqs, 1);
+    v57_sqs = float(v57_sqs + sh58);
+    const float sh59 = __shfl_xor_sync(0xffffffffu, v57_sqs, 2);
+    v57_sqs = float(v57_sqs + sh59);
+    const float sh60 = __shfl_xor_sync(0xffffffffu, v57_sqs, 4);
+    v57_sqs = float(v57_sqs + sh60);
+    const float sh61 = __shfl_xor_sync(0xffffffffu, v57_sqs, 8);
+    v57_sqs = float(v57_sqs + sh61);
+    const float sh62 = __shfl_xor_sync(0xffffffffu, v57_sqs, 16);
+    v57_sqs = float(v57_sqs + sh62);
+    __shared__ float tsr_red63_mem[8];
+    float* const tsr_red63 = tsr_red63_mem + tsr_red63_at;
+    tsr_red63_at ^= 4;
+    if (tsr_lane == 0) tsr_red63[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v57_sqs;
     __syncthreads();
-    v55_sqs = tsr_red61[0];
-    v55_sqs = float(v55_sqs + tsr_red61[1]);
-    v55_sqs = float(v55_sqs + tsr_red61[2]);
-    v55_sqs = float(v55_sqs + tsr_red61[3]);
+    v57_sqs = tsr_red63[tsr_lane & 3];
+    const float sh64 = __shfl_xor_sync(0xffffffffu, v57_sqs, 1);
+    v57_sqs = float(v57_sqs + sh64);
+    const float sh65 = __shfl_xor_sync(0xffffffffu, v57_sqs, 2);
+    v57_sqs = float(v57_sqs + sh65);
     // %qn = add %qc, %sqs : f32
-    const float v62_qn = float(c30_ssq + v55_sqs);
+    const float v66_qn = float(c32_ssq + v57_sqs);
     // yield %qn
-    c30_ssq = v62_qn;
+    c32_ssq = v66_qn;
   }
   // %var = div %ssq, %nf : f32
-  const float v63_var = float(c30_ssq / v24_nf);
+  const float v67_var = float(c32_ssq / v26_nf);
   // %eps = const {value = 1e-05} : f32
-  const float v64_eps = 0x1.4f8b58p-17f;
+  const float v68_eps = 0x1.4f8b58p-17f;
   // %vare = add %var, %eps : f32
-  const float v65_vare = float(v63_var + v64_eps);
+  const float v69_vare = float(v67_var + v68_eps);
   // %rstd = rsqrt %vare : f32
-  const float v66_rstd = float(rsqrtf(v65_vare));
+  const float v70_rstd = float(rsqrtf(v69_vare));
   // %rstds = splat %rstd : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-  float v67_rstds[1];
+  float v71_rstds[1];
   #pragma unroll
-  for (int s68 = 0; s68 < 1; ++s68) {
-    v67_rstds[s68] = v66_rstd;
+  for (int s72 = 0; s72 < 1; ++s72) {
+    v71_rstds[s72] = v70_rstd;
   }
   // for %c0, %ntiles, %c1 {...}
-  for (int64_t iv69_ = v1_c0; v2_c1 > 0 && iv69_ < v7_ntiles; iv69_ += v2_c1) {
-    const int32_t iv69 = int32_t(iv69_);
+  for (int64_t iv73_ = v1_c0; v2_c1 > 0 && iv73_ < v7_ntiles; iv73_ += v2_c1) {
+    const int32_t iv73 = int32_t(iv73_);
     // %xt3 = load_tile %x, %row, %j3 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v70_xt3[1];
+    float v74_xt3[1];
     {
-      const int64_t o71 = int64_t(v0_row) * 1 + 0;
-      const int64_t o72 = int64_t(iv69) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o75 = int64_t(v0_row) * 1 + 0;
+      const int64_t o76 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s73 = 0; s73 < 1; ++s73) {
-        v70_xt3[s73] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + 0) * tsr_p0_s1] : 0x0p+0f;
+      for (int s77 = 0; s77 < 1; ++s77) {
+        v74_xt3[s77] = ((o75 + 0) < int64_t(tsr_dim_M) && (o76 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o75 + 0) * tsr_p0_s0 + (o76 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %wt = load_tile %w, %j3 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v74_wt[1];
+    float v78_wt[1];
     {
-      const int64_t o75 = int64_t(iv69) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o79 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s76 = 0; s76 < 1; ++s76) {
-        v74_wt[s76] = ((o75 + 0) < int64_t(tsr_dim_N)) ? tsr_p1[(o75 + 0) * tsr_p1_s0] : 0x0p+0f;
+      for (int s80 = 0; s80 < 1; ++s80) {
+        v78_wt[s80] = ((o79 + 0) < int64_t(tsr_dim_N)) ? tsr_p1[(o79 + 0) * tsr_p1_s0] : 0x0p+0f;
       }
     }
     // %bt = load_tile %b, %j3 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v77_bt[1];
+    float v81_bt[1];
     {
-      const int64_t o78 = int64_t(iv69) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o82 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s79 = 0; s79 < 1; ++s79) {
-        v77_bt[s79] = ((o78 + 0) < int64_t(tsr_dim_N)) ? tsr_p2[(o78 + 0) * tsr_p2_s0] : 0x0p+0f;
+      for (int s83 = 0; s83 < 1; ++s83) {
+        v81_bt[s83] = ((o82 + 0) < int64_t(tsr_dim_N)) ? tsr_p2[(o82 + 0) * tsr_p2_s0] : 0x0p+0f;
       }
     }
     // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v80_wt2[1];
-    v80_wt2[0] = v74_wt[0];
+    float v84_wt2[1];
+    v84_wt2[0] = v78_wt[0];
     // %bt2 = expand_dims %bt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v81_bt2[1];
-    v81_bt2[0] = v77_bt[0];
+    float v85_bt2[1];
+    v85_bt2[0] = v81_bt[0];
     // %xc = sub %xt3, %means : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v82_xc[1];
-    #pragma unroll
-    for (int s83 = 0; s83 < 1; ++s83) {
-      v82_xc[s83] = float(v70_xt3[s83] - v26_means[s83]);
-    }
-    // %xn = mul %xc, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v84_xn[1];
-    #pragma unroll
-    for (int s85 = 0; s85 < 1; ++s85) {
-      v84_xn[s85] = float(v82_xc[s85] * v67_rstds[s85]);
-    }
-    // %yt = fma %xn, %wt2, %bt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v86_yt[1];
+    float v86_xc[1];
     #pragma unroll
     for (int s87 = 0; s87 < 1; ++s87) {
-      v86_yt[s87] = float(fmaf(v84_xn[s87], v80_wt2[s87], v81_bt2[s87]));
+      v86_xc[s87] = float(v74_xt3[s87] - v28_means[s87]);
+    }
+    // %xn = mul %xc, %rstds : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v88_xn[1];
+    #pragma unroll
+    for (int s89 = 0; s89 < 1; ++s89) {
+      v88_xn[s89] = float(v86_xc[s89] * v71_rstds[s89]);
+    }
+    // %yt = fma %xn, %wt2, %bt2 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v90_yt[1];
+    #pragma unroll
+    for (int s91 = 0; s91 < 1; ++s91) {
+      v90_yt[s91] = float(fmaf(v88_xn[s91], v84_wt2[s91], v85_bt2[s91]));
     }
     // store_tile %y, %yt, %row, %j3
     {
-      const int64_t o88 = int64_t(v0_row) * 1 + 0;
-      const int64_t o89 = int64_t(iv69) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o92 = int64_t(v0_row) * 1 + 0;
+      const int64_t o93 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s90 = 0; s90 < 1; ++s90) {
-        if ((o88 + 0) < int64_t(tsr_dim_M) && (o89 + 0) < int64_t(tsr_dim_N)) tsr_p3[(o88 + 0) * tsr_p3_s0 + (o89 + 0) * tsr_p3_s1] = v86_yt[s90];
+      for (int s94 = 0; s94 < 1; ++s94) {
+        if ((o92 + 0) < int64_t(tsr_dim_M) && (o93 + 0) < int64_t(tsr_dim_N)) tsr_p3[(o92 + 0) * tsr_p3_s0 + (o93 + 0) * tsr_p3_s1] = v90_yt[s94];
       }
     }
     // yield

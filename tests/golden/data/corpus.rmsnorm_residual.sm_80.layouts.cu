@@ -127,7 +127,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       v28_sqs[s36] = float(v28_sqs[s36] + tsr_red34[3 + ((0 + 0))]);
     }
     // %sq0 = reduce %sqs {axis = 0, kind = "sum"} : f32
-    float v37_sq0 = v28_sqs[0];
+    float v37_sq0;
+    v37_sq0 = v28_sqs[0];
     // %qn = add %qc, %sq0 : f32
     const float v38_qn = float(c9_ssq + v37_sq0);
     // yield %qn

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   int tsr_red24_at = 0;  // the copy of tsr_red24_mem the next exchange uses
-  int tsr_red42_at = 0;  // the copy of tsr_red42_mem the next exchange uses
+  int tsr_red44_at = 0;  // the copy of tsr_red44_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -60,7 +60,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
     float v17_xf[1];
     v17_xf[0] = v13_xt[0];
     // %tm = reduce %xf {axis = 0, kind = "max"} : f32
-    float v18_tm = v17_xf[0];
+    float v18_tm;
+    v18_tm = v17_xf[0];
     const float sh19 = __shfl_xor_sync(0xffffffffu, v18_tm, 1);
     v18_tm = tsr::max_nan_f32(v18_tm, sh19);
     const float sh20 = __shfl_xor_sync(0xffffffffu, v18_tm, 2);
@@ -76,130 +77,132 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
     tsr_red24_at ^= 4;
     if (tsr_lane == 0) tsr_red24[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)] = v18_tm;
     __syncthreads();
-    v18_tm = tsr_red24[0];
-    v18_tm = tsr::max_nan_f32(v18_tm, tsr_red24[1]);
-    v18_tm = tsr::max_nan_f32(v18_tm, tsr_red24[2]);
-    v18_tm = tsr::max_nan_f32(v18_tm, tsr_red24[3]);
+    v18_tm = tsr_red24[tsr_lane & 3];
+    const float sh25 = __shfl_xor_sync(0xffffffffu, v18_tm, 1);
+    v18_tm = tsr::max_nan_f32(v18_tm, sh25);
+    const float sh26 = __shfl_xor_sync(0xffffffffu, v18_tm, 2);
+    v18_tm = tsr::max_nan_f32(v18_tm, sh26);
     // %mn = max %m_run, %tm : f32
-    const float v25_mn = tsr::fmax_nan_z<float>(c10_mx, v18_tm);
+    const float v27_mn = tsr::fmax_nan_z<float>(c10_mx, v18_tm);
     // %m_none = cmp %mn, %ninf {pred = "eq"} : i1
-    const uint8_t v26_m_none = uint8_t(v25_mn == v8_ninf);
+    const uint8_t v28_m_none = uint8_t(v27_mn == v8_ninf);
     // %m_shift = where %m_none, %f0, %mn : f32
-    const float v27_m_shift = (v26_m_none ? v9_f0 : v25_mn);
+    const float v29_m_shift = (v28_m_none ? v9_f0 : v27_mn);
     // %m_delta = sub %m_run, %m_shift : f32
-    const float v28_m_delta = float(c10_mx - v27_m_shift);
+    const float v30_m_delta = float(c10_mx - v29_m_shift);
     // %alpha = exp %m_delta : f32
-    const float v29_alpha = float(tsr::fexp(v28_m_delta));
+    const float v31_alpha = float(tsr::fexp(v30_m_delta));
     // %0 = splat %m_shift : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v30[1];
-    #pragma unroll
-    for (int s31 = 0; s31 < 1; ++s31) {
-      v30[s31] = v27_m_shift;
-    }
-    // %d = sub %xt, %0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v32_d[1];
+    float v32[1];
     #pragma unroll
     for (int s33 = 0; s33 < 1; ++s33) {
-      v32_d[s33] = float(v13_xt[s33] - v30[s33]);
+      v32[s33] = v29_m_shift;
     }
-    // %e = exp %d : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v34_e[1];
+    // %d = sub %xt, %0 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v34_d[1];
     #pragma unroll
     for (int s35 = 0; s35 < 1; ++s35) {
-      v34_e[s35] = float(tsr::fexp(v32_d[s35]));
+      v34_d[s35] = float(v13_xt[s35] - v32[s35]);
+    }
+    // %e = exp %d : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v36_e[1];
+    #pragma unroll
+    for (int s37 = 0; s37 < 1; ++s37) {
+      v36_e[s37] = float(tsr::fexp(v34_d[s37]));
     }
     // %es = reduce %e {axis = 1, kind = "sum"} : tile<f32, [1], layout = slice<dim = 1, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
-    float v36_es[1];
-    v36_es[0] = v34_e[0];
-    const float sh37 = __shfl_xor_sync(0xffffffffu, v36_es[0], 1);
-    v36_es[0] = float(v36_es[0] + sh37);
-    const float sh38 = __shfl_xor_sync(0xffffffffu, v36_es[0], 2);
-    v36_es[0] = float(v36_es[0] + sh38);
-    const float sh39 = __shfl_xor_sync(0xffffffffu, v36_es[0], 4);
-    v36_es[0] = float(v36_es[0] + sh39);
-    const float sh40 = __shfl_xor_sync(0xffffffffu, v36_es[0], 8);
-    v36_es[0] = float(v36_es[0] + sh40);
-    const float sh41 = __shfl_xor_sync(0xffffffffu, v36_es[0], 16);
-    v36_es[0] = float(v36_es[0] + sh41);
-    __shared__ float tsr_red42_mem[8];
-    float* const tsr_red42 = tsr_red42_mem + tsr_red42_at;
-    tsr_red42_at ^= 4;
+    float v38_es[1];
+    v38_es[0] = v36_e[0];
+    const float sh39 = __shfl_xor_sync(0xffffffffu, v38_es[0], 1);
+    v38_es[0] = float(v38_es[0] + sh39);
+    const float sh40 = __shfl_xor_sync(0xffffffffu, v38_es[0], 2);
+    v38_es[0] = float(v38_es[0] + sh40);
+    const float sh41 = __shfl_xor_sync(0xffffffffu, v38_es[0], 4);
+    v38_es[0] = float(v38_es[0] + sh41);
+    const float sh42 = __shfl_xor_sync(0xffffffffu, v38_es[0], 8);
+    v38_es[0] = float(v38_es[0] + sh42);
+    const float sh43 = __shfl_xor_sync(0xffffffffu, v38_es[0], 16);
+    v38_es[0] = float(v38_es[0] + sh43);
+    __shared__ float tsr_red44_mem[8];
+    float* const tsr_red44 = tsr_red44_mem + tsr_red44_at;
+    tsr_red44_at ^= 4;
     #pragma unroll
-    for (int s43 = 0; s43 < 1; ++s43) {
-      if ((tsr_lane & 31) == 0) tsr_red42[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v36_es[s43];
+    for (int s45 = 0; s45 < 1; ++s45) {
+      if ((tsr_lane & 31) == 0) tsr_red44[((((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1)) * 1 + ((0 + 0))] = v38_es[s45];
     }
     __syncthreads();
     #pragma unroll
-    for (int s44 = 0; s44 < 1; ++s44) {
-      v36_es[s44] = tsr_red42[((0 + 0))];
-      v36_es[s44] = float(v36_es[s44] + tsr_red42[1 + ((0 + 0))]);
-      v36_es[s44] = float(v36_es[s44] + tsr_red42[2 + ((0 + 0))]);
-      v36_es[s44] = float(v36_es[s44] + tsr_red42[3 + ((0 + 0))]);
+    for (int s46 = 0; s46 < 1; ++s46) {
+      v38_es[s46] = tsr_red44[((0 + 0))];
+      v38_es[s46] = float(v38_es[s46] + tsr_red44[1 + ((0 + 0))]);
+      v38_es[s46] = float(v38_es[s46] + tsr_red44[2 + ((0 + 0))]);
+      v38_es[s46] = float(v38_es[s46] + tsr_red44[3 + ((0 + 0))]);
     }
     // %es0 = reduce %es {axis = 0, kind = "sum"} : f32
-    float v45_es0 = v36_es[0];
+    float v47_es0;
+    v47_es0 = v38_es[0];
     // %1 = mul %sc, %alpha : f32
-    const float v46 = float(c11_sum * v29_alpha);
+    const float v48 = float(c11_sum * v31_alpha);
     // %sn = add %1, %es0 : f32
-    const float v47_sn = float(v46 + v45_es0);
+    const float v49_sn = float(v48 + v47_es0);
     // yield %mn, %sn
-    c10_mx = v25_mn;
-    c11_sum = v47_sn;
+    c10_mx = v27_mn;
+    c11_sum = v49_sn;
   }
   // %mxs = splat %mx : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-  float v48_mxs[1];
+  float v50_mxs[1];
   #pragma unroll
-  for (int s49 = 0; s49 < 1; ++s49) {
-    v48_mxs[s49] = c10_mx;
+  for (int s51 = 0; s51 < 1; ++s51) {
+    v50_mxs[s51] = c10_mx;
   }
   // %one = const {value = 1.0} : f32
-  const float v50_one = 0x1p+0f;
+  const float v52_one = 0x1p+0f;
   // %inv = div %one, %sum : f32
-  const float v51_inv = float(v50_one / c11_sum);
+  const float v53_inv = float(v52_one / c11_sum);
   // %invs = splat %inv : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-  float v52_invs[1];
+  float v54_invs[1];
   #pragma unroll
-  for (int s53 = 0; s53 < 1; ++s53) {
-    v52_invs[s53] = v51_inv;
+  for (int s55 = 0; s55 < 1; ++s55) {
+    v54_invs[s55] = v53_inv;
   }
   // for %c0, %ntiles, %c1 {...}
-  for (int64_t iv54_ = v1_c0; v2_c1 > 0 && iv54_ < v7_ntiles; iv54_ += v2_c1) {
-    const int32_t iv54 = int32_t(iv54_);
+  for (int64_t iv56_ = v1_c0; v2_c1 > 0 && iv56_ < v7_ntiles; iv56_ += v2_c1) {
+    const int32_t iv56 = int32_t(iv56_);
     // %xt3 = load_tile %x, %row, %j3 {pad = -inf} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v55_xt3[1];
+    float v57_xt3[1];
     {
-      const int64_t o56 = int64_t(v0_row) * 1 + 0;
-      const int64_t o57 = int64_t(iv54) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o58 = int64_t(v0_row) * 1 + 0;
+      const int64_t o59 = int64_t(iv56) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s58 = 0; s58 < 1; ++s58) {
-        v55_xt3[s58] = ((o56 + 0) < int64_t(tsr_dim_M) && (o57 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o56 + 0) * tsr_p0_s0 + (o57 + 0) * tsr_p0_s1] : (-tsr::inf_f());
+      for (int s60 = 0; s60 < 1; ++s60) {
+        v57_xt3[s60] = ((o58 + 0) < int64_t(tsr_dim_M) && (o59 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o58 + 0) * tsr_p0_s0 + (o59 + 0) * tsr_p0_s1] : (-tsr::inf_f());
       }
     }
     // %d3 = sub %xt3, %mxs : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v59_d3[1];
-    #pragma unroll
-    for (int s60 = 0; s60 < 1; ++s60) {
-      v59_d3[s60] = float(v55_xt3[s60] - v48_mxs[s60]);
-    }
-    // %e3 = exp %d3 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v61_e3[1];
+    float v61_d3[1];
     #pragma unroll
     for (int s62 = 0; s62 < 1; ++s62) {
-      v61_e3[s62] = float(tsr::fexp(v59_d3[s62]));
+      v61_d3[s62] = float(v57_xt3[s62] - v50_mxs[s62]);
     }
-    // %yt = mul %e3, %invs : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
-    float v63_yt[1];
+    // %e3 = exp %d3 : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v63_e3[1];
     #pragma unroll
     for (int s64 = 0; s64 < 1; ++s64) {
-      v63_yt[s64] = float(v61_e3[s64] * v52_invs[s64]);
+      v63_e3[s64] = float(tsr::fexp(v61_d3[s64]));
+    }
+    // %yt = mul %e3, %invs : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
+    float v65_yt[1];
+    #pragma unroll
+    for (int s66 = 0; s66 < 1; ++s66) {
+      v65_yt[s66] = float(v63_e3[s66] * v54_invs[s66]);
     }
     // store_tile %y, %yt, %row, %j3
     {
-      const int64_t o65 = int64_t(v0_row) * 1 + 0;
-      const int64_t o66 = int64_t(iv54) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
+      const int64_t o67 = int64_t(v0_row) * 1 + 0;
+      const int64_t o68 = int64_t(iv56) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
-      for (int s67 = 0; s67 < 1; ++s67) {
-        if ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + 0) < int64_t(tsr_dim_N)) tsr_p1[(o65 + 0) * tsr_p1_s0 + (o66 + 0) * tsr_p1_s1] = v63_yt[s67];
+      for (int s69 = 0; s69 < 1; ++s69) {
+        if ((o67 + 0) < int64_t(tsr_dim_M) && (o68 + 0) < int64_t(tsr_dim_N)) tsr_p1[(o67 + 0) * tsr_p1_s0 + (o68 + 0) * tsr_p1_s1] = v65_yt[s69];
       }
     }
     // yield

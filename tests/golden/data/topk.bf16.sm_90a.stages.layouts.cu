@@ -462,7 +462,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
         v145[s146] = int64_t(uint64_t(v143[s146]) + uint64_t(v126[s146]));
       }
       // %100 = reduce %99 {axis = 0, kind = "sum"} : i64
-      int64_t v147 = v145[0];
+      int64_t v147;
+      v147 = v145[0];
       const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v147, 1);
       v147 = int64_t(uint64_t(v147) + uint64_t(sh148));
       const int64_t sh149 = __shfl_xor_sync(0xffffffffu, v147, 2);
@@ -478,45 +479,44 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       tsr_red153_at ^= 8;
       if (tsr_lane == 0) tsr_red153[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v147;
       __syncthreads();
-      v147 = tsr_red153[0];
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[1]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[2]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[3]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[4]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[5]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[6]));
-      v147 = int64_t(uint64_t(v147) + uint64_t(tsr_red153[7]));
+      v147 = tsr_red153[tsr_lane & 7];
+      const int64_t sh154 = __shfl_xor_sync(0xffffffffu, v147, 1);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh154));
+      const int64_t sh155 = __shfl_xor_sync(0xffffffffu, v147, 2);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh155));
+      const int64_t sh156 = __shfl_xor_sync(0xffffffffu, v147, 4);
+      v147 = int64_t(uint64_t(v147) + uint64_t(sh156));
       // %101 = const {value = 4095} : i64
-      const int64_t v154 = int64_t(4095LL);
+      const int64_t v157 = int64_t(4095LL);
       // %102 = and %100, %101 : i64
-      const int64_t v155 = int64_t(v147 & v154);
+      const int64_t v158 = int64_t(v147 & v157);
       // %103 = cast %102 : i32
-      const int32_t v156 = int32_t(v155);
+      const int32_t v159 = int32_t(v158);
       // %104 = shr %100, %90 : i64
-      const int64_t v157 = tsr::ishr<int64_t>(v147, v130);
+      const int64_t v160 = tsr::ishr<int64_t>(v147, v130);
       // %105 = cast %104 : i32
-      const int32_t v158 = int32_t(v157);
+      const int32_t v161 = int32_t(v160);
       // %106 = sub %49, %105 : i32
-      const int32_t v159 = int32_t(uint32_t(c58) - uint32_t(v158));
+      const int32_t v162 = int32_t(uint32_t(c58) - uint32_t(v161));
       // %107 = cast %103 : u32
-      const uint32_t v160 = uint32_t(v156);
+      const uint32_t v163 = uint32_t(v159);
       // %108 = shl %107, %63 : u32
-      const uint32_t v161 = tsr::ishl<uint32_t>(v160, v73);
+      const uint32_t v164 = tsr::ishl<uint32_t>(v163, v73);
       // %109 = or %48, %108 : u32
-      const uint32_t v162 = uint32_t(c57 | v161);
+      const uint32_t v165 = uint32_t(c57 | v164);
       // %110 = const {value = 12} : i64
-      const int64_t v163 = int64_t(12LL);
+      const int64_t v166 = int64_t(12LL);
       // %111 = shr %100, %110 : i64
-      const int64_t v164 = tsr::ishr<int64_t>(v147, v163);
+      const int64_t v167 = tsr::ishr<int64_t>(v147, v166);
       // %112 = and %111, %101 : i64
-      const int64_t v165 = int64_t(v164 & v154);
+      const int64_t v168 = int64_t(v167 & v157);
       // %113 = cmp %112, %96 {pred = "eq"} : i1
-      const uint8_t v166 = uint8_t(v165 == v140);
+      const uint8_t v169 = uint8_t(v168 == v140);
       // yield %109, %106, %63, %113
-      v62 = v162;
-      v63 = v159;
+      v62 = v165;
+      v63 = v162;
       v64 = v73;
-      v65 = v166;
+      v65 = v169;
     } else {
       // yield %48, %49, %50, %51
       v62 = c57;
@@ -531,401 +531,404 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     c60 = v65;
   }
   // %114 = shr %43, %45 : u32
-  const uint32_t v167 = tsr::ishr<uint32_t>(c57, c59);
+  const uint32_t v170 = tsr::ishr<uint32_t>(c57, c59);
   // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v168[16];
+  uint32_t v171[16];
   #pragma unroll
-  for (int s169 = 0; s169 < 16; ++s169) {
-    v168[s169] = c59;
+  for (int s172 = 0; s172 < 16; ++s172) {
+    v171[s172] = c59;
   }
   // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v170[16];
+  uint32_t v173[16];
   #pragma unroll
-  for (int s171 = 0; s171 < 16; ++s171) {
-    v170[s171] = tsr::ishr<uint32_t>(v50[s171], v168[s171]);
+  for (int s174 = 0; s174 < 16; ++s174) {
+    v173[s174] = tsr::ishr<uint32_t>(v50[s174], v171[s174]);
   }
   // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint32_t v172[16];
+  uint32_t v175[16];
   #pragma unroll
-  for (int s173 = 0; s173 < 16; ++s173) {
-    v172[s173] = v167;
+  for (int s176 = 0; s176 < 16; ++s176) {
+    v175[s176] = v170;
   }
   // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v174[16];
+  uint8_t v177[16];
   #pragma unroll
-  for (int s175 = 0; s175 < 16; ++s175) {
-    v174[s175] = uint8_t(v170[s175] == v172[s175]);
+  for (int s178 = 0; s178 < 16; ++s178) {
+    v177[s178] = uint8_t(v173[s178] == v175[s178]);
   }
   // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  uint8_t v176[16];
-  #pragma unroll
-  for (int s177 = 0; s177 < 16; ++s177) {
-    v176[s177] = uint8_t(v170[s177] < v172[s177]);
-  }
-  // %120 = const {value = 65536} : i32
-  const int32_t v178 = int32_t(65536LL);
-  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v179[16];
+  uint8_t v179[16];
   #pragma unroll
   for (int s180 = 0; s180 < 16; ++s180) {
-    v179[s180] = v178;
+    v179[s180] = uint8_t(v173[s180] < v175[s180]);
+  }
+  // %120 = const {value = 65536} : i32
+  const int32_t v181 = int32_t(65536LL);
+  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v182[16];
+  #pragma unroll
+  for (int s183 = 0; s183 < 16; ++s183) {
+    v182[s183] = v181;
   }
   // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v181[16];
+  int32_t v184[16];
   #pragma unroll
-  for (int s182 = 0; s182 < 16; ++s182) {
-    v181[s182] = v10;
+  for (int s185 = 0; s185 < 16; ++s185) {
+    v184[s185] = v10;
   }
   // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v183[16];
+  int32_t v186[16];
   #pragma unroll
-  for (int s184 = 0; s184 < 16; ++s184) {
-    v183[s184] = (v176[s184] ? v179[s184] : v181[s184]);
+  for (int s187 = 0; s187 < 16; ++s187) {
+    v186[s187] = (v179[s187] ? v182[s187] : v184[s187]);
   }
   // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v185[16];
+  int32_t v188[16];
   #pragma unroll
-  for (int s186 = 0; s186 < 16; ++s186) {
-    v185[s186] = v1;
+  for (int s189 = 0; s189 < 16; ++s189) {
+    v188[s189] = v1;
   }
   // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v187[16];
+  int32_t v190[16];
   #pragma unroll
-  for (int s188 = 0; s188 < 16; ++s188) {
-    v187[s188] = (v174[s188] ? v185[s188] : v181[s188]);
+  for (int s191 = 0; s191 < 16; ++s191) {
+    v190[s191] = (v177[s191] ? v188[s191] : v184[s191]);
   }
   // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v189[16];
+  int32_t v192[16];
   #pragma unroll
-  for (int s190 = 0; s190 < 16; ++s190) {
-    v189[s190] = int32_t(uint32_t(v187[s190]) + uint32_t(v183[s190]));
+  for (int s193 = 0; s193 < 16; ++s193) {
+    v192[s193] = int32_t(uint32_t(v190[s193]) + uint32_t(v186[s193]));
   }
   // %127 = reduce %126 {axis = 0, kind = "sum"} : i32
-  int32_t v191 = v189[0];
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[1]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[2]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[3]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[4]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[5]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[6]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[7]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[8]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[9]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[10]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[11]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[12]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[13]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[14]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(v189[15]));
-  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v191, 1);
-  v191 = int32_t(uint32_t(v191) + uint32_t(sh192));
-  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v191, 2);
-  v191 = int32_t(uint32_t(v191) + uint32_t(sh193));
-  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v191, 4);
-  v191 = int32_t(uint32_t(v191) + uint32_t(sh194));
-  const int32_t sh195 = __shfl_xor_sync(0xffffffffu, v191, 8);
-  v191 = int32_t(uint32_t(v191) + uint32_t(sh195));
-  const int32_t sh196 = __shfl_xor_sync(0xffffffffu, v191, 16);
-  v191 = int32_t(uint32_t(v191) + uint32_t(sh196));
-  __shared__ int32_t tsr_red197_mem[16];
-  int32_t* const tsr_red197 = tsr_red197_mem;
-  if (tsr_lane == 0) tsr_red197[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v191;
+  int32_t v194;
+  int32_t part195[8];
+  part195[0] = v192[0];
+  part195[1] = v192[1];
+  part195[2] = v192[2];
+  part195[3] = v192[3];
+  part195[4] = v192[4];
+  part195[5] = v192[5];
+  part195[6] = v192[6];
+  part195[7] = v192[7];
+  part195[0] = int32_t(uint32_t(part195[0]) + uint32_t(v192[8]));
+  part195[1] = int32_t(uint32_t(part195[1]) + uint32_t(v192[9]));
+  part195[2] = int32_t(uint32_t(part195[2]) + uint32_t(v192[10]));
+  part195[3] = int32_t(uint32_t(part195[3]) + uint32_t(v192[11]));
+  part195[4] = int32_t(uint32_t(part195[4]) + uint32_t(v192[12]));
+  part195[5] = int32_t(uint32_t(part195[5]) + uint32_t(v192[13]));
+  part195[6] = int32_t(uint32_t(part195[6]) + uint32_t(v192[14]));
+  part195[7] = int32_t(uint32_t(part195[7]) + uint32_t(v192[15]));
+  part195[0] = int32_t(uint32_t(part195[0]) + uint32_t(part195[4]));
+  part195[1] = int32_t(uint32_t(part195[1]) + uint32_t(part195[5]));
+  part195[2] = int32_t(uint32_t(part195[2]) + uint32_t(part195[6]));
+  part195[3] = int32_t(uint32_t(part195[3]) + uint32_t(part195[7]));
+  part195[0] = int32_t(uint32_t(part195[0]) + uint32_t(part195[2]));
+  part195[1] = int32_t(uint32_t(part195[1]) + uint32_t(part195[3]));
+  part195[0] = int32_t(uint32_t(part195[0]) + uint32_t(part195[1]));
+  v194 = part195[0];
+  const int32_t sh196 = __shfl_xor_sync(0xffffffffu, v194, 1);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh196));
+  const int32_t sh197 = __shfl_xor_sync(0xffffffffu, v194, 2);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh197));
+  const int32_t sh198 = __shfl_xor_sync(0xffffffffu, v194, 4);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh198));
+  const int32_t sh199 = __shfl_xor_sync(0xffffffffu, v194, 8);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh199));
+  const int32_t sh200 = __shfl_xor_sync(0xffffffffu, v194, 16);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh200));
+  __shared__ int32_t tsr_red201_mem[16];
+  int32_t* const tsr_red201 = tsr_red201_mem;
+  if (tsr_lane == 0) tsr_red201[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v194;
   __syncthreads();
-  v191 = tsr_red197[0];
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[1]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[2]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[3]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[4]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[5]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[6]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[7]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[8]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[9]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[10]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[11]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[12]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[13]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[14]));
-  v191 = int32_t(uint32_t(v191) + uint32_t(tsr_red197[15]));
+  v194 = tsr_red201[tsr_lane & 15];
+  const int32_t sh202 = __shfl_xor_sync(0xffffffffu, v194, 1);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh202));
+  const int32_t sh203 = __shfl_xor_sync(0xffffffffu, v194, 2);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh203));
+  const int32_t sh204 = __shfl_xor_sync(0xffffffffu, v194, 4);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh204));
+  const int32_t sh205 = __shfl_xor_sync(0xffffffffu, v194, 8);
+  v194 = int32_t(uint32_t(v194) + uint32_t(sh205));
   // %128 = const {value = 65535} : i32
-  const int32_t v198 = int32_t(65535LL);
+  const int32_t v206 = int32_t(65535LL);
   // %129 = and %127, %128 : i32
-  const int32_t v199 = int32_t(v191 & v198);
+  const int32_t v207 = int32_t(v194 & v206);
   // %130 = const {value = 16} : i32
-  const int32_t v200 = int32_t(16LL);
+  const int32_t v208 = int32_t(16LL);
   // %131 = shr %127, %130 : i32
-  const int32_t v201 = tsr::ishr<int32_t>(v191, v200);
+  const int32_t v209 = tsr::ishr<int32_t>(v194, v208);
   // %132 = add %17, %129 : i32
-  const int32_t v202 = int32_t(uint32_t(v10) + uint32_t(v199));
+  const int32_t v210 = int32_t(uint32_t(v10) + uint32_t(v207));
   // %133 = cmp %132, %44 {pred = "le"} : i1
-  const uint8_t v203 = uint8_t(v202 <= c58);
+  const uint8_t v211 = uint8_t(v210 <= c58);
   // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v204[16];
-  if (v203) {
+  uint8_t v212[16];
+  if (v211) {
     // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v205[16];
+    uint8_t v213[16];
     #pragma unroll
-    for (int s206 = 0; s206 < 16; ++s206) {
-      v205[s206] = uint8_t(v176[s206] | v174[s206]);
+    for (int s214 = 0; s214 < 16; ++s214) {
+      v213[s214] = uint8_t(v179[s214] | v177[s214]);
     }
     // yield %135
     #pragma unroll
-    for (int s207 = 0; s207 < 16; ++s207) {
-      v204[s207] = v205[s207];
+    for (int s215 = 0; s215 < 16; ++s215) {
+      v212[s215] = v213[s215];
     }
   } else {
     // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v208[16];
+    int32_t v216[16];
     #pragma unroll
-    for (int s209 = 0; s209 < 16; ++s209) {
-      v208[s209] = int32_t(v174[s209]);
+    for (int s217 = 0; s217 < 16; ++s217) {
+      v216[s217] = int32_t(v177[s217]);
     }
     // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v210[16];
-    uint32_t run211 = uint32_t(0);
-    uint32_t acc212_0 = uint32_t(0);
-    acc212_0 += uint32_t(v208[0]); v210[0] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[1]); v210[1] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[2]); v210[2] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[3]); v210[3] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[4]); v210[4] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[5]); v210[5] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[6]); v210[6] = int32_t(acc212_0);
-    acc212_0 += uint32_t(v208[7]); v210[7] = int32_t(acc212_0);
+    int32_t v218[16];
+    uint32_t run219 = uint32_t(0);
+    uint32_t acc220_0 = uint32_t(0);
+    acc220_0 += uint32_t(v216[0]); v218[0] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[1]); v218[1] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[2]); v218[2] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[3]); v218[3] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[4]); v218[4] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[5]); v218[5] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[6]); v218[6] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[7]); v218[7] = int32_t(acc220_0);
     __syncthreads();
-    uint32_t tot214_0;
-    const uint32_t off213_0 = run211 + tsr::block_exclusive_sum<16>(acc212_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_0);
-    v210[0] = int32_t(uint32_t(v210[0]) + off213_0);
-    v210[1] = int32_t(uint32_t(v210[1]) + off213_0);
-    v210[2] = int32_t(uint32_t(v210[2]) + off213_0);
-    v210[3] = int32_t(uint32_t(v210[3]) + off213_0);
-    v210[4] = int32_t(uint32_t(v210[4]) + off213_0);
-    v210[5] = int32_t(uint32_t(v210[5]) + off213_0);
-    v210[6] = int32_t(uint32_t(v210[6]) + off213_0);
-    v210[7] = int32_t(uint32_t(v210[7]) + off213_0);
-    run211 += tot214_0;
-    uint32_t acc212_1 = uint32_t(0);
-    acc212_1 += uint32_t(v208[8]); v210[8] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[9]); v210[9] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[10]); v210[10] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[11]); v210[11] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[12]); v210[12] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[13]); v210[13] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[14]); v210[14] = int32_t(acc212_1);
-    acc212_1 += uint32_t(v208[15]); v210[15] = int32_t(acc212_1);
+    uint32_t tot222_0;
+    const uint32_t off221_0 = run219 + tsr::block_exclusive_sum<16>(acc220_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_0);
+    v218[0] = int32_t(uint32_t(v218[0]) + off221_0);
+    v218[1] = int32_t(uint32_t(v218[1]) + off221_0);
+    v218[2] = int32_t(uint32_t(v218[2]) + off221_0);
+    v218[3] = int32_t(uint32_t(v218[3]) + off221_0);
+    v218[4] = int32_t(uint32_t(v218[4]) + off221_0);
+    v218[5] = int32_t(uint32_t(v218[5]) + off221_0);
+    v218[6] = int32_t(uint32_t(v218[6]) + off221_0);
+    v218[7] = int32_t(uint32_t(v218[7]) + off221_0);
+    run219 += tot222_0;
+    uint32_t acc220_1 = uint32_t(0);
+    acc220_1 += uint32_t(v216[8]); v218[8] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[9]); v218[9] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[10]); v218[10] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[11]); v218[11] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[12]); v218[12] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[13]); v218[13] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[14]); v218[14] = int32_t(acc220_1);
+    acc220_1 += uint32_t(v216[15]); v218[15] = int32_t(acc220_1);
     __syncthreads();
-    uint32_t tot214_1;
-    const uint32_t off213_1 = run211 + tsr::block_exclusive_sum<16>(acc212_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot214_1);
-    v210[8] = int32_t(uint32_t(v210[8]) + off213_1);
-    v210[9] = int32_t(uint32_t(v210[9]) + off213_1);
-    v210[10] = int32_t(uint32_t(v210[10]) + off213_1);
-    v210[11] = int32_t(uint32_t(v210[11]) + off213_1);
-    v210[12] = int32_t(uint32_t(v210[12]) + off213_1);
-    v210[13] = int32_t(uint32_t(v210[13]) + off213_1);
-    v210[14] = int32_t(uint32_t(v210[14]) + off213_1);
-    v210[15] = int32_t(uint32_t(v210[15]) + off213_1);
-    run211 += tot214_1;
+    uint32_t tot222_1;
+    const uint32_t off221_1 = run219 + tsr::block_exclusive_sum<16>(acc220_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_1);
+    v218[8] = int32_t(uint32_t(v218[8]) + off221_1);
+    v218[9] = int32_t(uint32_t(v218[9]) + off221_1);
+    v218[10] = int32_t(uint32_t(v218[10]) + off221_1);
+    v218[11] = int32_t(uint32_t(v218[11]) + off221_1);
+    v218[12] = int32_t(uint32_t(v218[12]) + off221_1);
+    v218[13] = int32_t(uint32_t(v218[13]) + off221_1);
+    v218[14] = int32_t(uint32_t(v218[14]) + off221_1);
+    v218[15] = int32_t(uint32_t(v218[15]) + off221_1);
+    run219 += tot222_1;
     // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v215[16];
-    #pragma unroll
-    for (int s216 = 0; s216 < 16; ++s216) {
-      v215[s216] = int32_t(uint32_t(v210[s216]) + uint32_t(v181[s216]));
-    }
-    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v217[16];
-    #pragma unroll
-    for (int s218 = 0; s218 < 16; ++s218) {
-      v217[s218] = c58;
-    }
-    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v219[16];
-    #pragma unroll
-    for (int s220 = 0; s220 < 16; ++s220) {
-      v219[s220] = uint8_t(v215[s220] <= v217[s220]);
-    }
-    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v221[16];
-    #pragma unroll
-    for (int s222 = 0; s222 < 16; ++s222) {
-      v221[s222] = uint8_t(v174[s222] & v219[s222]);
-    }
-    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    uint8_t v223[16];
+    int32_t v223[16];
     #pragma unroll
     for (int s224 = 0; s224 < 16; ++s224) {
-      v223[s224] = uint8_t(v176[s224] | v221[s224]);
+      v223[s224] = int32_t(uint32_t(v218[s224]) + uint32_t(v184[s224]));
+    }
+    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v225[16];
+    #pragma unroll
+    for (int s226 = 0; s226 < 16; ++s226) {
+      v225[s226] = c58;
+    }
+    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v227[16];
+    #pragma unroll
+    for (int s228 = 0; s228 < 16; ++s228) {
+      v227[s228] = uint8_t(v223[s228] <= v225[s228]);
+    }
+    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v229[16];
+    #pragma unroll
+    for (int s230 = 0; s230 < 16; ++s230) {
+      v229[s230] = uint8_t(v177[s230] & v227[s230]);
+    }
+    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    uint8_t v231[16];
+    #pragma unroll
+    for (int s232 = 0; s232 < 16; ++s232) {
+      v231[s232] = uint8_t(v179[s232] | v229[s232]);
     }
     // yield %142
     #pragma unroll
-    for (int s225 = 0; s225 < 16; ++s225) {
-      v204[s225] = v223[s225];
+    for (int s233 = 0; s233 < 16; ++s233) {
+      v212[s233] = v231[s233];
     }
   }
   // %143 = const {value = -1} : i32
-  const int32_t v226 = int32_t(-1LL);
+  const int32_t v234 = int32_t(-1LL);
   // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v227[16];
+  int32_t v235[16];
   #pragma unroll
-  for (int s228 = 0; s228 < 16; ++s228) {
-    v227[s228] = int32_t(v204[s228]);
+  for (int s236 = 0; s236 < 16; ++s236) {
+    v235[s236] = int32_t(v212[s236]);
   }
   // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v229[16];
-  uint32_t run230 = uint32_t(0);
-  uint32_t acc231_0 = uint32_t(0);
-  acc231_0 += uint32_t(v227[0]); v229[0] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[1]); v229[1] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[2]); v229[2] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[3]); v229[3] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[4]); v229[4] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[5]); v229[5] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[6]); v229[6] = int32_t(acc231_0);
-  acc231_0 += uint32_t(v227[7]); v229[7] = int32_t(acc231_0);
+  int32_t v237[16];
+  uint32_t run238 = uint32_t(0);
+  uint32_t acc239_0 = uint32_t(0);
+  acc239_0 += uint32_t(v235[0]); v237[0] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[1]); v237[1] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[2]); v237[2] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[3]); v237[3] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[4]); v237[4] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[5]); v237[5] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[6]); v237[6] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[7]); v237[7] = int32_t(acc239_0);
   __syncthreads();
-  uint32_t tot233_0;
-  const uint32_t off232_0 = run230 + tsr::block_exclusive_sum<16>(acc231_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_0);
-  v229[0] = int32_t(uint32_t(v229[0]) + off232_0);
-  v229[1] = int32_t(uint32_t(v229[1]) + off232_0);
-  v229[2] = int32_t(uint32_t(v229[2]) + off232_0);
-  v229[3] = int32_t(uint32_t(v229[3]) + off232_0);
-  v229[4] = int32_t(uint32_t(v229[4]) + off232_0);
-  v229[5] = int32_t(uint32_t(v229[5]) + off232_0);
-  v229[6] = int32_t(uint32_t(v229[6]) + off232_0);
-  v229[7] = int32_t(uint32_t(v229[7]) + off232_0);
-  run230 += tot233_0;
-  uint32_t acc231_1 = uint32_t(0);
-  acc231_1 += uint32_t(v227[8]); v229[8] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[9]); v229[9] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[10]); v229[10] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[11]); v229[11] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[12]); v229[12] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[13]); v229[13] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[14]); v229[14] = int32_t(acc231_1);
-  acc231_1 += uint32_t(v227[15]); v229[15] = int32_t(acc231_1);
+  uint32_t tot241_0;
+  const uint32_t off240_0 = run238 + tsr::block_exclusive_sum<16>(acc239_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_0);
+  v237[0] = int32_t(uint32_t(v237[0]) + off240_0);
+  v237[1] = int32_t(uint32_t(v237[1]) + off240_0);
+  v237[2] = int32_t(uint32_t(v237[2]) + off240_0);
+  v237[3] = int32_t(uint32_t(v237[3]) + off240_0);
+  v237[4] = int32_t(uint32_t(v237[4]) + off240_0);
+  v237[5] = int32_t(uint32_t(v237[5]) + off240_0);
+  v237[6] = int32_t(uint32_t(v237[6]) + off240_0);
+  v237[7] = int32_t(uint32_t(v237[7]) + off240_0);
+  run238 += tot241_0;
+  uint32_t acc239_1 = uint32_t(0);
+  acc239_1 += uint32_t(v235[8]); v237[8] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[9]); v237[9] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[10]); v237[10] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[11]); v237[11] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[12]); v237[12] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[13]); v237[13] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[14]); v237[14] = int32_t(acc239_1);
+  acc239_1 += uint32_t(v235[15]); v237[15] = int32_t(acc239_1);
   __syncthreads();
-  uint32_t tot233_1;
-  const uint32_t off232_1 = run230 + tsr::block_exclusive_sum<16>(acc231_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot233_1);
-  v229[8] = int32_t(uint32_t(v229[8]) + off232_1);
-  v229[9] = int32_t(uint32_t(v229[9]) + off232_1);
-  v229[10] = int32_t(uint32_t(v229[10]) + off232_1);
-  v229[11] = int32_t(uint32_t(v229[11]) + off232_1);
-  v229[12] = int32_t(uint32_t(v229[12]) + off232_1);
-  v229[13] = int32_t(uint32_t(v229[13]) + off232_1);
-  v229[14] = int32_t(uint32_t(v229[14]) + off232_1);
-  v229[15] = int32_t(uint32_t(v229[15]) + off232_1);
-  run230 += tot233_1;
+  uint32_t tot241_1;
+  const uint32_t off240_1 = run238 + tsr::block_exclusive_sum<16>(acc239_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_1);
+  v237[8] = int32_t(uint32_t(v237[8]) + off240_1);
+  v237[9] = int32_t(uint32_t(v237[9]) + off240_1);
+  v237[10] = int32_t(uint32_t(v237[10]) + off240_1);
+  v237[11] = int32_t(uint32_t(v237[11]) + off240_1);
+  v237[12] = int32_t(uint32_t(v237[12]) + off240_1);
+  v237[13] = int32_t(uint32_t(v237[13]) + off240_1);
+  v237[14] = int32_t(uint32_t(v237[14]) + off240_1);
+  v237[15] = int32_t(uint32_t(v237[15]) + off240_1);
+  run238 += tot241_1;
   // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v234[16];
+  int32_t v242[16];
   #pragma unroll
-  for (int s235 = 0; s235 < 16; ++s235) {
-    v234[s235] = v226;
+  for (int s243 = 0; s243 < 16; ++s243) {
+    v242[s243] = v234;
   }
   // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v236[16];
-  #pragma unroll
-  for (int s237 = 0; s237 < 16; ++s237) {
-    v236[s237] = int32_t(uint32_t(v229[s237]) + uint32_t(v234[s237]));
-  }
-  // %148 = mul %10, %38 : i32
-  const int32_t v238 = int32_t(uint32_t(v3) * uint32_t(v52));
-  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v239[16];
-  #pragma unroll
-  for (int s240 = 0; s240 < 16; ++s240) {
-    v239[s240] = v238;
-  }
-  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v241[16];
-  #pragma unroll
-  for (int s242 = 0; s242 < 16; ++s242) {
-    v241[s242] = int32_t(uint32_t(v236[s242]) + uint32_t(v239[s242]));
-  }
-  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-  int32_t v243[16];
-  #pragma unroll
-  for (int s244 = 0; s244 < 16; ++s244) {
-    v243[s244] = v2;
-  }
-  // scatter %seg_values, %20, %151, %150, %134
+  int32_t v244[16];
   #pragma unroll
   for (int s245 = 0; s245 < 16; ++s245) {
-    if ((v204[s245] != 0) && (int64_t(v243[s245]) >= 0 && int64_t(v243[s245]) < int64_t(tsr_dim_M) && int64_t(v241[s245]) >= 0 && int64_t(v241[s245]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v243[s245]) * tsr_p1_s0 + int64_t(v241[s245]) * tsr_p1_s1] = tsr::f2bf(v20[s245]);
+    v244[s245] = int32_t(uint32_t(v237[s245]) + uint32_t(v242[s245]));
   }
-  // %152 = mul %18, %7 : i32
-  const int32_t v246 = int32_t(uint32_t(v11) * uint32_t(v0));
-  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %148 = mul %10, %38 : i32
+  const int32_t v246 = int32_t(uint32_t(v3) * uint32_t(v52));
+  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
   int32_t v247[16];
   #pragma unroll
   for (int s248 = 0; s248 < 16; ++s248) {
     v247[s248] = v246;
   }
-  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
   int32_t v249[16];
   #pragma unroll
   for (int s250 = 0; s250 < 16; ++s250) {
-    v249[s250] = int32_t(uint32_t(v42[s250]) + uint32_t(v247[s250]));
+    v249[s250] = int32_t(uint32_t(v244[s250]) + uint32_t(v247[s250]));
+  }
+  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v251[16];
+  #pragma unroll
+  for (int s252 = 0; s252 < 16; ++s252) {
+    v251[s252] = v2;
+  }
+  // scatter %seg_values, %20, %151, %150, %134
+  #pragma unroll
+  for (int s253 = 0; s253 < 16; ++s253) {
+    if ((v212[s253] != 0) && (int64_t(v251[s253]) >= 0 && int64_t(v251[s253]) < int64_t(tsr_dim_M) && int64_t(v249[s253]) >= 0 && int64_t(v249[s253]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v251[s253]) * tsr_p1_s0 + int64_t(v249[s253]) * tsr_p1_s1] = tsr::f2bf(v20[s253]);
+  }
+  // %152 = mul %18, %7 : i32
+  const int32_t v254 = int32_t(uint32_t(v11) * uint32_t(v0));
+  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v255[16];
+  #pragma unroll
+  for (int s256 = 0; s256 < 16; ++s256) {
+    v255[s256] = v254;
+  }
+  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  int32_t v257[16];
+  #pragma unroll
+  for (int s258 = 0; s258 < 16; ++s258) {
+    v257[s258] = int32_t(uint32_t(v42[s258]) + uint32_t(v255[s258]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
   #pragma unroll
-  for (int s251 = 0; s251 < 16; ++s251) {
-    if ((v204[s251] != 0) && (int64_t(v243[s251]) >= 0 && int64_t(v243[s251]) < int64_t(tsr_dim_M) && int64_t(v241[s251]) >= 0 && int64_t(v241[s251]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v243[s251]) * tsr_p2_s0 + int64_t(v241[s251]) * tsr_p2_s1] = v249[s251];
+  for (int s259 = 0; s259 < 16; ++s259) {
+    if ((v212[s259] != 0) && (int64_t(v251[s259]) >= 0 && int64_t(v251[s259]) < int64_t(tsr_dim_M) && int64_t(v249[s259]) >= 0 && int64_t(v249[s259]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v251[s259]) * tsr_p2_s0 + int64_t(v249[s259]) * tsr_p2_s1] = v257[s259];
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v252 = int32_t(uint32_t(c58) - uint32_t(v10));
+  const int32_t v260 = int32_t(uint32_t(c58) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v253 = tsr::imax<int32_t>(v252, v10);
+  const int32_t v261 = tsr::imax<int32_t>(v260, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v254 = tsr::imin<int32_t>(v199, v253);
+  const int32_t v262 = tsr::imin<int32_t>(v207, v261);
   // %158 = add %17, %131 : i32
-  const int32_t v255 = int32_t(uint32_t(v10) + uint32_t(v201));
+  const int32_t v263 = int32_t(uint32_t(v10) + uint32_t(v209));
   // %159 = add %158, %157 : i32
-  const int32_t v256 = int32_t(uint32_t(v255) + uint32_t(v254));
+  const int32_t v264 = int32_t(uint32_t(v263) + uint32_t(v262));
   // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v257[1];
-  #pragma unroll
-  for (int s258 = 0; s258 < 1; ++s258) {
-    v257[s258] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
-  }
-  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v259[1];
-  #pragma unroll
-  for (int s260 = 0; s260 < 1; ++s260) {
-    v259[s260] = v256;
-  }
-  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  uint8_t v261[1];
-  #pragma unroll
-  for (int s262 = 0; s262 < 1; ++s262) {
-    v261[s262] = uint8_t(v257[s262] >= v259[s262]);
-  }
-  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v263[1];
-  #pragma unroll
-  for (int s264 = 0; s264 < 1; ++s264) {
-    v263[s264] = v238;
-  }
-  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
   int32_t v265[1];
   #pragma unroll
   for (int s266 = 0; s266 < 1; ++s266) {
-    v265[s266] = int32_t(uint32_t(v257[s266]) + uint32_t(v263[s266]));
+    v265[s266] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
   }
-  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
   int32_t v267[1];
   #pragma unroll
   for (int s268 = 0; s268 < 1; ++s268) {
-    v267[s268] = v226;
+    v267[s268] = v264;
   }
-  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v269[1];
+  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  uint8_t v269[1];
   #pragma unroll
   for (int s270 = 0; s270 < 1; ++s270) {
-    v269[s270] = v2;
+    v269[s270] = uint8_t(v265[s270] >= v267[s270]);
+  }
+  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v271[1];
+  #pragma unroll
+  for (int s272 = 0; s272 < 1; ++s272) {
+    v271[s272] = v246;
+  }
+  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v273[1];
+  #pragma unroll
+  for (int s274 = 0; s274 < 1; ++s274) {
+    v273[s274] = int32_t(uint32_t(v265[s274]) + uint32_t(v271[s274]));
+  }
+  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v275[1];
+  #pragma unroll
+  for (int s276 = 0; s276 < 1; ++s276) {
+    v275[s276] = v234;
+  }
+  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v277[1];
+  #pragma unroll
+  for (int s278 = 0; s278 < 1; ++s278) {
+    v277[s278] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s271 = 0; s271 < 1; ++s271) {
-    if (((tsr_warp & 14) == 0) && (v261[s271] != 0) && (int64_t(v269[s271]) >= 0 && int64_t(v269[s271]) < int64_t(tsr_dim_M) && int64_t(v265[s271]) >= 0 && int64_t(v265[s271]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v269[s271]) * tsr_p2_s0 + int64_t(v265[s271]) * tsr_p2_s1] = v267[s271];
+  for (int s279 = 0; s279 < 1; ++s279) {
+    if (((tsr_warp & 14) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
   }
 }
 
@@ -1372,7 +1375,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
         v137[s138] = int64_t(uint64_t(v135[s138]) + uint64_t(v118[s138]));
       }
       // %86 = reduce %85 {axis = 0, kind = "sum"} : i64
-      int64_t v139 = v137[0];
+      int64_t v139;
+      v139 = v137[0];
       const int64_t sh140 = __shfl_xor_sync(0xffffffffu, v139, 1);
       v139 = int64_t(uint64_t(v139) + uint64_t(sh140));
       const int64_t sh141 = __shfl_xor_sync(0xffffffffu, v139, 2);
@@ -1388,45 +1392,44 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
       tsr_red145_at ^= 8;
       if (tsr_lane == 0) tsr_red145[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v139;
       __syncthreads();
-      v139 = tsr_red145[0];
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[1]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[2]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[3]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[4]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[5]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[6]));
-      v139 = int64_t(uint64_t(v139) + uint64_t(tsr_red145[7]));
+      v139 = tsr_red145[tsr_lane & 7];
+      const int64_t sh146 = __shfl_xor_sync(0xffffffffu, v139, 1);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh146));
+      const int64_t sh147 = __shfl_xor_sync(0xffffffffu, v139, 2);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh147));
+      const int64_t sh148 = __shfl_xor_sync(0xffffffffu, v139, 4);
+      v139 = int64_t(uint64_t(v139) + uint64_t(sh148));
       // %87 = const {value = 4095} : i64
-      const int64_t v146 = int64_t(4095LL);
+      const int64_t v149 = int64_t(4095LL);
       // %88 = and %86, %87 : i64
-      const int64_t v147 = int64_t(v139 & v146);
+      const int64_t v150 = int64_t(v139 & v149);
       // %89 = cast %88 : i32
-      const int32_t v148 = int32_t(v147);
+      const int32_t v151 = int32_t(v150);
       // %90 = shr %86, %76 : i64
-      const int64_t v149 = tsr::ishr<int64_t>(v139, v122);
+      const int64_t v152 = tsr::ishr<int64_t>(v139, v122);
       // %91 = cast %90 : i32
-      const int32_t v150 = int32_t(v149);
+      const int32_t v153 = int32_t(v152);
       // %92 = sub %35, %91 : i32
-      const int32_t v151 = int32_t(uint32_t(c50) - uint32_t(v150));
+      const int32_t v154 = int32_t(uint32_t(c50) - uint32_t(v153));
       // %93 = cast %89 : u32
-      const uint32_t v152 = uint32_t(v148);
+      const uint32_t v155 = uint32_t(v151);
       // %94 = shl %93, %49 : u32
-      const uint32_t v153 = tsr::ishl<uint32_t>(v152, v65);
+      const uint32_t v156 = tsr::ishl<uint32_t>(v155, v65);
       // %95 = or %34, %94 : u32
-      const uint32_t v154 = uint32_t(c49 | v153);
+      const uint32_t v157 = uint32_t(c49 | v156);
       // %96 = const {value = 12} : i64
-      const int64_t v155 = int64_t(12LL);
+      const int64_t v158 = int64_t(12LL);
       // %97 = shr %86, %96 : i64
-      const int64_t v156 = tsr::ishr<int64_t>(v139, v155);
+      const int64_t v159 = tsr::ishr<int64_t>(v139, v158);
       // %98 = and %97, %87 : i64
-      const int64_t v157 = int64_t(v156 & v146);
+      const int64_t v160 = int64_t(v159 & v149);
       // %99 = cmp %98, %82 {pred = "eq"} : i1
-      const uint8_t v158 = uint8_t(v157 == v132);
+      const uint8_t v161 = uint8_t(v160 == v132);
       // yield %95, %92, %49, %99
-      v54 = v154;
-      v55 = v151;
+      v54 = v157;
+      v55 = v154;
       v56 = v65;
-      v57 = v158;
+      v57 = v161;
     } else {
       // yield %34, %35, %36, %37
       v54 = c49;
@@ -1441,260 +1444,254 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     c52 = v57;
   }
   // %100 = shr %29, %31 : u32
-  const uint32_t v159 = tsr::ishr<uint32_t>(c49, c51);
+  const uint32_t v162 = tsr::ishr<uint32_t>(c49, c51);
   // %101 = splat %31 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint32_t v160[2];
+  uint32_t v163[2];
   #pragma unroll
-  for (int s161 = 0; s161 < 2; ++s161) {
-    v160[s161] = c51;
+  for (int s164 = 0; s164 < 2; ++s164) {
+    v163[s164] = c51;
   }
   // %102 = shr %24, %101 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint32_t v162[2];
+  uint32_t v165[2];
   #pragma unroll
-  for (int s163 = 0; s163 < 2; ++s163) {
-    v162[s163] = tsr::ishr<uint32_t>(v43[s163], v160[s163]);
+  for (int s166 = 0; s166 < 2; ++s166) {
+    v165[s166] = tsr::ishr<uint32_t>(v43[s166], v163[s166]);
   }
   // %103 = splat %100 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint32_t v164[2];
+  uint32_t v167[2];
   #pragma unroll
-  for (int s165 = 0; s165 < 2; ++s165) {
-    v164[s165] = v159;
+  for (int s168 = 0; s168 < 2; ++s168) {
+    v167[s168] = v162;
   }
   // %104 = cmp %102, %103 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint8_t v166[2];
+  uint8_t v169[2];
   #pragma unroll
-  for (int s167 = 0; s167 < 2; ++s167) {
-    v166[s167] = uint8_t(v162[s167] == v164[s167]);
+  for (int s170 = 0; s170 < 2; ++s170) {
+    v169[s170] = uint8_t(v165[s170] == v167[s170]);
   }
   // %105 = cmp %102, %103 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint8_t v168[2];
-  #pragma unroll
-  for (int s169 = 0; s169 < 2; ++s169) {
-    v168[s169] = uint8_t(v162[s169] < v164[s169]);
-  }
-  // %106 = const {value = 65536} : i32
-  const int32_t v170 = int32_t(65536LL);
-  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v171[2];
+  uint8_t v171[2];
   #pragma unroll
   for (int s172 = 0; s172 < 2; ++s172) {
-    v171[s172] = v170;
+    v171[s172] = uint8_t(v165[s172] < v167[s172]);
+  }
+  // %106 = const {value = 65536} : i32
+  const int32_t v173 = int32_t(65536LL);
+  // %107 = splat %106 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v174[2];
+  #pragma unroll
+  for (int s175 = 0; s175 < 2; ++s175) {
+    v174[s175] = v173;
   }
   // %108 = where %105, %107, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v173[2];
+  int32_t v176[2];
   #pragma unroll
-  for (int s174 = 0; s174 < 2; ++s174) {
-    v173[s174] = (v168[s174] ? v171[s174] : v37[s174]);
+  for (int s177 = 0; s177 < 2; ++s177) {
+    v176[s177] = (v171[s177] ? v174[s177] : v37[s177]);
   }
   // %109 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v175[2];
+  int32_t v178[2];
   #pragma unroll
-  for (int s176 = 0; s176 < 2; ++s176) {
-    v175[s176] = v1;
+  for (int s179 = 0; s179 < 2; ++s179) {
+    v178[s179] = v1;
   }
   // %110 = where %104, %109, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v177[2];
+  int32_t v180[2];
   #pragma unroll
-  for (int s178 = 0; s178 < 2; ++s178) {
-    v177[s178] = (v166[s178] ? v175[s178] : v37[s178]);
+  for (int s181 = 0; s181 < 2; ++s181) {
+    v180[s181] = (v169[s181] ? v178[s181] : v37[s181]);
   }
   // %111 = add %110, %108 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v179[2];
+  int32_t v182[2];
   #pragma unroll
-  for (int s180 = 0; s180 < 2; ++s180) {
-    v179[s180] = int32_t(uint32_t(v177[s180]) + uint32_t(v173[s180]));
+  for (int s183 = 0; s183 < 2; ++s183) {
+    v182[s183] = int32_t(uint32_t(v180[s183]) + uint32_t(v176[s183]));
   }
   // %112 = reduce %111 {axis = 0, kind = "sum"} : i32
-  int32_t v181 = v179[0];
-  v181 = int32_t(uint32_t(v181) + uint32_t(v179[1]));
-  const int32_t sh182 = __shfl_xor_sync(0xffffffffu, v181, 1);
-  v181 = int32_t(uint32_t(v181) + uint32_t(sh182));
-  const int32_t sh183 = __shfl_xor_sync(0xffffffffu, v181, 2);
-  v181 = int32_t(uint32_t(v181) + uint32_t(sh183));
-  const int32_t sh184 = __shfl_xor_sync(0xffffffffu, v181, 4);
-  v181 = int32_t(uint32_t(v181) + uint32_t(sh184));
-  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v181, 8);
-  v181 = int32_t(uint32_t(v181) + uint32_t(sh185));
-  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v181, 16);
-  v181 = int32_t(uint32_t(v181) + uint32_t(sh186));
-  __shared__ int32_t tsr_red187_mem[16];
-  int32_t* const tsr_red187 = tsr_red187_mem;
-  if (tsr_lane == 0) tsr_red187[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v181;
+  int32_t v184;
+  v184 = v182[0];
+  v184 = int32_t(uint32_t(v184) + uint32_t(v182[1]));
+  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v184, 1);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh185));
+  const int32_t sh186 = __shfl_xor_sync(0xffffffffu, v184, 2);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh186));
+  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v184, 4);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh187));
+  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v184, 8);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh188));
+  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v184, 16);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh189));
+  __shared__ int32_t tsr_red190_mem[16];
+  int32_t* const tsr_red190 = tsr_red190_mem;
+  if (tsr_lane == 0) tsr_red190[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v184;
   __syncthreads();
-  v181 = tsr_red187[0];
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[1]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[2]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[3]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[4]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[5]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[6]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[7]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[8]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[9]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[10]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[11]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[12]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[13]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[14]));
-  v181 = int32_t(uint32_t(v181) + uint32_t(tsr_red187[15]));
+  v184 = tsr_red190[tsr_lane & 15];
+  const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v184, 1);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh191));
+  const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v184, 2);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh192));
+  const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v184, 4);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh193));
+  const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v184, 8);
+  v184 = int32_t(uint32_t(v184) + uint32_t(sh194));
   // %113 = const {value = 65535} : i32
-  const int32_t v188 = int32_t(65535LL);
+  const int32_t v195 = int32_t(65535LL);
   // %114 = and %112, %113 : i32
-  const int32_t v189 = int32_t(v181 & v188);
+  const int32_t v196 = int32_t(v184 & v195);
   // %115 = add %4, %114 : i32
-  const int32_t v190 = int32_t(uint32_t(v3) + uint32_t(v189));
+  const int32_t v197 = int32_t(uint32_t(v3) + uint32_t(v196));
   // %116 = cmp %115, %30 {pred = "le"} : i1
-  const uint8_t v191 = uint8_t(v190 <= c50);
+  const uint8_t v198 = uint8_t(v197 <= c50);
   // %117 = if %116 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v192[2];
-  if (v191) {
+  uint8_t v199[2];
+  if (v198) {
     // %118 = or %105, %104 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v193[2];
+    uint8_t v200[2];
     #pragma unroll
-    for (int s194 = 0; s194 < 2; ++s194) {
-      v193[s194] = uint8_t(v168[s194] | v166[s194]);
+    for (int s201 = 0; s201 < 2; ++s201) {
+      v200[s201] = uint8_t(v171[s201] | v169[s201]);
     }
     // yield %118
     #pragma unroll
-    for (int s195 = 0; s195 < 2; ++s195) {
-      v192[s195] = v193[s195];
+    for (int s202 = 0; s202 < 2; ++s202) {
+      v199[s202] = v200[s202];
     }
   } else {
     // %119 = cast %104 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v196[2];
-    #pragma unroll
-    for (int s197 = 0; s197 < 2; ++s197) {
-      v196[s197] = int32_t(v166[s197]);
-    }
-    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v198[2];
-    uint32_t run199 = uint32_t(0);
-    uint32_t acc200_0 = uint32_t(0);
-    acc200_0 += uint32_t(v196[0]); v198[0] = int32_t(acc200_0);
-    acc200_0 += uint32_t(v196[1]); v198[1] = int32_t(acc200_0);
-    __syncthreads();
-    uint32_t tot202_0;
-    const uint32_t off201_0 = run199 + tsr::block_exclusive_sum<16>(acc200_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot202_0);
-    v198[0] = int32_t(uint32_t(v198[0]) + off201_0);
-    v198[1] = int32_t(uint32_t(v198[1]) + off201_0);
-    run199 += tot202_0;
-    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
     int32_t v203[2];
     #pragma unroll
     for (int s204 = 0; s204 < 2; ++s204) {
-      v203[s204] = int32_t(uint32_t(v198[s204]) + uint32_t(v37[s204]));
+      v203[s204] = int32_t(v169[s204]);
+    }
+    // %120 = scan %119 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v205[2];
+    uint32_t run206 = uint32_t(0);
+    uint32_t acc207_0 = uint32_t(0);
+    acc207_0 += uint32_t(v203[0]); v205[0] = int32_t(acc207_0);
+    acc207_0 += uint32_t(v203[1]); v205[1] = int32_t(acc207_0);
+    __syncthreads();
+    uint32_t tot209_0;
+    const uint32_t off208_0 = run206 + tsr::block_exclusive_sum<16>(acc207_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot209_0);
+    v205[0] = int32_t(uint32_t(v205[0]) + off208_0);
+    v205[1] = int32_t(uint32_t(v205[1]) + off208_0);
+    run206 += tot209_0;
+    // %121 = add %120, %21 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v210[2];
+    #pragma unroll
+    for (int s211 = 0; s211 < 2; ++s211) {
+      v210[s211] = int32_t(uint32_t(v205[s211]) + uint32_t(v37[s211]));
     }
     // %122 = splat %30 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v205[2];
+    int32_t v212[2];
     #pragma unroll
-    for (int s206 = 0; s206 < 2; ++s206) {
-      v205[s206] = c50;
+    for (int s213 = 0; s213 < 2; ++s213) {
+      v212[s213] = c50;
     }
     // %123 = cmp %121, %122 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v207[2];
+    uint8_t v214[2];
     #pragma unroll
-    for (int s208 = 0; s208 < 2; ++s208) {
-      v207[s208] = uint8_t(v203[s208] <= v205[s208]);
+    for (int s215 = 0; s215 < 2; ++s215) {
+      v214[s215] = uint8_t(v210[s215] <= v212[s215]);
     }
     // %124 = and %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v209[2];
+    uint8_t v216[2];
     #pragma unroll
-    for (int s210 = 0; s210 < 2; ++s210) {
-      v209[s210] = uint8_t(v166[s210] & v207[s210]);
+    for (int s217 = 0; s217 < 2; ++s217) {
+      v216[s217] = uint8_t(v169[s217] & v214[s217]);
     }
     // %125 = or %105, %124 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v211[2];
+    uint8_t v218[2];
     #pragma unroll
-    for (int s212 = 0; s212 < 2; ++s212) {
-      v211[s212] = uint8_t(v168[s212] | v209[s212]);
+    for (int s219 = 0; s219 < 2; ++s219) {
+      v218[s219] = uint8_t(v171[s219] | v216[s219]);
     }
     // yield %125
     #pragma unroll
-    for (int s213 = 0; s213 < 2; ++s213) {
-      v192[s213] = v211[s213];
+    for (int s220 = 0; s220 < 2; ++s220) {
+      v199[s220] = v218[s220];
     }
   }
   // %126 = const {value = -1} : i32
-  const int32_t v214 = int32_t(-1LL);
+  const int32_t v221 = int32_t(-1LL);
   // %127 = cast %117 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v215[2];
-  #pragma unroll
-  for (int s216 = 0; s216 < 2; ++s216) {
-    v215[s216] = int32_t(v192[s216]);
-  }
-  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v217[2];
-  uint32_t run218 = uint32_t(0);
-  uint32_t acc219_0 = uint32_t(0);
-  acc219_0 += uint32_t(v215[0]); v217[0] = int32_t(acc219_0);
-  acc219_0 += uint32_t(v215[1]); v217[1] = int32_t(acc219_0);
-  __syncthreads();
-  uint32_t tot221_0;
-  const uint32_t off220_0 = run218 + tsr::block_exclusive_sum<16>(acc219_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot221_0);
-  v217[0] = int32_t(uint32_t(v217[0]) + off220_0);
-  v217[1] = int32_t(uint32_t(v217[1]) + off220_0);
-  run218 += tot221_0;
-  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
   int32_t v222[2];
   #pragma unroll
   for (int s223 = 0; s223 < 2; ++s223) {
-    v222[s223] = v214;
+    v222[s223] = int32_t(v199[s223]);
+  }
+  // %128 = scan %127 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v224[2];
+  uint32_t run225 = uint32_t(0);
+  uint32_t acc226_0 = uint32_t(0);
+  acc226_0 += uint32_t(v222[0]); v224[0] = int32_t(acc226_0);
+  acc226_0 += uint32_t(v222[1]); v224[1] = int32_t(acc226_0);
+  __syncthreads();
+  uint32_t tot228_0;
+  const uint32_t off227_0 = run225 + tsr::block_exclusive_sum<16>(acc226_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot228_0);
+  v224[0] = int32_t(uint32_t(v224[0]) + off227_0);
+  v224[1] = int32_t(uint32_t(v224[1]) + off227_0);
+  run225 += tot228_0;
+  // %129 = splat %126 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v229[2];
+  #pragma unroll
+  for (int s230 = 0; s230 < 2; ++s230) {
+    v229[s230] = v221;
   }
   // %130 = add %128, %129 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v224[2];
+  int32_t v231[2];
   #pragma unroll
-  for (int s225 = 0; s225 < 2; ++s225) {
-    v224[s225] = int32_t(uint32_t(v217[s225]) + uint32_t(v222[s225]));
+  for (int s232 = 0; s232 < 2; ++s232) {
+    v231[s232] = int32_t(uint32_t(v224[s232]) + uint32_t(v229[s232]));
   }
   // %131 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v226[2];
+  int32_t v233[2];
   #pragma unroll
-  for (int s227 = 0; s227 < 2; ++s227) {
-    v226[s227] = v0;
+  for (int s234 = 0; s234 < 2; ++s234) {
+    v233[s234] = v0;
   }
   // scatter %values, %6, %131, %130, %117
   #pragma unroll
-  for (int s228 = 0; s228 < 2; ++s228) {
-    if ((v192[s228] != 0) && (int64_t(v226[s228]) >= 0 && int64_t(v226[s228]) < int64_t(tsr_dim_M) && int64_t(v224[s228]) >= 0 && int64_t(v224[s228]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v226[s228]) * tsr_p2_s0 + int64_t(v224[s228]) * tsr_p2_s1] = tsr::f2bf(v9[s228]);
+  for (int s235 = 0; s235 < 2; ++s235) {
+    if ((v199[s235] != 0) && (int64_t(v233[s235]) >= 0 && int64_t(v233[s235]) < int64_t(tsr_dim_M) && int64_t(v231[s235]) >= 0 && int64_t(v231[s235]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v233[s235]) * tsr_p2_s0 + int64_t(v231[s235]) * tsr_p2_s1] = tsr::f2bf(v9[s235]);
   }
   // scatter %indices, %8, %131, %130, %117
   #pragma unroll
-  for (int s229 = 0; s229 < 2; ++s229) {
-    if ((v192[s229] != 0) && (int64_t(v226[s229]) >= 0 && int64_t(v226[s229]) < int64_t(tsr_dim_M) && int64_t(v224[s229]) >= 0 && int64_t(v224[s229]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v226[s229]) * tsr_p3_s0 + int64_t(v224[s229]) * tsr_p3_s1] = v15[s229];
+  for (int s236 = 0; s236 < 2; ++s236) {
+    if ((v199[s236] != 0) && (int64_t(v233[s236]) >= 0 && int64_t(v233[s236]) < int64_t(tsr_dim_M) && int64_t(v231[s236]) >= 0 && int64_t(v231[s236]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v233[s236]) * tsr_p3_s0 + int64_t(v231[s236]) * tsr_p3_s1] = v15[s236];
   }
   // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v230[1];
+  int32_t v237[1];
   {
-    const int64_t o231 = int64_t(v0) * 1 + 0;
-    const int64_t o232 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o238 = int64_t(v0) * 1 + 0;
+    const int64_t o239 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s233 = 0; s233 < 1; ++s233) {
-      v230[s233] = ((o231 + 0) < int64_t(tsr_dim_M) && (o232 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o231 + 0) * tsr_p3_s0 + (o232 + 0) * tsr_p3_s1] : int32_t(0LL);
+    for (int s240 = 0; s240 < 1; ++s240) {
+      v237[s240] = ((o238 + 0) < int64_t(tsr_dim_M) && (o239 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o238 + 0) * tsr_p3_s0 + (o239 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v234[1];
+  float v241[1];
   {
-    const int64_t o235 = int64_t(v0) * 1 + 0;
-    const int64_t o236 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o242 = int64_t(v0) * 1 + 0;
+    const int64_t o243 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s237 = 0; s237 < 1; ++s237) {
-      v234[s237] = ((o235 + 0) < int64_t(tsr_dim_M) && (o236 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o235 + 0) * tsr_p2_s0 + (o236 + 0) * tsr_p2_s1]) : 0x0p+0f;
+    for (int s244 = 0; s244 < 1; ++s244) {
+      v241[s244] = ((o242 + 0) < int64_t(tsr_dim_M) && (o243 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o242 + 0) * tsr_p2_s0 + (o243 + 0) * tsr_p2_s1]) : 0x0p+0f;
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v238[1];
-  int32_t v239[1];
+  float v245[1];
+  int32_t v246[1];
   __syncthreads();
   #pragma unroll
-  for (int s240 = 0; s240 < 1; ++s240) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v234[s240];
+  for (int s247 = 0; s247 < 1; ++s247) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v241[s247];
   }
   __syncthreads();
   #pragma unroll
-  for (int s241 = 0; s241 < 1; ++s241) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v230[s241];
+  for (int s248 = 0; s248 < 1; ++s248) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v237[s248];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1720,31 +1717,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s242 = 0; s242 < 1; ++s242) {
-    const int e243 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v238[s242] = reinterpret_cast<float*>(tsr_smem + 0)[(((e243) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e243) / 64) * 1 + ((e243) % 1)) * 64 + (((e243) / 1) % 64)]) * 1 + ((e243) % 1)];
+  for (int s249 = 0; s249 < 1; ++s249) {
+    const int e250 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v245[s249] = reinterpret_cast<float*>(tsr_smem + 0)[(((e250) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e250) / 64) * 1 + ((e250) % 1)) * 64 + (((e250) / 1) % 64)]) * 1 + ((e250) % 1)];
   }
   #pragma unroll
-  for (int s244 = 0; s244 < 1; ++s244) {
-    const int e245 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v239[s244] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e245) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e245) / 64) * 1 + ((e245) % 1)) * 64 + (((e245) / 1) % 64)]) * 1 + ((e245) % 1)];
+  for (int s251 = 0; s251 < 1; ++s251) {
+    const int e252 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v246[s251] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e252) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e252) / 64) * 1 + ((e252) % 1)) * 64 + (((e252) / 1) % 64)]) * 1 + ((e252) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o246 = int64_t(v0) * 1 + 0;
-    const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o253 = int64_t(v0) * 1 + 0;
+    const int64_t o254 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s248 = 0; s248 < 1; ++s248) {
-      if (((tsr_warp & 14) == 0) && (o246 + 0) < int64_t(tsr_dim_M) && (o247 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o246 + 0) * tsr_p2_s0 + (o247 + 0) * tsr_p2_s1] = tsr::f2bf(v238[s248]);
+    for (int s255 = 0; s255 < 1; ++s255) {
+      if (((tsr_warp & 14) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o253 + 0) * tsr_p2_s0 + (o254 + 0) * tsr_p2_s1] = tsr::f2bf(v245[s255]);
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o249 = int64_t(v0) * 1 + 0;
-    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o256 = int64_t(v0) * 1 + 0;
+    const int64_t o257 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s251 = 0; s251 < 1; ++s251) {
-      if (((tsr_warp & 14) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o249 + 0) * tsr_p3_s0 + (o250 + 0) * tsr_p3_s1] = v239[s251];
+    for (int s258 = 0; s258 < 1; ++s258) {
+      if (((tsr_warp & 14) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + 0) * tsr_p3_s1] = v246[s258];
     }
   }
 }

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   int tsr_red150_at = 0;  // the copy of tsr_red150_mem the next exchange uses
-  int tsr_red194_at = 0;  // the copy of tsr_red194_mem the next exchange uses
+  int tsr_red199_at = 0;  // the copy of tsr_red199_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -469,7 +469,8 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
           v142[s143] = int64_t(uint64_t(v140[s143]) + uint64_t(v123[s143]));
         }
         // %99 = reduce %98 {axis = 0, kind = "sum"} : i64
-        int64_t v144 = v142[0];
+        int64_t v144;
+        v144 = v142[0];
         v144 = int64_t(uint64_t(v144) + uint64_t(v142[1]));
         v144 = int64_t(uint64_t(v144) + uint64_t(v142[2]));
         v144 = int64_t(uint64_t(v144) + uint64_t(v142[3]));
@@ -488,53 +489,46 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         tsr_red150_at ^= 16;
         if (tsr_lane == 0) tsr_red150[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v144;
         __syncthreads();
-        v144 = tsr_red150[0];
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[1]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[2]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[3]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[4]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[5]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[6]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[7]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[8]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[9]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[10]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[11]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[12]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[13]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[14]));
-        v144 = int64_t(uint64_t(v144) + uint64_t(tsr_red150[15]));
+        v144 = tsr_red150[tsr_lane & 15];
+        const int64_t sh151 = __shfl_xor_sync(0xffffffffu, v144, 1);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh151));
+        const int64_t sh152 = __shfl_xor_sync(0xffffffffu, v144, 2);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh152));
+        const int64_t sh153 = __shfl_xor_sync(0xffffffffu, v144, 4);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh153));
+        const int64_t sh154 = __shfl_xor_sync(0xffffffffu, v144, 8);
+        v144 = int64_t(uint64_t(v144) + uint64_t(sh154));
         // %100 = const {value = 4095} : i64
-        const int64_t v151 = int64_t(4095LL);
+        const int64_t v155 = int64_t(4095LL);
         // %101 = and %99, %100 : i64
-        const int64_t v152 = int64_t(v144 & v151);
+        const int64_t v156 = int64_t(v144 & v155);
         // %102 = cast %101 : i32
-        const int32_t v153 = int32_t(v152);
+        const int32_t v157 = int32_t(v156);
         // %103 = shr %99, %89 : i64
-        const int64_t v154 = tsr::ishr<int64_t>(v144, v127);
+        const int64_t v158 = tsr::ishr<int64_t>(v144, v127);
         // %104 = cast %103 : i32
-        const int32_t v155 = int32_t(v154);
+        const int32_t v159 = int32_t(v158);
         // %105 = sub %48, %104 : i32
-        const int32_t v156 = int32_t(uint32_t(c58) - uint32_t(v155));
+        const int32_t v160 = int32_t(uint32_t(c58) - uint32_t(v159));
         // %106 = cast %102 : u32
-        const uint32_t v157 = uint32_t(v153);
+        const uint32_t v161 = uint32_t(v157);
         // %107 = shl %106, %62 : u32
-        const uint32_t v158 = tsr::ishl<uint32_t>(v157, v73);
+        const uint32_t v162 = tsr::ishl<uint32_t>(v161, v73);
         // %108 = or %47, %107 : u32
-        const uint32_t v159 = uint32_t(c57 | v158);
+        const uint32_t v163 = uint32_t(c57 | v162);
         // %109 = const {value = 12} : i64
-        const int64_t v160 = int64_t(12LL);
+        const int64_t v164 = int64_t(12LL);
         // %110 = shr %99, %109 : i64
-        const int64_t v161 = tsr::ishr<int64_t>(v144, v160);
+        const int64_t v165 = tsr::ishr<int64_t>(v144, v164);
         // %111 = and %110, %100 : i64
-        const int64_t v162 = int64_t(v161 & v151);
+        const int64_t v166 = int64_t(v165 & v155);
         // %112 = cmp %111, %95 {pred = "eq"} : i1
-        const uint8_t v163 = uint8_t(v162 == v137);
+        const uint8_t v167 = uint8_t(v166 == v137);
         // yield %108, %105, %62, %112
-        v62 = v159;
-        v63 = v156;
+        v62 = v163;
+        v63 = v160;
         v64 = v73;
-        v65 = v163;
+        v65 = v167;
       } else {
         // yield %47, %48, %49, %50
         v62 = c57;
@@ -549,451 +543,454 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       c60 = v65;
     }
     // %113 = shr %42, %44 : u32
-    const uint32_t v164 = tsr::ishr<uint32_t>(c57, c59);
+    const uint32_t v168 = tsr::ishr<uint32_t>(c57, c59);
     // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint32_t v165[16];
-    #pragma unroll
-    for (int s166 = 0; s166 < 16; ++s166) {
-      v165[s166] = c59;
-    }
-    // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint32_t v167[16];
-    #pragma unroll
-    for (int s168 = 0; s168 < 16; ++s168) {
-      v167[s168] = tsr::ishr<uint32_t>(v50[s168], v165[s168]);
-    }
-    // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     uint32_t v169[16];
     #pragma unroll
     for (int s170 = 0; s170 < 16; ++s170) {
-      v169[s170] = v164;
+      v169[s170] = c59;
     }
-    // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v171[16];
+    // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v171[16];
     #pragma unroll
     for (int s172 = 0; s172 < 16; ++s172) {
-      v171[s172] = uint8_t(v167[s172] == v169[s172]);
+      v171[s172] = tsr::ishr<uint32_t>(v50[s172], v169[s172]);
     }
-    // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    uint8_t v173[16];
+    // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint32_t v173[16];
     #pragma unroll
     for (int s174 = 0; s174 < 16; ++s174) {
-      v173[s174] = uint8_t(v167[s174] < v169[s174]);
+      v173[s174] = v168;
+    }
+    // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v175[16];
+    #pragma unroll
+    for (int s176 = 0; s176 < 16; ++s176) {
+      v175[s176] = uint8_t(v171[s176] == v173[s176]);
+    }
+    // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    uint8_t v177[16];
+    #pragma unroll
+    for (int s178 = 0; s178 < 16; ++s178) {
+      v177[s178] = uint8_t(v171[s178] < v173[s178]);
     }
     // %119 = const {value = 65536} : i32
-    const int32_t v175 = int32_t(65536LL);
+    const int32_t v179 = int32_t(65536LL);
     // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v176[16];
-    #pragma unroll
-    for (int s177 = 0; s177 < 16; ++s177) {
-      v176[s177] = v175;
-    }
-    // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v178[16];
-    #pragma unroll
-    for (int s179 = 0; s179 < 16; ++s179) {
-      v178[s179] = v11;
-    }
-    // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v180[16];
     #pragma unroll
     for (int s181 = 0; s181 < 16; ++s181) {
-      v180[s181] = (v173[s181] ? v176[s181] : v178[s181]);
+      v180[s181] = v179;
     }
-    // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v182[16];
     #pragma unroll
     for (int s183 = 0; s183 < 16; ++s183) {
-      v182[s183] = v2;
+      v182[s183] = v11;
     }
-    // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v184[16];
     #pragma unroll
     for (int s185 = 0; s185 < 16; ++s185) {
-      v184[s185] = (v171[s185] ? v182[s185] : v178[s185]);
+      v184[s185] = (v177[s185] ? v180[s185] : v182[s185]);
     }
-    // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v186[16];
     #pragma unroll
     for (int s187 = 0; s187 < 16; ++s187) {
-      v186[s187] = int32_t(uint32_t(v184[s187]) + uint32_t(v180[s187]));
+      v186[s187] = v2;
+    }
+    // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v188[16];
+    #pragma unroll
+    for (int s189 = 0; s189 < 16; ++s189) {
+      v188[s189] = (v175[s189] ? v186[s189] : v182[s189]);
+    }
+    // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v190[16];
+    #pragma unroll
+    for (int s191 = 0; s191 < 16; ++s191) {
+      v190[s191] = int32_t(uint32_t(v188[s191]) + uint32_t(v184[s191]));
     }
     // %126 = reduce %125 {axis = 0, kind = "sum"} : i32
-    int32_t v188 = v186[0];
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[1]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[2]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[3]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[4]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[5]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[6]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[7]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[8]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[9]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[10]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[11]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[12]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[13]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[14]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(v186[15]));
-    const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v188, 1);
-    v188 = int32_t(uint32_t(v188) + uint32_t(sh189));
-    const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v188, 2);
-    v188 = int32_t(uint32_t(v188) + uint32_t(sh190));
-    const int32_t sh191 = __shfl_xor_sync(0xffffffffu, v188, 4);
-    v188 = int32_t(uint32_t(v188) + uint32_t(sh191));
-    const int32_t sh192 = __shfl_xor_sync(0xffffffffu, v188, 8);
-    v188 = int32_t(uint32_t(v188) + uint32_t(sh192));
-    const int32_t sh193 = __shfl_xor_sync(0xffffffffu, v188, 16);
-    v188 = int32_t(uint32_t(v188) + uint32_t(sh193));
-    __shared__ int32_t tsr_red194_mem[32];
-    int32_t* const tsr_red194 = tsr_red194_mem + tsr_red194_at;
-    tsr_red194_at ^= 16;
-    if (tsr_lane == 0) tsr_red194[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v188;
+    int32_t v192;
+    int32_t part193[8];
+    part193[0] = v190[0];
+    part193[1] = v190[1];
+    part193[2] = v190[2];
+    part193[3] = v190[3];
+    part193[4] = v190[4];
+    part193[5] = v190[5];
+    part193[6] = v190[6];
+    part193[7] = v190[7];
+    part193[0] = int32_t(uint32_t(part193[0]) + uint32_t(v190[8]));
+    part193[1] = int32_t(uint32_t(part193[1]) + uint32_t(v190[9]));
+    part193[2] = int32_t(uint32_t(part193[2]) + uint32_t(v190[10]));
+    part193[3] = int32_t(uint32_t(part193[3]) + uint32_t(v190[11]));
+    part193[4] = int32_t(uint32_t(part193[4]) + uint32_t(v190[12]));
+    part193[5] = int32_t(uint32_t(part193[5]) + uint32_t(v190[13]));
+    part193[6] = int32_t(uint32_t(part193[6]) + uint32_t(v190[14]));
+    part193[7] = int32_t(uint32_t(part193[7]) + uint32_t(v190[15]));
+    part193[0] = int32_t(uint32_t(part193[0]) + uint32_t(part193[4]));
+    part193[1] = int32_t(uint32_t(part193[1]) + uint32_t(part193[5]));
+    part193[2] = int32_t(uint32_t(part193[2]) + uint32_t(part193[6]));
+    part193[3] = int32_t(uint32_t(part193[3]) + uint32_t(part193[7]));
+    part193[0] = int32_t(uint32_t(part193[0]) + uint32_t(part193[2]));
+    part193[1] = int32_t(uint32_t(part193[1]) + uint32_t(part193[3]));
+    part193[0] = int32_t(uint32_t(part193[0]) + uint32_t(part193[1]));
+    v192 = part193[0];
+    const int32_t sh194 = __shfl_xor_sync(0xffffffffu, v192, 1);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh194));
+    const int32_t sh195 = __shfl_xor_sync(0xffffffffu, v192, 2);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh195));
+    const int32_t sh196 = __shfl_xor_sync(0xffffffffu, v192, 4);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh196));
+    const int32_t sh197 = __shfl_xor_sync(0xffffffffu, v192, 8);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh197));
+    const int32_t sh198 = __shfl_xor_sync(0xffffffffu, v192, 16);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh198));
+    __shared__ int32_t tsr_red199_mem[32];
+    int32_t* const tsr_red199 = tsr_red199_mem + tsr_red199_at;
+    tsr_red199_at ^= 16;
+    if (tsr_lane == 0) tsr_red199[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v192;
     __syncthreads();
     // the next program's copy of this tile
     if (tsr_tn < tsr_programs) {
       // %9 = program_id {axis = 0} : i32
-      const int32_t v195 = tsr_npid0;
+      const int32_t v200 = tsr_npid0;
       // %10 = program_id {axis = 1} : i32
-      const int32_t v196 = tsr_npid1;
+      const int32_t v201 = tsr_npid1;
       // %11 = mul %10, %8 : i32
-      const int32_t v197 = int32_t(uint32_t(v196) * uint32_t(v2));
+      const int32_t v202 = int32_t(uint32_t(v201) * uint32_t(v2));
       // %18 = add %11, %17 : i32
-      const int32_t v198 = int32_t(uint32_t(v197) + uint32_t(v11));
+      const int32_t v203 = int32_t(uint32_t(v202) + uint32_t(v11));
       {
-        const int64_t o199 = int64_t(v195) * 1 + 0;
-        const int64_t o200 = int64_t(v198) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
-        const bool whole201 = int64_t(v195) * 1 >= 0 && int64_t(v195) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v198) * 8192 >= 0 && int64_t(v198) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v195) * 1 * tsr_p0_s0 + int64_t(v198) * 8192 * tsr_p0_s1);
-        if (whole201) {
+        const int64_t o204 = int64_t(v200) * 1 + 0;
+        const int64_t o205 = int64_t(v203) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
+        const bool whole206 = int64_t(v200) * 1 >= 0 && int64_t(v200) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v203) * 8192 >= 0 && int64_t(v203) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v200) * 1 * tsr_p0_s0 + int64_t(v203) * 8192 * tsr_p0_s1);
+        if (whole206) {
           #pragma unroll
-          for (int c202 = 0; c202 < 4; ++c202) {
-            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c202 * 512 + tsr_tid) * 16), tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c202 * 4) % 4) + (((c202 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+          for (int c207 = 0; c207 < 4; ++c207) {
+            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c207 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c207 * 4) % 4) + (((c207 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
-          for (int c204 = 0; c204 < 4; ++c204) {
-            if ((o199 + 0) < int64_t(tsr_dim_M) && (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c204 * 512 + tsr_tid) * 16), tsr_p0 + (o199 + 0) * tsr_p0_s0 + (o200 + (((c204 * 4) % 4) + (((c204 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+          for (int c209 = 0; c209 < 4; ++c209) {
+            if ((o204 + 0) < int64_t(tsr_dim_M) && (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c209 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
           }
         }
       }
       tsr::cp_async_commit();
       tsr_pf_tag0 = tsr_tn;
     }
-    v188 = tsr_red194[0];
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[1]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[2]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[3]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[4]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[5]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[6]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[7]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[8]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[9]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[10]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[11]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[12]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[13]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[14]));
-    v188 = int32_t(uint32_t(v188) + uint32_t(tsr_red194[15]));
+    v192 = tsr_red199[tsr_lane & 15];
+    const int32_t sh211 = __shfl_xor_sync(0xffffffffu, v192, 1);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh211));
+    const int32_t sh212 = __shfl_xor_sync(0xffffffffu, v192, 2);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh212));
+    const int32_t sh213 = __shfl_xor_sync(0xffffffffu, v192, 4);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh213));
+    const int32_t sh214 = __shfl_xor_sync(0xffffffffu, v192, 8);
+    v192 = int32_t(uint32_t(v192) + uint32_t(sh214));
     // %127 = const {value = 65535} : i32
-    const int32_t v206 = int32_t(65535LL);
+    const int32_t v215 = int32_t(65535LL);
     // %128 = and %126, %127 : i32
-    const int32_t v207 = int32_t(v188 & v206);
+    const int32_t v216 = int32_t(v192 & v215);
     // %129 = const {value = 16} : i32
-    const int32_t v208 = int32_t(16LL);
+    const int32_t v217 = int32_t(16LL);
     // %130 = shr %126, %129 : i32
-    const int32_t v209 = tsr::ishr<int32_t>(v188, v208);
+    const int32_t v218 = tsr::ishr<int32_t>(v192, v217);
     // %131 = add %17, %128 : i32
-    const int32_t v210 = int32_t(uint32_t(v11) + uint32_t(v207));
+    const int32_t v219 = int32_t(uint32_t(v11) + uint32_t(v216));
     // %132 = cmp %131, %43 {pred = "le"} : i1
-    const uint8_t v211 = uint8_t(v210 <= c58);
+    const uint8_t v220 = uint8_t(v219 <= c58);
     // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
-    uint8_t v212[16];
-    if (v211) {
+    uint8_t v221[16];
+    if (v220) {
       // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v213[16];
+      uint8_t v222[16];
       #pragma unroll
-      for (int s214 = 0; s214 < 16; ++s214) {
-        v213[s214] = uint8_t(v173[s214] | v171[s214]);
+      for (int s223 = 0; s223 < 16; ++s223) {
+        v222[s223] = uint8_t(v177[s223] | v175[s223]);
       }
       // yield %134
       #pragma unroll
-      for (int s215 = 0; s215 < 16; ++s215) {
-        v212[s215] = v213[s215];
+      for (int s224 = 0; s224 < 16; ++s224) {
+        v221[s224] = v222[s224];
       }
     } else {
       // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v216[16];
-      #pragma unroll
-      for (int s217 = 0; s217 < 16; ++s217) {
-        v216[s217] = int32_t(v171[s217]);
-      }
-      // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v218[16];
-      uint32_t run219 = uint32_t(0);
-      uint32_t acc220_0 = uint32_t(0);
-      acc220_0 += uint32_t(v216[0]); v218[0] = int32_t(acc220_0);
-      acc220_0 += uint32_t(v216[1]); v218[1] = int32_t(acc220_0);
-      acc220_0 += uint32_t(v216[2]); v218[2] = int32_t(acc220_0);
-      acc220_0 += uint32_t(v216[3]); v218[3] = int32_t(acc220_0);
-      __syncthreads();
-      uint32_t tot222_0;
-      const uint32_t off221_0 = run219 + tsr::block_exclusive_sum<16>(acc220_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_0);
-      v218[0] = int32_t(uint32_t(v218[0]) + off221_0);
-      v218[1] = int32_t(uint32_t(v218[1]) + off221_0);
-      v218[2] = int32_t(uint32_t(v218[2]) + off221_0);
-      v218[3] = int32_t(uint32_t(v218[3]) + off221_0);
-      run219 += tot222_0;
-      uint32_t acc220_1 = uint32_t(0);
-      acc220_1 += uint32_t(v216[4]); v218[4] = int32_t(acc220_1);
-      acc220_1 += uint32_t(v216[5]); v218[5] = int32_t(acc220_1);
-      acc220_1 += uint32_t(v216[6]); v218[6] = int32_t(acc220_1);
-      acc220_1 += uint32_t(v216[7]); v218[7] = int32_t(acc220_1);
-      __syncthreads();
-      uint32_t tot222_1;
-      const uint32_t off221_1 = run219 + tsr::block_exclusive_sum<16>(acc220_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_1);
-      v218[4] = int32_t(uint32_t(v218[4]) + off221_1);
-      v218[5] = int32_t(uint32_t(v218[5]) + off221_1);
-      v218[6] = int32_t(uint32_t(v218[6]) + off221_1);
-      v218[7] = int32_t(uint32_t(v218[7]) + off221_1);
-      run219 += tot222_1;
-      uint32_t acc220_2 = uint32_t(0);
-      acc220_2 += uint32_t(v216[8]); v218[8] = int32_t(acc220_2);
-      acc220_2 += uint32_t(v216[9]); v218[9] = int32_t(acc220_2);
-      acc220_2 += uint32_t(v216[10]); v218[10] = int32_t(acc220_2);
-      acc220_2 += uint32_t(v216[11]); v218[11] = int32_t(acc220_2);
-      __syncthreads();
-      uint32_t tot222_2;
-      const uint32_t off221_2 = run219 + tsr::block_exclusive_sum<16>(acc220_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_2);
-      v218[8] = int32_t(uint32_t(v218[8]) + off221_2);
-      v218[9] = int32_t(uint32_t(v218[9]) + off221_2);
-      v218[10] = int32_t(uint32_t(v218[10]) + off221_2);
-      v218[11] = int32_t(uint32_t(v218[11]) + off221_2);
-      run219 += tot222_2;
-      uint32_t acc220_3 = uint32_t(0);
-      acc220_3 += uint32_t(v216[12]); v218[12] = int32_t(acc220_3);
-      acc220_3 += uint32_t(v216[13]); v218[13] = int32_t(acc220_3);
-      acc220_3 += uint32_t(v216[14]); v218[14] = int32_t(acc220_3);
-      acc220_3 += uint32_t(v216[15]); v218[15] = int32_t(acc220_3);
-      __syncthreads();
-      uint32_t tot222_3;
-      const uint32_t off221_3 = run219 + tsr::block_exclusive_sum<16>(acc220_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_3);
-      v218[12] = int32_t(uint32_t(v218[12]) + off221_3);
-      v218[13] = int32_t(uint32_t(v218[13]) + off221_3);
-      v218[14] = int32_t(uint32_t(v218[14]) + off221_3);
-      v218[15] = int32_t(uint32_t(v218[15]) + off221_3);
-      run219 += tot222_3;
-      // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v223[16];
-      #pragma unroll
-      for (int s224 = 0; s224 < 16; ++s224) {
-        v223[s224] = int32_t(uint32_t(v218[s224]) + uint32_t(v178[s224]));
-      }
-      // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
       int32_t v225[16];
       #pragma unroll
       for (int s226 = 0; s226 < 16; ++s226) {
-        v225[s226] = c58;
+        v225[s226] = int32_t(v175[s226]);
+      }
+      // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v227[16];
+      uint32_t run228 = uint32_t(0);
+      uint32_t acc229_0 = uint32_t(0);
+      acc229_0 += uint32_t(v225[0]); v227[0] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[1]); v227[1] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[2]); v227[2] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[3]); v227[3] = int32_t(acc229_0);
+      __syncthreads();
+      uint32_t tot231_0;
+      const uint32_t off230_0 = run228 + tsr::block_exclusive_sum<16>(acc229_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_0);
+      v227[0] = int32_t(uint32_t(v227[0]) + off230_0);
+      v227[1] = int32_t(uint32_t(v227[1]) + off230_0);
+      v227[2] = int32_t(uint32_t(v227[2]) + off230_0);
+      v227[3] = int32_t(uint32_t(v227[3]) + off230_0);
+      run228 += tot231_0;
+      uint32_t acc229_1 = uint32_t(0);
+      acc229_1 += uint32_t(v225[4]); v227[4] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[5]); v227[5] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[6]); v227[6] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[7]); v227[7] = int32_t(acc229_1);
+      __syncthreads();
+      uint32_t tot231_1;
+      const uint32_t off230_1 = run228 + tsr::block_exclusive_sum<16>(acc229_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_1);
+      v227[4] = int32_t(uint32_t(v227[4]) + off230_1);
+      v227[5] = int32_t(uint32_t(v227[5]) + off230_1);
+      v227[6] = int32_t(uint32_t(v227[6]) + off230_1);
+      v227[7] = int32_t(uint32_t(v227[7]) + off230_1);
+      run228 += tot231_1;
+      uint32_t acc229_2 = uint32_t(0);
+      acc229_2 += uint32_t(v225[8]); v227[8] = int32_t(acc229_2);
+      acc229_2 += uint32_t(v225[9]); v227[9] = int32_t(acc229_2);
+      acc229_2 += uint32_t(v225[10]); v227[10] = int32_t(acc229_2);
+      acc229_2 += uint32_t(v225[11]); v227[11] = int32_t(acc229_2);
+      __syncthreads();
+      uint32_t tot231_2;
+      const uint32_t off230_2 = run228 + tsr::block_exclusive_sum<16>(acc229_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_2);
+      v227[8] = int32_t(uint32_t(v227[8]) + off230_2);
+      v227[9] = int32_t(uint32_t(v227[9]) + off230_2);
+      v227[10] = int32_t(uint32_t(v227[10]) + off230_2);
+      v227[11] = int32_t(uint32_t(v227[11]) + off230_2);
+      run228 += tot231_2;
+      uint32_t acc229_3 = uint32_t(0);
+      acc229_3 += uint32_t(v225[12]); v227[12] = int32_t(acc229_3);
+      acc229_3 += uint32_t(v225[13]); v227[13] = int32_t(acc229_3);
+      acc229_3 += uint32_t(v225[14]); v227[14] = int32_t(acc229_3);
+      acc229_3 += uint32_t(v225[15]); v227[15] = int32_t(acc229_3);
+      __syncthreads();
+      uint32_t tot231_3;
+      const uint32_t off230_3 = run228 + tsr::block_exclusive_sum<16>(acc229_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_3);
+      v227[12] = int32_t(uint32_t(v227[12]) + off230_3);
+      v227[13] = int32_t(uint32_t(v227[13]) + off230_3);
+      v227[14] = int32_t(uint32_t(v227[14]) + off230_3);
+      v227[15] = int32_t(uint32_t(v227[15]) + off230_3);
+      run228 += tot231_3;
+      // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v232[16];
+      #pragma unroll
+      for (int s233 = 0; s233 < 16; ++s233) {
+        v232[s233] = int32_t(uint32_t(v227[s233]) + uint32_t(v182[s233]));
+      }
+      // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      int32_t v234[16];
+      #pragma unroll
+      for (int s235 = 0; s235 < 16; ++s235) {
+        v234[s235] = c58;
       }
       // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v227[16];
+      uint8_t v236[16];
       #pragma unroll
-      for (int s228 = 0; s228 < 16; ++s228) {
-        v227[s228] = uint8_t(v223[s228] <= v225[s228]);
+      for (int s237 = 0; s237 < 16; ++s237) {
+        v236[s237] = uint8_t(v232[s237] <= v234[s237]);
       }
       // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v229[16];
+      uint8_t v238[16];
       #pragma unroll
-      for (int s230 = 0; s230 < 16; ++s230) {
-        v229[s230] = uint8_t(v171[s230] & v227[s230]);
+      for (int s239 = 0; s239 < 16; ++s239) {
+        v238[s239] = uint8_t(v175[s239] & v236[s239]);
       }
       // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v231[16];
+      uint8_t v240[16];
       #pragma unroll
-      for (int s232 = 0; s232 < 16; ++s232) {
-        v231[s232] = uint8_t(v173[s232] | v229[s232]);
+      for (int s241 = 0; s241 < 16; ++s241) {
+        v240[s241] = uint8_t(v177[s241] | v238[s241]);
       }
       // yield %141
       #pragma unroll
-      for (int s233 = 0; s233 < 16; ++s233) {
-        v212[s233] = v231[s233];
+      for (int s242 = 0; s242 < 16; ++s242) {
+        v221[s242] = v240[s242];
       }
     }
     // %142 = const {value = -1} : i32
-    const int32_t v234 = int32_t(-1LL);
+    const int32_t v243 = int32_t(-1LL);
     // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v235[16];
-    #pragma unroll
-    for (int s236 = 0; s236 < 16; ++s236) {
-      v235[s236] = int32_t(v212[s236]);
-    }
-    // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v237[16];
-    uint32_t run238 = uint32_t(0);
-    uint32_t acc239_0 = uint32_t(0);
-    acc239_0 += uint32_t(v235[0]); v237[0] = int32_t(acc239_0);
-    acc239_0 += uint32_t(v235[1]); v237[1] = int32_t(acc239_0);
-    acc239_0 += uint32_t(v235[2]); v237[2] = int32_t(acc239_0);
-    acc239_0 += uint32_t(v235[3]); v237[3] = int32_t(acc239_0);
-    __syncthreads();
-    uint32_t tot241_0;
-    const uint32_t off240_0 = run238 + tsr::block_exclusive_sum<16>(acc239_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_0);
-    v237[0] = int32_t(uint32_t(v237[0]) + off240_0);
-    v237[1] = int32_t(uint32_t(v237[1]) + off240_0);
-    v237[2] = int32_t(uint32_t(v237[2]) + off240_0);
-    v237[3] = int32_t(uint32_t(v237[3]) + off240_0);
-    run238 += tot241_0;
-    uint32_t acc239_1 = uint32_t(0);
-    acc239_1 += uint32_t(v235[4]); v237[4] = int32_t(acc239_1);
-    acc239_1 += uint32_t(v235[5]); v237[5] = int32_t(acc239_1);
-    acc239_1 += uint32_t(v235[6]); v237[6] = int32_t(acc239_1);
-    acc239_1 += uint32_t(v235[7]); v237[7] = int32_t(acc239_1);
-    __syncthreads();
-    uint32_t tot241_1;
-    const uint32_t off240_1 = run238 + tsr::block_exclusive_sum<16>(acc239_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_1);
-    v237[4] = int32_t(uint32_t(v237[4]) + off240_1);
-    v237[5] = int32_t(uint32_t(v237[5]) + off240_1);
-    v237[6] = int32_t(uint32_t(v237[6]) + off240_1);
-    v237[7] = int32_t(uint32_t(v237[7]) + off240_1);
-    run238 += tot241_1;
-    uint32_t acc239_2 = uint32_t(0);
-    acc239_2 += uint32_t(v235[8]); v237[8] = int32_t(acc239_2);
-    acc239_2 += uint32_t(v235[9]); v237[9] = int32_t(acc239_2);
-    acc239_2 += uint32_t(v235[10]); v237[10] = int32_t(acc239_2);
-    acc239_2 += uint32_t(v235[11]); v237[11] = int32_t(acc239_2);
-    __syncthreads();
-    uint32_t tot241_2;
-    const uint32_t off240_2 = run238 + tsr::block_exclusive_sum<16>(acc239_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_2);
-    v237[8] = int32_t(uint32_t(v237[8]) + off240_2);
-    v237[9] = int32_t(uint32_t(v237[9]) + off240_2);
-    v237[10] = int32_t(uint32_t(v237[10]) + off240_2);
-    v237[11] = int32_t(uint32_t(v237[11]) + off240_2);
-    run238 += tot241_2;
-    uint32_t acc239_3 = uint32_t(0);
-    acc239_3 += uint32_t(v235[12]); v237[12] = int32_t(acc239_3);
-    acc239_3 += uint32_t(v235[13]); v237[13] = int32_t(acc239_3);
-    acc239_3 += uint32_t(v235[14]); v237[14] = int32_t(acc239_3);
-    acc239_3 += uint32_t(v235[15]); v237[15] = int32_t(acc239_3);
-    __syncthreads();
-    uint32_t tot241_3;
-    const uint32_t off240_3 = run238 + tsr::block_exclusive_sum<16>(acc239_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_3);
-    v237[12] = int32_t(uint32_t(v237[12]) + off240_3);
-    v237[13] = int32_t(uint32_t(v237[13]) + off240_3);
-    v237[14] = int32_t(uint32_t(v237[14]) + off240_3);
-    v237[15] = int32_t(uint32_t(v237[15]) + off240_3);
-    run238 += tot241_3;
-    // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v242[16];
-    #pragma unroll
-    for (int s243 = 0; s243 < 16; ++s243) {
-      v242[s243] = v234;
-    }
-    // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v244[16];
     #pragma unroll
     for (int s245 = 0; s245 < 16; ++s245) {
-      v244[s245] = int32_t(uint32_t(v237[s245]) + uint32_t(v242[s245]));
+      v244[s245] = int32_t(v221[s245]);
     }
-    // %147 = mul %10, %37 : i32
-    const int32_t v246 = int32_t(uint32_t(v4) * uint32_t(v52));
-    // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v247[16];
-    #pragma unroll
-    for (int s248 = 0; s248 < 16; ++s248) {
-      v247[s248] = v246;
-    }
-    // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v249[16];
-    #pragma unroll
-    for (int s250 = 0; s250 < 16; ++s250) {
-      v249[s250] = int32_t(uint32_t(v244[s250]) + uint32_t(v247[s250]));
-    }
-    // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v246[16];
+    uint32_t run247 = uint32_t(0);
+    uint32_t acc248_0 = uint32_t(0);
+    acc248_0 += uint32_t(v244[0]); v246[0] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[1]); v246[1] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[2]); v246[2] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[3]); v246[3] = int32_t(acc248_0);
+    __syncthreads();
+    uint32_t tot250_0;
+    const uint32_t off249_0 = run247 + tsr::block_exclusive_sum<16>(acc248_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_0);
+    v246[0] = int32_t(uint32_t(v246[0]) + off249_0);
+    v246[1] = int32_t(uint32_t(v246[1]) + off249_0);
+    v246[2] = int32_t(uint32_t(v246[2]) + off249_0);
+    v246[3] = int32_t(uint32_t(v246[3]) + off249_0);
+    run247 += tot250_0;
+    uint32_t acc248_1 = uint32_t(0);
+    acc248_1 += uint32_t(v244[4]); v246[4] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[5]); v246[5] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[6]); v246[6] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[7]); v246[7] = int32_t(acc248_1);
+    __syncthreads();
+    uint32_t tot250_1;
+    const uint32_t off249_1 = run247 + tsr::block_exclusive_sum<16>(acc248_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_1);
+    v246[4] = int32_t(uint32_t(v246[4]) + off249_1);
+    v246[5] = int32_t(uint32_t(v246[5]) + off249_1);
+    v246[6] = int32_t(uint32_t(v246[6]) + off249_1);
+    v246[7] = int32_t(uint32_t(v246[7]) + off249_1);
+    run247 += tot250_1;
+    uint32_t acc248_2 = uint32_t(0);
+    acc248_2 += uint32_t(v244[8]); v246[8] = int32_t(acc248_2);
+    acc248_2 += uint32_t(v244[9]); v246[9] = int32_t(acc248_2);
+    acc248_2 += uint32_t(v244[10]); v246[10] = int32_t(acc248_2);
+    acc248_2 += uint32_t(v244[11]); v246[11] = int32_t(acc248_2);
+    __syncthreads();
+    uint32_t tot250_2;
+    const uint32_t off249_2 = run247 + tsr::block_exclusive_sum<16>(acc248_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_2);
+    v246[8] = int32_t(uint32_t(v246[8]) + off249_2);
+    v246[9] = int32_t(uint32_t(v246[9]) + off249_2);
+    v246[10] = int32_t(uint32_t(v246[10]) + off249_2);
+    v246[11] = int32_t(uint32_t(v246[11]) + off249_2);
+    run247 += tot250_2;
+    uint32_t acc248_3 = uint32_t(0);
+    acc248_3 += uint32_t(v244[12]); v246[12] = int32_t(acc248_3);
+    acc248_3 += uint32_t(v244[13]); v246[13] = int32_t(acc248_3);
+    acc248_3 += uint32_t(v244[14]); v246[14] = int32_t(acc248_3);
+    acc248_3 += uint32_t(v244[15]); v246[15] = int32_t(acc248_3);
+    __syncthreads();
+    uint32_t tot250_3;
+    const uint32_t off249_3 = run247 + tsr::block_exclusive_sum<16>(acc248_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_3);
+    v246[12] = int32_t(uint32_t(v246[12]) + off249_3);
+    v246[13] = int32_t(uint32_t(v246[13]) + off249_3);
+    v246[14] = int32_t(uint32_t(v246[14]) + off249_3);
+    v246[15] = int32_t(uint32_t(v246[15]) + off249_3);
+    run247 += tot250_3;
+    // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
     int32_t v251[16];
     #pragma unroll
     for (int s252 = 0; s252 < 16; ++s252) {
-      v251[s252] = v3;
+      v251[s252] = v243;
+    }
+    // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v253[16];
+    #pragma unroll
+    for (int s254 = 0; s254 < 16; ++s254) {
+      v253[s254] = int32_t(uint32_t(v246[s254]) + uint32_t(v251[s254]));
+    }
+    // %147 = mul %10, %37 : i32
+    const int32_t v255 = int32_t(uint32_t(v4) * uint32_t(v52));
+    // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v256[16];
+    #pragma unroll
+    for (int s257 = 0; s257 < 16; ++s257) {
+      v256[s257] = v255;
+    }
+    // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v258[16];
+    #pragma unroll
+    for (int s259 = 0; s259 < 16; ++s259) {
+      v258[s259] = int32_t(uint32_t(v253[s259]) + uint32_t(v256[s259]));
+    }
+    // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    int32_t v260[16];
+    #pragma unroll
+    for (int s261 = 0; s261 < 16; ++s261) {
+      v260[s261] = v3;
     }
     // scatter %seg_values, %20, %150, %149, %133
     #pragma unroll
-    for (int s253 = 0; s253 < 16; ++s253) {
-      if ((v212[s253] != 0) && (int64_t(v251[s253]) >= 0 && int64_t(v251[s253]) < int64_t(tsr_dim_M) && int64_t(v249[s253]) >= 0 && int64_t(v249[s253]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v251[s253]) * tsr_p1_s0 + int64_t(v249[s253]) * tsr_p1_s1] = v22[s253];
+    for (int s262 = 0; s262 < 16; ++s262) {
+      if ((v221[s262] != 0) && (int64_t(v260[s262]) >= 0 && int64_t(v260[s262]) < int64_t(tsr_dim_M) && int64_t(v258[s262]) >= 0 && int64_t(v258[s262]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v260[s262]) * tsr_p1_s0 + int64_t(v258[s262]) * tsr_p1_s1] = v22[s262];
     }
     // %151 = mul %18, %7 : i32
-    const int32_t v254 = int32_t(uint32_t(v12) * uint32_t(v1));
+    const int32_t v263 = int32_t(uint32_t(v12) * uint32_t(v1));
     // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v255[16];
+    int32_t v264[16];
     #pragma unroll
-    for (int s256 = 0; s256 < 16; ++s256) {
-      v255[s256] = v254;
+    for (int s265 = 0; s265 < 16; ++s265) {
+      v264[s265] = v263;
     }
     // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-    int32_t v257[16];
+    int32_t v266[16];
     #pragma unroll
-    for (int s258 = 0; s258 < 16; ++s258) {
-      v257[s258] = int32_t(uint32_t(v42[s258]) + uint32_t(v255[s258]));
+    for (int s267 = 0; s267 < 16; ++s267) {
+      v266[s267] = int32_t(uint32_t(v42[s267]) + uint32_t(v264[s267]));
     }
     // scatter %seg_indices, %153, %150, %149, %133
     #pragma unroll
-    for (int s259 = 0; s259 < 16; ++s259) {
-      if ((v212[s259] != 0) && (int64_t(v251[s259]) >= 0 && int64_t(v251[s259]) < int64_t(tsr_dim_M) && int64_t(v249[s259]) >= 0 && int64_t(v249[s259]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v251[s259]) * tsr_p2_s0 + int64_t(v249[s259]) * tsr_p2_s1] = v257[s259];
+    for (int s268 = 0; s268 < 16; ++s268) {
+      if ((v221[s268] != 0) && (int64_t(v260[s268]) >= 0 && int64_t(v260[s268]) < int64_t(tsr_dim_M) && int64_t(v258[s268]) >= 0 && int64_t(v258[s268]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v260[s268]) * tsr_p2_s0 + int64_t(v258[s268]) * tsr_p2_s1] = v266[s268];
     }
     // %154 = sub %43, %17 : i32
-    const int32_t v260 = int32_t(uint32_t(c58) - uint32_t(v11));
+    const int32_t v269 = int32_t(uint32_t(c58) - uint32_t(v11));
     // %155 = max %154, %17 : i32
-    const int32_t v261 = tsr::imax<int32_t>(v260, v11);
+    const int32_t v270 = tsr::imax<int32_t>(v269, v11);
     // %156 = min %128, %155 : i32
-    const int32_t v262 = tsr::imin<int32_t>(v207, v261);
+    const int32_t v271 = tsr::imin<int32_t>(v216, v270);
     // %157 = add %17, %130 : i32
-    const int32_t v263 = int32_t(uint32_t(v11) + uint32_t(v209));
+    const int32_t v272 = int32_t(uint32_t(v11) + uint32_t(v218));
     // %158 = add %157, %156 : i32
-    const int32_t v264 = int32_t(uint32_t(v263) + uint32_t(v262));
+    const int32_t v273 = int32_t(uint32_t(v272) + uint32_t(v271));
     // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v265[1];
+    int32_t v274[1];
     #pragma unroll
-    for (int s266 = 0; s266 < 1; ++s266) {
-      v265[s266] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
+    for (int s275 = 0; s275 < 1; ++s275) {
+      v274[s275] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
     }
     // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v267[1];
+    int32_t v276[1];
     #pragma unroll
-    for (int s268 = 0; s268 < 1; ++s268) {
-      v267[s268] = v264;
+    for (int s277 = 0; s277 < 1; ++s277) {
+      v276[s277] = v273;
     }
     // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    uint8_t v269[1];
+    uint8_t v278[1];
     #pragma unroll
-    for (int s270 = 0; s270 < 1; ++s270) {
-      v269[s270] = uint8_t(v265[s270] >= v267[s270]);
+    for (int s279 = 0; s279 < 1; ++s279) {
+      v278[s279] = uint8_t(v274[s279] >= v276[s279]);
     }
     // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v271[1];
+    int32_t v280[1];
     #pragma unroll
-    for (int s272 = 0; s272 < 1; ++s272) {
-      v271[s272] = v246;
+    for (int s281 = 0; s281 < 1; ++s281) {
+      v280[s281] = v255;
     }
     // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v273[1];
+    int32_t v282[1];
     #pragma unroll
-    for (int s274 = 0; s274 < 1; ++s274) {
-      v273[s274] = int32_t(uint32_t(v265[s274]) + uint32_t(v271[s274]));
+    for (int s283 = 0; s283 < 1; ++s283) {
+      v282[s283] = int32_t(uint32_t(v274[s283]) + uint32_t(v280[s283]));
     }
     // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v275[1];
+    int32_t v284[1];
     #pragma unroll
-    for (int s276 = 0; s276 < 1; ++s276) {
-      v275[s276] = v234;
+    for (int s285 = 0; s285 < 1; ++s285) {
+      v284[s285] = v243;
     }
     // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v277[1];
+    int32_t v286[1];
     #pragma unroll
-    for (int s278 = 0; s278 < 1; ++s278) {
-      v277[s278] = v3;
+    for (int s287 = 0; s287 < 1; ++s287) {
+      v286[s287] = v3;
     }
     // scatter %seg_indices, %164, %165, %163, %161
     #pragma unroll
-    for (int s279 = 0; s279 < 1; ++s279) {
-      if (((tsr_warp & 14) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
+    for (int s288 = 0; s288 < 1; ++s288) {
+      if (((tsr_warp & 14) == 0) && (v278[s288] != 0) && (int64_t(v286[s288]) >= 0 && int64_t(v286[s288]) < int64_t(tsr_dim_M) && int64_t(v282[s288]) >= 0 && int64_t(v282[s288]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v286[s288]) * tsr_p2_s0 + int64_t(v282[s288]) * tsr_p2_s1] = v284[s288];
     }
   }
   tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits
@@ -1437,7 +1434,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
         v132[s133] = int64_t(uint64_t(v130[s133]) + uint64_t(v113[s133]));
       }
       // %85 = reduce %84 {axis = 0, kind = "sum"} : i64
-      int64_t v134 = v132[0];
+      int64_t v134;
+      v134 = v132[0];
       v134 = int64_t(uint64_t(v134) + uint64_t(v132[1]));
       v134 = int64_t(uint64_t(v134) + uint64_t(v132[2]));
       v134 = int64_t(uint64_t(v134) + uint64_t(v132[3]));
@@ -1456,53 +1454,46 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
       tsr_red140_at ^= 16;
       if (tsr_lane == 0) tsr_red140[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v134;
       __syncthreads();
-      v134 = tsr_red140[0];
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[1]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[2]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[3]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[4]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[5]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[6]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[7]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[8]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[9]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[10]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[11]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[12]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[13]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[14]));
-      v134 = int64_t(uint64_t(v134) + uint64_t(tsr_red140[15]));
+      v134 = tsr_red140[tsr_lane & 15];
+      const int64_t sh141 = __shfl_xor_sync(0xffffffffu, v134, 1);
+      v134 = int64_t(uint64_t(v134) + uint64_t(sh141));
+      const int64_t sh142 = __shfl_xor_sync(0xffffffffu, v134, 2);
+      v134 = int64_t(uint64_t(v134) + uint64_t(sh142));
+      const int64_t sh143 = __shfl_xor_sync(0xffffffffu, v134, 4);
+      v134 = int64_t(uint64_t(v134) + uint64_t(sh143));
+      const int64_t sh144 = __shfl_xor_sync(0xffffffffu, v134, 8);
+      v134 = int64_t(uint64_t(v134) + uint64_t(sh144));
       // %86 = const {value = 4095} : i64
-      const int64_t v141 = int64_t(4095LL);
+      const int64_t v145 = int64_t(4095LL);
       // %87 = and %85, %86 : i64
-      const int64_t v142 = int64_t(v134 & v141);
+      const int64_t v146 = int64_t(v134 & v145);
       // %88 = cast %87 : i32
-      const int32_t v143 = int32_t(v142);
+      const int32_t v147 = int32_t(v146);
       // %89 = shr %85, %75 : i64
-      const int64_t v144 = tsr::ishr<int64_t>(v134, v117);
+      const int64_t v148 = tsr::ishr<int64_t>(v134, v117);
       // %90 = cast %89 : i32
-      const int32_t v145 = int32_t(v144);
+      const int32_t v149 = int32_t(v148);
       // %91 = sub %34, %90 : i32
-      const int32_t v146 = int32_t(uint32_t(c48) - uint32_t(v145));
+      const int32_t v150 = int32_t(uint32_t(c48) - uint32_t(v149));
       // %92 = cast %88 : u32
-      const uint32_t v147 = uint32_t(v143);
+      const uint32_t v151 = uint32_t(v147);
       // %93 = shl %92, %48 : u32
-      const uint32_t v148 = tsr::ishl<uint32_t>(v147, v63);
+      const uint32_t v152 = tsr::ishl<uint32_t>(v151, v63);
       // %94 = or %33, %93 : u32
-      const uint32_t v149 = uint32_t(c47 | v148);
+      const uint32_t v153 = uint32_t(c47 | v152);
       // %95 = const {value = 12} : i64
-      const int64_t v150 = int64_t(12LL);
+      const int64_t v154 = int64_t(12LL);
       // %96 = shr %85, %95 : i64
-      const int64_t v151 = tsr::ishr<int64_t>(v134, v150);
+      const int64_t v155 = tsr::ishr<int64_t>(v134, v154);
       // %97 = and %96, %86 : i64
-      const int64_t v152 = int64_t(v151 & v141);
+      const int64_t v156 = int64_t(v155 & v145);
       // %98 = cmp %97, %81 {pred = "eq"} : i1
-      const uint8_t v153 = uint8_t(v152 == v127);
+      const uint8_t v157 = uint8_t(v156 == v127);
       // yield %94, %91, %48, %98
-      v52 = v149;
-      v53 = v146;
+      v52 = v153;
+      v53 = v150;
       v54 = v63;
-      v55 = v153;
+      v55 = v157;
     } else {
       // yield %33, %34, %35, %36
       v52 = c47;
@@ -1517,260 +1508,254 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     c50 = v55;
   }
   // %99 = shr %28, %30 : u32
-  const uint32_t v154 = tsr::ishr<uint32_t>(c47, c49);
+  const uint32_t v158 = tsr::ishr<uint32_t>(c47, c49);
   // %100 = splat %30 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint32_t v155[2];
-  #pragma unroll
-  for (int s156 = 0; s156 < 2; ++s156) {
-    v155[s156] = c49;
-  }
-  // %101 = shr %23, %100 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint32_t v157[2];
-  #pragma unroll
-  for (int s158 = 0; s158 < 2; ++s158) {
-    v157[s158] = tsr::ishr<uint32_t>(v41[s158], v155[s158]);
-  }
-  // %102 = splat %99 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
   uint32_t v159[2];
   #pragma unroll
   for (int s160 = 0; s160 < 2; ++s160) {
-    v159[s160] = v154;
+    v159[s160] = c49;
   }
-  // %103 = cmp %101, %102 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint8_t v161[2];
+  // %101 = shr %23, %100 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v161[2];
   #pragma unroll
   for (int s162 = 0; s162 < 2; ++s162) {
-    v161[s162] = uint8_t(v157[s162] == v159[s162]);
+    v161[s162] = tsr::ishr<uint32_t>(v41[s162], v159[s162]);
   }
-  // %104 = cmp %101, %102 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  uint8_t v163[2];
+  // %102 = splat %99 : tile<u32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint32_t v163[2];
   #pragma unroll
   for (int s164 = 0; s164 < 2; ++s164) {
-    v163[s164] = uint8_t(v157[s164] < v159[s164]);
+    v163[s164] = v158;
+  }
+  // %103 = cmp %101, %102 {pred = "eq"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v165[2];
+  #pragma unroll
+  for (int s166 = 0; s166 < 2; ++s166) {
+    v165[s166] = uint8_t(v161[s166] == v163[s166]);
+  }
+  // %104 = cmp %101, %102 {pred = "lt"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  uint8_t v167[2];
+  #pragma unroll
+  for (int s168 = 0; s168 < 2; ++s168) {
+    v167[s168] = uint8_t(v161[s168] < v163[s168]);
   }
   // %105 = const {value = 65536} : i32
-  const int32_t v165 = int32_t(65536LL);
+  const int32_t v169 = int32_t(65536LL);
   // %106 = splat %105 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v166[2];
-  #pragma unroll
-  for (int s167 = 0; s167 < 2; ++s167) {
-    v166[s167] = v165;
-  }
-  // %107 = where %104, %106, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v168[2];
-  #pragma unroll
-  for (int s169 = 0; s169 < 2; ++s169) {
-    v168[s169] = (v163[s169] ? v166[s169] : v35[s169]);
-  }
-  // %108 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
   int32_t v170[2];
   #pragma unroll
   for (int s171 = 0; s171 < 2; ++s171) {
-    v170[s171] = v1;
+    v170[s171] = v169;
   }
-  // %109 = where %103, %108, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  // %107 = where %104, %106, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
   int32_t v172[2];
   #pragma unroll
   for (int s173 = 0; s173 < 2; ++s173) {
-    v172[s173] = (v161[s173] ? v170[s173] : v35[s173]);
+    v172[s173] = (v167[s173] ? v170[s173] : v35[s173]);
   }
-  // %110 = add %109, %107 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  // %108 = splat %2 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
   int32_t v174[2];
   #pragma unroll
   for (int s175 = 0; s175 < 2; ++s175) {
-    v174[s175] = int32_t(uint32_t(v172[s175]) + uint32_t(v168[s175]));
+    v174[s175] = v1;
+  }
+  // %109 = where %103, %108, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v176[2];
+  #pragma unroll
+  for (int s177 = 0; s177 < 2; ++s177) {
+    v176[s177] = (v165[s177] ? v174[s177] : v35[s177]);
+  }
+  // %110 = add %109, %107 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+  int32_t v178[2];
+  #pragma unroll
+  for (int s179 = 0; s179 < 2; ++s179) {
+    v178[s179] = int32_t(uint32_t(v176[s179]) + uint32_t(v172[s179]));
   }
   // %111 = reduce %110 {axis = 0, kind = "sum"} : i32
-  int32_t v176 = v174[0];
-  v176 = int32_t(uint32_t(v176) + uint32_t(v174[1]));
-  const int32_t sh177 = __shfl_xor_sync(0xffffffffu, v176, 1);
-  v176 = int32_t(uint32_t(v176) + uint32_t(sh177));
-  const int32_t sh178 = __shfl_xor_sync(0xffffffffu, v176, 2);
-  v176 = int32_t(uint32_t(v176) + uint32_t(sh178));
-  const int32_t sh179 = __shfl_xor_sync(0xffffffffu, v176, 4);
-  v176 = int32_t(uint32_t(v176) + uint32_t(sh179));
-  const int32_t sh180 = __shfl_xor_sync(0xffffffffu, v176, 8);
-  v176 = int32_t(uint32_t(v176) + uint32_t(sh180));
-  const int32_t sh181 = __shfl_xor_sync(0xffffffffu, v176, 16);
-  v176 = int32_t(uint32_t(v176) + uint32_t(sh181));
-  __shared__ int32_t tsr_red182_mem[16];
-  int32_t* const tsr_red182 = tsr_red182_mem;
-  if (tsr_lane == 0) tsr_red182[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v176;
+  int32_t v180;
+  v180 = v178[0];
+  v180 = int32_t(uint32_t(v180) + uint32_t(v178[1]));
+  const int32_t sh181 = __shfl_xor_sync(0xffffffffu, v180, 1);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh181));
+  const int32_t sh182 = __shfl_xor_sync(0xffffffffu, v180, 2);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh182));
+  const int32_t sh183 = __shfl_xor_sync(0xffffffffu, v180, 4);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh183));
+  const int32_t sh184 = __shfl_xor_sync(0xffffffffu, v180, 8);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh184));
+  const int32_t sh185 = __shfl_xor_sync(0xffffffffu, v180, 16);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh185));
+  __shared__ int32_t tsr_red186_mem[16];
+  int32_t* const tsr_red186 = tsr_red186_mem;
+  if (tsr_lane == 0) tsr_red186[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v180;
   __syncthreads();
-  v176 = tsr_red182[0];
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[1]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[2]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[3]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[4]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[5]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[6]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[7]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[8]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[9]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[10]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[11]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[12]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[13]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[14]));
-  v176 = int32_t(uint32_t(v176) + uint32_t(tsr_red182[15]));
+  v180 = tsr_red186[tsr_lane & 15];
+  const int32_t sh187 = __shfl_xor_sync(0xffffffffu, v180, 1);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh187));
+  const int32_t sh188 = __shfl_xor_sync(0xffffffffu, v180, 2);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh188));
+  const int32_t sh189 = __shfl_xor_sync(0xffffffffu, v180, 4);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh189));
+  const int32_t sh190 = __shfl_xor_sync(0xffffffffu, v180, 8);
+  v180 = int32_t(uint32_t(v180) + uint32_t(sh190));
   // %112 = const {value = 65535} : i32
-  const int32_t v183 = int32_t(65535LL);
+  const int32_t v191 = int32_t(65535LL);
   // %113 = and %111, %112 : i32
-  const int32_t v184 = int32_t(v176 & v183);
+  const int32_t v192 = int32_t(v180 & v191);
   // %114 = add %4, %113 : i32
-  const int32_t v185 = int32_t(uint32_t(v3) + uint32_t(v184));
+  const int32_t v193 = int32_t(uint32_t(v3) + uint32_t(v192));
   // %115 = cmp %114, %29 {pred = "le"} : i1
-  const uint8_t v186 = uint8_t(v185 <= c48);
+  const uint8_t v194 = uint8_t(v193 <= c48);
   // %116 = if %115 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>> {...}
-  uint8_t v187[2];
-  if (v186) {
+  uint8_t v195[2];
+  if (v194) {
     // %117 = or %104, %103 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v188[2];
+    uint8_t v196[2];
     #pragma unroll
-    for (int s189 = 0; s189 < 2; ++s189) {
-      v188[s189] = uint8_t(v163[s189] | v161[s189]);
+    for (int s197 = 0; s197 < 2; ++s197) {
+      v196[s197] = uint8_t(v167[s197] | v165[s197]);
     }
     // yield %117
     #pragma unroll
-    for (int s190 = 0; s190 < 2; ++s190) {
-      v187[s190] = v188[s190];
+    for (int s198 = 0; s198 < 2; ++s198) {
+      v195[s198] = v196[s198];
     }
   } else {
     // %118 = cast %103 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v191[2];
+    int32_t v199[2];
     #pragma unroll
-    for (int s192 = 0; s192 < 2; ++s192) {
-      v191[s192] = int32_t(v161[s192]);
+    for (int s200 = 0; s200 < 2; ++s200) {
+      v199[s200] = int32_t(v165[s200]);
     }
     // %119 = scan %118 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v193[2];
-    uint32_t run194 = uint32_t(0);
-    uint32_t acc195_0 = uint32_t(0);
-    acc195_0 += uint32_t(v191[0]); v193[0] = int32_t(acc195_0);
-    acc195_0 += uint32_t(v191[1]); v193[1] = int32_t(acc195_0);
+    int32_t v201[2];
+    uint32_t run202 = uint32_t(0);
+    uint32_t acc203_0 = uint32_t(0);
+    acc203_0 += uint32_t(v199[0]); v201[0] = int32_t(acc203_0);
+    acc203_0 += uint32_t(v199[1]); v201[1] = int32_t(acc203_0);
     __syncthreads();
-    uint32_t tot197_0;
-    const uint32_t off196_0 = run194 + tsr::block_exclusive_sum<16>(acc195_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot197_0);
-    v193[0] = int32_t(uint32_t(v193[0]) + off196_0);
-    v193[1] = int32_t(uint32_t(v193[1]) + off196_0);
-    run194 += tot197_0;
+    uint32_t tot205_0;
+    const uint32_t off204_0 = run202 + tsr::block_exclusive_sum<16>(acc203_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot205_0);
+    v201[0] = int32_t(uint32_t(v201[0]) + off204_0);
+    v201[1] = int32_t(uint32_t(v201[1]) + off204_0);
+    run202 += tot205_0;
     // %120 = add %119, %20 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v198[2];
-    #pragma unroll
-    for (int s199 = 0; s199 < 2; ++s199) {
-      v198[s199] = int32_t(uint32_t(v193[s199]) + uint32_t(v35[s199]));
-    }
-    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    int32_t v200[2];
-    #pragma unroll
-    for (int s201 = 0; s201 < 2; ++s201) {
-      v200[s201] = c48;
-    }
-    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v202[2];
-    #pragma unroll
-    for (int s203 = 0; s203 < 2; ++s203) {
-      v202[s203] = uint8_t(v198[s203] <= v200[s203]);
-    }
-    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v204[2];
-    #pragma unroll
-    for (int s205 = 0; s205 < 2; ++s205) {
-      v204[s205] = uint8_t(v161[s205] & v202[s205]);
-    }
-    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-    uint8_t v206[2];
+    int32_t v206[2];
     #pragma unroll
     for (int s207 = 0; s207 < 2; ++s207) {
-      v206[s207] = uint8_t(v163[s207] | v204[s207]);
+      v206[s207] = int32_t(uint32_t(v201[s207]) + uint32_t(v35[s207]));
+    }
+    // %121 = splat %29 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    int32_t v208[2];
+    #pragma unroll
+    for (int s209 = 0; s209 < 2; ++s209) {
+      v208[s209] = c48;
+    }
+    // %122 = cmp %120, %121 {pred = "le"} : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v210[2];
+    #pragma unroll
+    for (int s211 = 0; s211 < 2; ++s211) {
+      v210[s211] = uint8_t(v206[s211] <= v208[s211]);
+    }
+    // %123 = and %103, %122 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v212[2];
+    #pragma unroll
+    for (int s213 = 0; s213 < 2; ++s213) {
+      v212[s213] = uint8_t(v165[s213] & v210[s213]);
+    }
+    // %124 = or %104, %123 : tile<i1, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
+    uint8_t v214[2];
+    #pragma unroll
+    for (int s215 = 0; s215 < 2; ++s215) {
+      v214[s215] = uint8_t(v167[s215] | v212[s215]);
     }
     // yield %124
     #pragma unroll
-    for (int s208 = 0; s208 < 2; ++s208) {
-      v187[s208] = v206[s208];
+    for (int s216 = 0; s216 < 2; ++s216) {
+      v195[s216] = v214[s216];
     }
   }
   // %125 = const {value = -1} : i32
-  const int32_t v209 = int32_t(-1LL);
+  const int32_t v217 = int32_t(-1LL);
   // %126 = cast %116 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v210[2];
+  int32_t v218[2];
   #pragma unroll
-  for (int s211 = 0; s211 < 2; ++s211) {
-    v210[s211] = int32_t(v187[s211]);
+  for (int s219 = 0; s219 < 2; ++s219) {
+    v218[s219] = int32_t(v195[s219]);
   }
   // %127 = scan %126 {axis = 0, kind = "sum"} : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v212[2];
-  uint32_t run213 = uint32_t(0);
-  uint32_t acc214_0 = uint32_t(0);
-  acc214_0 += uint32_t(v210[0]); v212[0] = int32_t(acc214_0);
-  acc214_0 += uint32_t(v210[1]); v212[1] = int32_t(acc214_0);
+  int32_t v220[2];
+  uint32_t run221 = uint32_t(0);
+  uint32_t acc222_0 = uint32_t(0);
+  acc222_0 += uint32_t(v218[0]); v220[0] = int32_t(acc222_0);
+  acc222_0 += uint32_t(v218[1]); v220[1] = int32_t(acc222_0);
   __syncthreads();
-  uint32_t tot216_0;
-  const uint32_t off215_0 = run213 + tsr::block_exclusive_sum<16>(acc214_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot216_0);
-  v212[0] = int32_t(uint32_t(v212[0]) + off215_0);
-  v212[1] = int32_t(uint32_t(v212[1]) + off215_0);
-  run213 += tot216_0;
+  uint32_t tot224_0;
+  const uint32_t off223_0 = run221 + tsr::block_exclusive_sum<16>(acc222_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot224_0);
+  v220[0] = int32_t(uint32_t(v220[0]) + off223_0);
+  v220[1] = int32_t(uint32_t(v220[1]) + off223_0);
+  run221 += tot224_0;
   // %128 = splat %125 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v217[2];
+  int32_t v225[2];
   #pragma unroll
-  for (int s218 = 0; s218 < 2; ++s218) {
-    v217[s218] = v209;
+  for (int s226 = 0; s226 < 2; ++s226) {
+    v225[s226] = v217;
   }
   // %129 = add %127, %128 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v219[2];
+  int32_t v227[2];
   #pragma unroll
-  for (int s220 = 0; s220 < 2; ++s220) {
-    v219[s220] = int32_t(uint32_t(v212[s220]) + uint32_t(v217[s220]));
+  for (int s228 = 0; s228 < 2; ++s228) {
+    v227[s228] = int32_t(uint32_t(v220[s228]) + uint32_t(v225[s228]));
   }
   // %130 = splat %1 : tile<i32, [1024], layout = blocked<per_thread = [2], threads = [32], warps = [16], order = [0]>>
-  int32_t v221[2];
+  int32_t v229[2];
   #pragma unroll
-  for (int s222 = 0; s222 < 2; ++s222) {
-    v221[s222] = v0;
+  for (int s230 = 0; s230 < 2; ++s230) {
+    v229[s230] = v0;
   }
   // scatter %values, %6, %130, %129, %116
   #pragma unroll
-  for (int s223 = 0; s223 < 2; ++s223) {
-    if ((v187[s223] != 0) && (int64_t(v221[s223]) >= 0 && int64_t(v221[s223]) < int64_t(tsr_dim_M) && int64_t(v219[s223]) >= 0 && int64_t(v219[s223]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v221[s223]) * tsr_p2_s0 + int64_t(v219[s223]) * tsr_p2_s1] = v9[s223];
+  for (int s231 = 0; s231 < 2; ++s231) {
+    if ((v195[s231] != 0) && (int64_t(v229[s231]) >= 0 && int64_t(v229[s231]) < int64_t(tsr_dim_M) && int64_t(v227[s231]) >= 0 && int64_t(v227[s231]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v229[s231]) * tsr_p2_s0 + int64_t(v227[s231]) * tsr_p2_s1] = v9[s231];
   }
   // scatter %indices, %8, %130, %129, %116
   #pragma unroll
-  for (int s224 = 0; s224 < 2; ++s224) {
-    if ((v187[s224] != 0) && (int64_t(v221[s224]) >= 0 && int64_t(v221[s224]) < int64_t(tsr_dim_M) && int64_t(v219[s224]) >= 0 && int64_t(v219[s224]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v221[s224]) * tsr_p3_s0 + int64_t(v219[s224]) * tsr_p3_s1] = v15[s224];
+  for (int s232 = 0; s232 < 2; ++s232) {
+    if ((v195[s232] != 0) && (int64_t(v229[s232]) >= 0 && int64_t(v229[s232]) < int64_t(tsr_dim_M) && int64_t(v227[s232]) >= 0 && int64_t(v227[s232]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v229[s232]) * tsr_p3_s0 + int64_t(v227[s232]) * tsr_p3_s1] = v15[s232];
   }
   // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v225[1];
+  int32_t v233[1];
   {
-    const int64_t o226 = int64_t(v0) * 1 + 0;
-    const int64_t o227 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o234 = int64_t(v0) * 1 + 0;
+    const int64_t o235 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s228 = 0; s228 < 1; ++s228) {
-      v225[s228] = ((o226 + 0) < int64_t(tsr_dim_M) && (o227 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o226 + 0) * tsr_p3_s0 + (o227 + 0) * tsr_p3_s1] : int32_t(0LL);
+    for (int s236 = 0; s236 < 1; ++s236) {
+      v233[s236] = ((o234 + 0) < int64_t(tsr_dim_M) && (o235 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o234 + 0) * tsr_p3_s0 + (o235 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v229[1];
+  float v237[1];
   {
-    const int64_t o230 = int64_t(v0) * 1 + 0;
-    const int64_t o231 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o238 = int64_t(v0) * 1 + 0;
+    const int64_t o239 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s232 = 0; s232 < 1; ++s232) {
-      v229[s232] = ((o230 + 0) < int64_t(tsr_dim_M) && (o231 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o230 + 0) * tsr_p2_s0 + (o231 + 0) * tsr_p2_s1] : 0x0p+0f;
+    for (int s240 = 0; s240 < 1; ++s240) {
+      v237[s240] = ((o238 + 0) < int64_t(tsr_dim_M) && (o239 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o238 + 0) * tsr_p2_s0 + (o239 + 0) * tsr_p2_s1] : 0x0p+0f;
     }
   }
   // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v233[1];
-  int32_t v234[1];
+  float v241[1];
+  int32_t v242[1];
   __syncthreads();
   #pragma unroll
-  for (int s235 = 0; s235 < 1; ++s235) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v229[s235];
+  for (int s243 = 0; s243 < 1; ++s243) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v237[s243];
   }
   __syncthreads();
   #pragma unroll
-  for (int s236 = 0; s236 < 1; ++s236) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v225[s236];
+  for (int s244 = 0; s244 < 1; ++s244) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v233[s244];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1796,31 +1781,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     }
   }
   #pragma unroll
-  for (int s237 = 0; s237 < 1; ++s237) {
-    const int e238 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v233[s237] = reinterpret_cast<float*>(tsr_smem + 0)[(((e238) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e238) / 64) * 1 + ((e238) % 1)) * 64 + (((e238) / 1) % 64)]) * 1 + ((e238) % 1)];
+  for (int s245 = 0; s245 < 1; ++s245) {
+    const int e246 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v241[s245] = reinterpret_cast<float*>(tsr_smem + 0)[(((e246) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e246) / 64) * 1 + ((e246) % 1)) * 64 + (((e246) / 1) % 64)]) * 1 + ((e246) % 1)];
   }
   #pragma unroll
-  for (int s239 = 0; s239 < 1; ++s239) {
-    const int e240 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v234[s239] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e240) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e240) / 64) * 1 + ((e240) % 1)) * 64 + (((e240) / 1) % 64)]) * 1 + ((e240) % 1)];
+  for (int s247 = 0; s247 < 1; ++s247) {
+    const int e248 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v242[s247] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e248) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e248) / 64) * 1 + ((e248) % 1)) * 64 + (((e248) / 1) % 64)]) * 1 + ((e248) % 1)];
   }
   // store_tile %values, %133, %1, %4
   {
-    const int64_t o241 = int64_t(v0) * 1 + 0;
-    const int64_t o242 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o249 = int64_t(v0) * 1 + 0;
+    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s243 = 0; s243 < 1; ++s243) {
-      if (((tsr_warp & 14) == 0) && (o241 + 0) < int64_t(tsr_dim_M) && (o242 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o241 + 0) * tsr_p2_s0 + (o242 + 0) * tsr_p2_s1] = v233[s243];
+    for (int s251 = 0; s251 < 1; ++s251) {
+      if (((tsr_warp & 14) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + 0) * tsr_p2_s1] = v241[s251];
     }
   }
   // store_tile %indices, %134, %1, %4
   {
-    const int64_t o244 = int64_t(v0) * 1 + 0;
-    const int64_t o245 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o252 = int64_t(v0) * 1 + 0;
+    const int64_t o253 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s246 = 0; s246 < 1; ++s246) {
-      if (((tsr_warp & 14) == 0) && (o244 + 0) < int64_t(tsr_dim_M) && (o245 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o244 + 0) * tsr_p3_s0 + (o245 + 0) * tsr_p3_s1] = v234[s246];
+    for (int s254 = 0; s254 < 1; ++s254) {
+      if (((tsr_warp & 14) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o252 + 0) * tsr_p3_s0 + (o253 + 0) * tsr_p3_s1] = v242[s254];
     }
   }
 }
