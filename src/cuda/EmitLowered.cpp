@@ -2016,12 +2016,14 @@ void Emitter::lowered_dot(const Op& op) {
     }
     close();
   }
-  // The ring's refill, left by emit_ring_loop, in the first k step: after its mma instructions,
-  // or before them with TESSERA_CUDA_REFILL_BEFORE_MMA=1 (an A/B switch: the copies' address
-  // registers are then free again before the next step's ldmatrix addresses want registers,
-  // where right after the copies ptxas reuses them and the loads wait for the copies to issue).
+  // The ring's refill, left by emit_ring_loop, in the first k step, before its mma instructions:
+  // the copies' address registers are free again by the time the next step's ldmatrix
+  // addresses want registers (printed after them, ptxas reused those registers at once and the
+  // loads waited for the copies to issue: Nsight Compute, session 39). H100, mma.sync matmul
+  // 4096^3: 0.370 -> 0.355 ms (bench/RESULTS.md, session 40). TESSERA_CUDA_REFILL_AFTER_MMA=1
+  // prints it after them (an A/B switch).
   const bool refill_here = ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_;
-  const bool refill_first = refill_here && env_flag("TESSERA_CUDA_REFILL_BEFORE_MMA");
+  const bool refill_first = refill_here && !env_flag("TESSERA_CUDA_REFILL_AFTER_MMA");
   auto print_refill = [&](const char* when) {
     auto refill = std::move(ring_refill_);
     ring_refill_ = nullptr;

@@ -247,15 +247,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
-        tsr::mma_bf16_16816(&v83_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v83_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v83_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v83_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v83_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v83_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v83_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v83_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv82_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
             const int32_t nx85 = int32_t((iv82_ + 1 * int64_t(v3_c1)));
             // %off = mul %j, %bn : i32
@@ -327,6 +319,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_bf16_16816(&v83_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v83_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v83_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v83_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v83_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v83_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v83_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v83_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>

@@ -401,11 +401,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v91_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_f16_16816(&v91_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_f16_16816(&v91_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_f16_16816(&v91_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv44_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
             const int32_t nx93 = int32_t((iv44_ + 1 * int64_t(v3_c1)));
             {
@@ -444,6 +440,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_f16_16816(&v91_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_f16_16816(&v91_accn[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_f16_16816(&v91_accn[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_f16_16816(&v91_accn[12], fa[ks & 1][0], fb[ks & 1][3]);
       }
     }
     // yield %accn

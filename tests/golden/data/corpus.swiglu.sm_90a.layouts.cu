@@ -209,15 +209,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v79_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v79_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v79_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v79_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v79_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v79_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v79_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v79_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv78_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
             const int32_t nx81 = int32_t((iv78_ + 1 * int64_t(v3_c1)));
             {
@@ -322,6 +314,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_bf16_16816(&v79_gn2[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v79_gn2[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v79_gn2[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v79_gn2[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v79_gn2[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // %un = dot %xt, %wut, %uc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>

@@ -186,39 +186,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_f16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_f16_16816(&v58[16], fa55[ks & 1][0], fb56[ks & 1][4]);
-        tsr::mma_f16_16816(&v58[20], fa55[ks & 1][0], fb56[ks & 1][5]);
-        tsr::mma_f16_16816(&v58[24], fa55[ks & 1][0], fb56[ks & 1][6]);
-        tsr::mma_f16_16816(&v58[28], fa55[ks & 1][0], fb56[ks & 1][7]);
-        tsr::mma_f16_16816(&v58[32], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58[36], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58[40], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58[44], fa55[ks & 1][1], fb56[ks & 1][3]);
-        tsr::mma_f16_16816(&v58[48], fa55[ks & 1][1], fb56[ks & 1][4]);
-        tsr::mma_f16_16816(&v58[52], fa55[ks & 1][1], fb56[ks & 1][5]);
-        tsr::mma_f16_16816(&v58[56], fa55[ks & 1][1], fb56[ks & 1][6]);
-        tsr::mma_f16_16816(&v58[60], fa55[ks & 1][1], fb56[ks & 1][7]);
-        tsr::mma_f16_16816(&v58[64], fa55[ks & 1][2], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58[68], fa55[ks & 1][2], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58[72], fa55[ks & 1][2], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58[76], fa55[ks & 1][2], fb56[ks & 1][3]);
-        tsr::mma_f16_16816(&v58[80], fa55[ks & 1][2], fb56[ks & 1][4]);
-        tsr::mma_f16_16816(&v58[84], fa55[ks & 1][2], fb56[ks & 1][5]);
-        tsr::mma_f16_16816(&v58[88], fa55[ks & 1][2], fb56[ks & 1][6]);
-        tsr::mma_f16_16816(&v58[92], fa55[ks & 1][2], fb56[ks & 1][7]);
-        tsr::mma_f16_16816(&v58[96], fa55[ks & 1][3], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58[100], fa55[ks & 1][3], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58[104], fa55[ks & 1][3], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58[108], fa55[ks & 1][3], fb56[ks & 1][3]);
-        tsr::mma_f16_16816(&v58[112], fa55[ks & 1][3], fb56[ks & 1][4]);
-        tsr::mma_f16_16816(&v58[116], fa55[ks & 1][3], fb56[ks & 1][5]);
-        tsr::mma_f16_16816(&v58[120], fa55[ks & 1][3], fb56[ks & 1][6]);
-        tsr::mma_f16_16816(&v58[124], fa55[ks & 1][3], fb56[ks & 1][7]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 2 * int64_t(v0)) < int64_t(v8)) {
             const int32_t nx60 = int32_t((iv57_ + 2 * int64_t(v0)));
             {
@@ -290,6 +258,38 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_f16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v58[16], fa55[ks & 1][0], fb56[ks & 1][4]);
+        tsr::mma_f16_16816(&v58[20], fa55[ks & 1][0], fb56[ks & 1][5]);
+        tsr::mma_f16_16816(&v58[24], fa55[ks & 1][0], fb56[ks & 1][6]);
+        tsr::mma_f16_16816(&v58[28], fa55[ks & 1][0], fb56[ks & 1][7]);
+        tsr::mma_f16_16816(&v58[32], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58[36], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58[40], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58[44], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v58[48], fa55[ks & 1][1], fb56[ks & 1][4]);
+        tsr::mma_f16_16816(&v58[52], fa55[ks & 1][1], fb56[ks & 1][5]);
+        tsr::mma_f16_16816(&v58[56], fa55[ks & 1][1], fb56[ks & 1][6]);
+        tsr::mma_f16_16816(&v58[60], fa55[ks & 1][1], fb56[ks & 1][7]);
+        tsr::mma_f16_16816(&v58[64], fa55[ks & 1][2], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58[68], fa55[ks & 1][2], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58[72], fa55[ks & 1][2], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58[76], fa55[ks & 1][2], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v58[80], fa55[ks & 1][2], fb56[ks & 1][4]);
+        tsr::mma_f16_16816(&v58[84], fa55[ks & 1][2], fb56[ks & 1][5]);
+        tsr::mma_f16_16816(&v58[88], fa55[ks & 1][2], fb56[ks & 1][6]);
+        tsr::mma_f16_16816(&v58[92], fa55[ks & 1][2], fb56[ks & 1][7]);
+        tsr::mma_f16_16816(&v58[96], fa55[ks & 1][3], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v58[100], fa55[ks & 1][3], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v58[104], fa55[ks & 1][3], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v58[108], fa55[ks & 1][3], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v58[112], fa55[ks & 1][3], fb56[ks & 1][4]);
+        tsr::mma_f16_16816(&v58[116], fa55[ks & 1][3], fb56[ks & 1][5]);
+        tsr::mma_f16_16816(&v58[120], fa55[ks & 1][3], fb56[ks & 1][6]);
+        tsr::mma_f16_16816(&v58[124], fa55[ks & 1][3], fb56[ks & 1][7]);
       }
     }
     // yield %27

@@ -181,23 +181,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
           tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
           tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
         }
-        tsr::mma_f8_16832<1>(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_f8_16832<1>(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_f8_16832<1>(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_f8_16832<1>(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_f8_16832<1>(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_f8_16832<1>(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_f8_16832<1>(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_f8_16832<1>(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
-        tsr::mma_f8_16832<1>(&v58[32], fa55[ks & 1][2], fb56[ks & 1][0]);
-        tsr::mma_f8_16832<1>(&v58[36], fa55[ks & 1][2], fb56[ks & 1][1]);
-        tsr::mma_f8_16832<1>(&v58[40], fa55[ks & 1][2], fb56[ks & 1][2]);
-        tsr::mma_f8_16832<1>(&v58[44], fa55[ks & 1][2], fb56[ks & 1][3]);
-        tsr::mma_f8_16832<1>(&v58[48], fa55[ks & 1][3], fb56[ks & 1][0]);
-        tsr::mma_f8_16832<1>(&v58[52], fa55[ks & 1][3], fb56[ks & 1][1]);
-        tsr::mma_f8_16832<1>(&v58[56], fa55[ks & 1][3], fb56[ks & 1][2]);
-        tsr::mma_f8_16832<1>(&v58[60], fa55[ks & 1][3], fb56[ks & 1][3]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 3 * int64_t(v0)) < int64_t(v8)) {
             const int32_t nx60 = int32_t((iv57_ + 3 * int64_t(v0)));
             {
@@ -269,6 +253,22 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_f8_16832<1>(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[32], fa55[ks & 1][2], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[36], fa55[ks & 1][2], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[40], fa55[ks & 1][2], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[44], fa55[ks & 1][2], fb56[ks & 1][3]);
+        tsr::mma_f8_16832<1>(&v58[48], fa55[ks & 1][3], fb56[ks & 1][0]);
+        tsr::mma_f8_16832<1>(&v58[52], fa55[ks & 1][3], fb56[ks & 1][1]);
+        tsr::mma_f8_16832<1>(&v58[56], fa55[ks & 1][3], fb56[ks & 1][2]);
+        tsr::mma_f8_16832<1>(&v58[60], fa55[ks & 1][3], fb56[ks & 1][3]);
       }
     }
     // yield %27

@@ -175,15 +175,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
           tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
-        tsr::mma_bf16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
-        if (ks == 0) {  // the ring's refill, while the first k step's mma instructions run
+        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 1 * int64_t(v0)) < int64_t(v8)) {
             const int32_t nx60 = int32_t((iv57_ + 1 * int64_t(v0)));
             {
@@ -255,6 +247,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           }
           tsr::cp_async_commit();
         }
+        tsr::mma_bf16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
       }
     }
     // yield %26
