@@ -15,7 +15,7 @@ exec > >(tee -a "$R/session40d.log") 2>&1
 gpu_build tessera tessera_gpu_tests
 T=$B/bin/tessera
 timeout 240 "$B/bin/tessera_gpu_tests" --gtest_filter='*LayoutEmitter*' 2>&1 |
-  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|^\[       OK|Failure|fell back|Which is|error:" | head -30
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|^\[       OK|Failure|fell back|Which is|error:" | grep -v "^\[       OK" | head -40
 for dt in bf16 f16; do
   TESSERA_CUDA_FROM_LAYOUTS=1 timeout 60 $T run matmul_fp8 -b cuda --check --dtype $dt --size M=1000,N=776,K=1504 2>&1 | tail -2
 done
