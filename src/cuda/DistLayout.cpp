@@ -252,7 +252,9 @@ Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
     case Layout::Kind::DotOperand:
       if (l.parent && l.parent->kind == Layout::Kind::Blocked) return fma_operand(l, shape, warps);
       if (!l.parent || l.parent->kind != Layout::Kind::Mma) throw NotLowerable{"a dot operand of another parent"};
-      if (l.k_width != 2) throw NotLowerable{"mma operands of other than 16-bit elements"};
+      if (l.k_width != 2)
+        throw NotLowerable{"an mma operand in registers of other than 16-bit elements (an f8 operand is read from a "
+                           "K-major shared tile: A [M, K] as loaded, B [N, K] through a permute)"};
       if (d.rank() != 2) throw NotLowerable{"a dot operand of rank other than 2"};
       mma_v2(d, *l.parent, static_cast<int>(l.operand));
       break;

@@ -190,7 +190,8 @@ class Assign {
   // One default per shape, whatever the element type, so that a bf16 load, its f32 cast and an
   // i1 mask of the same shape agree: 16 bytes of the narrowest element the kernel loads or
   // stores in that shape per thread along the fastest dim (eight of a bf16 row kernel's
-  // elements, one 16-byte vector access; four for a shape it only computes in f32), and the
+  // elements, one 16-byte vector access; four for a shape it only computes in f32), but no more
+  // than the shape's elements per thread of the program (default_blocked_layout), and the
   // memory ops' vectors are as wide as that run.
   Layout blocked(const Type& t) const {
     auto it = access_bytes_.find(dims(t));

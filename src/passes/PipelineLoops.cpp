@@ -10,15 +10,16 @@
 //
 // A wgmma dot (mma v3 accumulator) in such a loop at the kernel's top level, whose accumulator
 // the loop only carries (the block argument feeds only the dot, the dot's result only the
-// yield, at the same position) and whose operands are both ring stages or made before the loop,
-// gets `in_flight = 1` (not with fewer than 3 stages): its group of wgmma instructions may still run when the next iteration
+// yield, at the same position) and whose operands are both ring stages (or reshapes or permutes
+// of them) or made before the loop, gets `in_flight = 1` (not with fewer than 3 stages): its group of wgmma instructions may still run when the next iteration
 // begins, which waits for it only after issuing its own (the tensor cores never idle while the
 // warps wait for the next stage or release the last). A ring stage is then read until the
 // iteration after its own, so such a loop's ring, unless written, gets 4 stages (cut to what
 // fits as above): Triton's Hopper matmuls keep 3-4.
 //
 // An mma.sync dot (mma v2 accumulator) that is the body's only op but the ring's loads and
-// index arithmetic, of two of the ring's stages with an even number of k16 steps, gets
+// index arithmetic, of two of the ring's stages (or permutes of them: f8's B [N, K]) with an
+// even number of k steps (of 16 elements, 32 of f8), gets
 // `fragments_ahead = 1`: the layout emitter moves the ring's wait and barrier from the top of
 // the iteration to before the dot's last k step, and loads the next iteration's first
 // fragments from the next stage there, so the tensor cores run the last step's mma
@@ -146,7 +147,8 @@ const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& load
       continue;
     // A permute of a stage (a view of its bytes, f8's B [N, K]) that only the dot reads.
     if (o->kind == OpKind::Permute && o->operand(0)->def &&
-        std::find(loads.begin(), loads.end(), o->operand(0)->def) != loads.end())
+        std::find(loads.begin(), loads.end(), o->operand(0)->def) != loads.end() &&
+        uses_in(const_cast<Block&>(body), o->result()) == 1)
       continue;
     if (o->kind != OpKind::Dot || dot) return nullptr;
     dot = o.get();
@@ -224,8 +226,9 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       if (d.kind != OpKind::Dot || &d == ahead || !d.has_attr("fragments_ahead") || d.attr_int("fragments_ahead") == 0) return;
       d.set_attr("fragments_ahead", int64_t{0});
       stats.notes.push_back("dot at " + d.loc.str() +
-                            ": fragments_ahead = 1 needs a ring loop's one mma.sync dot of two of its stages, with "
-                            "nothing else in the body, and an even number of k16 steps; set to 0");
+                            ": fragments_ahead = 1 needs a ring loop's one mma.sync dot of two of its stages (or "
+                            "permutes of them), with nothing else in the body, and an even number of k steps (16 "
+                            "elements, 32 of f8); set to 0");
     });
     if (ahead && !ahead->has_attr("fragments_ahead")) {
       const_cast<Op*>(ahead)->set_attr("fragments_ahead", int64_t{1});

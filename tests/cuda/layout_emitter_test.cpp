@@ -882,5 +882,63 @@ TEST(LayoutEmitter, LoopPrintedWithoutItsProducerSaysSoInTheIr) {
   EXPECT_TRUE(noted);
 }
 
+// A GEMM c = a @ b^T of `elem` operands, b given [N, K] and read through a permute (the
+// layout of weights; f8 tensor cores read both operands K-major), into an f32 c.
+std::string nt_matmul(const std::string& elem, const std::string& b_shape = "[N, K]") {
+  const bool kn = b_shape == "[K, N]";
+  return "kernel @nt(%a: view<" + elem + ", [M, K]>, %b: view<" + elem + ", " + b_shape +
+         ">, %c: view<f32, [M, N]>) {\n"
+         "  grid {\n    %m = dim %a {axis = 0} : i32\n    %n = dim %b {axis = " + (kn ? "1" : "0") +
+         "} : i32\n    yield %m, %n\n  }\n"
+         "  %pm = program_id {axis = 0} : i32\n  %pn = program_id {axis = 1} : i32\n"
+         "  %zero = const {value = 0} : i32\n  %one = const {value = 1} : i32\n"
+         "  %k = dim %a {axis = 1} : i32\n  %bk = const {value = 128} : i32\n  %kt = div %k, %bk : i32\n"
+         "  %f0 = const {value = 0.0} : f32\n  %z = splat %f0 : tile<f32, [128, 128]>\n"
+         "  %acc = for %zero, %kt, %one, %z : tile<f32, [128, 128]> {\n"
+         "  ^(%kk: i32, %cc: tile<f32, [128, 128]>):\n"
+         "    %ta = load_tile %a, %pm, %kk : tile<" + elem + ", [128, 128]>\n" +
+         (kn ? "    %tbt = load_tile %b, %kk, %pn : tile<" + elem + ", [128, 128]>\n"
+             : "    %tb = load_tile %b, %pn, %kk : tile<" + elem + ", [128, 128]>\n"
+               "    %tbt = permute %tb {dims = [1, 0]} : tile<" + elem + ", [128, 128]>\n") +
+         "    %cn = dot %ta, %tbt, %cc : tile<f32, [128, 128]>\n    yield %cn\n  }\n"
+         "  store_tile %c, %acc, %pm, %pn\n}\n";
+}
+
+// The forms the f8 work (session 40) opened beyond matmul_fp8's e4m3, each printed by the layout
+// emitter and compiled by NVRTC: e5m2 on mma.sync (sm_89, m16n8k32 e5m2) and on wgmma (sm_90a,
+// m64nNk32 e5m2); a 16-bit dot of a permuted B, whose ring dot now loads its fragments ahead
+// (sm_80, through the permuted view of the next stage) and whose wgmma group stays in flight
+// (sm_90a); and an f8 B given [K, N] (not K-major), which neither instruction takes: the planning
+// emitter makes it, the note naming the K-major shared tile an f8 operand needs.
+TEST(LayoutEmitter, F8AndPermutedOperandForms) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  struct Case {
+    std::string elem, target, stat, instr;
+  };
+  for (const Case& c : {Case{"f8e5m2", "sm_89", "mma-fragments-ahead", "e5m2"},
+                        Case{"f8e5m2", "sm_90a", "wgmma-dots-in-flight", "e5m2"},
+                        Case{"bf16", "sm_80", "mma-fragments-ahead", "bf16"},
+                        Case{"bf16", "sm_90a", "wgmma-dots-in-flight", "bf16"}}) {
+    SCOPED_TRACE(c.elem + " " + c.target);
+    auto m = parse_module(nt_matmul(c.elem), "nt.tile");
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*m->kernels.at(0), {}), c.target, &printed);
+    ASSERT_TRUE(printed) << em.notes.back();
+    EXPECT_EQ(em.stats[c.stat], 1);
+    if (!nvrtc) continue;
+    CudaTarget t = CudaTarget::parse(c.target);
+    const std::string ptx = nvrtc_compile(em.source, t, "nt.cu", em.line_op).ptx;
+    EXPECT_NE(ptx.find("." + c.instr + "." + c.instr), std::string::npos) << "no " << c.instr << " tensor-core instruction";
+  }
+  auto m = parse_module(nt_matmul("f8e4m3", "[K, N]"), "kn.tile");
+  bool printed = true;
+  CudaEmission em = by_layouts(*bind_constexprs(*m->kernels.at(0), {}), "sm_89", &printed);
+  EXPECT_FALSE(printed);
+  bool noted = false;
+  for (const std::string& n : em.notes) noted |= n.find("K-major shared tile") != std::string::npos;
+  EXPECT_TRUE(noted) << em.notes.back();
+}
+
 }  // namespace
 }  // namespace tessera::cudatest
