@@ -20,6 +20,13 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// The shared-window address of a generic pointer: tsr::smem_addr, the compiler's own conversion,
+// which NVVM folds (smem_addr(base + i) is smem_addr(base) + i: the mma.sync matmul's K loop 259 ->
+// 229 PTX instructions, matmul_fp8 on sm_80 163 -> 127 registers), where tsr::smem_u32's inline
+// asm was a conversion per call. TESSERA_CUDA_ASM_SMEM=1 prints smem_u32 (an A/B switch; the
+// planning emitter keeps it until measured).
+std::string smem_fn() { return env_flag("TESSERA_CUDA_ASM_SMEM") ? "tsr::smem_u32(" : "tsr::smem_addr("; }
+
 // An mma.sync accumulator's tiles per warp: MT 16-row by NT 8-column (at least one each).
 std::pair<int64_t, int64_t> mma_sync_tiles(const Value* r) {
   const std::vector<int64_t> SR = static_shape(r->type.shape);
@@ -387,8 +394,8 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
   if (sv.rows != 0) throw NotLowerable{"an mma.sync operand in a swizzled shared tile"};
-  if (sv.strides[1] == 1) return {"tsr::smem_u32(" + sv.ptr + ")", sv.strides[0], false};
-  if (sv.strides[0] == 1) return {"tsr::smem_u32(" + sv.ptr + ")", sv.strides[1], true};
+  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false};
+  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
@@ -449,7 +456,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     // 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 5 (H100, session 38:
     // 4096^3 285 / 278 -> 298 TFLOP/s at 128x256x64, the A/B switch it was).
     const std::string base = fresh("sb");
-    line("const uint32_t " + base + " = tsr::smem_u32(" + dst_view.ptr + ");");
+    line("const uint32_t " + base + " = " + smem_fn() + dst_view.ptr + ");");
     const int64_t rows_per_round = R == 2 && (T_ * E) % S[1] == 0 ? T_ * E / S[1] : 0;
     if (rows_per_round > 0) {
       // Each round is whole rows (rows_per_round of them) below the round before: the thread's
@@ -511,7 +518,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
          " : " + E_ + ";");
     line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
     if (vec) {
-      line("tsr::cp_async_16(tsr::smem_u32(" + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
+      line("tsr::cp_async_16(" + smem_fn() + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
            n + ") * " + num(eb) + ");");
     } else {
       line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
@@ -609,8 +616,8 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // (The stage arithmetic is unsigned: a signed % S of a value the compiler cannot prove
   // non-negative costs a sign fix-up.)
   const std::string next_stage = "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)";
-  // The refill goes after the first k step of an mma.sync dot of the body where there is one
-  // (lowered_dot; the planning emitter's ring issues its copies there too): it writes the stage
+  // The refill goes in the first k step of an mma.sync dot of the body where there is one, before
+  // that step's mma instructions (lowered_dot says why): it writes the stage
   // no thread reads after this iteration's barrier, so anywhere before the iteration's end will
   // do, and one commit group an iteration keeps wait<S - 2>'s count.
   // TESSERA_CUDA_REFILL_AT_TOP=1 keeps it at the top (an A/B switch).
@@ -718,7 +725,7 @@ std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_
   const int64_t off = (lowered_smem_ + 7) / 8 * 8;
   lowered_smem_ = off + 16 * S + 8 * order;
   const std::string bars = fresh("mb");
-  line("const uint32_t " + bars + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) + ");");
+  line("const uint32_t " + bars + " = " + smem_fn() + lowered_base() + " + " + num(off) + ");");
   open("if (tsr_tid == 0) {");
   line("for (uint32_t s_ = 0; s_ < " + SS + "; ++s_) {");
   line("  tsr::mbar_init(" + bars + " + 8u * s_, 1);");
@@ -758,7 +765,7 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
     for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
     const int64_t A = ring.view.atom, eb = 128 / A;  // a box per 128-byte column block
     for (int64_t b = 0; b < Sh[R - 1] / A; ++b) {
-      std::string at = "tsr::smem_u32(" + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * eb) + "u + " +
+      std::string at = smem_fn() + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * eb) + "u + " +
                        num(b * ring.view.rows * 128) + "u";
       std::string coords = o[R - 1] + " + " + num(A * b);
       for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
@@ -977,7 +984,7 @@ void Emitter::emit_warp_specialized_body() {
     const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024;
     lowered_smem_ = off + (CW / 4) * 16384;
     tma_store_buf_ = fresh("epi");
-    line("const uint32_t " + tma_store_buf_ + " = tsr::smem_u32(" + lowered_base() + " + " + num(off) +
+    line("const uint32_t " + tma_store_buf_ + " = " + smem_fn() + lowered_base() + " + " + num(off) +
          ") + uint32_t(tsr_tid / 128) * 16384u;");
   }
   // Ping-pong: an empty barrier counts one consumer's warps (one warpgroup releases a stage),
@@ -1232,7 +1239,7 @@ void Emitter::lowered_load_store(const Op& op) {
   // hit, else from global memory; in `issue` mode the next program's copy of it instead.
   auto load_run = [&](const std::string& c, const std::string& s0, const std::string& at, const std::string& buf) {
     if (issue) {
-      line("tsr::cp_async_16(tsr::smem_u32(" + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
+      line("tsr::cp_async_16(" + smem_fn() + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
       return;
     }
     if (!hit.empty()) {
@@ -1310,7 +1317,7 @@ void Emitter::lowered_load_store(const Op& op) {
   if (issue) {
     // Only the runs the load reads as vectors (ragged and unaligned ones come from global).
     line("if (" + last_ok + " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at + ")) " +
-         "tsr::cp_async_16(tsr::smem_u32(" + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
+         "tsr::cp_async_16(" + smem_fn() + pf_slot("tsr_pf_nxt", c) + "), " + vi.ptr + " + " + at + ");");
     close();
     if (whole_tile) close();
     close();
@@ -1570,6 +1577,10 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     // Lane l takes warp l % G's value; log2 G shuffles fold them, every lane ending with all.
     line(n + " = " + ptr + "[tsr_lane & " + num(G - 1) + "];");
     for (size_t b = 0; b < wa.size(); ++b) shuffle_fold(n, t, b, fold);
+    // A float max or min of +0 and -0 keeps the first argument's (fmax_nan): lanes that folded
+    // in other orders could hold different zeros; every lane takes lane 0's (found by review).
+    if (is_float(t) && (kind == "max" || kind == "min"))
+      line(n + " = __shfl_sync(0xffffffffu, " + n + ", 0);");
     count("reduction-warp-exchanges");
   }
   if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
@@ -2246,9 +2257,9 @@ void Emitter::lowered_wgmma(const Op& op) {
                "[" + num(s0 + 1) + "]);");
         }
   } else {
-    line("const uint32_t sa_ = tsr::smem_u32(" + shared_.at(a).ptr + ");");
+    line("const uint32_t sa_ = " + smem_fn() + shared_.at(a).ptr + ");");
   }
-  line("const uint32_t sb_ = tsr::smem_u32(" + sb.ptr + ");");
+  line("const uint32_t sb_ = " + smem_fn() + sb.ptr + ");");
   const int64_t ra = ss ? shared_.at(a).rows : 0, rb = sb.rows;
   line("tsr::wgmma_fence();");
   for (int64_t mt = 0; mt < MT; ++mt)

@@ -187,9 +187,9 @@ class Emitter {
   };
   std::unordered_map<const Op*, Ring> rings_;
   // The refill of a cp.async ring's freed stage (iteration i + S - 1's copies), left for an
-  // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print after its
-  // first k step's mma instructions, so that the tensor cores start before the copies' address
-  // arithmetic; printed at the iteration's end where no such dot took it.
+  // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print in its
+  // first k step, before that step's mma instructions (lowered_dot says why); printed at the
+  // iteration's end where no such dot took it.
   std::function<void()> ring_refill_;
   const Op* ring_refill_loop_ = nullptr;
   // The mma.sync dot of a cp.async ring loop that loads its next iteration's first k step's

@@ -140,6 +140,9 @@ TSR_D uint32_t smem_u32(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
+// The same address through the compiler's own conversion, which it folds and shares
+// (smem_addr(base + i) is smem_addr(base) + i): the layout emitter's form (EmitLowered.cpp).
+TSR_D uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // The layout emitter's 128-byte swizzled shared tiles of 16-bit elements (the layout the TMA
 // writes with a 128-byte swizzle and wgmma's descriptors read, hopper.cuh): the fastest dim in

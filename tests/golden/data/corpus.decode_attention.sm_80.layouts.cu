@@ -297,6 +297,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
     v72_rmax = tsr::max_nan_f32(v72_rmax, sh75);
     const float sh76 = __shfl_xor_sync(0xffffffffu, v72_rmax, 2);
     v72_rmax = tsr::max_nan_f32(v72_rmax, sh76);
+    v72_rmax = __shfl_sync(0xffffffffu, v72_rmax, 0);
     // %mn = max %m_run, %rmax : f32
     const float v77_mn = tsr::fmax_nan_z<float>(c23_m, v72_rmax);
     // %m_none = cmp %mn, %ninf {pred = "eq"} : i1

@@ -327,6 +327,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     v82_rmax = tsr::max_nan_f32(v82_rmax, sh85);
     const float sh86 = __shfl_xor_sync(0xffffffffu, v82_rmax, 2);
     v82_rmax = tsr::max_nan_f32(v82_rmax, sh86);
+    v82_rmax = __shfl_sync(0xffffffffu, v82_rmax, 0);
     // %mn = max %mc, %rmax : f32
     const float v87_mn = tsr::fmax_nan_z<float>(c33_m, v82_rmax);
     // %dm = sub %mc, %mn : f32

@@ -82,6 +82,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
     v18_tm = tsr::max_nan_f32(v18_tm, sh25);
     const float sh26 = __shfl_xor_sync(0xffffffffu, v18_tm, 2);
     v18_tm = tsr::max_nan_f32(v18_tm, sh26);
+    v18_tm = __shfl_sync(0xffffffffu, v18_tm, 0);
     // %mn = max %m_run, %tm : f32
     const float v27_mn = tsr::fmax_nan_z<float>(c10_mx, v18_tm);
     // %m_none = cmp %mn, %ninf {pred = "eq"} : i1
