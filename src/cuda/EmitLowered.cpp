@@ -1886,9 +1886,8 @@ void Emitter::lowered_dot(const Op& op) {
   const ScalarKind ab = a->type.elem;
   // f8 (m16n8k32 e4m3 / e5m2, sm_89+): a k step is 32 elements, the same 32 bytes as a 16-bit
   // k16 step, so the fragments are the same ldmatrix loads counted in bytes.
-  const bool f8 = ab == ScalarKind::F8E4M3 || ab == ScalarKind::F8E5M2;
-  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16 && !f8) || b->type.elem != ab ||
-      r->type.elem != ScalarKind::F32 || c->type.layout != L)
+  const bool f8 = is_f8(ab);
+  if (!tensor_core_type(ab) || b->type.elem != ab || r->type.elem != ScalarKind::F32 || c->type.layout != L)
     throw NotLowerable{"a dot at " + op.loc.str() + " other than 16-bit or f8 operands into an f32 mma accumulator"};
   if (f8 && tg_.sm < 89) throw NotLowerable{"an f8 mma.sync dot below sm_89"};
   const int64_t eb = scalar_bytes(ab), KS = 32 / eb;  // elements of a k step
@@ -2185,9 +2184,8 @@ void Emitter::lowered_wgmma(const Op& op) {
   const Value *a = op.operand(0), *b = op.operand(1), *c = op.operand(2), *r = op.result();
   const tessera::Layout& L = r->type.layout;
   const ScalarKind ab = a->type.elem;
-  const bool fp8 = ab == ScalarKind::F8E4M3 || ab == ScalarKind::F8E5M2;
-  if ((ab != ScalarKind::BF16 && ab != ScalarKind::F16 && !fp8) || b->type.elem != ab ||
-      r->type.elem != ScalarKind::F32 || c->type.layout != L)
+  const bool fp8 = is_f8(ab);
+  if (!tensor_core_type(ab) || b->type.elem != ab || r->type.elem != ScalarKind::F32 || c->type.layout != L)
     throw NotLowerable{"a wgmma dot at " + op.loc.str() + " other than 16-bit or f8 operands into an f32 accumulator"};
   // A k step is 32 bytes of a 128-byte swizzled row: 16 elements of 16 bits, 32 of 8.
   const int64_t eb = scalar_bytes(ab), KI = 32 / eb, A = 128 / eb;
@@ -2237,7 +2235,7 @@ void Emitter::lowered_wgmma(const Op& op) {
     n = declare(op, r);
     copy_value(r, n, nm(c));
   }
-  const std::string ty = ab == ScalarKind::BF16 ? "bf16" : ab == ScalarKind::F16 ? "f16" : ab == ScalarKind::F8E4M3 ? "e4m3" : "e5m2";
+  const std::string ty = tensor_core_type(ab);
   // (The f8 forms have no transpose immediates: both operands K-major, checked above.)
   const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k" + num(KI) + "_" + ty + (ss ? "" : "_rs") +
                          (fp8 ? "" : b_kmajor ? "<0>" : "<1>");

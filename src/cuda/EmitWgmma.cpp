@@ -61,11 +61,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   const Value *a = dot->operand(0), *b = dot->operand(1), *r = dot->result();
   if (!shape_is_static(a->type.shape) || !shape_is_static(b->type.shape)) return no("the dot's tile shapes are not static");
   ScalarKind in = a->type.elem;
-  static const std::map<ScalarKind, std::string> kTypes = {{ScalarKind::BF16, "bf16"},
-                                                           {ScalarKind::F16, "f16"},
-                                                           {ScalarKind::F8E4M3, "e4m3"},
-                                                           {ScalarKind::F8E5M2, "e5m2"}};
-  if (!kTypes.count(in) || b->type.elem != in || r->type.elem != ScalarKind::F32)
+  if (!tensor_core_type(in) || b->type.elem != in || r->type.elem != ScalarKind::F32)
     return no("wgmma here takes bf16, f16 or f8 operands (both the same) into an f32 accumulator, not " +
               std::string(scalar_name(in)) + " x " + std::string(scalar_name(b->type.elem)) + " into " +
               std::string(scalar_name(r->type.elem)));
@@ -164,7 +160,7 @@ Emitter::WgmmaPlan Emitter::plan_wgmma() const {
   while (S > 2 && S * (stage + 16) + 1024 + staging > kMaxSmem) --S;
   if (S < 2 || S * (stage + 16) + 1024 + staging > kMaxSmem)
     return no("two stages of " + std::to_string(stage) + " bytes do not fit in shared memory");
-  w.type = kTypes.at(in);
+  w.type = tensor_core_type(in);
   w.b_kmajor = perm != nullptr;
   // An MN-major B of N = 32 (mod 64) columns: 32-column boxes, 64-byte swizzle.
   if (!w.b_kmajor && !swapped && BN % 64) w.b_swizzle = 64;
