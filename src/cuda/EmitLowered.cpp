@@ -20,12 +20,13 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-// The shared-window address of a generic pointer: tsr::smem_addr, the compiler's own conversion,
-// which NVVM folds (smem_addr(base + i) is smem_addr(base) + i: the mma.sync matmul's K loop 259 ->
-// 229 PTX instructions, matmul_fp8 on sm_80 163 -> 127 registers), where tsr::smem_u32's inline
-// asm was a conversion per call. TESSERA_CUDA_ASM_SMEM=1 prints smem_u32 (an A/B switch; the
-// planning emitter keeps it until measured).
-std::string smem_fn() { return env_flag("TESSERA_CUDA_ASM_SMEM") ? "tsr::smem_u32(" : "tsr::smem_addr("; }
+// The shared-window address of a generic pointer: tsr::smem_u32 (inline asm, one cvta per call).
+// tsr::smem_addr, the compiler's own conversion, which NVVM folds (smem_addr(base + i) is
+// smem_addr(base) + i), gives fewer PTX instructions (the mma.sync matmul's K loop 259 -> 229,
+// matmul_fp8 on sm_80 163 -> 127 registers) but a slower kernel: H100, mma.sync matmul 4096^3
+// 0.357 -> 0.389 ms (bench/RESULTS.md, session 41); wgmma matmul and matmul_fp8 level.
+// TESSERA_CUDA_SMEM_ADDR=1 prints smem_addr (an A/B switch).
+std::string smem_fn() { return env_flag("TESSERA_CUDA_SMEM_ADDR") ? "tsr::smem_addr(" : "tsr::smem_u32("; }
 
 // An mma.sync accumulator's tiles per warp: MT 16-row by NT 8-column (at least one each).
 std::pair<int64_t, int64_t> mma_sync_tiles(const Value* r) {

@@ -425,7 +425,7 @@ TEST(LayoutEmitter, RowKernelsPrefetchTheNextProgramsRow) {
     EXPECT_TRUE(em.info.persistent);
     EXPECT_EQ(em.stats["prefetched-program-loads"], 1);
     EXPECT_EQ(em.stats["prefetched-invariant-loads"], std::string(name) == "layernorm" ? 2 : 0);
-    const std::string copy = "tsr::cp_async_16(tsr::smem_addr(tsr_pf_nxt";
+    const std::string copy = "tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt";
     ASSERT_NE(em.source.find(copy), std::string::npos);
     // One buffer: the copies wait for a barrier after the load's reads of it.
     const size_t read = em.source.find("tsr_pf_cur + 0 + ");

@@ -141,7 +141,8 @@ TSR_D uint32_t smem_u32(const void* p) {
   return a;
 }
 // The same address through the compiler's own conversion, which it folds and shares
-// (smem_addr(base + i) is smem_addr(base) + i): the layout emitter's form (EmitLowered.cpp).
+// (smem_addr(base + i) is smem_addr(base) + i): the layout emitter's TESSERA_CUDA_SMEM_ADDR=1 form
+// (EmitLowered.cpp: fewer PTX instructions, a slower mma.sync matmul).
 TSR_D uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // The layout emitter's 128-byte swizzled shared tiles of 16-bit elements (the layout the TMA

@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int64_t o13 = int64_t(v0_pm) * 64;
     const int64_t o14 = int64_t(v2_c0) * 64;
     if (o12 >= 0 && o12 + 1 <= int64_t(tsr_dim_H) && o13 >= 0 && o13 + 64 <= int64_t(tsr_dim_S) && tsr_p0_s1 % 8 == 0 && o14 >= 0 && o14 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o12 * tsr_p0_s0 + o13 * tsr_p0_s1 + o14 * tsr_p0_s2)) {
-      const uint32_t sb15 = tsr::smem_addr(sh11);
+      const uint32_t sb15 = tsr::smem_u32(sh11);
       #pragma unroll
       for (int i16 = 0; i16 < 4; ++i16) {
         const int q17 = i16 * 128 + tsr_tid;
@@ -80,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           const int q19 = i18 * 128 + tsr_tid;
           const int64_t n20 = !(true && (o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((q19 * 8) / 64)) < int64_t(tsr_dim_S)) || (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o14 + ((q19 * 8) % 64))) : 8;
           const uint16_t* src21 = tsr_p0 + (n20 > 0 ? (o12 + 0) * tsr_p0_s0 + (o13 + ((q19 * 8) / 64)) * tsr_p0_s1 + (o14 + ((q19 * 8) % 64)) * tsr_p0_s2 : 0);
-          tsr::cp_async_16(tsr::smem_addr(sh11) + uint32_t(tsr::sw128_index(int((((q19 * 8) / 64)) * 1), int(((q19 * 8) % 64)), 64)) * 2u, src21, int(n20) * 2);
+          tsr::cp_async_16(tsr::smem_u32(sh11) + uint32_t(tsr::sw128_index(int((((q19 * 8) / 64)) * 1), int(((q19 * 8) % 64)), 64)) * 2u, src21, int(n20) * 2);
         }
       } else {
         #pragma unroll 1
@@ -145,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   }
   uint16_t* const sh45 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 8192);
   uint16_t* const sh46 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 0) + 24576);
-  const uint32_t mb47 = tsr::smem_addr(tsr::align_smem_1024(tsr_smem + 0) + 40960);
+  const uint32_t mb47 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 40960);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 2u; ++s_) {
       tsr::mbar_init(mb47 + 8u * s_, 1);
@@ -163,8 +163,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     tsr::mbar_arrive_expect_tx(mb47 + 8u * st50, 16384u);
     // %off = mul %j, %bn : i32
     const int32_t v51_off = int32_t(uint32_t(nx49) * uint32_t(v5_bn));
-    tsr::tma_load_3d(tsr::smem_addr(sh45) + st50 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
-    tsr::tma_load_3d(tsr::smem_addr(sh46) + st50 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
+    tsr::tma_load_3d(tsr::smem_u32(sh45) + st50 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
+    tsr::tma_load_3d(tsr::smem_u32(sh46) + st50 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx49) * 64, int(v1_ph) * 1, mb47 + 8u * st50);
   }
   for (int64_t iv52_ = v2_c0; v3_c1 > 0 && iv52_ < v8_ntiles; iv52_ += v3_c1) {
     const int32_t iv52 = int32_t(iv52_);
@@ -175,8 +175,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       tsr::mbar_arrive_expect_tx(mb47 + 8u * st54, 16384u);
       // %off = mul %j, %bn : i32
       const int32_t v55_off = int32_t(uint32_t(nx53) * uint32_t(v5_bn));
-      tsr::tma_load_3d(tsr::smem_addr(sh45) + st54 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
-      tsr::tma_load_3d(tsr::smem_addr(sh46) + st54 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
+      tsr::tma_load_3d(tsr::smem_u32(sh45) + st54 * 8192u + 0u, &tsr_tma1, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
+      tsr::tma_load_3d(tsr::smem_u32(sh46) + st54 * 8192u + 0u, &tsr_tma2, int(v2_c0) * 64 + 0, int(nx53) * 64, int(v1_ph) * 1, mb47 + 8u * st54);
     }
     tsr::mbar_wait(mb47 + 8u * (rn48 % 2u), (rn48 / 2u) & 1u);  // this iteration's copies are in
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
@@ -191,8 +191,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     {
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
-      const uint32_t sa_ = tsr::smem_addr(sh11);
-      const uint32_t sb_ = tsr::smem_addr((sh45 + rs44 * 4096));
+      const uint32_t sa_ = tsr::smem_u32(sh11);
+      const uint32_t sb_ = tsr::smem_u32((sh45 + rs44 * 4096));
       tsr::wgmma_fence();
       tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
       tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
@@ -628,7 +628,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       fa_[0][3][1] = tsr::f2bf2(v117[26], v117[27]);
       fa_[0][3][2] = tsr::f2bf2(v117[28], v117[29]);
       fa_[0][3][3] = tsr::f2bf2(v117[30], v117[31]);
-      const uint32_t sb_ = tsr::smem_addr((sh46 + rs44 * 4096));
+      const uint32_t sb_ = tsr::smem_u32((sh46 + rs44 * 4096));
       tsr::wgmma_fence();
       tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
       tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));

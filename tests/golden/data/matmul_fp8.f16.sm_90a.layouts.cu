@@ -27,8 +27,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
   [[maybe_unused]] constexpr int64_t BLOCK_K = 128LL;
   uint8_t* const sh1 = reinterpret_cast<uint8_t*>(tsr::align_smem_1024(tsr_smem + 0) + 0);
   uint8_t* const sh2 = reinterpret_cast<uint8_t*>(tsr::align_smem_1024(tsr_smem + 0) + 65536);
-  const uint32_t epi3 = tsr::smem_addr(tsr::align_smem_1024(tsr_smem + 0) + 196608) + uint32_t(tsr_tid / 128) * 16384u;
-  const uint32_t mb4 = tsr::smem_addr(tsr::align_smem_1024(tsr_smem + 0) + 229376);
+  const uint32_t epi3 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 196608) + uint32_t(tsr_tid / 128) * 16384u;
+  const uint32_t mb4 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 0) + 229376);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 4u; ++s_) {
       tsr::mbar_init(mb4 + 8u * s_, 1);
@@ -74,8 +74,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
             const uint32_t st17 = (pi5) % 4u;
             if ((pi5) >= 4u) tsr::mbar_wait(mb4 + 8u * (4u + st17), ((pi5) / 4u - 1u) & 1u);
             tsr::mbar_arrive_expect_tx(mb4 + 8u * st17, 49152u);
-            if (int64_t(tsr_grid1) <= 2) tsr::tma_load_2d_hint(tsr::smem_addr(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 128 + 0, int(v7) * 128, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_addr(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 128 + 0, int(v7) * 128, mb4 + 8u * st17);
-            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_addr(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(nx16) * 128 + 0, int(v8) * 256, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_addr(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(nx16) * 128 + 0, int(v8) * 256, mb4 + 8u * st17);
+            if (int64_t(tsr_grid1) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 128 + 0, int(v7) * 128, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh1) + st17 * 16384u + 0u, &tsr_tma0, int(nx16) * 128 + 0, int(v7) * 128, mb4 + 8u * st17);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(nx16) * 128 + 0, int(v8) * 256, mb4 + 8u * st17, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st17 * 32768u + 0u, &tsr_tma1, int(nx16) * 128 + 0, int(v8) * 256, mb4 + 8u * st17);
           }
         }
       }
@@ -140,8 +140,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
         {
           const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
           (void)wg_;
-          const uint32_t sa_ = tsr::smem_addr((sh1 + rs0 * 16384));
-          const uint32_t sb_ = tsr::smem_addr((sh2 + rs0 * 32768));
+          const uint32_t sa_ = tsr::smem_u32((sh1 + rs0 * 16384));
+          const uint32_t sb_ = tsr::smem_u32((sh2 + rs0 * 32768));
           tsr::wgmma_fence();
           tsr::wgmma_m64n256k32_e4m3(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
           tsr::wgmma_m64n256k32_e4m3(*reinterpret_cast<float(*)[1][32][4]>(&c35[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));

@@ -671,12 +671,12 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         if (whole206) {
           #pragma unroll
           for (int c207 = 0; c207 < 4; ++c207) {
-            tsr::cp_async_16(tsr::smem_addr(tsr_pf_nxt + 0 + (c207 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c207 * 4) % 4) + (((c207 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c207 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c207 * 4) % 4) + (((c207 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
           for (int c209 = 0; c209 < 4; ++c209) {
-            if ((o204 + 0) < int64_t(tsr_dim_M) && (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_addr(tsr_pf_nxt + 0 + (c209 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            if ((o204 + 0) < int64_t(tsr_dim_M) && (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c209 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
           }
         }
       }
