@@ -7,6 +7,7 @@
 // memory), a reduction shuffles along the lanes and exchanges along the warps its layout
 // spreads the axis over, and a dot is mma.sync over its operands' fragments.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "cuda/EmitterInternal.h"
@@ -479,7 +480,10 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
       const std::string row = r0 + " + " + i + " * " + num(rows_per_round);
       const std::string dst = plain ? d0 + " + uint32_t(" + i + ") * " + num(rows_per_round * dst_view.strides[0] * eb) + "u"
                                     : base + " + uint32_t(" + shared_index(dst_view, {row, c0}) + ") * " + num(eb) + "u";
-      line("tsr::cp_async_16(" + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
+      // TESSERA_CUDA_RING_L2PF=64/128/256: cp.async's .L2::NB prefetch size (an A/B switch).
+      const char* pf = std::getenv("TESSERA_CUDA_RING_L2PF");
+      const std::string fn = pf && *pf ? "tsr::cp_async_16<" + std::string(pf) + ">(" : "tsr::cp_async_16(";
+      line(fn + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
       close();
       count("stepped-tile-copies");
     } else {
