@@ -393,13 +393,11 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
   barrier();
 }
 
-std::string Emitter::shared_addr(const SharedView& sv) { return sv.addr.empty() ? smem_fn() + sv.ptr + ")" : sv.addr; }
-
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
   if (sv.rows != 0) throw NotLowerable{"an mma.sync operand in a swizzled shared tile"};
-  if (sv.strides[1] == 1) return {shared_addr(sv), sv.strides[0], false};
-  if (sv.strides[0] == 1) return {shared_addr(sv), sv.strides[1], true};
+  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false};
+  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
@@ -460,7 +458,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     // 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 5 (H100, session 38:
     // 4096^3 285 / 278 -> 298 TFLOP/s at 128x256x64, the A/B switch it was).
     const std::string base = fresh("sb");
-    line("const uint32_t " + base + " = " + shared_addr(dst_view) + ";");
+    line("const uint32_t " + base + " = " + smem_fn() + dst_view.ptr + ");");
     const int64_t rows_per_round = R == 2 && (T_ * E) % S[1] == 0 ? T_ * E / S[1] : 0;
     if (rows_per_round > 0) {
       // Each round is whole rows (rows_per_round of them) below the round before: the thread's
@@ -525,7 +523,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
          " : " + E_ + ";");
     line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
     if (vec) {
-      line("tsr::cp_async_16(" + shared_addr(dst_view) + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
+      line("tsr::cp_async_16(" + smem_fn() + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
            n + ") * " + num(eb) + ");");
     } else {
       line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
@@ -543,7 +541,7 @@ void Emitter::lowered_load_shared(const Op& op) {
   if (auto it = rings_.find(&op); it != rings_.end()) {  // this iteration's stage of its ring
     const Ring& ring = it->second;
     shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides,
-                     ring.view.rows, ring.view.atom, ring_stage_addr(op, ring, ring.stage)};
+                     ring.view.rows, ring.view.atom};
     name_[tile] = shared_[tile].ptr;
     return;
   }
@@ -577,12 +575,6 @@ void Emitter::alloc_rings(const std::vector<const Op*>& loads, int64_t S) {
   }
 }
 
-std::string Emitter::ring_stage_addr(const Op& load, const Ring& ring, const std::string& stage) {
-  if (ring.view.addr.empty()) return "";
-  return "(" + ring.view.addr + " + uint32_t(" + stage + ") * " +
-         num(ring.stage_elems * scalar_bytes(load.result()->type.elem)) + "u)";
-}
-
 bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
   const int64_t S = op.has_attr("pipeline") ? op.attr_int("pipeline") : 1;
   std::vector<const Op*> chain;
@@ -594,15 +586,6 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   if (std::all_of(loads.begin(), loads.end(), [&](const Op* l) { return tma_loads_.count(l) != 0; })) {
     emit_tma_ring_loop(op, vals, carried, loads, chain, S);
     return true;
-  }
-  // Each ring's shared address, converted once: a stage's address is then this plus a uniform
-  // offset, which ptxas folds into the fragment loads' and copies' addressing (a per-lane
-  // register + a uniform register + an immediate) where a pointer converted per stage took an
-  // address computation per ldmatrix.
-  for (const Op* l : loads) {
-    Ring& ring = rings_.at(l);
-    ring.view.addr = ring.view.ptr + "_s";  // (ptr: a name alloc_shared made)
-    line("const uint32_t " + ring.view.addr + " = " + smem_fn() + ring.view.ptr + ");");
   }
   const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
   // The copies of the iteration whose induction value is `iv` into stage `st`, when it runs.
@@ -617,7 +600,6 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
       const Ring& ring = rings_.at(l);
       SharedView dst = ring.view;
       dst.ptr = "(" + ring.view.ptr + " + (" + st + ") * " + num(ring.stage_elems) + ")";
-      dst.addr = ring_stage_addr(*l, ring, st);
       issue_shared_copies(*l, dst);
     }
     name_ = saved;
@@ -1405,7 +1387,6 @@ void Emitter::lowered_shape(const Op& op) {
     // unit dims keeps the others'.
     SharedView sv;
     sv.ptr = it->second.ptr;
-    sv.addr = it->second.addr;
     sv.rows = it->second.rows;
     sv.atom = it->second.atom;
     if (op.kind == OpKind::Permute) {
@@ -1951,34 +1932,12 @@ void Emitter::lowered_dot(const Op& op) {
   // instructions waited for its own loads (the mma.sync matmul at 1.5x the planning emitter's
   // time on the H100, session 37).
   // One ldmatrix.x4 (.trans: the stored rows are the fragment's columns) into r0..r3 from a
-  // staged operand at st.base + `lane` (the lane's and warp's offset in bytes, printed once a
-  // dot) + k step `kx` times `k_bytes` + `at` bytes (the tile's place, a constant): ptxas
-  // folds the constants into the load's immediate offset, the lane's part stays in one
-  // register and the stage's in a uniform one. An address computed per load (row * ld + col,
-  // with the lane's terms inside) took an add and a shift per .trans load and its own register
-  // (SASS of the mma.sync matmul, session 41).
-  auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& lane,
-                  const std::string& kx, int64_t k_bytes, int64_t at) {
-    line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + st.base + " + " + lane + " + uint32_t(" +
-         kx + ") * " + num(k_bytes) + "u + " + num(at) + "u);");
+  // staged operand, lane address at (row, col) of its rows of st.ld elements.
+  auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row,
+                  const std::string& col) {
+    line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + st.base + " + uint32_t((" + row +
+         ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "") + ");");
   };
-  // The lane offsets: A's rows 16 * wm_ + (lane & 15) at k (KS / 2) * (lane >> 4) ([M, K]) or
-  // its k rows (lane & 7) + 8 * (lane >> 4) at m 16 * wm_ + 8 * ((lane >> 3) & 1) ([K, M]); B's
-  // k rows (lane & 15) at n 8 * wn * (lane >> 4) + 8 * wn_ ([K, N]) or its n rows 8 * wn * ((lane
-  // >> 3) & 1) + 8 * wn_ + (lane & 7) at k (KS / 2) * (lane >> 4) ([N, K]).
-  auto lane_offset = [&](const std::string& name, const StagedOperand& st, bool is_a) {
-    const std::string ld = num(st.ld), half = num(KS / 2) + " * (tsr_lane >> 4)";
-    std::string e;
-    if (is_a)
-      e = !st.dim0_fastest ? "(16 * wm_ + (tsr_lane & 15)) * " + ld + " + " + half
-                           : "((tsr_lane & 7) + 8 * (tsr_lane >> 4)) * " + ld + " + 16 * wm_ + 8 * ((tsr_lane >> 3) & 1)";
-    else
-      e = !st.dim0_fastest ? "(tsr_lane & 15) * " + ld + " + " + num(8 * wn) + " * (tsr_lane >> 4) + 8 * wn_"
-                           : "(" + num(8 * wn) + " * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)) * " + ld + " + " + half;
-    line("const uint32_t " + name + " = uint32_t(" + e + ")" + (eb == 2 ? " * 2u" : "") + ";");
-  };
-  if (sa) lane_offset("la_", *stA, true);
-  if (sb) lane_offset("lb_", *stB, false);
   // Fragment registers from a register operand: `frag`[t][q] packs slots `per_step` * (kx +
   // KT * t) + 2q and + 1 (the slot order of DistLayout.h).
   auto from_registers = [&](const std::string& frag, const std::string& kx, const Value* v, int64_t tiles, int regs,
@@ -1995,30 +1954,30 @@ void Emitter::lowered_dot(const Op& op) {
   // From stages `A` and `B` where they are staged (else registers).
   auto load_fragments_from = [&](const std::string& kx, const std::string& f, const std::optional<StagedOperand>& A,
                                  const std::optional<StagedOperand>& B) {
-    // (A k step is KS elements along k: KS * eb bytes along a row, or KS rows of st.ld.)
-    const std::string fa = FA + "[" + f + "]", fb = FB + "[" + f + "]";
+    // (k16: the step's first column; half: the second 16 bytes of it, 8 or 16 elements.)
+    const std::string fa = FA + "[" + f + "]", fb = FB + "[" + f + "]", k16 = num(KS) + " * (" + kx + ")",
+                      half = num(KS / 2) + " * (tsr_lane >> 4)";
     if (sa) {
       const StagedOperand& st = *A;
-      const int64_t kb = !st.dim0_fastest ? KS * eb : KS * st.ld * eb;
       for (int64_t i = 0; i < MT; ++i) {
-        const std::string I = fa + "[" + num(i) + "]";
+        const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = fa + "[" + num(i) + "]";
         const std::string regs = I + "[0], " + I + "[1], " + I + "[2], " + I + "[3]";
-        const int64_t m = 16 * wm * i;  // the tile's first row
-        ldsm(st.dim0_fastest, regs, st, "la_", kx, kb, (!st.dim0_fastest ? m * st.ld : m) * eb);
+        if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", k16 + " + " + half);
+        else ldsm(true, regs, st, k16 + " + (tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0 + " + 8 * ((tsr_lane >> 3) & 1)");
       }
     } else {
       from_registers(fa, kx, a, MT, 4, 8);
     }
     if (sb) {
       const StagedOperand& st = *B;
-      const int64_t kb = !st.dim0_fastest ? KS * st.ld * eb : KS * eb;
       for (int64_t j = 0; j < NT; j += 2) {
-        const std::string J = fb + "[" + num(j) + "]", J1 = fb + "[" + num(j + 1) + "]";
-        const int64_t n = 8 * wn * j;  // the first tile's first column
+        const std::string J = fb + "[" + num(j) + "]", J1 = fb + "[" + num(j + 1) + "]", n0 = num(8 * wn) + " * (" + num(j);
         if (!st.dim0_fastest)  // [K][N]: rows k
-          ldsm(true, J + "[0], " + J + "[1], " + J1 + "[0], " + J1 + "[1]", st, "lb_", kx, kb, n * eb);
+          ldsm(true, J + "[0], " + J + "[1], " + J1 + "[0], " + J1 + "[1]", st, k16 + " + (tsr_lane & 15)",
+               n0 + " + (tsr_lane >> 4)) + 8 * wn_");
         else  // [N][K]: rows n
-          ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st, "lb_", kx, kb, n * st.ld * eb);
+          ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st,
+               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", k16 + " + " + half);
       }
     } else {
       from_registers(fb, kx, b, NT, 2, 4);
@@ -2060,9 +2019,8 @@ void Emitter::lowered_dot(const Op& op) {
         const Op* perm = v->def->kind == OpKind::Permute ? v->def : nullptr;
         const Ring& ring = rings_.at(perm ? perm->operand(0)->def : v->def);
         SharedView sv = ring.view;
-        const std::string next = "int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) + "u)";
-        sv.ptr = "(" + ring.view.ptr + " + " + next + " * " + num(ring.stage_elems) + ")";
-        sv.addr = ring_stage_addr(perm ? *perm->operand(0)->def : *v->def, ring, next);
+        sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
+                 "u) * " + num(ring.stage_elems) + ")";
         if (perm) {
           sv.strides.clear();
           for (int64_t d : perm->attr_ints("dims")) sv.strides.push_back(ring.view.strides[d]);

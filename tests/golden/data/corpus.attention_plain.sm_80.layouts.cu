@@ -150,7 +150,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
     c39_out[s40] = v26_ozero[s40];
   }
   float* const sh42 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
-  const uint32_t sh42_s = tsr::smem_u32(sh42);
   int rs41 = 0;
   #pragma unroll 1
   for (int pro43 = 0; pro43 < 1; ++pro43) {
@@ -162,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const int64_t o46 = int64_t(nx44) * 64;
         const int64_t o47 = int64_t(v5_c0) * 64;
         if (o46 >= 0 && o46 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o47 >= 0 && o47 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o46 * tsr_p2_s0 + o47 * tsr_p2_s1)) {
-          const uint32_t sb48 = (sh42_s + uint32_t(pro43) * 17408u);
+          const uint32_t sb48 = tsr::smem_u32((sh42 + (pro43) * 4352));
           const int r49 = tsr_tid / 16, k50 = tsr_tid % 16 * 4;
           const float* const g51 = tsr_p2 + (o46 + r49) * tsr_p2_s0 + (o47 + k50) * tsr_p2_s1;
           const uint32_t d52 = sb48 + uint32_t((r49) * 68 + (k50) * 1) * 4u;
@@ -177,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
               const int q55 = i54 * 128 + tsr_tid;
               const int64_t n56 = !(true && (o46 + ((q55 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o47 + ((q55 * 4) % 64))) : 4;
               const float* src57 = tsr_p2 + (n56 > 0 ? (o46 + ((q55 * 4) / 64)) * tsr_p2_s0 + (o47 + ((q55 * 4) % 64)) * tsr_p2_s1 : 0);
-              tsr::cp_async_16((sh42_s + uint32_t(pro43) * 17408u) + uint32_t((((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1) * 4u, src57, int(n56) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh42 + (pro43) * 4352)) + uint32_t((((q55 * 4) / 64)) * 68 + (((q55 * 4) % 64)) * 1) * 4u, src57, int(n56) * 4);
             }
           } else {
             #pragma unroll 1
@@ -206,7 +205,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         const int64_t o67 = int64_t(nx65) * 64;
         const int64_t o68 = int64_t(v5_c0) * 64;
         if (o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s0 % 4 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o67 * tsr_p2_s0 + o68 * tsr_p2_s1)) {
-          const uint32_t sb69 = (sh42_s + uint32_t(int((unsigned(rs41) + 1u) % 2u)) * 17408u);
+          const uint32_t sb69 = tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352));
           const int r70 = tsr_tid / 16, k71 = tsr_tid % 16 * 4;
           const float* const g72 = tsr_p2 + (o67 + r70) * tsr_p2_s0 + (o68 + k71) * tsr_p2_s1;
           const uint32_t d73 = sb69 + uint32_t((r70) * 68 + (k71) * 1) * 4u;
@@ -221,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
               const int q76 = i75 * 128 + tsr_tid;
               const int64_t n77 = !(true && (o67 + ((q76 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o68 + ((q76 * 4) % 64))) : 4;
               const float* src78 = tsr_p2 + (n77 > 0 ? (o67 + ((q76 * 4) / 64)) * tsr_p2_s0 + (o68 + ((q76 * 4) % 64)) * tsr_p2_s1 : 0);
-              tsr::cp_async_16((sh42_s + uint32_t(int((unsigned(rs41) + 1u) % 2u)) * 17408u) + uint32_t((((q76 * 4) / 64)) * 68 + (((q76 * 4) % 64)) * 1) * 4u, src78, int(n77) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh42 + (int((unsigned(rs41) + 1u) % 2u)) * 4352)) + uint32_t((((q76 * 4) / 64)) * 68 + (((q76 * 4) % 64)) * 1) * 4u, src78, int(n77) * 4);
             }
           } else {
             #pragma unroll 1

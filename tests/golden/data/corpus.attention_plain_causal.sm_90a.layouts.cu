@@ -207,7 +207,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
     c51_out[s52] = v38_ozero[s52];
   }
   float* const sh54 = reinterpret_cast<float*>((tsr_smem + 0) + 8704);
-  const uint32_t sh54_s = tsr::smem_u32(sh54);
   int rs53 = 0;
   #pragma unroll 1
   for (int pro55 = 0; pro55 < 1; ++pro55) {
@@ -220,7 +219,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const int64_t o59 = int64_t(nx56) * 64;
         const int64_t o60 = int64_t(v6_c0) * 64;
         if (o58 >= 0 && o58 + 1 <= int64_t(tsr_dim_H) && o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o58 * tsr_p2_s0 + o59 * tsr_p2_s1 + o60 * tsr_p2_s2)) {
-          const uint32_t sb61 = (sh54_s + uint32_t(pro55) * 17408u);
+          const uint32_t sb61 = tsr::smem_u32((sh54 + (pro55) * 4352));
           #pragma unroll
           for (int i62 = 0; i62 < 8; ++i62) {
             const int q63 = i62 * 128 + tsr_tid;
@@ -233,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
               const int q65 = i64 * 128 + tsr_tid;
               const int64_t n66 = !(true && (o58 + 0) < int64_t(tsr_dim_H) && (o59 + ((q65 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o60 + ((q65 * 4) % 64))) : 4;
               const float* src67 = tsr_p2 + (n66 > 0 ? (o58 + 0) * tsr_p2_s0 + (o59 + ((q65 * 4) / 64)) * tsr_p2_s1 + (o60 + ((q65 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh54_s + uint32_t(pro55) * 17408u) + uint32_t((0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1) * 4u, src67, int(n66) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh54 + (pro55) * 4352)) + uint32_t((0) * 4352 + (((q65 * 4) / 64)) * 68 + (((q65 * 4) % 64)) * 1) * 4u, src67, int(n66) * 4);
             }
           } else {
             #pragma unroll 1
@@ -263,7 +262,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         const int64_t o78 = int64_t(nx75) * 64;
         const int64_t o79 = int64_t(v6_c0) * 64;
         if (o77 >= 0 && o77 + 1 <= int64_t(tsr_dim_H) && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o77 * tsr_p2_s0 + o78 * tsr_p2_s1 + o79 * tsr_p2_s2)) {
-          const uint32_t sb80 = (sh54_s + uint32_t(int((unsigned(rs53) + 1u) % 2u)) * 17408u);
+          const uint32_t sb80 = tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i81 = 0; i81 < 8; ++i81) {
             const int q82 = i81 * 128 + tsr_tid;
@@ -276,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
               const int q84 = i83 * 128 + tsr_tid;
               const int64_t n85 = !(true && (o77 + 0) < int64_t(tsr_dim_H) && (o78 + ((q84 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o79 + ((q84 * 4) % 64))) : 4;
               const float* src86 = tsr_p2 + (n85 > 0 ? (o77 + 0) * tsr_p2_s0 + (o78 + ((q84 * 4) / 64)) * tsr_p2_s1 + (o79 + ((q84 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh54_s + uint32_t(int((unsigned(rs53) + 1u) % 2u)) * 17408u) + uint32_t((0) * 4352 + (((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh54 + (int((unsigned(rs53) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
             }
           } else {
             #pragma unroll 1

@@ -197,7 +197,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
     c42_acc[s43] = v27_acc0[s43];
   }
   float* const sh45 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
-  const uint32_t sh45_s = tsr::smem_u32(sh45);
   int rs44 = 0;
   #pragma unroll 1
   for (int pro46 = 0; pro46 < 1; ++pro46) {
@@ -210,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const int64_t o50 = int64_t(nx47) * 64;
         const int64_t o51 = int64_t(v2_c0) * 64;
         if (o49 >= 0 && o49 + 1 <= int64_t(tsr_dim_H) && o50 >= 0 && o50 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o49 * tsr_p2_s0 + o50 * tsr_p2_s1 + o51 * tsr_p2_s2)) {
-          const uint32_t sb52 = (sh45_s + uint32_t(pro46) * 17408u);
+          const uint32_t sb52 = tsr::smem_u32((sh45 + (pro46) * 4352));
           #pragma unroll
           for (int i53 = 0; i53 < 8; ++i53) {
             const int q54 = i53 * 128 + tsr_tid;
@@ -223,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
               const int q56 = i55 * 128 + tsr_tid;
               const int64_t n57 = !(true && (o49 + 0) < int64_t(tsr_dim_H) && (o50 + ((q56 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o51 + ((q56 * 4) % 64))) : 4;
               const float* src58 = tsr_p2 + (n57 > 0 ? (o49 + 0) * tsr_p2_s0 + (o50 + ((q56 * 4) / 64)) * tsr_p2_s1 + (o51 + ((q56 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh45_s + uint32_t(pro46) * 17408u) + uint32_t((0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1) * 4u, src58, int(n57) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (pro46) * 4352)) + uint32_t((0) * 4352 + (((q56 * 4) / 64)) * 68 + (((q56 * 4) % 64)) * 1) * 4u, src58, int(n57) * 4);
             }
           } else {
             #pragma unroll 1
@@ -253,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         const int64_t o69 = int64_t(nx66) * 64;
         const int64_t o70 = int64_t(v2_c0) * 64;
         if (o68 >= 0 && o68 + 1 <= int64_t(tsr_dim_H) && o69 >= 0 && o69 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 4 == 0 && o70 >= 0 && o70 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o68 * tsr_p2_s0 + o69 * tsr_p2_s1 + o70 * tsr_p2_s2)) {
-          const uint32_t sb71 = (sh45_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 17408u);
+          const uint32_t sb71 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i72 = 0; i72 < 8; ++i72) {
             const int q73 = i72 * 128 + tsr_tid;
@@ -266,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
               const int q75 = i74 * 128 + tsr_tid;
               const int64_t n76 = !(true && (o68 + 0) < int64_t(tsr_dim_H) && (o69 + ((q75 * 4) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o70 + ((q75 * 4) % 64))) : 4;
               const float* src77 = tsr_p2 + (n76 > 0 ? (o68 + 0) * tsr_p2_s0 + (o69 + ((q75 * 4) / 64)) * tsr_p2_s1 + (o70 + ((q75 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh45_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 17408u) + uint32_t((0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1) * 4u, src77, int(n76) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q75 * 4) / 64)) * 68 + (((q75 * 4) % 64)) * 1) * 4u, src77, int(n76) * 4);
             }
           } else {
             #pragma unroll 1

@@ -142,8 +142,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   }
   uint16_t* const sh45 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 9216);
   uint16_t* const sh46 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 27648);
-  const uint32_t sh45_s = tsr::smem_u32(sh45);
-  const uint32_t sh46_s = tsr::smem_u32(sh46);
   int rs44 = 0;
   #pragma unroll 1
   for (int pro47 = 0; pro47 < 1; ++pro47) {
@@ -156,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
         const int64_t o51 = int64_t(nx48) * 64;
         const int64_t o52 = int64_t(v2_c0) * 64;
         if (o50 >= 0 && o50 + 1 <= int64_t(tsr_dim_H) && o51 >= 0 && o51 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o52 >= 0 && o52 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o50 * tsr_p1_s0 + o51 * tsr_p1_s1 + o52 * tsr_p1_s2)) {
-          const uint32_t sb53 = (sh45_s + uint32_t(pro47) * 9216u);
+          const uint32_t sb53 = tsr::smem_u32((sh45 + (pro47) * 4608));
           #pragma unroll
           for (int i54 = 0; i54 < 4; ++i54) {
             const int q55 = i54 * 128 + tsr_tid;
@@ -169,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
               const int q57 = i56 * 128 + tsr_tid;
               const int64_t n58 = !(true && (o50 + 0) < int64_t(tsr_dim_H) && (o51 + ((q57 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o52 + ((q57 * 8) % 64))) : 8;
               const uint16_t* src59 = tsr_p1 + (n58 > 0 ? (o50 + 0) * tsr_p1_s0 + (o51 + ((q57 * 8) / 64)) * tsr_p1_s1 + (o52 + ((q57 * 8) % 64)) * tsr_p1_s2 : 0);
-              tsr::cp_async_16((sh45_s + uint32_t(pro47) * 9216u) + uint32_t((0) * 4608 + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, src59, int(n58) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (pro47) * 4608)) + uint32_t((0) * 4608 + (((q57 * 8) / 64)) * 72 + (((q57 * 8) % 64)) * 1) * 2u, src59, int(n58) * 2);
             }
           } else {
             #pragma unroll 1
@@ -188,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
         const int64_t o67 = int64_t(nx48) * 64;
         const int64_t o68 = int64_t(v2_c0) * 64;
         if (o66 >= 0 && o66 + 1 <= int64_t(tsr_dim_H) && o67 >= 0 && o67 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o68 >= 0 && o68 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o66 * tsr_p2_s0 + o67 * tsr_p2_s1 + o68 * tsr_p2_s2)) {
-          const uint32_t sb69 = (sh46_s + uint32_t(pro47) * 9216u);
+          const uint32_t sb69 = tsr::smem_u32((sh46 + (pro47) * 4608));
           #pragma unroll
           for (int i70 = 0; i70 < 4; ++i70) {
             const int q71 = i70 * 128 + tsr_tid;
@@ -201,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
               const int q73 = i72 * 128 + tsr_tid;
               const int64_t n74 = !(true && (o66 + 0) < int64_t(tsr_dim_H) && (o67 + ((q73 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o68 + ((q73 * 8) % 64))) : 8;
               const uint16_t* src75 = tsr_p2 + (n74 > 0 ? (o66 + 0) * tsr_p2_s0 + (o67 + ((q73 * 8) / 64)) * tsr_p2_s1 + (o68 + ((q73 * 8) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh46_s + uint32_t(pro47) * 9216u) + uint32_t((0) * 4608 + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1) * 2u, src75, int(n74) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh46 + (pro47) * 4608)) + uint32_t((0) * 4608 + (((q73 * 8) / 64)) * 72 + (((q73 * 8) % 64)) * 1) * 2u, src75, int(n74) * 2);
             }
           } else {
             #pragma unroll 1
@@ -234,22 +232,20 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 72 + 8 * (tsr_lane >> 4)) * 2u;
-      const uint32_t lb_ = uint32_t((8 * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)) * 72 + 8 * (tsr_lane >> 4)) * 2u;
       uint32_t fa[2][1][4], fb[2][8][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32(sh11) + la_ + uint32_t(0) * 32u + 0u);
-      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 32u + 0u);
-      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 32u + 2304u);
-      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 32u + 4608u);
-      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 32u + 6912u);
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][0][0], fb[0][1][0], fb[0][0][1], fb[0][1][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][2][0], fb[0][3][0], fb[0][2][1], fb[0][3][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][4][0], fb[0][5][0], fb[0][4][1], fb[0][5][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fb[0][6][0], fb[0][7][0], fb[0][6][1], fb[0][7][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32(sh11) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 32u + 2304u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 32u + 4608u);
-          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], (sh45_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 32u + 6912u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32(sh11) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (4 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh45 + rs44 * 4608)) + uint32_t((8 * (6 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv82_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
@@ -261,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
               const int64_t o88 = int64_t(nx85) * 64;
               const int64_t o89 = int64_t(v2_c0) * 64;
               if (o87 >= 0 && o87 + 1 <= int64_t(tsr_dim_H) && o88 >= 0 && o88 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o89 >= 0 && o89 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o87 * tsr_p1_s0 + o88 * tsr_p1_s1 + o89 * tsr_p1_s2)) {
-                const uint32_t sb90 = (sh45_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 9216u);
+                const uint32_t sb90 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4608));
                 #pragma unroll
                 for (int i91 = 0; i91 < 4; ++i91) {
                   const int q92 = i91 * 128 + tsr_tid;
@@ -274,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
                     const int q94 = i93 * 128 + tsr_tid;
                     const int64_t n95 = !(true && (o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((q94 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) : 8;
                     const uint16_t* src96 = tsr_p1 + (n95 > 0 ? (o87 + 0) * tsr_p1_s0 + (o88 + ((q94 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q94 * 8) % 64)) * tsr_p1_s2 : 0);
-                    tsr::cp_async_16((sh45_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 9216u) + uint32_t((0) * 4608 + (((q94 * 8) / 64)) * 72 + (((q94 * 8) % 64)) * 1) * 2u, src96, int(n95) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4608)) + uint32_t((0) * 4608 + (((q94 * 8) / 64)) * 72 + (((q94 * 8) % 64)) * 1) * 2u, src96, int(n95) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -293,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
               const int64_t o104 = int64_t(nx85) * 64;
               const int64_t o105 = int64_t(v2_c0) * 64;
               if (o103 >= 0 && o103 + 1 <= int64_t(tsr_dim_H) && o104 >= 0 && o104 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o105 >= 0 && o105 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o103 * tsr_p2_s0 + o104 * tsr_p2_s1 + o105 * tsr_p2_s2)) {
-                const uint32_t sb106 = (sh46_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 9216u);
+                const uint32_t sb106 = tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4608));
                 #pragma unroll
                 for (int i107 = 0; i107 < 4; ++i107) {
                   const int q108 = i107 * 128 + tsr_tid;
@@ -306,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
                     const int q110 = i109 * 128 + tsr_tid;
                     const int64_t n111 = !(true && (o103 + 0) < int64_t(tsr_dim_H) && (o104 + ((q110 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) : 8;
                     const uint16_t* src112 = tsr_p2 + (n111 > 0 ? (o103 + 0) * tsr_p2_s0 + (o104 + ((q110 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q110 * 8) % 64)) * tsr_p2_s2 : 0);
-                    tsr::cp_async_16((sh46_s + uint32_t(int((unsigned(rs44) + 1u) % 2u)) * 9216u) + uint32_t((0) * 4608 + (((q110 * 8) / 64)) * 72 + (((q110 * 8) % 64)) * 1) * 2u, src112, int(n111) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4608)) + uint32_t((0) * 4608 + (((q110 * 8) / 64)) * 72 + (((q110 * 8) % 64)) * 1) * 2u, src112, int(n111) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -742,16 +738,15 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
       (void)wm_; (void)wn_;
-      const uint32_t lb_ = uint32_t((tsr_lane & 15) * 72 + 8 * (tsr_lane >> 4) + 8 * wn_) * 2u;
       uint32_t fa[2][1][4], fb[2][8][2];
       fa[0][0][0] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 0], v178[8 * (0 + 4 * 0) + 0 + 1]);
       fa[0][0][1] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 2], v178[8 * (0 + 4 * 0) + 2 + 1]);
       fa[0][0][2] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 4], v178[8 * (0 + 4 * 0) + 4 + 1]);
       fa[0][0][3] = tsr::f2bf2(v178[8 * (0 + 4 * 0) + 6], v178[8 * (0 + 4 * 0) + 6 + 1]);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 2304u + 0u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 2304u + 32u);
-      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 2304u + 64u);
-      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(0) * 2304u + 96u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][4][0], fb[0][4][1], fb[0][5][0], fb[0][5][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][6][0], fb[0][6][1], fb[0][7][0], fb[0][7][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
@@ -759,10 +754,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           fa[(ks + 1) & 1][0][1] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 2], v178[8 * (ks + 1 + 4 * 0) + 2 + 1]);
           fa[(ks + 1) & 1][0][2] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 4], v178[8 * (ks + 1 + 4 * 0) + 4 + 1]);
           fa[(ks + 1) & 1][0][3] = tsr::f2bf2(v178[8 * (ks + 1 + 4 * 0) + 6], v178[8 * (ks + 1 + 4 * 0) + 6 + 1]);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 2304u + 32u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 2304u + 64u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], (sh46_s + uint32_t(rs44) * 9216u) + lb_ + uint32_t(ks + 1) * 2304u + 96u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh46 + rs44 * 4608)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 8 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         tsr::mma_bf16_16816(&v179_accn[0], fa[ks & 1][0], fb[ks & 1][0]);
         tsr::mma_bf16_16816(&v179_accn[4], fa[ks & 1][0], fb[ks & 1][1]);

@@ -271,7 +271,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
     c56_acc[s57] = v32_acc0[s57];
   }
   float* const sh59 = reinterpret_cast<float*>((tsr_smem + 0) + 17408);
-  const uint32_t sh59_s = tsr::smem_u32(sh59);
   int rs58 = 0;
   #pragma unroll 1
   for (int pro60 = 0; pro60 < 1; ++pro60) {
@@ -284,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const int64_t o64 = int64_t(nx61) * 64;
         const int64_t o65 = int64_t(v2_c0) * 64;
         if (o63 >= 0 && o63 + 1 <= int64_t(tsr_dim_H) && o64 >= 0 && o64 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o65 >= 0 && o65 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o63 * tsr_p2_s0 + o64 * tsr_p2_s1 + o65 * tsr_p2_s2)) {
-          const uint32_t sb66 = (sh59_s + uint32_t(pro60) * 17408u);
+          const uint32_t sb66 = tsr::smem_u32((sh59 + (pro60) * 4352));
           #pragma unroll
           for (int i67 = 0; i67 < 8; ++i67) {
             const int q68 = i67 * 128 + tsr_tid;
@@ -297,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
               const int q70 = i69 * 128 + tsr_tid;
               const int64_t n71 = !(true && (o63 + 0) < int64_t(tsr_dim_H) && (o64 + ((q70 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o65 + ((q70 * 4) % 64))) : 4;
               const float* src72 = tsr_p2 + (n71 > 0 ? (o63 + 0) * tsr_p2_s0 + (o64 + ((q70 * 4) / 64)) * tsr_p2_s1 + (o65 + ((q70 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh59_s + uint32_t(pro60) * 17408u) + uint32_t((0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1) * 4u, src72, int(n71) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh59 + (pro60) * 4352)) + uint32_t((0) * 4352 + (((q70 * 4) / 64)) * 68 + (((q70 * 4) % 64)) * 1) * 4u, src72, int(n71) * 4);
             }
           } else {
             #pragma unroll 1
@@ -327,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         const int64_t o83 = int64_t(nx80) * 64;
         const int64_t o84 = int64_t(v2_c0) * 64;
         if (o82 >= 0 && o82 + 1 <= int64_t(tsr_dim_H) && o83 >= 0 && o83 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 % 4 == 0 && o84 >= 0 && o84 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + o82 * tsr_p2_s0 + o83 * tsr_p2_s1 + o84 * tsr_p2_s2)) {
-          const uint32_t sb85 = (sh59_s + uint32_t(int((unsigned(rs58) + 1u) % 2u)) * 17408u);
+          const uint32_t sb85 = tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352));
           #pragma unroll
           for (int i86 = 0; i86 < 8; ++i86) {
             const int q87 = i86 * 128 + tsr_tid;
@@ -340,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
               const int q89 = i88 * 128 + tsr_tid;
               const int64_t n90 = !(true && (o82 + 0) < int64_t(tsr_dim_H) && (o83 + ((q89 * 4) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) < 4 ? (int64_t(tsr_dim_DH) - (o84 + ((q89 * 4) % 64))) : 4;
               const float* src91 = tsr_p2 + (n90 > 0 ? (o82 + 0) * tsr_p2_s0 + (o83 + ((q89 * 4) / 64)) * tsr_p2_s1 + (o84 + ((q89 * 4) % 64)) * tsr_p2_s2 : 0);
-              tsr::cp_async_16((sh59_s + uint32_t(int((unsigned(rs58) + 1u) % 2u)) * 17408u) + uint32_t((0) * 4352 + (((q89 * 4) / 64)) * 68 + (((q89 * 4) % 64)) * 1) * 4u, src91, int(n90) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh59 + (int((unsigned(rs58) + 1u) % 2u)) * 4352)) + uint32_t((0) * 4352 + (((q89 * 4) / 64)) * 68 + (((q89 * 4) % 64)) * 1) * 4u, src91, int(n90) * 4);
             }
           } else {
             #pragma unroll 1

@@ -88,7 +88,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     c20_acc[s21] = v18[s21];
   }
   uint16_t* const sh23 = reinterpret_cast<uint16_t*>((tsr_smem + 8192) + 0);
-  const uint32_t sh23_s = tsr::smem_u32(sh23);
   int rs22 = 0;
   #pragma unroll 1
   for (int pro24 = 0; pro24 < 1; ++pro24) {
@@ -98,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
         const int64_t o26 = int64_t(v0_pm) * 32;
         const int64_t o27 = int64_t(nx25) * 64;
         if (o26 >= 0 && o26 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o27 >= 0 && o27 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o26 * tsr_p0_s0 + o27 * tsr_p0_s1)) {
-          const uint32_t sb28 = (sh23_s + uint32_t(pro24) * 4608u);
+          const uint32_t sb28 = tsr::smem_u32((sh23 + (pro24) * 2304));
           const int r29 = tsr_tid / 8, k30 = tsr_tid % 8 * 8;
           const uint16_t* const g31 = tsr_p0 + (o26 + r29) * tsr_p0_s0 + (o27 + k30) * tsr_p0_s1;
           const uint32_t d32 = sb28 + uint32_t((r29) * 72 + (k30) * 1) * 2u;
@@ -113,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
               const int q35 = i34 * 128 + tsr_tid;
               const int64_t n36 = !(true && (o26 + ((q35 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o27 + ((q35 * 8) % 64))) : 8;
               const uint16_t* src37 = tsr_p0 + (n36 > 0 ? (o26 + ((q35 * 8) / 64)) * tsr_p0_s0 + (o27 + ((q35 * 8) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh23_s + uint32_t(pro24) * 4608u) + uint32_t((((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1) * 2u, src37, int(n36) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh23 + (pro24) * 2304)) + uint32_t((((q35 * 8) / 64)) * 72 + (((q35 * 8) % 64)) * 1) * 2u, src37, int(n36) * 2);
             }
           } else {
             #pragma unroll 1
@@ -391,18 +390,16 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 72 + 8 * (tsr_lane >> 4)) * 2u;
-      const uint32_t lb_ = uint32_t((tsr_lane & 15) * 72 + 16 * (tsr_lane >> 4) + 8 * wn_) * 2u;
       uint32_t fa[2][1][4], fb[2][4][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], (sh23_s + uint32_t(rs22) * 4608u) + la_ + uint32_t(0) * 32u + 0u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh88) + lb_ + uint32_t(0) * 2304u + 0u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh88) + lb_ + uint32_t(0) * 2304u + 64u);
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], (sh23_s + uint32_t(rs22) * 4608u) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh88) + lb_ + uint32_t(ks + 1) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh88) + lb_ + uint32_t(ks + 1) * 2304u + 64u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh23 + rs22 * 2304)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32(sh88) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv44_ + 1 * int64_t(v3_c1)) < int64_t(v6_ktiles)) {
@@ -411,7 +408,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
               const int64_t o94 = int64_t(v0_pm) * 32;
               const int64_t o95 = int64_t(nx93) * 64;
               if (o94 >= 0 && o94 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o95 >= 0 && o95 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o94 * tsr_p0_s0 + o95 * tsr_p0_s1)) {
-                const uint32_t sb96 = (sh23_s + uint32_t(int((unsigned(rs22) + 1u) % 2u)) * 4608u);
+                const uint32_t sb96 = tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304));
                 const int r97 = tsr_tid / 8, k98 = tsr_tid % 8 * 8;
                 const uint16_t* const g99 = tsr_p0 + (o94 + r97) * tsr_p0_s0 + (o95 + k98) * tsr_p0_s1;
                 const uint32_t d100 = sb96 + uint32_t((r97) * 72 + (k98) * 1) * 2u;
@@ -426,7 +423,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
                     const int q103 = i102 * 128 + tsr_tid;
                     const int64_t n104 = !(true && (o94 + ((q103 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o95 + ((q103 * 8) % 64))) : 8;
                     const uint16_t* src105 = tsr_p0 + (n104 > 0 ? (o94 + ((q103 * 8) / 64)) * tsr_p0_s0 + (o95 + ((q103 * 8) % 64)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16((sh23_s + uint32_t(int((unsigned(rs22) + 1u) % 2u)) * 4608u) + uint32_t((((q103 * 8) / 64)) * 72 + (((q103 * 8) % 64)) * 1) * 2u, src105, int(n104) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh23 + (int((unsigned(rs22) + 1u) % 2u)) * 2304)) + uint32_t((((q103 * 8) / 64)) * 72 + (((q103 * 8) % 64)) * 1) * 2u, src105, int(n104) * 2);
                   }
                 } else {
                   #pragma unroll 1

@@ -57,8 +57,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
   }
   int8_t* const sh12 = reinterpret_cast<int8_t*>((tsr_smem + 0) + 0);
   int8_t* const sh13 = reinterpret_cast<int8_t*>((tsr_smem + 0) + 5120);
-  const uint32_t sh12_s = tsr::smem_u32(sh12);
-  const uint32_t sh13_s = tsr::smem_u32(sh13);
   int rs11 = 0;
   #pragma unroll 1
   for (int pro14 = 0; pro14 < 1; ++pro14) {
@@ -68,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o16 = int64_t(v0_pm) * 32;
         const int64_t o17 = int64_t(nx15) * 64;
         if (o16 >= 0 && o16 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o17 >= 0 && o17 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
-          const uint32_t sb18 = (sh12_s + uint32_t(pro14) * 2560u);
+          const uint32_t sb18 = tsr::smem_u32((sh12 + (pro14) * 2560));
           const int r19 = tsr_tid / 4, k20 = tsr_tid % 4 * 16;
           const int8_t* const g21 = tsr_p0 + (o16 + r19) * tsr_p0_s0 + (o17 + k20) * tsr_p0_s1;
           const uint32_t d22 = sb18 + uint32_t((r19) * 80 + (k20) * 1) * 1u;
@@ -83,7 +81,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
               const int q25 = i24 * 128 + tsr_tid;
               const int64_t n26 = !(true && (o16 + ((q25 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o17 + ((q25 * 16) % 64))) : 16;
               const int8_t* src27 = tsr_p0 + (n26 > 0 ? (o16 + ((q25 * 16) / 64)) * tsr_p0_s0 + (o17 + ((q25 * 16) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh12_s + uint32_t(pro14) * 2560u) + uint32_t((((q25 * 16) / 64)) * 80 + (((q25 * 16) % 64)) * 1) * 1u, src27, int(n26) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh12 + (pro14) * 2560)) + uint32_t((((q25 * 16) / 64)) * 80 + (((q25 * 16) % 64)) * 1) * 1u, src27, int(n26) * 1);
             }
           } else {
             #pragma unroll 1
@@ -101,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o34 = int64_t(nx15) * 64;
         const int64_t o35 = int64_t(v1_pn) * 32;
         if (o34 >= 0 && o34 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o35 >= 0 && o35 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o34 * tsr_p1_s0 + o35 * tsr_p1_s1)) {
-          const uint32_t sb36 = (sh13_s + uint32_t(pro14) * 3072u);
+          const uint32_t sb36 = tsr::smem_u32((sh13 + (pro14) * 3072));
           const int r37 = tsr_tid / 2, k38 = tsr_tid % 2 * 16;
           const int8_t* const g39 = tsr_p1 + (o34 + r37) * tsr_p1_s0 + (o35 + k38) * tsr_p1_s1;
           const uint32_t d40 = sb36 + uint32_t((r37) * 48 + (k38) * 1) * 1u;
@@ -116,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
               const int q43 = i42 * 128 + tsr_tid;
               const int64_t n44 = !(true && (o34 + ((q43 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o35 + ((q43 * 16) % 32))) : 16;
               const int8_t* src45 = tsr_p1 + (n44 > 0 ? (o34 + ((q43 * 16) / 32)) * tsr_p1_s0 + (o35 + ((q43 * 16) % 32)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh13_s + uint32_t(pro14) * 3072u) + uint32_t((((q43 * 16) / 32)) * 48 + (((q43 * 16) % 32)) * 1) * 1u, src45, int(n44) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 3072)) + uint32_t((((q43 * 16) / 32)) * 48 + (((q43 * 16) % 32)) * 1) * 1u, src45, int(n44) * 1);
             }
           } else {
             #pragma unroll 1
@@ -143,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o54 = int64_t(v0_pm) * 32;
         const int64_t o55 = int64_t(nx53) * 64;
         if (o54 >= 0 && o54 + 32 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o55 >= 0 && o55 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<int8_t, 16>(tsr_p0 + o54 * tsr_p0_s0 + o55 * tsr_p0_s1)) {
-          const uint32_t sb56 = (sh12_s + uint32_t(int((unsigned(rs11) + 1u) % 2u)) * 2560u);
+          const uint32_t sb56 = tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560));
           const int r57 = tsr_tid / 4, k58 = tsr_tid % 4 * 16;
           const int8_t* const g59 = tsr_p0 + (o54 + r57) * tsr_p0_s0 + (o55 + k58) * tsr_p0_s1;
           const uint32_t d60 = sb56 + uint32_t((r57) * 80 + (k58) * 1) * 1u;
@@ -158,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
               const int q63 = i62 * 128 + tsr_tid;
               const int64_t n64 = !(true && (o54 + ((q63 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o55 + ((q63 * 16) % 64))) : 16;
               const int8_t* src65 = tsr_p0 + (n64 > 0 ? (o54 + ((q63 * 16) / 64)) * tsr_p0_s0 + (o55 + ((q63 * 16) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh12_s + uint32_t(int((unsigned(rs11) + 1u) % 2u)) * 2560u) + uint32_t((((q63 * 16) / 64)) * 80 + (((q63 * 16) % 64)) * 1) * 1u, src65, int(n64) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh12 + (int((unsigned(rs11) + 1u) % 2u)) * 2560)) + uint32_t((((q63 * 16) / 64)) * 80 + (((q63 * 16) % 64)) * 1) * 1u, src65, int(n64) * 1);
             }
           } else {
             #pragma unroll 1
@@ -176,7 +174,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
         const int64_t o72 = int64_t(nx53) * 64;
         const int64_t o73 = int64_t(v1_pn) * 32;
         if (o72 >= 0 && o72 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 16 == 0 && o73 >= 0 && o73 + 32 <= int64_t(tsr_dim_N) && tsr::aligned_vec<int8_t, 16>(tsr_p1 + o72 * tsr_p1_s0 + o73 * tsr_p1_s1)) {
-          const uint32_t sb74 = (sh13_s + uint32_t(int((unsigned(rs11) + 1u) % 2u)) * 3072u);
+          const uint32_t sb74 = tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072));
           const int r75 = tsr_tid / 2, k76 = tsr_tid % 2 * 16;
           const int8_t* const g77 = tsr_p1 + (o72 + r75) * tsr_p1_s0 + (o73 + k76) * tsr_p1_s1;
           const uint32_t d78 = sb74 + uint32_t((r75) * 48 + (k76) * 1) * 1u;
@@ -191,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
               const int q81 = i80 * 128 + tsr_tid;
               const int64_t n82 = !(true && (o72 + ((q81 * 16) / 32)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) < 16 ? (int64_t(tsr_dim_N) - (o73 + ((q81 * 16) % 32))) : 16;
               const int8_t* src83 = tsr_p1 + (n82 > 0 ? (o72 + ((q81 * 16) / 32)) * tsr_p1_s0 + (o73 + ((q81 * 16) % 32)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh13_s + uint32_t(int((unsigned(rs11) + 1u) % 2u)) * 3072u) + uint32_t((((q81 * 16) / 32)) * 48 + (((q81 * 16) % 32)) * 1) * 1u, src83, int(n82) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (int((unsigned(rs11) + 1u) % 2u)) * 3072)) + uint32_t((((q81 * 16) / 32)) * 48 + (((q81 * 16) % 32)) * 1) * 1u, src83, int(n82) * 1);
             }
           } else {
             #pragma unroll 1

@@ -131,7 +131,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
       c37_acc1[s38] = v15_lz[s38];
     }
     float* const sh40 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
-    const uint32_t sh40_s = tsr::smem_u32(sh40);
     int rs39 = 0;
     #pragma unroll 1
     for (int pro41 = 0; pro41 < 1; ++pro41) {
@@ -141,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
           const int64_t o43 = int64_t(v0_pm) * 16;
           const int64_t o44 = int64_t(nx42) * 32;
           if (o43 >= 0 && o43 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o44 >= 0 && o44 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o43 * tsr_p0_s0 + o44 * tsr_p0_s1)) {
-            const uint32_t sb45 = (sh40_s + uint32_t(pro41) * 2304u);
+            const uint32_t sb45 = tsr::smem_u32((sh40 + (pro41) * 576));
             const int r46 = tsr_tid / 8, k47 = tsr_tid % 8 * 4;
             const float* const g48 = tsr_p0 + (o43 + r46) * tsr_p0_s0 + (o44 + k47) * tsr_p0_s1;
             const uint32_t d49 = sb45 + uint32_t((r46) * 36 + (k47) * 1) * 4u;
@@ -156,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
                 const int q52 = i51 * 128 + tsr_tid;
                 const int64_t n53 = !(true && (o43 + ((q52 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o44 + ((q52 * 4) % 32))) : 4;
                 const float* src54 = tsr_p0 + (n53 > 0 ? (o43 + ((q52 * 4) / 32)) * tsr_p0_s0 + (o44 + ((q52 * 4) % 32)) * tsr_p0_s1 : 0);
-                tsr::cp_async_16((sh40_s + uint32_t(pro41) * 2304u) + uint32_t((((q52 * 4) / 32)) * 36 + (((q52 * 4) % 32)) * 1) * 4u, src54, int(n53) * 4);
+                tsr::cp_async_16(tsr::smem_u32((sh40 + (pro41) * 576)) + uint32_t((((q52 * 4) / 32)) * 36 + (((q52 * 4) % 32)) * 1) * 4u, src54, int(n53) * 4);
               }
             } else {
               #pragma unroll 1
@@ -183,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
           const int64_t o63 = int64_t(v0_pm) * 16;
           const int64_t o64 = int64_t(nx62) * 32;
           if (o63 >= 0 && o63 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o64 >= 0 && o64 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o63 * tsr_p0_s0 + o64 * tsr_p0_s1)) {
-            const uint32_t sb65 = (sh40_s + uint32_t(int((unsigned(rs39) + 1u) % 2u)) * 2304u);
+            const uint32_t sb65 = tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576));
             const int r66 = tsr_tid / 8, k67 = tsr_tid % 8 * 4;
             const float* const g68 = tsr_p0 + (o63 + r66) * tsr_p0_s0 + (o64 + k67) * tsr_p0_s1;
             const uint32_t d69 = sb65 + uint32_t((r66) * 36 + (k67) * 1) * 4u;
@@ -198,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
                 const int q72 = i71 * 128 + tsr_tid;
                 const int64_t n73 = !(true && (o63 + ((q72 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o64 + ((q72 * 4) % 32))) : 4;
                 const float* src74 = tsr_p0 + (n73 > 0 ? (o63 + ((q72 * 4) / 32)) * tsr_p0_s0 + (o64 + ((q72 * 4) % 32)) * tsr_p0_s1 : 0);
-                tsr::cp_async_16((sh40_s + uint32_t(int((unsigned(rs39) + 1u) % 2u)) * 2304u) + uint32_t((((q72 * 4) / 32)) * 36 + (((q72 * 4) % 32)) * 1) * 4u, src74, int(n73) * 4);
+                tsr::cp_async_16(tsr::smem_u32((sh40 + (int((unsigned(rs39) + 1u) % 2u)) * 576)) + uint32_t((((q72 * 4) / 32)) * 36 + (((q72 * 4) % 32)) * 1) * 4u, src74, int(n73) * 4);
               }
             } else {
               #pragma unroll 1

@@ -58,7 +58,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
     c10_acc[s11] = v8_lz[s11];
   }
   float* const sh13 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
-  const uint32_t sh13_s = tsr::smem_u32(sh13);
   int rs12 = 0;
   #pragma unroll 1
   for (int pro14 = 0; pro14 < 1; ++pro14) {
@@ -68,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
         const int64_t o16 = int64_t(v0_pm) * 16;
         const int64_t o17 = int64_t(nx15) * 32;
         if (o16 >= 0 && o16 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o17 >= 0 && o17 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o16 * tsr_p0_s0 + o17 * tsr_p0_s1)) {
-          const uint32_t sb18 = (sh13_s + uint32_t(pro14) * 2304u);
+          const uint32_t sb18 = tsr::smem_u32((sh13 + (pro14) * 576));
           const int r19 = tsr_tid / 8, k20 = tsr_tid % 8 * 4;
           const float* const g21 = tsr_p0 + (o16 + r19) * tsr_p0_s0 + (o17 + k20) * tsr_p0_s1;
           const uint32_t d22 = sb18 + uint32_t((r19) * 36 + (k20) * 1) * 4u;
@@ -83,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
               const int q25 = i24 * 128 + tsr_tid;
               const int64_t n26 = !(true && (o16 + ((q25 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o17 + ((q25 * 4) % 32))) : 4;
               const float* src27 = tsr_p0 + (n26 > 0 ? (o16 + ((q25 * 4) / 32)) * tsr_p0_s0 + (o17 + ((q25 * 4) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh13_s + uint32_t(pro14) * 2304u) + uint32_t((((q25 * 4) / 32)) * 36 + (((q25 * 4) % 32)) * 1) * 4u, src27, int(n26) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (pro14) * 576)) + uint32_t((((q25 * 4) / 32)) * 36 + (((q25 * 4) % 32)) * 1) * 4u, src27, int(n26) * 4);
             }
           } else {
             #pragma unroll 1
@@ -110,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
         const int64_t o36 = int64_t(v0_pm) * 16;
         const int64_t o37 = int64_t(nx35) * 32;
         if (o36 >= 0 && o36 + 16 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p0 + o36 * tsr_p0_s0 + o37 * tsr_p0_s1)) {
-          const uint32_t sb38 = (sh13_s + uint32_t(int((unsigned(rs12) + 1u) % 2u)) * 2304u);
+          const uint32_t sb38 = tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576));
           const int r39 = tsr_tid / 8, k40 = tsr_tid % 8 * 4;
           const float* const g41 = tsr_p0 + (o36 + r39) * tsr_p0_s0 + (o37 + k40) * tsr_p0_s1;
           const uint32_t d42 = sb38 + uint32_t((r39) * 36 + (k40) * 1) * 4u;
@@ -125,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
               const int q45 = i44 * 128 + tsr_tid;
               const int64_t n46 = !(true && (o36 + ((q45 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) < 4 ? (int64_t(tsr_dim_HID) - (o37 + ((q45 * 4) % 32))) : 4;
               const float* src47 = tsr_p0 + (n46 > 0 ? (o36 + ((q45 * 4) / 32)) * tsr_p0_s0 + (o37 + ((q45 * 4) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh13_s + uint32_t(int((unsigned(rs12) + 1u) % 2u)) * 2304u) + uint32_t((((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1) * 4u, src47, int(n46) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh13 + (int((unsigned(rs12) + 1u) % 2u)) * 576)) + uint32_t((((q45 * 4) / 32)) * 36 + (((q45 * 4) % 32)) * 1) * 4u, src47, int(n46) * 4);
             }
           } else {
             #pragma unroll 1

@@ -73,9 +73,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   uint16_t* const sh19 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh20 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
   uint16_t* const sh21 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 19456);
-  const uint32_t sh19_s = tsr::smem_u32(sh19);
-  const uint32_t sh20_s = tsr::smem_u32(sh20);
-  const uint32_t sh21_s = tsr::smem_u32(sh21);
   int rs18 = 0;
   #pragma unroll 1
   for (int pro22 = 0; pro22 < 1; ++pro22) {
@@ -85,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o24 = int64_t(v0_pm) * 64;
         const int64_t o25 = int64_t(nx23) * 32;
         if (o24 >= 0 && o24 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o25 >= 0 && o25 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o24 * tsr_p0_s0 + o25 * tsr_p0_s1)) {
-          const uint32_t sb26 = (sh19_s + uint32_t(pro22) * 5120u);
+          const uint32_t sb26 = tsr::smem_u32((sh19 + (pro22) * 2560));
           const int r27 = tsr_tid / 4, k28 = tsr_tid % 4 * 8;
           const uint16_t* const g29 = tsr_p0 + (o24 + r27) * tsr_p0_s0 + (o25 + k28) * tsr_p0_s1;
           const uint32_t d30 = sb26 + uint32_t((r27) * 40 + (k28) * 1) * 2u;
@@ -100,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q33 = i32 * 128 + tsr_tid;
               const int64_t n34 = !(true && (o24 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o25 + ((q33 * 8) % 32))) : 8;
               const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o24 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o25 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh19_s + uint32_t(pro22) * 5120u) + uint32_t((((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1) * 2u, src35, int(n34) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh19 + (pro22) * 2560)) + uint32_t((((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1) * 2u, src35, int(n34) * 2);
             }
           } else {
             #pragma unroll 1
@@ -118,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o42 = int64_t(nx23) * 32;
         const int64_t o43 = int64_t(v1_pn) * 64;
         if (o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o42 * tsr_p1_s0 + o43 * tsr_p1_s1)) {
-          const uint32_t sb44 = (sh20_s + uint32_t(pro22) * 4608u);
+          const uint32_t sb44 = tsr::smem_u32((sh20 + (pro22) * 2304));
           const int r45 = tsr_tid / 8, k46 = tsr_tid % 8 * 8;
           const uint16_t* const g47 = tsr_p1 + (o42 + r45) * tsr_p1_s0 + (o43 + k46) * tsr_p1_s1;
           const uint32_t d48 = sb44 + uint32_t((r45) * 72 + (k46) * 1) * 2u;
@@ -133,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q51 = i50 * 128 + tsr_tid;
               const int64_t n52 = !(true && (o42 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) : 8;
               const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o42 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o43 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh20_s + uint32_t(pro22) * 4608u) + uint32_t((((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1) * 2u, src53, int(n52) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2304)) + uint32_t((((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1) * 2u, src53, int(n52) * 2);
             }
           } else {
             #pragma unroll 1
@@ -151,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o60 = int64_t(nx23) * 32;
         const int64_t o61 = int64_t(v1_pn) * 64;
         if (o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o60 * tsr_p2_s0 + o61 * tsr_p2_s1)) {
-          const uint32_t sb62 = (sh21_s + uint32_t(pro22) * 4608u);
+          const uint32_t sb62 = tsr::smem_u32((sh21 + (pro22) * 2304));
           const int r63 = tsr_tid / 8, k64 = tsr_tid % 8 * 8;
           const uint16_t* const g65 = tsr_p2 + (o60 + r63) * tsr_p2_s0 + (o61 + k64) * tsr_p2_s1;
           const uint32_t d66 = sb62 + uint32_t((r63) * 72 + (k64) * 1) * 2u;
@@ -166,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q69 = i68 * 128 + tsr_tid;
               const int64_t n70 = !(true && (o60 + ((q69 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) : 8;
               const uint16_t* src71 = tsr_p2 + (n70 > 0 ? (o60 + ((q69 * 8) / 64)) * tsr_p2_s0 + (o61 + ((q69 * 8) % 64)) * tsr_p2_s1 : 0);
-              tsr::cp_async_16((sh21_s + uint32_t(pro22) * 4608u) + uint32_t((((q69 * 8) / 64)) * 72 + (((q69 * 8) % 64)) * 1) * 2u, src71, int(n70) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2304)) + uint32_t((((q69 * 8) / 64)) * 72 + (((q69 * 8) % 64)) * 1) * 2u, src71, int(n70) * 2);
             }
           } else {
             #pragma unroll 1
@@ -199,20 +196,18 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 40 + 8 * (tsr_lane >> 4)) * 2u;
-      const uint32_t lb_ = uint32_t((tsr_lane & 15) * 72 + 16 * (tsr_lane >> 4) + 8 * wn_) * 2u;
       uint32_t fa[2][2][4], fb[2][4][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(0) * 32u + 0u);
-      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(0) * 32u + 2560u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], (sh20_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(0) * 2304u + 0u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], (sh20_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(0) * 2304u + 64u);
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 2560u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], (sh20_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], (sh20_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 64u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv78_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
@@ -221,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int64_t o82 = int64_t(v0_pm) * 64;
               const int64_t o83 = int64_t(nx81) * 32;
               if (o82 >= 0 && o82 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o83 >= 0 && o83 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o82 * tsr_p0_s0 + o83 * tsr_p0_s1)) {
-                const uint32_t sb84 = (sh19_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 5120u);
+                const uint32_t sb84 = tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560));
                 const int r85 = tsr_tid / 4, k86 = tsr_tid % 4 * 8;
                 const uint16_t* const g87 = tsr_p0 + (o82 + r85) * tsr_p0_s0 + (o83 + k86) * tsr_p0_s1;
                 const uint32_t d88 = sb84 + uint32_t((r85) * 40 + (k86) * 1) * 2u;
@@ -236,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q91 = i90 * 128 + tsr_tid;
                     const int64_t n92 = !(true && (o82 + ((q91 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o83 + ((q91 * 8) % 32))) : 8;
                     const uint16_t* src93 = tsr_p0 + (n92 > 0 ? (o82 + ((q91 * 8) / 32)) * tsr_p0_s0 + (o83 + ((q91 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16((sh19_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 5120u) + uint32_t((((q91 * 8) / 32)) * 40 + (((q91 * 8) % 32)) * 1) * 2u, src93, int(n92) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh19 + (int((unsigned(rs18) + 1u) % 2u)) * 2560)) + uint32_t((((q91 * 8) / 32)) * 40 + (((q91 * 8) % 32)) * 1) * 2u, src93, int(n92) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -254,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int64_t o100 = int64_t(nx81) * 32;
               const int64_t o101 = int64_t(v1_pn) * 64;
               if (o100 >= 0 && o100 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o101 >= 0 && o101 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o100 * tsr_p1_s0 + o101 * tsr_p1_s1)) {
-                const uint32_t sb102 = (sh20_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 4608u);
+                const uint32_t sb102 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
                 const int r103 = tsr_tid / 8, k104 = tsr_tid % 8 * 8;
                 const uint16_t* const g105 = tsr_p1 + (o100 + r103) * tsr_p1_s0 + (o101 + k104) * tsr_p1_s1;
                 const uint32_t d106 = sb102 + uint32_t((r103) * 72 + (k104) * 1) * 2u;
@@ -269,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q109 = i108 * 128 + tsr_tid;
                     const int64_t n110 = !(true && (o100 + ((q109 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) : 8;
                     const uint16_t* src111 = tsr_p1 + (n110 > 0 ? (o100 + ((q109 * 8) / 64)) * tsr_p1_s0 + (o101 + ((q109 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16((sh20_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 4608u) + uint32_t((((q109 * 8) / 64)) * 72 + (((q109 * 8) % 64)) * 1) * 2u, src111, int(n110) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q109 * 8) / 64)) * 72 + (((q109 * 8) % 64)) * 1) * 2u, src111, int(n110) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -287,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int64_t o118 = int64_t(nx81) * 32;
               const int64_t o119 = int64_t(v1_pn) * 64;
               if (o118 >= 0 && o118 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o119 >= 0 && o119 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o118 * tsr_p2_s0 + o119 * tsr_p2_s1)) {
-                const uint32_t sb120 = (sh21_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 4608u);
+                const uint32_t sb120 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
                 const int r121 = tsr_tid / 8, k122 = tsr_tid % 8 * 8;
                 const uint16_t* const g123 = tsr_p2 + (o118 + r121) * tsr_p2_s0 + (o119 + k122) * tsr_p2_s1;
                 const uint32_t d124 = sb120 + uint32_t((r121) * 72 + (k122) * 1) * 2u;
@@ -302,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q127 = i126 * 128 + tsr_tid;
                     const int64_t n128 = !(true && (o118 + ((q127 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) : 8;
                     const uint16_t* src129 = tsr_p2 + (n128 > 0 ? (o118 + ((q127 * 8) / 64)) * tsr_p2_s0 + (o119 + ((q127 * 8) % 64)) * tsr_p2_s1 : 0);
-                    tsr::cp_async_16((sh21_s + uint32_t(int((unsigned(rs18) + 1u) % 2u)) * 4608u) + uint32_t((((q127 * 8) / 64)) * 72 + (((q127 * 8) % 64)) * 1) * 2u, src129, int(n128) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q127 * 8) / 64)) * 72 + (((q127 * 8) % 64)) * 1) * 2u, src129, int(n128) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -338,20 +333,18 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 40 + 8 * (tsr_lane >> 4)) * 2u;
-      const uint32_t lb_ = uint32_t((tsr_lane & 15) * 72 + 16 * (tsr_lane >> 4) + 8 * wn_) * 2u;
       uint32_t fa[2][2][4], fb[2][4][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(0) * 32u + 0u);
-      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(0) * 32u + 2560u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], (sh21_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(0) * 2304u + 0u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], (sh21_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(0) * 2304u + 64u);
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], (sh19_s + uint32_t(rs18) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 2560u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], (sh21_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], (sh21_s + uint32_t(rs18) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 64u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         tsr::mma_bf16_16816(&v136_un[0], fa[ks & 1][0], fb[ks & 1][0]);
         tsr::mma_bf16_16816(&v136_un[4], fa[ks & 1][0], fb[ks & 1][1]);

@@ -63,8 +63,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
   }
   float* const sh15 = reinterpret_cast<float*>((tsr_smem + 0) + 0);
   float* const sh16 = reinterpret_cast<float*>((tsr_smem + 0) + 27648);
-  const uint32_t sh15_s = tsr::smem_u32(sh15);
-  const uint32_t sh16_s = tsr::smem_u32(sh16);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 2; ++pro17) {
@@ -74,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
         const int64_t o19 = int64_t(v1) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = (sh15_s + uint32_t(pro17) * 9216u);
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2304));
           const int r22 = tsr_tid / 8, k23 = tsr_tid % 8 * 4;
           const float* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
           const uint32_t d25 = sb21 + uint32_t((r22) * 36 + (k23) * 1) * 4u;
@@ -89,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
               const int q28 = i27 * 128 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 4) % 32))) : 4;
               const float* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 4) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 4) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(pro17) * 9216u) + uint32_t((((q28 * 4) / 32)) * 36 + (((q28 * 4) % 32)) * 1) * 4u, src30, int(n29) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2304)) + uint32_t((((q28 * 4) / 32)) * 36 + (((q28 * 4) % 32)) * 1) * 4u, src30, int(n29) * 4);
             }
           } else {
             #pragma unroll 1
@@ -107,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
         const int64_t o37 = int64_t(nx18) * 32;
         const int64_t o38 = int64_t(v2) * 64;
         if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = (sh16_s + uint32_t(pro17) * 8704u);
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2176));
           const int r40 = tsr_tid / 16, k41 = tsr_tid % 16 * 4;
           const float* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
           const uint32_t d43 = sb39 + uint32_t((r40) * 68 + (k41) * 1) * 4u;
@@ -122,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
               const int q46 = i45 * 128 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 4) % 64))) : 4;
               const float* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 4) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 4) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh16_s + uint32_t(pro17) * 8704u) + uint32_t((((q46 * 4) / 64)) * 68 + (((q46 * 4) % 64)) * 1) * 4u, src48, int(n47) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2176)) + uint32_t((((q46 * 4) / 64)) * 68 + (((q46 * 4) % 64)) * 1) * 4u, src48, int(n47) * 4);
             }
           } else {
             #pragma unroll 1
@@ -149,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
         const int64_t o57 = int64_t(v1) * 64;
         const int64_t o58 = int64_t(nx56) * 32;
         if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 4 == 0 && o58 >= 0 && o58 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<float, 4>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
-          const uint32_t sb59 = (sh15_s + uint32_t(int((unsigned(rs14) + 2u) % 3u)) * 9216u);
+          const uint32_t sb59 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2304));
           const int r60 = tsr_tid / 8, k61 = tsr_tid % 8 * 4;
           const float* const g62 = tsr_p0 + (o57 + r60) * tsr_p0_s0 + (o58 + k61) * tsr_p0_s1;
           const uint32_t d63 = sb59 + uint32_t((r60) * 36 + (k61) * 1) * 4u;
@@ -164,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
               const int q66 = i65 * 128 + tsr_tid;
               const int64_t n67 = !(true && (o57 + ((q66 * 4) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) < 4 ? (int64_t(tsr_dim_K) - (o58 + ((q66 * 4) % 32))) : 4;
               const float* src68 = tsr_p0 + (n67 > 0 ? (o57 + ((q66 * 4) / 32)) * tsr_p0_s0 + (o58 + ((q66 * 4) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(int((unsigned(rs14) + 2u) % 3u)) * 9216u) + uint32_t((((q66 * 4) / 32)) * 36 + (((q66 * 4) % 32)) * 1) * 4u, src68, int(n67) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2304)) + uint32_t((((q66 * 4) / 32)) * 36 + (((q66 * 4) % 32)) * 1) * 4u, src68, int(n67) * 4);
             }
           } else {
             #pragma unroll 1
@@ -182,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
         const int64_t o75 = int64_t(nx56) * 32;
         const int64_t o76 = int64_t(v2) * 64;
         if (o75 >= 0 && o75 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 4 == 0 && o76 >= 0 && o76 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + o75 * tsr_p1_s0 + o76 * tsr_p1_s1)) {
-          const uint32_t sb77 = (sh16_s + uint32_t(int((unsigned(rs14) + 2u) % 3u)) * 8704u);
+          const uint32_t sb77 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2176));
           const int r78 = tsr_tid / 16, k79 = tsr_tid % 16 * 4;
           const float* const g80 = tsr_p1 + (o75 + r78) * tsr_p1_s0 + (o76 + k79) * tsr_p1_s1;
           const uint32_t d81 = sb77 + uint32_t((r78) * 68 + (k79) * 1) * 4u;
@@ -197,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
               const int q84 = i83 * 128 + tsr_tid;
               const int64_t n85 = !(true && (o75 + ((q84 * 4) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) < 4 ? (int64_t(tsr_dim_N) - (o76 + ((q84 * 4) % 64))) : 4;
               const float* src86 = tsr_p1 + (n85 > 0 ? (o75 + ((q84 * 4) / 64)) * tsr_p1_s0 + (o76 + ((q84 * 4) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh16_s + uint32_t(int((unsigned(rs14) + 2u) % 3u)) * 8704u) + uint32_t((((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2176)) + uint32_t((((q84 * 4) / 64)) * 68 + (((q84 * 4) % 64)) * 1) * 4u, src86, int(n85) * 4);
             }
           } else {
             #pragma unroll 1

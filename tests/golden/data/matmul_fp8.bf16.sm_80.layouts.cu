@@ -62,7 +62,6 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
     c12[s13] = v4[s13];
   }
   uint8_t* const sh15 = reinterpret_cast<uint8_t*>((tsr_smem + 0) + 0);
-  const uint32_t sh15_s = tsr::smem_u32(sh15);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro16 = 0; pro16 < 3; ++pro16) {
@@ -72,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
         const int64_t o18 = int64_t(v1) * 128;
         const int64_t o19 = int64_t(nx17) * 64;
         if (o18 >= 0 && o18 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o18 * tsr_p0_s0 + o19 * tsr_p0_s1)) {
-          const uint32_t sb20 = (sh15_s + uint32_t(pro16) * 10240u);
+          const uint32_t sb20 = tsr::smem_u32((sh15 + (pro16) * 10240));
           const int r21 = tsr_tid / 4, k22 = tsr_tid % 4 * 16;
           const uint8_t* const g23 = tsr_p0 + (o18 + r21) * tsr_p0_s0 + (o19 + k22) * tsr_p0_s1;
           const uint32_t d24 = sb20 + uint32_t((r21) * 80 + (k22) * 1) * 1u;
@@ -87,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int q27 = i26 * 256 + tsr_tid;
               const int64_t n28 = !(true && (o18 + ((q27 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o19 + ((q27 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o19 + ((q27 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o19 + ((q27 * 16) % 64))) : 16;
               const uint8_t* src29 = tsr_p0 + (n28 > 0 ? (o18 + ((q27 * 16) / 64)) * tsr_p0_s0 + (o19 + ((q27 * 16) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(pro16) * 10240u) + uint32_t((((q27 * 16) / 64)) * 80 + (((q27 * 16) % 64)) * 1) * 1u, src29, int(n28) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro16) * 10240)) + uint32_t((((q27 * 16) / 64)) * 80 + (((q27 * 16) % 64)) * 1) * 1u, src29, int(n28) * 1);
             }
           } else {
             #pragma unroll 1
@@ -114,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
         const int64_t o38 = int64_t(v1) * 128;
         const int64_t o39 = int64_t(nx37) * 64;
         if (o38 >= 0 && o38 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o39 >= 0 && o39 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o38 * tsr_p0_s0 + o39 * tsr_p0_s1)) {
-          const uint32_t sb40 = (sh15_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u);
+          const uint32_t sb40 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240));
           const int r41 = tsr_tid / 4, k42 = tsr_tid % 4 * 16;
           const uint8_t* const g43 = tsr_p0 + (o38 + r41) * tsr_p0_s0 + (o39 + k42) * tsr_p0_s1;
           const uint32_t d44 = sb40 + uint32_t((r41) * 80 + (k42) * 1) * 1u;
@@ -129,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int q47 = i46 * 256 + tsr_tid;
               const int64_t n48 = !(true && (o38 + ((q47 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o39 + ((q47 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o39 + ((q47 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o39 + ((q47 * 16) % 64))) : 16;
               const uint8_t* src49 = tsr_p0 + (n48 > 0 ? (o38 + ((q47 * 16) / 64)) * tsr_p0_s0 + (o39 + ((q47 * 16) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u) + uint32_t((((q47 * 16) / 64)) * 80 + (((q47 * 16) % 64)) * 1) * 1u, src49, int(n48) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240)) + uint32_t((((q47 * 16) / 64)) * 80 + (((q47 * 16) % 64)) * 1) * 1u, src49, int(n48) * 1);
             }
           } else {
             #pragma unroll 1

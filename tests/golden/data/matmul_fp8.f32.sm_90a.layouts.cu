@@ -63,8 +63,6 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
   }
   uint8_t* const sh15 = reinterpret_cast<uint8_t*>((tsr_smem + 0) + 0);
   uint8_t* const sh16 = reinterpret_cast<uint8_t*>((tsr_smem + 0) + 40960);
-  const uint32_t sh15_s = tsr::smem_u32(sh15);
-  const uint32_t sh16_s = tsr::smem_u32(sh16);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 3; ++pro17) {
@@ -74,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
         const int64_t o19 = int64_t(v1) * 128;
         const int64_t o20 = int64_t(nx18) * 64;
         if (o19 >= 0 && o19 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o20 >= 0 && o20 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = (sh15_s + uint32_t(pro17) * 10240u);
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 10240));
           const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 16;
           const uint8_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
           const uint32_t d25 = sb21 + uint32_t((r22) * 80 + (k23) * 1) * 1u;
@@ -89,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int q28 = i27 * 256 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 16) % 64))) : 16;
               const uint8_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 16) / 64)) * tsr_p0_s0 + (o20 + ((q28 * 16) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(pro17) * 10240u) + uint32_t((((q28 * 16) / 64)) * 80 + (((q28 * 16) % 64)) * 1) * 1u, src30, int(n29) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 10240)) + uint32_t((((q28 * 16) / 64)) * 80 + (((q28 * 16) % 64)) * 1) * 1u, src30, int(n29) * 1);
             }
           } else {
             #pragma unroll 1
@@ -107,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
         const int64_t o37 = int64_t(v2) * 128;
         const int64_t o38 = int64_t(nx18) * 64;
         if (o37 >= 0 && o37 + 128 <= int64_t(tsr_dim_N) && tsr_p1_s0 % 16 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = (sh16_s + uint32_t(pro17) * 10240u);
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 10240));
           const int r40 = tsr_tid / 4, k41 = tsr_tid % 4 * 16;
           const uint8_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
           const uint32_t d43 = sb39 + uint32_t((r40) * 80 + (k41) * 1) * 1u;
@@ -122,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int q46 = i45 * 256 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o38 + ((q46 * 16) % 64))) : 16;
               const uint8_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 16) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 16) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh16_s + uint32_t(pro17) * 10240u) + uint32_t((((q46 * 16) / 64)) * 80 + (((q46 * 16) % 64)) * 1) * 1u, src48, int(n47) * 1);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 10240)) + uint32_t((((q46 * 16) / 64)) * 80 + (((q46 * 16) % 64)) * 1) * 1u, src48, int(n47) * 1);
             }
           } else {
             #pragma unroll 1
@@ -156,34 +154,32 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
     {
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 80 + 16 * (tsr_lane >> 4));
-      const uint32_t lb_ = uint32_t((32 * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)) * 80 + 16 * (tsr_lane >> 4));
       if ((iv57_ == int64_t(v9))) {
-        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(0) * 32u + 0u);
-        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(0) * 32u + 2560u);
-        tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(0) * 32u + 5120u);
-        tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(0) * 32u + 7680u);
-        tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], (sh16_s + uint32_t(rs14) * 10240u) + lb_ + uint32_t(0) * 32u + 0u);
-        tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], (sh16_s + uint32_t(rs14) * 10240u) + lb_ + uint32_t(0) * 32u + 5120u);
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+        tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
       }
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(ks + 1) * 32u + 2560u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][2][0], fa55[(ks + 1) & 1][2][1], fa55[(ks + 1) & 1][2][2], fa55[(ks + 1) & 1][2][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(ks + 1) * 32u + 5120u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][3][0], fa55[(ks + 1) & 1][3][1], fa55[(ks + 1) & 1][3][2], fa55[(ks + 1) & 1][3][3], (sh15_s + uint32_t(rs14) * 10240u) + la_ + uint32_t(ks + 1) * 32u + 7680u);
-          tsr::ldsm_x4(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][1], (sh16_s + uint32_t(rs14) * 10240u) + lb_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][1], (sh16_s + uint32_t(rs14) * 10240u) + lb_ + uint32_t(ks + 1) * 32u + 5120u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][2][0], fa55[(ks + 1) & 1][2][1], fa55[(ks + 1) & 1][2][2], fa55[(ks + 1) & 1][2][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][3][0], fa55[(ks + 1) & 1][3][1], fa55[(ks + 1) & 1][3][2], fa55[(ks + 1) & 1][3][3], tsr::smem_u32((sh15 + rs14 * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (ks + 1) + 16 * (tsr_lane >> 4)));
         } else {
           tsr::cp_async_wait<2>();
           __syncthreads();
-          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + la_ + uint32_t(0) * 32u + 0u);
-          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + la_ + uint32_t(0) * 32u + 2560u);
-          tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + la_ + uint32_t(0) * 32u + 5120u);
-          tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + la_ + uint32_t(0) * 32u + 7680u);
-          tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], (sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + lb_ + uint32_t(0) * 32u + 0u);
-          tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], (sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 4u)) * 10240u) + lb_ + uint32_t(0) * 32u + 5120u);
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[0][0][0], fb56[0][1][0], fb56[0][0][1], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (0 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
+          tsr::ldsm_x4(fb56[0][2][0], fb56[0][3][0], fb56[0][2][1], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 4u) * 10240)) + uint32_t((32 * (2 + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)) * 80 + 32 * (0) + 16 * (tsr_lane >> 4)));
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 3 * int64_t(v0)) < int64_t(v8)) {
@@ -192,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int64_t o61 = int64_t(v1) * 128;
               const int64_t o62 = int64_t(nx60) * 64;
               if (o61 >= 0 && o61 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 16 == 0 && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = (sh15_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u);
+                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240));
                 const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 16;
                 const uint8_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
                 const uint32_t d67 = sb63 + uint32_t((r64) * 80 + (k65) * 1) * 1u;
@@ -207,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
                     const int q70 = i69 * 256 + tsr_tid;
                     const int64_t n71 = !(true && (o61 + ((q70 * 16) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 16) % 64))) : 16;
                     const uint8_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 16) / 64)) * tsr_p0_s0 + (o62 + ((q70 * 16) % 64)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16((sh15_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u) + uint32_t((((q70 * 16) / 64)) * 80 + (((q70 * 16) % 64)) * 1) * 1u, src72, int(n71) * 1);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 3u) % 4u)) * 10240)) + uint32_t((((q70 * 16) / 64)) * 80 + (((q70 * 16) % 64)) * 1) * 1u, src72, int(n71) * 1);
                   }
                 } else {
                   #pragma unroll 1
@@ -225,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
               const int64_t o79 = int64_t(v2) * 128;
               const int64_t o80 = int64_t(nx60) * 64;
               if (o79 >= 0 && o79 + 128 <= int64_t(tsr_dim_N) && tsr_p1_s0 % 16 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint8_t, 16>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = (sh16_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u);
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 3u) % 4u)) * 10240));
                 const int r82 = tsr_tid / 4, k83 = tsr_tid % 4 * 16;
                 const uint8_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
                 const uint32_t d85 = sb81 + uint32_t((r82) * 80 + (k83) * 1) * 1u;
@@ -240,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
                     const int q88 = i87 * 256 + tsr_tid;
                     const int64_t n89 = !(true && (o79 + ((q88 * 16) / 64)) < int64_t(tsr_dim_N)) || (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) < 16 ? (int64_t(tsr_dim_K) - (o80 + ((q88 * 16) % 64))) : 16;
                     const uint8_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 16) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 16) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16((sh16_s + uint32_t(int((unsigned(rs14) + 3u) % 4u)) * 10240u) + uint32_t((((q88 * 16) / 64)) * 80 + (((q88 * 16) % 64)) * 1) * 1u, src90, int(n89) * 1);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 3u) % 4u)) * 10240)) + uint32_t((((q88 * 16) / 64)) * 80 + (((q88 * 16) % 64)) * 1) * 1u, src90, int(n89) * 1);
                   }
                 } else {
                   #pragma unroll 1

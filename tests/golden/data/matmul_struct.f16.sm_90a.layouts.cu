@@ -64,8 +64,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   }
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
-  const uint32_t sh15_s = tsr::smem_u32(sh15);
-  const uint32_t sh16_s = tsr::smem_u32(sh16);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 1; ++pro17) {
@@ -75,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         const int64_t o19 = int64_t(v1) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = (sh15_s + uint32_t(pro17) * 5120u);
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
           const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 8;
           const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
           const uint32_t d25 = sb21 + uint32_t((r22) * 40 + (k23) * 1) * 2u;
@@ -90,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q28 = i27 * 128 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) : 8;
               const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16((sh15_s + uint32_t(pro17) * 5120u) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560)) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
             }
           } else {
             #pragma unroll 1
@@ -108,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         const int64_t o37 = int64_t(nx18) * 32;
         const int64_t o38 = int64_t(v2) * 64;
         if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = (sh16_s + uint32_t(pro17) * 4608u);
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2304));
           const int r40 = tsr_tid / 8, k41 = tsr_tid % 8 * 8;
           const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
           const uint32_t d43 = sb39 + uint32_t((r40) * 72 + (k41) * 1) * 2u;
@@ -123,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q46 = i45 * 128 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) : 8;
               const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16((sh16_s + uint32_t(pro17) * 4608u) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304)) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
             }
           } else {
             #pragma unroll 1
@@ -156,28 +154,26 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      const uint32_t la_ = uint32_t((16 * wm_ + (tsr_lane & 15)) * 40 + 8 * (tsr_lane >> 4)) * 2u;
-      const uint32_t lb_ = uint32_t((tsr_lane & 15) * 72 + 16 * (tsr_lane >> 4) + 8 * wn_) * 2u;
       if ((iv57_ == int64_t(v9))) {
-        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], (sh15_s + uint32_t(rs14) * 5120u) + la_ + uint32_t(0) * 32u + 0u);
-        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], (sh15_s + uint32_t(rs14) * 5120u) + la_ + uint32_t(0) * 32u + 2560u);
-        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], (sh16_s + uint32_t(rs14) * 4608u) + lb_ + uint32_t(0) * 2304u + 0u);
-        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], (sh16_s + uint32_t(rs14) * 4608u) + lb_ + uint32_t(0) * 2304u + 64u);
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       }
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], (sh15_s + uint32_t(rs14) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 0u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], (sh15_s + uint32_t(rs14) * 5120u) + la_ + uint32_t(ks + 1) * 32u + 2560u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], (sh16_s + uint32_t(rs14) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], (sh16_s + uint32_t(rs14) * 4608u) + lb_ + uint32_t(ks + 1) * 2304u + 64u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         } else {
           tsr::cp_async_wait<0>();
           __syncthreads();
-          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 5120u) + la_ + uint32_t(0) * 32u + 0u);
-          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 5120u) + la_ + uint32_t(0) * 32u + 2560u);
-          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], (sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 4608u) + lb_ + uint32_t(0) * 2304u + 0u);
-          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], (sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 4608u) + lb_ + uint32_t(0) * 2304u + 64u);
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 1 * int64_t(v0)) < int64_t(v8)) {
@@ -186,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int64_t o61 = int64_t(v1) * 64;
               const int64_t o62 = int64_t(nx60) * 32;
               if (o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = (sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 5120u);
+                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
                 const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 8;
                 const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
                 const uint32_t d67 = sb63 + uint32_t((r64) * 40 + (k65) * 1) * 2u;
@@ -201,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
                     const int q70 = i69 * 128 + tsr_tid;
                     const int64_t n71 = !(true && (o61 + ((q70 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) : 8;
                     const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16((sh15_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 5120u) + uint32_t((((q70 * 8) / 32)) * 40 + (((q70 * 8) % 32)) * 1) * 2u, src72, int(n71) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q70 * 8) / 32)) * 40 + (((q70 * 8) % 32)) * 1) * 2u, src72, int(n71) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -219,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int64_t o79 = int64_t(nx60) * 32;
               const int64_t o80 = int64_t(v2) * 64;
               if (o79 >= 0 && o79 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = (sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 4608u);
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
                 const int r82 = tsr_tid / 8, k83 = tsr_tid % 8 * 8;
                 const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
                 const uint32_t d85 = sb81 + uint32_t((r82) * 72 + (k83) * 1) * 2u;
@@ -234,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
                     const int q88 = i87 * 128 + tsr_tid;
                     const int64_t n89 = !(true && (o79 + ((q88 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) : 8;
                     const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16((sh16_s + uint32_t(int((unsigned(rs14) + 1u) % 2u)) * 4608u) + uint32_t((((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, src90, int(n89) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, src90, int(n89) * 2);
                   }
                 } else {
                   #pragma unroll 1
