@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -679,6 +681,19 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     }
   }
   CudaEmission em = emit_cuda_with_info(k, target);
+  // TESSERA_CUDA_OVERRIDE_DIR: a developer's experiment. Where <symbol>.cu exists in that folder,
+  // its text is compiled in place of the emitted source (a note on stderr says so): a change to
+  // the generated code tried on the GPU before the compiler is taught to make it (Triton's
+  // TRITON_KERNEL_OVERRIDE). The launch shape, shared memory and parameters stay the emitter's,
+  // so the file must keep them (start from a TESSERA_CUDA_DUMP_DIR copy).
+  if (const char* d = std::getenv("TESSERA_CUDA_OVERRIDE_DIR"); d && *d) {
+    const std::filesystem::path f = std::filesystem::path(d) / (em.info.symbol + ".cu");
+    if (std::ifstream in(f, std::ios::binary); in) {
+      em.source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      std::fprintf(stderr, "note: TESSERA_CUDA_OVERRIDE_DIR: compiling %s in place of the emitted %s\n", f.c_str(),
+                   em.info.symbol.c_str());
+    }
+  }
 
   // Everything the cubin depends on: codegen, compiler, options, headers, source.
   std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() +
