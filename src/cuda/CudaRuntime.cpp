@@ -670,7 +670,11 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
       std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
     }
   };
-  const std::string emitted_key = emission_key(k, target);
+  // (An override folder, below, is part of the in-process key: a compilation made with one is
+  // not handed to a call made without.)
+  const char* override_dir = std::getenv("TESSERA_CUDA_OVERRIDE_DIR");
+  const std::string emitted_key =
+      emission_key(k, target) + (override_dir && *override_dir ? std::string("\noverride=") + override_dir : "");
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (auto it = g_emitted.find(emitted_key); it != g_emitted.end()) {
@@ -686,8 +690,8 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
   // the generated code tried on the GPU before the compiler is taught to make it (Triton's
   // TRITON_KERNEL_OVERRIDE). The launch shape, shared memory and parameters stay the emitter's,
   // so the file must keep them (start from a TESSERA_CUDA_DUMP_DIR copy).
-  if (const char* d = std::getenv("TESSERA_CUDA_OVERRIDE_DIR"); d && *d) {
-    const std::filesystem::path f = std::filesystem::path(d) / (em.info.symbol + ".cu");
+  if (override_dir && *override_dir) {
+    const std::filesystem::path f = std::filesystem::path(override_dir) / (em.info.symbol + ".cu");
     if (std::ifstream in(f, std::ios::binary); in) {
       em.source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
       std::fprintf(stderr, "note: TESSERA_CUDA_OVERRIDE_DIR: compiling %s in place of the emitted %s\n", f.c_str(),

@@ -1157,9 +1157,77 @@ int64_t Emitter::lowered_vector_width(const Value* v) const {
   return vector_width(dist_of(v), v->type.rank() - 1, scalar_bytes(v->type.elem));
 }
 
+bool Emitter::lowered_store_staged(const Op& op) {
+  const Value *view = op.operand(0), *tile = op.operand(1);
+  const ViewInfo& vi = view_of(op, view);
+  const std::vector<int64_t> S = shape_of(op, tile);
+  const Dist& d = dist_of(tile);
+  const ScalarKind t = view->type.elem;
+  const int64_t eb = scalar_bytes(t), E = 16 / eb, V = lowered_vector_width(tile);
+  if (S.size() != 2 || (S[1] * eb) % 16 != 0 || d.owner_expr() != "true") fail(op, "internal: a staged store stage-epilogue-stores would not mark");
+  // Rows padded by 16 bytes: the 8 rows of an mma.sync tile a warp writes at once fall in
+  // different banks. The tile takes the start of the kernel's shared tiles, all done by now
+  // (the pass saw to it); where they are smaller than the tile it is stored from registers.
+  const int64_t LD = S[1] + E, bytes = S[0] * LD * eb;
+  if (bytes > lowered_smem_ || ws_consumers_ || lowered_wgmma_ || prog_persistent_) {
+    count("staged-stores-without-room");
+    return false;
+  }
+  const std::string St = stype(t), st = fresh("st"), lr = fresh("lr"), lc = fresh("lc"), c = fresh("c");
+  open("{  // through shared memory in 16-byte rows (stage-epilogue-stores)");
+  barrier();  // every thread is done with the shared tiles
+  line(St + "* const " + st + " = reinterpret_cast<" + St + "*>" + lowered_base() + ";");
+  line("const int " + lr + " = " + d.thread_expr(0) + ", " + lc + " = " + d.thread_expr(1) + ";");
+  line("#pragma unroll");
+  open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
+  const std::string s0 = c + " * " + num(V), buf = fresh("vb");
+  line(St + " " + buf + "[" + num(V) + "];");
+  for (int64_t v = 0; v < V; ++v)
+    line(buf + "[" + num(v) + "] = " + store_conv(t, nm(tile) + "[" + s0 + " + " + num(v) + "]") + ";");
+  line("tsr::copy_vec<" + St + ", " + num(V) + ">(" + st + " + (" + lr + " + " + d.const_expr(0, s0) + ") * " + num(LD) +
+       " + " + lc + " + " + d.const_expr(1, s0) + ", " + buf + ");");
+  close();
+  barrier();
+  // Chunk q of the tile (row q / CPR, 16-byte chunk q % CPR) by thread q % T, consecutive
+  // threads on consecutive chunks of a row.
+  const int64_t CPR = S[1] / E, chunks = S[0] * CPR;
+  const std::string o0 = fresh("o"), o1 = fresh("o"), q = fresh("q"), r = fresh("r"), k = fresh("k");
+  line("const int64_t " + o0 + " = int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ", " + o1 + " = int64_t(" +
+       nm(op.operand(3)) + ") * " + num(S[1]) + ";");
+  const std::string whole = o0 + " >= 0 && " + o0 + " + " + num(S[0]) + " <= " + vi.dims[0] + " && " + o1 + " >= 0 && " + o1 +
+                            " + " + num(S[1]) + " <= " + vi.dims[1] + " && " + vi.strides[1] + " == 1 && " + vi.strides[0] +
+                            " % " + num(E) + " == 0 && tsr::aligned_vec<" + St + ", " + num(E) + ">(" + vi.ptr + " + " + o0 +
+                            " * " + vi.strides[0] + " + " + o1 + ")";
+  auto chunk_loop = [&](const std::string& unroll) {
+    line(unroll);
+    open("for (int " + q + " = tsr_tid; " + q + " < " + num(chunks) + "; " + q + " += " + num(T_) + ") {");
+    line("const int " + r + " = " + q + " / " + num(CPR) + ", " + k + " = " + q + " % " + num(CPR) + " * " + num(E) + ";");
+  };
+  open("if (" + whole + ") {");
+  chunk_loop("#pragma unroll 4");
+  line("tsr::copy_vec<" + St + ", " + num(E) + ">(" + vi.ptr + " + (" + o0 + " + " + r + ") * " + vi.strides[0] + " + " + o1 +
+       " + " + k + ", " + st + " + " + r + " * " + num(LD) + " + " + k + ");");
+  close();
+  --ind_;
+  open("} else {");  // a ragged or unaligned edge: element by element, inside the view
+  chunk_loop("#pragma unroll 1");
+  open("for (int e_ = 0; e_ < " + num(E) + "; ++e_) {");
+  line("if (" + o0 + " + " + r + " < " + vi.dims[0] + " && " + o1 + " + " + k + " + e_ < " + vi.dims[1] + ") " + vi.ptr + "[(" +
+       o0 + " + " + r + ") * " + vi.strides[0] + " + (" + o1 + " + " + k + " + e_) * " + vi.strides[1] + "] = " + st + "[" + r +
+       " * " + num(LD) + " + " + k + " + e_];");
+  close();
+  close();
+  close();
+  barrier();  // the tile's shared memory is free again
+  close();
+  count("staged-stores");
+  return true;
+}
+
 void Emitter::lowered_load_store(const Op& op) {
   if (&op == tma_store_op_ && ws_consumers_) return emit_tma_store(op);
   const bool load = op.kind == OpKind::LoadTile;
+  if (!load && op.has_attr("staged") && op.attr_int("staged") == 1 && lowered_store_staged(op)) return;
   if (load && op.result()->type.layout.kind == tessera::Layout::Kind::Shared) return lowered_load_shared(op);
   const Value* view = op.operand(0);
   const ViewInfo& vi = view_of(op, view);

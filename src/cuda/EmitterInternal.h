@@ -91,6 +91,9 @@ class Emitter {
   bool emit_lowered(const Op& op);  // true when it printed `op`
   void lowered_convert(const Op& op);
   void lowered_load_store(const Op& op);
+  // stage-epilogue-stores' `staged = 1`: the tile through shared memory (the kernel's, reused)
+  // in 16-byte rows; false (having printed nothing) where that memory is too small.
+  bool lowered_store_staged(const Op& op);
   // The width of a load or store's vector accesses of tile `v` from memory (1: element by
   // element): its slots' runs along the last dim, at most 16 bytes of its elements.
   int64_t lowered_vector_width(const Value* v) const;

@@ -840,6 +840,10 @@ class Verifier {
           fail("tma_store must be 0 or 1 (the tile goes out by TMA from shared memory), got " + attr_str(*t));
           return;
         }
+        if (const Attr* t = cur_->find_attr("staged"); t && std::get<int64_t>(*t) != 0 && std::get<int64_t>(*t) != 1) {
+          fail("staged must be 0 or 1 (the tile goes out through shared memory in 16-byte rows), got " + attr_str(*t));
+          return;
+        }
         if (const Attr* o = cur_->find_attr("overlap"); o && std::get<int64_t>(*o) != 0 && std::get<int64_t>(*o) != 1) {
           fail("overlap must be 0 or 1 (the tile goes out during the next program's loop), got " + attr_str(*o));
           return;

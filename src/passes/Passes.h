@@ -165,6 +165,9 @@ void take_back_persistence(Op& yield);
 // A persistent kernel's wgmma result stored from shared memory by TMA: `tma_store = 1` on its
 // store_tile (StoreEpiloguesByTma.cpp).
 void store_epilogues_by_tma(Kernel& k, PassStats& stats);
+// An mma.sync result tile stored through shared memory in 16-byte rows: `staged = 1` on its
+// store_tile (StageEpilogueStores.cpp).
+void stage_epilogue_stores(Kernel& k, PassStats& stats);
 // Two consumer warpgroups taking alternate programs of a persistent CTA (ping-pong), opt-in:
 // `consumers = 2` on the warp-specialized loop, every wgmma accumulator layout on one warpgroup
 // (PingPongConsumers.cpp).

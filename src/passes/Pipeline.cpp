@@ -59,6 +59,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"persist-programs", persist_programs},
       {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},
       {"store-epilogues-by-tma", store_epilogues_by_tma},
+      {"stage-epilogue-stores", stage_epilogue_stores},
       {"pingpong-consumers", pingpong_consumers},
       {"overlap-epilogues", overlap_epilogues},
       {"verify-lowered", verify_bound},

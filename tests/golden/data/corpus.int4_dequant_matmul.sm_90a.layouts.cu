@@ -454,33 +454,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
     rs22 = int((unsigned(rs22) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
-  // store_tile %out, %acc, %pm, %pn
-  {
-    const int64_t o113 = int64_t(v0_pm) * 32 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o114 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole115 = int64_t(v0_pm) * 32 >= 0 && int64_t(v0_pm) * 32 + 32 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + int64_t(v0_pm) * 32 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole115) {
-      #pragma unroll
-      for (int c116 = 0; c116 < 8; ++c116) {
-        float vb117[2];
-        vb117[0] = c20_acc[c116 * 2 + 0];
-        vb117[1] = c20_acc[c116 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p3 + (o113 + ((((c116 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c116 * 2) % 2) + (((c116 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb117);
+  // store_tile %out, %acc, %pm, %pn {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    float* const st113 = reinterpret_cast<float*>(tsr_smem + 8192);
+    const int lr114 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc115 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    #pragma unroll
+    for (int c116 = 0; c116 < 8; ++c116) {
+      float vb117[2];
+      vb117[0] = c20_acc[c116 * 2 + 0];
+      vb117[1] = c20_acc[c116 * 2 + 1];
+      tsr::copy_vec<float, 2>(st113 + (lr114 + ((((c116 * 2) / 2) % 2) * 8)) * 68 + lc115 + (((c116 * 2) % 2) + (((c116 * 2) / 4) % 4) * 16), vb117);
+    }
+    __syncthreads();
+    const int64_t o118 = int64_t(v0_pm) * 32, o119 = int64_t(v1_pn) * 64;
+    if (o118 >= 0 && o118 + 32 <= int64_t(tsr_dim_M) && o119 >= 0 && o119 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 == 1 && tsr_p3_s0 % 4 == 0 && tsr::aligned_vec<float, 4>(tsr_p3 + o118 * tsr_p3_s0 + o119)) {
+      #pragma unroll 4
+      for (int q120 = tsr_tid; q120 < 512; q120 += 128) {
+        const int r121 = q120 / 16, k122 = q120 % 16 * 4;
+        tsr::copy_vec<float, 4>(tsr_p3 + (o118 + r121) * tsr_p3_s0 + o119 + k122, st113 + r121 * 68 + k122);
       }
     } else {
-      #pragma unroll
-      for (int c118 = 0; c118 < 8; ++c118) {
-        float vb119[2];
-        if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p3 + (o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb119[0] = c20_acc[c118 * 2 + 0];
-          vb119[1] = c20_acc[c118 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p3 + (o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb119);
-        } else {
-          if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = c20_acc[c118 * 2];
-          if ((o113 + ((((c118 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_M) && (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o113 + ((((c118 * 2) / 2) % 2) * 8)) * tsr_p3_s0 + (o114 + (((c118 * 2) % 2) + (((c118 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = c20_acc[c118 * 2 + 1];
+      #pragma unroll 1
+      for (int q120 = tsr_tid; q120 < 512; q120 += 128) {
+        const int r121 = q120 / 16, k122 = q120 % 16 * 4;
+        for (int e_ = 0; e_ < 4; ++e_) {
+          if (o118 + r121 < int64_t(tsr_dim_M) && o119 + k122 + e_ < int64_t(tsr_dim_N)) tsr_p3[(o118 + r121) * tsr_p3_s0 + (o119 + k122 + e_) * tsr_p3_s1] = st113[r121 * 68 + k122 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -505,11 +508,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 26624
+// stat staged-stores = 1
 // stat stepped-tile-copies = 2
 // stat stores-to-shared = 1
 // stat threads = 128
-// stat vector-accesses = 3
-// stat whole-tile-accesses = 2
+// stat vector-accesses = 2
+// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 2
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

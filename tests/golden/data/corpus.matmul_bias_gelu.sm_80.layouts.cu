@@ -442,33 +442,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   for (int s142 = 0; s142 < 32; ++s142) {
     v141_gh[s142] = v139_g[s142];
   }
-  // store_tile %c, %gh, %pm, %pn
-  {
-    const int64_t o143 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o144 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole145 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole145) {
-      #pragma unroll
-      for (int c146 = 0; c146 < 16; ++c146) {
-        uint16_t vb147[2];
-        vb147[0] = tsr::f2h(v141_gh[c146 * 2 + 0]);
-        vb147[1] = tsr::f2h(v141_gh[c146 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb147);
+  // store_tile %c, %gh, %pm, %pn {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    uint16_t* const st143 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
+    const int lr144 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc145 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    #pragma unroll
+    for (int c146 = 0; c146 < 16; ++c146) {
+      uint16_t vb147[2];
+      vb147[0] = tsr::f2h(v141_gh[c146 * 2 + 0]);
+      vb147[1] = tsr::f2h(v141_gh[c146 * 2 + 1]);
+      tsr::copy_vec<uint16_t, 2>(st143 + (lr144 + ((((c146 * 2) / 2) % 2) * 8 + (((c146 * 2) / 16) % 2) * 32)) * 72 + lc145 + (((c146 * 2) % 2) + (((c146 * 2) / 4) % 4) * 16), vb147);
+    }
+    __syncthreads();
+    const int64_t o148 = int64_t(v0_pm) * 64, o149 = int64_t(v1_pn) * 64;
+    if (o148 >= 0 && o148 + 64 <= int64_t(tsr_dim_M) && o149 >= 0 && o149 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 == 1 && tsr_p3_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + o148 * tsr_p3_s0 + o149)) {
+      #pragma unroll 4
+      for (int q150 = tsr_tid; q150 < 512; q150 += 128) {
+        const int r151 = q150 / 8, k152 = q150 % 8 * 8;
+        tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o148 + r151) * tsr_p3_s0 + o149 + k152, st143 + r151 * 72 + k152);
       }
     } else {
-      #pragma unroll
-      for (int c148 = 0; c148 < 16; ++c148) {
-        uint16_t vb149[2];
-        if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb149[0] = tsr::f2h(v141_gh[c148 * 2 + 0]);
-          vb149[1] = tsr::f2h(v141_gh[c148 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb149);
-        } else {
-          if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2h(v141_gh[c148 * 2]);
-          if ((o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o143 + ((((c148 * 2) / 2) % 2) * 8 + (((c148 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o144 + (((c148 * 2) % 2) + (((c148 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2h(v141_gh[c148 * 2 + 1]);
+      #pragma unroll 1
+      for (int q150 = tsr_tid; q150 < 512; q150 += 128) {
+        const int r151 = q150 / 8, k152 = q150 % 8 * 8;
+        for (int e_ = 0; e_ < 8; ++e_) {
+          if (o148 + r151 < int64_t(tsr_dim_M) && o149 + k152 + e_ < int64_t(tsr_dim_N)) tsr_p3[(o148 + r151) * tsr_p3_s0 + (o149 + k152 + e_) * tsr_p3_s1] = st143[r151 * 72 + k152 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -492,10 +495,11 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 19456
+// stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128
-// stat vector-accesses = 2
-// stat whole-tile-accesses = 2
+// stat vector-accesses = 1
+// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

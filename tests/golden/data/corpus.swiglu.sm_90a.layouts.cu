@@ -392,33 +392,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   for (int s147 = 0; s147 < 32; ++s147) {
     v146_res[s147] = v144_prod[s147];
   }
-  // store_tile %out, %res, %pm, %pn
-  {
-    const int64_t o148 = int64_t(v0_pm) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o149 = int64_t(v1_pn) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole150 = int64_t(v0_pm) * 64 >= 0 && int64_t(v0_pm) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p3_s0 % 2 == 0 && int64_t(v1_pn) * 64 >= 0 && int64_t(v1_pn) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + int64_t(v0_pm) * 64 * tsr_p3_s0 + int64_t(v1_pn) * 64 * tsr_p3_s1);
-    if (whole150) {
-      #pragma unroll
-      for (int c151 = 0; c151 < 16; ++c151) {
-        uint16_t vb152[2];
-        vb152[0] = tsr::f2bf(v146_res[c151 * 2 + 0]);
-        vb152[1] = tsr::f2bf(v146_res[c151 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c151 * 2) / 2) % 2) * 8 + (((c151 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c151 * 2) % 2) + (((c151 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb152);
+  // store_tile %out, %res, %pm, %pn {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    uint16_t* const st148 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
+    const int lr149 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc150 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    #pragma unroll
+    for (int c151 = 0; c151 < 16; ++c151) {
+      uint16_t vb152[2];
+      vb152[0] = tsr::f2bf(v146_res[c151 * 2 + 0]);
+      vb152[1] = tsr::f2bf(v146_res[c151 * 2 + 1]);
+      tsr::copy_vec<uint16_t, 2>(st148 + (lr149 + ((((c151 * 2) / 2) % 2) * 8 + (((c151 * 2) / 16) % 2) * 32)) * 72 + lc150 + (((c151 * 2) % 2) + (((c151 * 2) / 4) % 4) * 16), vb152);
+    }
+    __syncthreads();
+    const int64_t o153 = int64_t(v0_pm) * 64, o154 = int64_t(v1_pn) * 64;
+    if (o153 >= 0 && o153 + 64 <= int64_t(tsr_dim_M) && o154 >= 0 && o154 + 64 <= int64_t(tsr_dim_N) && tsr_p3_s1 == 1 && tsr_p3_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + o153 * tsr_p3_s0 + o154)) {
+      #pragma unroll 4
+      for (int q155 = tsr_tid; q155 < 512; q155 += 128) {
+        const int r156 = q155 / 8, k157 = q155 % 8 * 8;
+        tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o153 + r156) * tsr_p3_s0 + o154 + k157, st148 + r156 * 72 + k157);
       }
     } else {
-      #pragma unroll
-      for (int c153 = 0; c153 < 16; ++c153) {
-        uint16_t vb154[2];
-        if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1)) {
-          vb154[0] = tsr::f2bf(v146_res[c153 * 2 + 0]);
-          vb154[1] = tsr::f2bf(v146_res[c153 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1, vb154);
-        } else {
-          if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p3[(o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16)) * tsr_p3_s1] = tsr::f2bf(v146_res[c153 * 2]);
-          if ((o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o148 + ((((c153 * 2) / 2) % 2) * 8 + (((c153 * 2) / 16) % 2) * 32)) * tsr_p3_s0 + (o149 + (((c153 * 2) % 2) + (((c153 * 2) / 4) % 4) * 16) + 1) * tsr_p3_s1] = tsr::f2bf(v146_res[c153 * 2 + 1]);
+      #pragma unroll 1
+      for (int q155 = tsr_tid; q155 < 512; q155 += 128) {
+        const int r156 = q155 / 8, k157 = q155 % 8 * 8;
+        for (int e_ = 0; e_ < 8; ++e_) {
+          if (o153 + r156 < int64_t(tsr_dim_M) && o154 + k157 + e_ < int64_t(tsr_dim_N)) tsr_p3[(o153 + r156) * tsr_p3_s0 + (o154 + k157 + e_) * tsr_p3_s1] = st148[r156 * 72 + k157 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -440,10 +443,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 28672
+// stat staged-stores = 1
 // stat stepped-tile-copies = 6
 // stat threads = 128
-// stat vector-accesses = 1
-// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 6
 // note printed from the GPU lowering's layouts (the layout emitter)
 // note not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of 64 elements): lowered for mma.sync

@@ -306,33 +306,36 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   for (int s99 = 0; s99 < 128; ++s99) {
     v98[s99] = c12[s99];
   }
-  // store_tile %c, %28, %12, %13
-  {
-    const int64_t o100 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
-    const int64_t o101 = int64_t(v2) * 256 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
-    const bool whole102 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 256 >= 0 && int64_t(v2) * 256 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 128 * tsr_p2_s0 + int64_t(v2) * 256 * tsr_p2_s1);
-    if (whole102) {
-      #pragma unroll
-      for (int c103 = 0; c103 < 64; ++c103) {
-        uint16_t vb104[2];
-        vb104[0] = tsr::f2h(v98[c103 * 2 + 0]);
-        vb104[1] = tsr::f2h(v98[c103 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o101 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb104);
+  // store_tile %c, %28, %12, %13 {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    uint16_t* const st100 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
+    const int lr101 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16), lc102 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    #pragma unroll
+    for (int c103 = 0; c103 < 64; ++c103) {
+      uint16_t vb104[2];
+      vb104[0] = tsr::f2h(v98[c103 * 2 + 0]);
+      vb104[1] = tsr::f2h(v98[c103 * 2 + 1]);
+      tsr::copy_vec<uint16_t, 2>(st100 + (lr101 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 32) % 4) * 32)) * 264 + lc102 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 8) * 32), vb104);
+    }
+    __syncthreads();
+    const int64_t o105 = int64_t(v1) * 128, o106 = int64_t(v2) * 256;
+    if (o105 >= 0 && o105 + 128 <= int64_t(tsr_dim_M) && o106 >= 0 && o106 + 256 <= int64_t(tsr_dim_N) && tsr_p2_s1 == 1 && tsr_p2_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o105 * tsr_p2_s0 + o106)) {
+      #pragma unroll 4
+      for (int q107 = tsr_tid; q107 < 4096; q107 += 256) {
+        const int r108 = q107 / 32, k109 = q107 % 32 * 8;
+        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o105 + r108) * tsr_p2_s0 + o106 + k109, st100 + r108 * 264 + k109);
       }
     } else {
-      #pragma unroll
-      for (int c105 = 0; c105 < 64; ++c105) {
-        uint16_t vb106[2];
-        if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32)) * tsr_p2_s1)) {
-          vb106[0] = tsr::f2h(v98[c105 * 2 + 0]);
-          vb106[1] = tsr::f2h(v98[c105 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32)) * tsr_p2_s1, vb106);
-        } else {
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32)) < int64_t(tsr_dim_N)) tsr_p2[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32)) * tsr_p2_s1] = tsr::f2h(v98[c105 * 2]);
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 32) % 4) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 8) * 32) + 1) * tsr_p2_s1] = tsr::f2h(v98[c105 * 2 + 1]);
+      #pragma unroll 1
+      for (int q107 = tsr_tid; q107 < 4096; q107 += 256) {
+        const int r108 = q107 / 32, k109 = q107 % 32 * 8;
+        for (int e_ = 0; e_ < 8; ++e_) {
+          if (o105 + r108 < int64_t(tsr_dim_M) && o106 + k109 + e_ < int64_t(tsr_dim_N)) tsr_p2[(o105 + r108) * tsr_p2_s0 + (o106 + k109 + e_) * tsr_p2_s1] = st100[r108 * 264 + k109 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -355,10 +358,9 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 156672
+// stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 256
-// stat vector-accesses = 1
-// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

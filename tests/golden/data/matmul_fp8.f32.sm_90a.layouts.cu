@@ -299,33 +299,36 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
   for (int s104 = 0; s104 < 64; ++s104) {
     v103[s104] = float(c12[s104] * v101[s104]);
   }
-  // store_tile %c, %31, %11, %12
-  {
-    const int64_t o105 = int64_t(v1) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16);
-    const int64_t o106 = int64_t(v2) * 128 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
-    const bool whole107 = int64_t(v1) * 128 >= 0 && int64_t(v1) * 128 + 128 <= int64_t(tsr_dim_M) && tsr_p4_s0 % 2 == 0 && int64_t(v2) * 128 >= 0 && int64_t(v2) * 128 + 128 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p4 + int64_t(v1) * 128 * tsr_p4_s0 + int64_t(v2) * 128 * tsr_p4_s1);
-    if (whole107) {
-      #pragma unroll
-      for (int c108 = 0; c108 < 32; ++c108) {
-        float vb109[2];
-        vb109[0] = v103[c108 * 2 + 0];
-        vb109[1] = v103[c108 * 2 + 1];
-        tsr::copy_vec<float, 2>(tsr_p4 + (o105 + ((((c108 * 2) / 2) % 2) * 8 + (((c108 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c108 * 2) % 2) + (((c108 * 2) / 4) % 4) * 32)) * tsr_p4_s1, vb109);
+  // store_tile %c, %31, %11, %12 {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    float* const st105 = reinterpret_cast<float*>(tsr_smem + 0);
+    const int lr106 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 2) & 1) * 16), lc107 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 3) * 8);
+    #pragma unroll
+    for (int c108 = 0; c108 < 32; ++c108) {
+      float vb109[2];
+      vb109[0] = v103[c108 * 2 + 0];
+      vb109[1] = v103[c108 * 2 + 1];
+      tsr::copy_vec<float, 2>(st105 + (lr106 + ((((c108 * 2) / 2) % 2) * 8 + (((c108 * 2) / 16) % 4) * 32)) * 132 + lc107 + (((c108 * 2) % 2) + (((c108 * 2) / 4) % 4) * 32), vb109);
+    }
+    __syncthreads();
+    const int64_t o110 = int64_t(v1) * 128, o111 = int64_t(v2) * 128;
+    if (o110 >= 0 && o110 + 128 <= int64_t(tsr_dim_M) && o111 >= 0 && o111 + 128 <= int64_t(tsr_dim_N) && tsr_p4_s1 == 1 && tsr_p4_s0 % 4 == 0 && tsr::aligned_vec<float, 4>(tsr_p4 + o110 * tsr_p4_s0 + o111)) {
+      #pragma unroll 4
+      for (int q112 = tsr_tid; q112 < 4096; q112 += 256) {
+        const int r113 = q112 / 32, k114 = q112 % 32 * 4;
+        tsr::copy_vec<float, 4>(tsr_p4 + (o110 + r113) * tsr_p4_s0 + o111 + k114, st105 + r113 * 132 + k114);
       }
     } else {
-      #pragma unroll
-      for (int c110 = 0; c110 < 32; ++c110) {
-        float vb111[2];
-        if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p4 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1)) {
-          vb111[0] = v103[c110 * 2 + 0];
-          vb111[1] = v103[c110 * 2 + 1];
-          tsr::copy_vec<float, 2>(tsr_p4 + (o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1, vb111);
-        } else {
-          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) < int64_t(tsr_dim_N)) tsr_p4[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32)) * tsr_p4_s1] = v103[c110 * 2];
-          if ((o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) < int64_t(tsr_dim_M) && (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) < int64_t(tsr_dim_N)) tsr_p4[(o105 + ((((c110 * 2) / 2) % 2) * 8 + (((c110 * 2) / 16) % 4) * 32)) * tsr_p4_s0 + (o106 + (((c110 * 2) % 2) + (((c110 * 2) / 4) % 4) * 32) + 1) * tsr_p4_s1] = v103[c110 * 2 + 1];
+      #pragma unroll 1
+      for (int q112 = tsr_tid; q112 < 4096; q112 += 256) {
+        const int r113 = q112 / 32, k114 = q112 % 32 * 4;
+        for (int e_ = 0; e_ < 4; ++e_) {
+          if (o110 + r113 < int64_t(tsr_dim_M) && o111 + k114 + e_ < int64_t(tsr_dim_N)) tsr_p4[(o110 + r113) * tsr_p4_s0 + (o111 + k114 + e_) * tsr_p4_s1] = st105[r113 * 132 + k114 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -349,10 +352,9 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 81920
+// stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 256
-// stat vector-accesses = 1
-// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -271,33 +271,36 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
   for (int s99 = 0; s99 < 32; ++s99) {
     v98[s99] = c12[s99];
   }
-  // store_tile %c, %27, %11, %12
-  {
-    const int64_t o100 = int64_t(v1) * 64 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16);
-    const int64_t o101 = int64_t(v2) * 64 + (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
-    const bool whole102 = int64_t(v1) * 64 >= 0 && int64_t(v1) * 64 + 64 <= int64_t(tsr_dim_M) && tsr_p2_s0 % 2 == 0 && int64_t(v2) * 64 >= 0 && int64_t(v2) * 64 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + int64_t(v1) * 64 * tsr_p2_s0 + int64_t(v2) * 64 * tsr_p2_s1);
-    if (whole102) {
-      #pragma unroll
-      for (int c103 = 0; c103 < 16; ++c103) {
-        uint16_t vb104[2];
-        vb104[0] = tsr::f2bf(v98[c103 * 2 + 0]);
-        vb104[1] = tsr::f2bf(v98[c103 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o101 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb104);
+  // store_tile %c, %27, %11, %12 {staged = 1}
+  {  // through shared memory in 16-byte rows (stage-epilogue-stores)
+    __syncthreads();
+    uint16_t* const st100 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
+    const int lr101 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc102 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    #pragma unroll
+    for (int c103 = 0; c103 < 16; ++c103) {
+      uint16_t vb104[2];
+      vb104[0] = tsr::f2bf(v98[c103 * 2 + 0]);
+      vb104[1] = tsr::f2bf(v98[c103 * 2 + 1]);
+      tsr::copy_vec<uint16_t, 2>(st100 + (lr101 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * 72 + lc102 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16), vb104);
+    }
+    __syncthreads();
+    const int64_t o105 = int64_t(v1) * 64, o106 = int64_t(v2) * 64;
+    if (o105 >= 0 && o105 + 64 <= int64_t(tsr_dim_M) && o106 >= 0 && o106 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 == 1 && tsr_p2_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o105 * tsr_p2_s0 + o106)) {
+      #pragma unroll 4
+      for (int q107 = tsr_tid; q107 < 512; q107 += 128) {
+        const int r108 = q107 / 8, k109 = q107 % 8 * 8;
+        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o105 + r108) * tsr_p2_s0 + o106 + k109, st100 + r108 * 72 + k109);
       }
     } else {
-      #pragma unroll
-      for (int c105 = 0; c105 < 16; ++c105) {
-        uint16_t vb106[2];
-        if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p2_s1)) {
-          vb106[0] = tsr::f2bf(v98[c105 * 2 + 0]);
-          vb106[1] = tsr::f2bf(v98[c105 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p2_s1, vb106);
-        } else {
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) < int64_t(tsr_dim_N)) tsr_p2[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16)) * tsr_p2_s1] = tsr::f2bf(v98[c105 * 2]);
-          if ((o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) < int64_t(tsr_dim_M) && (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o100 + ((((c105 * 2) / 2) % 2) * 8 + (((c105 * 2) / 16) % 2) * 32)) * tsr_p2_s0 + (o101 + (((c105 * 2) % 2) + (((c105 * 2) / 4) % 4) * 16) + 1) * tsr_p2_s1] = tsr::f2bf(v98[c105 * 2 + 1]);
+      #pragma unroll 1
+      for (int q107 = tsr_tid; q107 < 512; q107 += 128) {
+        const int r108 = q107 / 8, k109 = q107 % 8 * 8;
+        for (int e_ = 0; e_ < 8; ++e_) {
+          if (o105 + r108 < int64_t(tsr_dim_M) && o106 + k109 + e_ < int64_t(tsr_dim_N)) tsr_p2[(o105 + r108) * tsr_p2_s0 + (o106 + k109 + e_) * tsr_p2_s1] = st100[r108 * 72 + k109 + e_];
         }
       }
     }
+    __syncthreads();
   }
 }
 
@@ -320,10 +323,9 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
 // stat smem-bytes = 19456
+// stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128
-// stat vector-accesses = 1
-// stat whole-tile-accesses = 1
 // stat whole-tile-copies = 4
 // note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
 // note printed from the GPU lowering's layouts (the layout emitter)
