@@ -7,6 +7,8 @@
 #    on cuda:sm_90 under planning / layouts / layouts with TESSERA_CUDA_ASM_SMEM=1 (smem_addr's
 #    A/B); the wgmma matmul and matmul_fp8 at 4096^3 (planning / layouts); topk f32 64 x 131072
 #    k = 64 (planning / layouts).
+# (As run at 940165d. Since 0e39634 smem_u32 is the default and TESSERA_CUDA_SMEM_ADDR=1 prints
+# smem_addr: the "asm-smem" arm now prints the default code.)
 # Then, if time is left in the call: ROUNDS=a PART=2 bash bench/emitters_gpu.sh and the anchors.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -9,7 +9,8 @@
 # branch, as the layout emitter does; l1 = layouts with the first fragments before the loop;
 # l2 = layouts with its epilogue through shared memory (16-byte rows out). `tessera bench`
 # medians (4096^3 bf16, cuda:sm_90, no L2 flush), three rounds alternated; `run --check` of
-# each variant at whole tiles.
+# each variant at whole tiles. (As run at 662b286, the files were named <symbol>.cu; since then
+# TESSERA_CUDA_OVERRIDE_DIR reads <symbol>-<cache key>.cu, the name TESSERA_CUDA_DUMP_DIR gives.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_common.sh

@@ -670,11 +670,9 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
       std::ofstream(std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu"), std::ios::binary) << em.source;
     }
   };
-  // (An override folder, below, is part of the in-process key: a compilation made with one is
-  // not handed to a call made without.)
-  const char* override_dir = std::getenv("TESSERA_CUDA_OVERRIDE_DIR");
-  const std::string emitted_key =
-      emission_key(k, target) + (override_dir && *override_dir ? std::string("\noverride=") + override_dir : "");
+  // (emission_key hashes every TESSERA_* variable: a compilation made with an override folder,
+  // below, is not handed to a call made without one.)
+  const std::string emitted_key = emission_key(k, target);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (auto it = g_emitted.find(emitted_key); it != g_emitted.end()) {
@@ -685,20 +683,6 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
     }
   }
   CudaEmission em = emit_cuda_with_info(k, target);
-  // TESSERA_CUDA_OVERRIDE_DIR: a developer's experiment. Where <symbol>.cu exists in that folder,
-  // its text is compiled in place of the emitted source (a note on stderr says so): a change to
-  // the generated code tried on the GPU before the compiler is taught to make it (Triton's
-  // TRITON_KERNEL_OVERRIDE). The launch shape, shared memory and parameters stay the emitter's,
-  // so the file must keep them (start from a TESSERA_CUDA_DUMP_DIR copy).
-  if (override_dir && *override_dir) {
-    const std::filesystem::path f = std::filesystem::path(override_dir) / (em.info.symbol + ".cu");
-    if (std::ifstream in(f, std::ios::binary); in) {
-      em.source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      std::fprintf(stderr, "note: TESSERA_CUDA_OVERRIDE_DIR: compiling %s in place of the emitted %s\n", f.c_str(),
-                   em.info.symbol.c_str());
-    }
-  }
-
   // Everything the cubin depends on: codegen, compiler, options, headers, source.
   std::string keyin = std::string(kCudaCodegenVersion) + "\n" + nvrtc_version_string() + "\n" + target.str() +
                       (target.tma ? "" : " no-tma") +
@@ -706,9 +690,24 @@ std::shared_ptr<CudaKernel> compile_cuda(const Kernel& k, const CudaOptions& opt
   for (const auto& o : nvrtc_options(target)) keyin += o + "\n";
   for (size_t i = 0; i < kNumDeviceHeaders; ++i)
     keyin += std::string(kDeviceHeaders[i].name) + "\n" + kDeviceHeaders[i].text + "\n";
-  keyin += em.source;
-  std::string key = "cuda-" + content_hash(keyin);
+  std::string key = "cuda-" + content_hash(keyin + em.source);
   dump(em, key);
+  // TESSERA_CUDA_OVERRIDE_DIR: a developer's experiment. Where the folder holds
+  // <symbol>-<key>.cu (the name TESSERA_CUDA_DUMP_DIR gives this compilation's emitted source),
+  // its text is compiled in place of the emitted source, and a note on stderr says so: a change
+  // to the generated code tried on the GPU before the compiler is taught to make it (Triton's
+  // TRITON_KERNEL_OVERRIDE). The key names one emitted source, so one file never stands in for
+  // another dtype, configuration or the runtime's own split-K or no-TMA compilations. The launch
+  // shape, parameters and shared-memory size stay the emitter's: the file must keep them.
+  if (const char* d = std::getenv("TESSERA_CUDA_OVERRIDE_DIR"); d && *d) {
+    const std::filesystem::path f = std::filesystem::path(d) / (em.info.symbol + "-" + key + ".cu");
+    if (std::ifstream in(f, std::ios::binary); in) {
+      em.source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      em.line_op.clear();  // (its lines are not the emitted source's)
+      key = "cuda-" + content_hash(keyin + em.source);
+      std::fprintf(stderr, "note: TESSERA_CUDA_OVERRIDE_DIR: compiling %s in place of the emitted source\n", f.c_str());
+    }
+  }
 
   // Remembered under the emission key too; line_op may point into the caller's kernel, which
   // does not outlive this call (a cubin found there is never compiled again, so none is needed).

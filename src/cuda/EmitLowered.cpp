@@ -7,7 +7,6 @@
 // memory), a reduction shuffles along the lanes and exchanges along the warps its layout
 // spreads the axis over, and a dot is mma.sync over its operands' fragments.
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 
 #include "cuda/EmitterInternal.h"
@@ -480,10 +479,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
       const std::string row = r0 + " + " + i + " * " + num(rows_per_round);
       const std::string dst = plain ? d0 + " + uint32_t(" + i + ") * " + num(rows_per_round * dst_view.strides[0] * eb) + "u"
                                     : base + " + uint32_t(" + shared_index(dst_view, {row, c0}) + ") * " + num(eb) + "u";
-      // TESSERA_CUDA_RING_L2PF=64/128/256: cp.async's .L2::NB prefetch size (an A/B switch).
-      const char* pf = std::getenv("TESSERA_CUDA_RING_L2PF");
-      const std::string fn = pf && *pf ? "tsr::cp_async_16<" + std::string(pf) + ">(" : "tsr::cp_async_16(";
-      line(fn + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
+      line("tsr::cp_async_16(" + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
       close();
       count("stepped-tile-copies");
     } else {
@@ -1164,12 +1160,37 @@ bool Emitter::lowered_store_staged(const Op& op) {
   const Dist& d = dist_of(tile);
   const ScalarKind t = view->type.elem;
   const int64_t eb = scalar_bytes(t), E = 16 / eb, V = lowered_vector_width(tile);
-  if (S.size() != 2 || (S[1] * eb) % 16 != 0 || d.owner_expr() != "true") fail(op, "internal: a staged store stage-epilogue-stores would not mark");
+  // What the pass cannot see, checked here (each declines to the store from registers): a tile
+  // some threads hold copies of; shared memory the emitter holds for a value read after the
+  // store (a shared tile, or a dot operand left in shared memory for its fragments, as
+  // lowered_convert does for a register operand); a kernel whose shared memory other warps or
+  // the next program may be using.
+  if (op.parent != k_.body.get() || S.size() != 2 || (S[1] * eb) % 16 != 0 || d.owner_expr() != "true" || ws_consumers_ ||
+      lowered_wgmma_ || prog_persistent_) {
+    count("staged-stores-declined");
+    return false;
+  }
+  bool after = false, held_after = false;
+  auto reads_held = [&](Op& o) {
+    for (const Value* v : o.operands) held_after |= shared_.count(v) != 0 || staged_.count(v) != 0;
+  };
+  for (const auto& top : k_.body->ops) {
+    if (after) {
+      reads_held(*top);
+      for (const auto& r : top->regions) walk(*r, reads_held);
+    }
+    after |= top.get() == &op;
+  }
+  if (held_after) {
+    count("staged-stores-declined");
+    return false;
+  }
   // Rows padded by 16 bytes: the 8 rows of an mma.sync tile a warp writes at once fall in
-  // different banks. The tile takes the start of the kernel's shared tiles, all done by now
-  // (the pass saw to it); where they are smaller than the tile it is stored from registers.
+  // different banks. The tile takes the start of the kernel's shared tiles, none of which is
+  // read after the store (above); where they are smaller than the tile it is stored from
+  // registers.
   const int64_t LD = S[1] + E, bytes = S[0] * LD * eb;
-  if (bytes > lowered_smem_ || ws_consumers_ || lowered_wgmma_ || prog_persistent_) {
+  if (bytes > lowered_smem_) {
     count("staged-stores-without-room");
     return false;
   }

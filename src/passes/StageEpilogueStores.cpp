@@ -13,12 +13,16 @@
 // staged epilogue, stored directly instead, 0.300 -> 0.319 (bench/RESULTS.md, session 41).
 //
 // Not where the kernel is persistent or warp-specialized (its next program's copies or a
-// producer's may be using that shared memory) or where a shared tile defined before the store
-// is read after it. The emitter stores from registers where the shared memory the kernel
-// already has is too small for the tile (stat `staged-stores-without-room`).
+// producer's may be using that shared memory), where threads hold copies of the tile (it does
+// not cover its warp grid), or where a value the layout emitter holds in shared memory (a
+// shared tile, a dot operand) is made before the store and read after it. The emitter checks
+// the last against what it actually holds and stores from registers where it must (stat
+// `staged-stores-declined`), or where the shared memory the kernel already has is too small for
+// the tile (`staged-stores-without-room`).
 //
 // A written `staged` stays; a written 1 that does not qualify is set to 0 with a note.
 #include <algorithm>
+#include <set>
 
 #include "ir/IR.h"
 #include "passes/Passes.h"
@@ -41,20 +45,31 @@ std::string why_not(const Kernel& k, const Op& store) {
     return "the tile is not in an mma.sync accumulator layout";
   const std::vector<int64_t> S = static_shape(tile->type.shape);
   if ((S[1] * scalar_bytes(view->type.elem)) % 16 != 0) return "its rows are not whole 16-byte chunks";
-  bool ws = false, shared_after = false, after = false;
+  if (L.warps.size() != 2 || S[0] % (16 * L.warps[0]) != 0 || S[1] % (8 * L.warps[1]) != 0)
+    return "the tile does not cover its warp grid (threads hold copies)";
+  // Values in shared memory (a shared tile, or a dot operand, which the layout emitter leaves in
+  // shared memory for its fragment loads) made before the store at the top level and read after
+  // it: the staged tile would overwrite them.
+  std::set<const Value*> before;
+  bool ws = false, after = false, held_after = false;
+  auto in_shared = [](const Value* v) {
+    return v->type.space == "shared" || v->type.layout.kind == Layout::Kind::Shared ||
+           v->type.layout.kind == Layout::Kind::DotOperand;
+  };
   auto visit = [&](Op& o) {
     if (o.kind == OpKind::For && o.has_attr("warp_specialize") && o.attr_int("warp_specialize") == 1) ws = true;
     if (!after) return;
-    for (const Value* v : o.operands)
-      if (v->type.space == "shared" && v->def && v->def->parent == k.body.get()) shared_after = true;
+    for (const Value* v : o.operands) held_after |= before.count(v) != 0 && in_shared(v);
   };
   for (const auto& op : k.body->ops) {
     visit(*op);
     for (const auto& r : op->regions) walk(*r, visit);
+    if (!after)
+      for (const Value* r : op->results) before.insert(r);
     if (op.get() == &store) after = true;
   }
   if (ws) return "the kernel has a warp-specialized loop";
-  if (shared_after) return "a shared tile is read after it";
+  if (held_after) return "a value held in shared memory is read after it";
   return "";
 }
 

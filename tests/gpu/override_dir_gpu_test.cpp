@@ -1,9 +1,11 @@
-// TESSERA_CUDA_OVERRIDE_DIR (CudaRuntime.cpp): a hand-edited <symbol>.cu there is compiled in
-// place of the emitted source; without one the emitted source runs. The probe's edit returns
-// at the kernel's first line, so its output keeps the sentinel it was filled with.
+// TESSERA_CUDA_OVERRIDE_DIR (CudaRuntime.cpp): a hand-edited <symbol>-<key>.cu there (the name
+// TESSERA_CUDA_DUMP_DIR gives the emitted source) is compiled in place of the emitted source;
+// without the variable the emitted source runs. The probe's edit returns at the kernel's first
+// line, so its output keeps the sentinel it was filled with.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "GpuTestUtil.h"
 
@@ -33,29 +35,38 @@ TEST(OverrideDirGpu, CompilesTheGivenSourceInPlaceOfTheEmittedOne) {
   auto m = parse_module(kProbe, "override_probe.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
   const int64_t n = 1000;
-  auto run = [&](const char* dir) {
-    if (dir) setenv("TESSERA_CUDA_OVERRIDE_DIR", dir, 1);
+  auto run = [&](const char* env, const std::string& dir) {
+    if (env) setenv(env, dir.c_str(), 1);
     std::vector<Tensor> t = make_random_tensors(*k, {{"N", n}}, 5);
     for (int64_t i = 0; i < n; ++i) t[1].set(i, 7.0);
     auto a = args_for(*k, t);
     compile_cuda(*k, test_options())->run_host(a);
-    unsetenv("TESSERA_CUDA_OVERRIDE_DIR");
+    if (env) unsetenv(env);
     return t;
   };
-  // The override: the emitted source with a return as the body's first statement.
-  const CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
-  std::string src = em.source;
+  namespace fs = std::filesystem;
+  const fs::path dump = fs::path(test_cache_dir()) / "override_probe_dump", over = fs::path(test_cache_dir()) / "override_probe";
+  fs::remove_all(dump);
+  fs::remove_all(over);
+  fs::create_directories(over);
+  // The emitted source runs (y = 2x), and TESSERA_CUDA_DUMP_DIR names it <symbol>-<key>.cu.
+  std::vector<Tensor> ran = run("TESSERA_CUDA_DUMP_DIR", dump.string());
+  for (int64_t i = 0; i < n; i += 97) EXPECT_EQ(ran[1].get(i), 2.0 * ran[0].get(i)) << i;
+  std::vector<fs::path> dumped;
+  for (const auto& e : fs::directory_iterator(dump)) dumped.push_back(e.path());
+  ASSERT_EQ(dumped.size(), 1u);
+  // The override: that file under the same name with a return as the body's first statement.
+  std::ifstream in(dumped[0]);
+  std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t body = src.find(") {\n", src.find("__global__"));
   ASSERT_NE(body, std::string::npos);
   src.insert(body + 4, "  if (threadIdx.x < 100000) return;\n");
-  const std::filesystem::path dir = std::filesystem::path(test_cache_dir()) / "override_probe";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / (em.info.symbol + ".cu")) << src;
-  std::vector<Tensor> kept = run(dir.c_str());
+  std::ofstream(over / dumped[0].filename()) << src;
+  std::vector<Tensor> kept = run("TESSERA_CUDA_OVERRIDE_DIR", over.string());
   for (int64_t i = 0; i < n; i += 97) EXPECT_EQ(kept[1].get(i), 7.0) << i;
-  // Without it (another folder, no such file there) the emitted source runs: y = 2x.
-  std::vector<Tensor> ran = run(nullptr);
-  for (int64_t i = 0; i < n; i += 97) EXPECT_EQ(ran[1].get(i), 2.0 * ran[0].get(i)) << i;
+  // The in-process cache does not hand the override's compilation to a call made without it.
+  std::vector<Tensor> again = run(nullptr, "");
+  for (int64_t i = 0; i < n; i += 97) EXPECT_EQ(again[1].get(i), 2.0 * again[0].get(i)) << i;
 }
 
 }  // namespace
