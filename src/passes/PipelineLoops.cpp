@@ -15,7 +15,8 @@
 // begins, which waits for it only after issuing its own (the tensor cores never idle while the
 // warps wait for the next stage or release the last). A ring stage is then read until the
 // iteration after its own, so such a loop's ring, unless written, gets 4 stages (cut to what
-// fits as above): Triton's Hopper matmuls keep 3-4.
+// fits as above): Triton's Hopper matmuls keep 3-4. A loop whose dot can load its fragments
+// ahead (below) gets 3 unless written.
 //
 // An mma.sync dot (mma v2 accumulator) that is the body's only op but the ring's loads and
 // index arithmetic, of two of the ring's stages (or permutes of them: f8's B [N, K]) with an
@@ -25,7 +26,12 @@
 // fragments from the next stage there, so the tensor cores run the last step's mma
 // instructions while those loads are in flight instead of idling after each barrier (the
 // planning emitter's ring does the same; on the H100 the mma.sync matmul at 4096^3 went from
-// 0.441 to 0.375 ms). A written 0 stays; a written 1 that does not qualify is set to 0.
+// 0.441 to 0.375 ms). With 2 stages only for a dot of 4 or more k steps: there the stage that
+// barrier waits for is the one the same iteration's refill began copying, so only the steps
+// before the last cover the copy; with 2 steps the loop waited for nearly every copy whole
+// (matmul_struct's 2-stage ring of 32-deep tiles at 4096^3 on the H100: 1.49x the planning
+// emitter's time, whose ring waits at the iteration's top for copies an iteration old). A
+// written 0 stays; a written 1 that does not qualify is set to 0.
 #include <algorithm>
 
 #include "ir/IR.h"
@@ -192,7 +198,12 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     });
     if (async_dot && async_dot->has_attr("in_flight") && async_dot->attr_int("in_flight") == 0) async_dot = nullptr;
     if (!op.has_attr("pipeline")) {
-      op.set_attr("pipeline", int64_t{async_dot ? 4 : 2});
+      // A dot that can load its fragments ahead (below) needs 3 stages to, as Triton's Ampere
+      // matmuls keep.
+      std::vector<const Op*> chain;
+      const Op* may_ahead = fragments_ahead_dot(op, ring_loads(op, &chain), chain);
+      const bool ahead_off = may_ahead && may_ahead->has_attr("fragments_ahead") && may_ahead->attr_int("fragments_ahead") == 0;
+      op.set_attr("pipeline", int64_t{async_dot ? 4 : may_ahead && !ahead_off ? 3 : 2});
       ++stats["pipeline-loops.pipelined"];
     }
     const int64_t S = op.attr_int("pipeline");
@@ -222,13 +233,19 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     std::vector<const Op*> chain;
     const std::vector<const Op*> stages = ring_loads(op, &chain);
     const Op* ahead = op.attr_int("pipeline") >= 2 ? fragments_ahead_dot(op, stages, chain) : nullptr;
+    if (ahead && op.attr_int("pipeline") == 2) {
+      // With 2 stages the barrier before the last k step waits for the copy the same
+      // iteration's refill began: only a dot of 4 or more k steps covers it.
+      const int64_t steps = static_shape(ahead->operand(0)->type.shape)[1] / (256 / scalar_bits(ahead->operand(0)->type.elem));
+      if (steps < 4) ahead = nullptr;
+    }
     walk(op.region(0), [&](Op& d) {
       if (d.kind != OpKind::Dot || &d == ahead || !d.has_attr("fragments_ahead") || d.attr_int("fragments_ahead") == 0) return;
       d.set_attr("fragments_ahead", int64_t{0});
       stats.notes.push_back("dot at " + d.loc.str() +
                             ": fragments_ahead = 1 needs a ring loop's one mma.sync dot of two of its stages (or "
-                            "permutes of them), with nothing else in the body, and an even number of k steps (16 "
-                            "elements, 32 of f8); set to 0");
+                            "permutes of them), with nothing else in the body, an even number of k steps (16 "
+                            "elements, 32 of f8), and 4 or more of them where the ring has 2 stages; set to 0");
     });
     if (ahead && !ahead->has_attr("fragments_ahead")) {
       const_cast<Op*>(ahead)->set_attr("fragments_ahead", int64_t{1});

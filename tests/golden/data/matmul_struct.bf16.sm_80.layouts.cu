@@ -138,108 +138,99 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     }
     tsr::cp_async_commit();
   }
-  uint32_t fa55[2][2][4], fb56[2][4][2];
-  tsr::cp_async_wait<0>();
-  __syncthreads();
-  for (int64_t iv57_ = v9; v0 > 0 && iv57_ < v8; iv57_ += v0) {
-    const int32_t iv57 = int32_t(iv57_);
+  for (int64_t iv55_ = v9; v0 > 0 && iv55_ < v8; iv55_ += v0) {
+    const int32_t iv55 = int32_t(iv55_);
+    tsr::cp_async_wait<0>();  // this iteration's copies are in
+    __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %26 = dot %24, %25, %23 {fragments_ahead = 1} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v58[32];
+    // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
+    float v56[32];
     #pragma unroll
-    for (int s59 = 0; s59 < 32; ++s59) {
-      v58[s59] = c12[s59];
+    for (int s57 = 0; s57 < 32; ++s57) {
+      v56[s57] = c12[s57];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
-      if ((iv57_ == int64_t(v9))) {
-        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      }
+      uint32_t fa[2][2][4], fb[2][4][2];
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        } else {
-          tsr::cp_async_wait<0>();
-          __syncthreads();
-          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 2u) * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 2u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
-          if ((iv57_ + 1 * int64_t(v0)) < int64_t(v8)) {
-            const int32_t nx60 = int32_t((iv57_ + 1 * int64_t(v0)));
+          if ((iv55_ + 1 * int64_t(v0)) < int64_t(v8)) {
+            const int32_t nx58 = int32_t((iv55_ + 1 * int64_t(v0)));
             {
-              const int64_t o61 = int64_t(v1) * 64;
-              const int64_t o62 = int64_t(nx60) * 32;
-              if (o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
-                const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 8;
-                const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
-                const uint32_t d67 = sb63 + uint32_t((r64) * 40 + (k65) * 1) * 2u;
+              const int64_t o59 = int64_t(v1) * 64;
+              const int64_t o60 = int64_t(nx58) * 32;
+              if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
+                const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
+                const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
+                const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
+                const uint32_t d65 = sb61 + uint32_t((r62) * 40 + (k63) * 1) * 2u;
                 #pragma unroll
-                for (int i68 = 0; i68 < 2; ++i68) {
-                  tsr::cp_async_16(d67 + uint32_t(i68) * 2560u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
+                for (int i66 = 0; i66 < 2; ++i66) {
+                  tsr::cp_async_16(d65 + uint32_t(i66) * 2560u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
                   #pragma unroll 1
-                  for (int i69 = 0; i69 < 2; ++i69) {
-                    const int q70 = i69 * 128 + tsr_tid;
-                    const int64_t n71 = !(true && (o61 + ((q70 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) : 8;
-                    const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q70 * 8) / 32)) * 40 + (((q70 * 8) % 32)) * 1) * 2u, src72, int(n71) * 2);
+                  for (int i67 = 0; i67 < 2; ++i67) {
+                    const int q68 = i67 * 128 + tsr_tid;
+                    const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
+                    const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q68 * 8) / 32)) * 40 + (((q68 * 8) % 32)) * 1) * 2u, src70, int(n69) * 2);
                   }
                 } else {
                   #pragma unroll 1
-                  for (int i74 = 0; i74 < 2; ++i74) {
-                    const int q75 = i74 * 128 + tsr_tid;
-                    const int64_t n76 = !(true && (o61 + ((q75 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) : 8;
-                    const uint16_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q75 * 8) % 32)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q75 * 8) / 32)) * 40 + (((q75 * 8) % 32)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
+                  for (int i72 = 0; i72 < 2; ++i72) {
+                    const int q73 = i72 * 128 + tsr_tid;
+                    const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
+                    const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
+                    uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q73 * 8) / 32)) * 40 + (((q73 * 8) % 32)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
                   }
                 }
               }
             }
             {
-              const int64_t o79 = int64_t(nx60) * 32;
-              const int64_t o80 = int64_t(v2) * 64;
-              if (o79 >= 0 && o79 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
-                const int r82 = tsr_tid / 8, k83 = tsr_tid % 8 * 8;
-                const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
-                const uint32_t d85 = sb81 + uint32_t((r82) * 72 + (k83) * 1) * 2u;
+              const int64_t o77 = int64_t(nx58) * 32;
+              const int64_t o78 = int64_t(v2) * 64;
+              if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
+                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
+                const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
+                const uint32_t d83 = sb79 + uint32_t((r80) * 72 + (k81) * 1) * 2u;
                 #pragma unroll
-                for (int i86 = 0; i86 < 2; ++i86) {
-                  tsr::cp_async_16(d85 + uint32_t(i86) * 2304u, g84 + int64_t(i86) * 16 * tsr_p1_s0);
+                for (int i84 = 0; i84 < 2; ++i84) {
+                  tsr::cp_async_16(d83 + uint32_t(i84) * 2304u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
                   #pragma unroll 1
-                  for (int i87 = 0; i87 < 2; ++i87) {
-                    const int q88 = i87 * 128 + tsr_tid;
-                    const int64_t n89 = !(true && (o79 + ((q88 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) : 8;
-                    const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, src90, int(n89) * 2);
+                  for (int i85 = 0; i85 < 2; ++i85) {
+                    const int q86 = i85 * 128 + tsr_tid;
+                    const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
+                    const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, src88, int(n87) * 2);
                   }
                 } else {
                   #pragma unroll 1
-                  for (int i92 = 0; i92 < 2; ++i92) {
-                    const int q93 = i92 * 128 + tsr_tid;
-                    const int64_t n94 = !(true && (o79 + ((q93 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) : 8;
-                    const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q93 * 8) / 64)) * 72 + (((q93 * 8) % 64)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
+                  for (int i90 = 0; i90 < 2; ++i90) {
+                    const int q91 = i90 * 128 + tsr_tid;
+                    const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
+                    const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
+                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q91 * 8) / 64)) * 72 + (((q91 * 8) % 64)) * 1;
+                    for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
                   }
                 }
               }
@@ -247,56 +238,56 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
           }
           tsr::cp_async_commit();
         }
-        tsr::mma_bf16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[16], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[20], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[24], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[28], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v56[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v56[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v56[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v56[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v56[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v56[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v56[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v56[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %26
     #pragma unroll
-    for (int s97 = 0; s97 < 32; ++s97) {
-      c12[s97] = v58[s97];
+    for (int s95 = 0; s95 < 32; ++s95) {
+      c12[s95] = v56[s95];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
   tsr::cp_async_wait<0>();
   // %27 = cast %21 : tile<bf16, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-  float v98[32];
+  float v96[32];
   #pragma unroll
-  for (int s99 = 0; s99 < 32; ++s99) {
-    v98[s99] = c12[s99];
+  for (int s97 = 0; s97 < 32; ++s97) {
+    v96[s97] = c12[s97];
   }
   // store_tile %c, %27, %11, %12 {staged = 1}
   {  // through shared memory in 16-byte rows (stage-epilogue-stores)
     __syncthreads();
-    uint16_t* const st100 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
-    const int lr101 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc102 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
+    uint16_t* const st98 = reinterpret_cast<uint16_t*>(tsr_smem + 0);
+    const int lr99 = (((tsr_lane >> 2) & 7) + ((tsr_warp >> 1) & 1) * 16), lc100 = (((tsr_lane >> 0) & 3) * 2 + ((tsr_warp >> 0) & 1) * 8);
     #pragma unroll
-    for (int c103 = 0; c103 < 16; ++c103) {
-      uint16_t vb104[2];
-      vb104[0] = tsr::f2bf(v98[c103 * 2 + 0]);
-      vb104[1] = tsr::f2bf(v98[c103 * 2 + 1]);
-      tsr::copy_vec<uint16_t, 2>(st100 + (lr101 + ((((c103 * 2) / 2) % 2) * 8 + (((c103 * 2) / 16) % 2) * 32)) * 72 + lc102 + (((c103 * 2) % 2) + (((c103 * 2) / 4) % 4) * 16), vb104);
+    for (int c101 = 0; c101 < 16; ++c101) {
+      uint16_t vb102[2];
+      vb102[0] = tsr::f2bf(v96[c101 * 2 + 0]);
+      vb102[1] = tsr::f2bf(v96[c101 * 2 + 1]);
+      tsr::copy_vec<uint16_t, 2>(st98 + (lr99 + ((((c101 * 2) / 2) % 2) * 8 + (((c101 * 2) / 16) % 2) * 32)) * 72 + lc100 + (((c101 * 2) % 2) + (((c101 * 2) / 4) % 4) * 16), vb102);
     }
     __syncthreads();
-    const int64_t o105 = int64_t(v1) * 64, o106 = int64_t(v2) * 64;
-    if (o105 >= 0 && o105 + 64 <= int64_t(tsr_dim_M) && o106 >= 0 && o106 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 == 1 && tsr_p2_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o105 * tsr_p2_s0 + o106)) {
+    const int64_t o103 = int64_t(v1) * 64, o104 = int64_t(v2) * 64;
+    if (o103 >= 0 && o103 + 64 <= int64_t(tsr_dim_M) && o104 >= 0 && o104 + 64 <= int64_t(tsr_dim_N) && tsr_p2_s1 == 1 && tsr_p2_s0 % 8 == 0 && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o103 * tsr_p2_s0 + o104)) {
       #pragma unroll 4
-      for (int q107 = tsr_tid; q107 < 512; q107 += 128) {
-        const int r108 = q107 / 8, k109 = q107 % 8 * 8;
-        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o105 + r108) * tsr_p2_s0 + o106 + k109, st100 + r108 * 72 + k109);
+      for (int q105 = tsr_tid; q105 < 512; q105 += 128) {
+        const int r106 = q105 / 8, k107 = q105 % 8 * 8;
+        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o103 + r106) * tsr_p2_s0 + o104 + k107, st98 + r106 * 72 + k107);
       }
     } else {
       #pragma unroll 1
-      for (int q107 = tsr_tid; q107 < 512; q107 += 128) {
-        const int r108 = q107 / 8, k109 = q107 % 8 * 8;
+      for (int q105 = tsr_tid; q105 < 512; q105 += 128) {
+        const int r106 = q105 / 8, k107 = q105 % 8 * 8;
         for (int e_ = 0; e_ < 8; ++e_) {
-          if (o105 + r108 < int64_t(tsr_dim_M) && o106 + k109 + e_ < int64_t(tsr_dim_N)) tsr_p2[(o105 + r108) * tsr_p2_s0 + (o106 + k109 + e_) * tsr_p2_s1] = st100[r108 * 72 + k109 + e_];
+          if (o103 + r106 < int64_t(tsr_dim_M) && o104 + k107 + e_ < int64_t(tsr_dim_N)) tsr_p2[(o103 + r106) * tsr_p2_s0 + (o104 + k107 + e_) * tsr_p2_s1] = st98[r106 * 72 + k107 + e_];
         }
       }
     }
@@ -318,7 +309,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat casts-rounded-by-stores = 1
 // stat grouped-order = 1
 // stat mma-dots = 1
-// stat mma-fragments-ahead = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
