@@ -392,13 +392,11 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
   barrier();
 }
 
-std::string Emitter::shared_addr(const SharedView& sv) { return sv.addr.empty() ? smem_fn() + sv.ptr + ")" : sv.addr; }
-
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
   if (sv.rows != 0) throw NotLowerable{"an mma.sync operand in a swizzled shared tile"};
-  if (sv.strides[1] == 1) return {shared_addr(sv), sv.strides[0], false};
-  if (sv.strides[0] == 1) return {shared_addr(sv), sv.strides[1], true};
+  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false};
+  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
@@ -459,7 +457,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
     // 13 PTX instructions a cp.async in the mma.sync matmul's ring, against 5 (H100, session 38:
     // 4096^3 285 / 278 -> 298 TFLOP/s at 128x256x64, the A/B switch it was).
     const std::string base = fresh("sb");
-    line("const uint32_t " + base + " = " + shared_addr(dst_view) + ";");
+    line("const uint32_t " + base + " = " + smem_fn() + dst_view.ptr + ");");
     const int64_t rows_per_round = R == 2 && (T_ * E) % S[1] == 0 ? T_ * E / S[1] : 0;
     if (rows_per_round > 0) {
       // Each round is whole rows (rows_per_round of them) below the round before: the thread's
@@ -521,7 +519,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
          " : " + E_ + ";");
     line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
     if (vec) {
-      line("tsr::cp_async_16(" + shared_addr(dst_view) + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
+      line("tsr::cp_async_16(" + smem_fn() + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
            n + ") * " + num(eb) + ");");
     } else {
       line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");
@@ -539,7 +537,7 @@ void Emitter::lowered_load_shared(const Op& op) {
   if (auto it = rings_.find(&op); it != rings_.end()) {  // this iteration's stage of its ring
     const Ring& ring = it->second;
     shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides,
-                     ring.view.rows, ring.view.atom, ring_stage_addr(op, ring, ring.stage)};
+                     ring.view.rows, ring.view.atom};
     name_[tile] = shared_[tile].ptr;
     return;
   }
@@ -573,12 +571,6 @@ void Emitter::alloc_rings(const std::vector<const Op*>& loads, int64_t S) {
   }
 }
 
-std::string Emitter::ring_stage_addr(const Op& load, const Ring& ring, const std::string& stage) {
-  if (ring.view.addr.empty()) return "";
-  return "(" + ring.view.addr + " + uint32_t(" + stage + ") * " +
-         num(ring.stage_elems * scalar_bytes(load.result()->type.elem)) + "u)";
-}
-
 bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals, const std::vector<std::string>& carried) {
   const int64_t S = op.has_attr("pipeline") ? op.attr_int("pipeline") : 1;
   std::vector<const Op*> chain;
@@ -590,17 +582,6 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   if (std::all_of(loads.begin(), loads.end(), [&](const Op* l) { return tma_loads_.count(l) != 0; })) {
     emit_tma_ring_loop(op, vals, carried, loads, chain, S);
     return true;
-  }
-  // TESSERA_CUDA_RING_ADDR=1 (an A/B switch): each ring's shared address converted once before
-  // the loop, a stage's address then this plus a uniform offset, where smem_u32 converts each
-  // stage's generic address where it is used: in matmul_struct's SASS that conversion re-reads
-  // the shared window (S2UR SR_CgaCtaId, SR_SWINHI) every iteration (bench/RESULTS.md, session 41).
-  for (const Op* l : loads) {
-    Ring& ring = rings_.at(l);
-    ring.view.addr.clear();
-    if (!env_flag("TESSERA_CUDA_RING_ADDR")) continue;
-    ring.view.addr = ring.view.ptr + "_s";  // (ptr: a name alloc_shared made)
-    line("const uint32_t " + ring.view.addr + " = " + smem_fn() + ring.view.ptr + ");");
   }
   const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
   // The copies of the iteration whose induction value is `iv` into stage `st`, when it runs.
@@ -615,7 +596,6 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
       const Ring& ring = rings_.at(l);
       SharedView dst = ring.view;
       dst.ptr = "(" + ring.view.ptr + " + (" + st + ") * " + num(ring.stage_elems) + ")";
-      dst.addr = ring_stage_addr(*l, ring, st);
       issue_shared_copies(*l, dst);
     }
     name_ = saved;
@@ -1496,7 +1476,6 @@ void Emitter::lowered_shape(const Op& op) {
     // unit dims keeps the others'.
     SharedView sv;
     sv.ptr = it->second.ptr;
-    sv.addr = it->second.addr;
     sv.rows = it->second.rows;
     sv.atom = it->second.atom;
     if (op.kind == OpKind::Permute) {
@@ -2129,9 +2108,8 @@ void Emitter::lowered_dot(const Op& op) {
         const Op* perm = v->def->kind == OpKind::Permute ? v->def : nullptr;
         const Ring& ring = rings_.at(perm ? perm->operand(0)->def : v->def);
         SharedView sv = ring.view;
-        const std::string next = "int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) + "u)";
-        sv.ptr = "(" + ring.view.ptr + " + " + next + " * " + num(ring.stage_elems) + ")";
-        sv.addr = ring_stage_addr(perm ? *perm->operand(0)->def : *v->def, ring, next);
+        sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
+                 "u) * " + num(ring.stage_elems) + ")";
         if (perm) {
           sv.strides.clear();
           for (int64_t d : perm->attr_ints("dims")) sv.strides.push_back(ring.view.strides[d]);

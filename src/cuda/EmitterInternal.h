@@ -169,13 +169,7 @@ class Emitter {
     std::vector<int64_t> strides;
     int64_t rows = 0;   // 128-byte swizzled: the 8-row atoms' rows per 128-byte column block (else 0)
     int64_t atom = 64;  // 128-byte swizzled: elements per 128-byte row (64 of 16 bits, 128 of 8)
-    // ptr's shared-window address (a uint32_t expression) where one is cheaper than converting
-    // ptr: a cp.async ring's stage is the ring's address, converted once before the loop, plus
-    // the stage's offset in bytes. Empty: smem_fn(ptr) (shared_addr).
-    std::string addr;
   };
-  // The shared-window address of sv.ptr (sv.addr where it has one).
-  static std::string shared_addr(const SharedView& sv);
   // The element index (a C++ expression) of the element at coordinates `c` of view `sv`.
   static std::string shared_index(const SharedView& sv, const std::vector<std::string>& c);
   std::unordered_map<const Value*, SharedView> shared_;
@@ -195,9 +189,6 @@ class Emitter {
     std::string stage;  // the variable holding this iteration's stage
   };
   std::unordered_map<const Op*, Ring> rings_;
-  // The shared-window address of `load`'s ring's stage `stage` (an expression) from the ring's
-  // address (ring.view.addr); empty where the ring has none.
-  static std::string ring_stage_addr(const Op& load, const Ring& ring, const std::string& stage);
   // The refill of a cp.async ring's freed stage (iteration i + S - 1's copies), left for an
   // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print in its
   // first k step, before that step's mma instructions (lowered_dot says why); printed at the
