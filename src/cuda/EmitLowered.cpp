@@ -338,10 +338,15 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
     }
     sv.rows = stride / A;
     if (sv.rows % 8 != 0) throw NotLowerable{"a 128-byte swizzled tile of other than whole 8-row atoms"};
-    // 1024-byte aligned (the swizzle pattern is of the address bits): the buffer's offset from
-    // the lowered base is, and so is that base (lowered_base).
-    if (!lowered_wgmma_) throw NotLowerable{"a 128-byte swizzled tile without wgmma"};
-    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024, bytes = sv.rows * S[F] * eb;
+    // With wgmma (and the TMA), 1024-byte aligned (the swizzle pattern is of the address bits):
+    // the buffer's offset from the lowered base is, and so is that base (lowered_base).
+    // Without, the tile is an mma.sync operand (swizzle-mma-operands) whose every address the
+    // emitter computes from indices (tsr::sw128_index): 128-byte aligned, so that a 128-byte
+    // row is one line of the banks and a 32-byte piece of global memory two chunks of one
+    // 32-byte piece of shared memory.
+    if (!lowered_wgmma_ && eb != 2) throw NotLowerable{"a 128-byte swizzled tile of other than 16-bit elements without wgmma"};
+    const int64_t align = lowered_wgmma_ ? 1024 : 128;
+    const int64_t off = (lowered_smem_ + align - 1) / align * align, bytes = sv.rows * S[F] * eb;
     lowered_smem_ = off + stages * bytes;
     if (stage_elems) *stage_elems = bytes / eb;
     const std::string word = eb == 2 ? "uint16_t" : "uint8_t";
@@ -394,9 +399,9 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
 
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
-  if (sv.rows != 0) throw NotLowerable{"an mma.sync operand in a swizzled shared tile"};
-  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false};
-  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true};
+  if (sv.rows != 0 && sv.atom != 64) throw NotLowerable{"an mma.sync operand in a swizzled shared tile of other than 16-bit elements"};
+  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false, sv.rows};
+  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true, sv.rows};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
@@ -688,7 +693,9 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
 }
 
 void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info) {
-  if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90) return;
+  // (Only with wgmma: a 128-byte swizzled tile of an mma.sync kernel, swizzle-mma-operands',
+  // is laid out by indices on a 128-byte boundary, not by the address bits the TMA swizzles.)
+  if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90 || !lowered_wgmma_) return;
   walk(const_cast<Block&>(*k_.body), [&](Op& loop) {
     // Loops of the kernel's top level only: their barriers are initialised once (a loop inside
     // another, reached again, keeps its cp.async ring).
@@ -2022,10 +2029,32 @@ void Emitter::lowered_dot(const Op& op) {
   // time on the H100, session 37).
   // One ldmatrix.x4 (.trans: the stored rows are the fragment's columns) into r0..r3 from a
   // staged operand, lane address at (row, col) of its rows of st.ld elements.
-  auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row,
-                  const std::string& col) {
-    line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + st.base + " + uint32_t((" + row +
-         ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "") + ");");
+  // A 128-byte swizzled stage (swizzle-mma-operands): each address is the lane's part (rows
+  // `row_l`, columns `col_l`: every row here is a multiple of 8 plus (tsr_lane & 7), which is
+  // then the swizzle's key) with the fragment's constant part (`row_c`, a multiple of 8 rows;
+  // `col_c`, whole 16-byte chunks whose bits within a 128-byte row are clear in the lane's
+  // chunk) applied as an XOR of the chunk bits and an add: the lane's part is then one value
+  // for all its fragments. (Each fragment's whole index, computed apart, took the mma.sync
+  // matmul from 234 to 255 registers and spilled.) Padded rows: row * ld + col.
+  const bool pow2_warps = (wm & (wm - 1)) == 0 && (wn & (wn - 1)) == 0;
+  // (`row` and `col`: the whole row and column, as printed for padded rows.)
+  auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row_c,
+                  const std::string& row_l, const std::string& col_c, const std::string& col_l, std::string row = "",
+                  std::string col = "") {
+    if (row.empty()) row = row_c + " + " + row_l;
+    if (col.empty()) col = col_c + " + " + col_l;
+    std::string at;
+    if (st.rows == 0) {
+      at = st.base + " + uint32_t((" + row + ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "");
+    } else if (!pow2_warps) {
+      at = st.base + " + uint32_t(tsr::sw128_index_key(int(" + row + "), int(" + col + "), " + num(st.rows) +
+           ", tsr_lane & 7)) * 2u";
+    } else {
+      at = st.base + " + ((uint32_t(tsr::sw128_index_key(int(" + row_l + "), int(" + col_l + "), " + num(st.rows) +
+           ", tsr_lane & 7)) * 2u ^ uint32_t((" + col_c + ") / 8 % 8 * 16)) + uint32_t((" + row_c + ") * 128 + (" + col_c +
+           ") / 64 * " + num(st.rows * 128) + "))";
+    }
+    line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + at + ");");
   };
   // Fragment registers from a register operand: `frag`[t][q] packs slots `per_step` * (kx +
   // KT * t) + 2q and + 1 (the slot order of DistLayout.h).
@@ -2049,10 +2078,10 @@ void Emitter::lowered_dot(const Op& op) {
     if (sa) {
       const StagedOperand& st = *A;
       for (int64_t i = 0; i < MT; ++i) {
-        const std::string m0 = num(16 * wm * i) + " + 16 * wm_", I = fa + "[" + num(i) + "]";
+        const std::string m0 = num(16 * wm * i), I = fa + "[" + num(i) + "]";
         const std::string regs = I + "[0], " + I + "[1], " + I + "[2], " + I + "[3]";
-        if (!st.dim0_fastest) ldsm(false, regs, st, m0 + " + (tsr_lane & 15)", k16 + " + " + half);
-        else ldsm(true, regs, st, k16 + " + (tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0 + " + 8 * ((tsr_lane >> 3) & 1)");
+        if (!st.dim0_fastest) ldsm(false, regs, st, m0, "16 * wm_ + (tsr_lane & 15)", k16, half);
+        else ldsm(true, regs, st, k16, "(tsr_lane & 7) + 8 * (tsr_lane >> 4)", m0, "16 * wm_ + 8 * ((tsr_lane >> 3) & 1)");
       }
     } else {
       from_registers(fa, kx, a, MT, 4, 8);
@@ -2062,11 +2091,12 @@ void Emitter::lowered_dot(const Op& op) {
       for (int64_t j = 0; j < NT; j += 2) {
         const std::string J = fb + "[" + num(j) + "]", J1 = fb + "[" + num(j + 1) + "]", n0 = num(8 * wn) + " * (" + num(j);
         if (!st.dim0_fastest)  // [K][N]: rows k
-          ldsm(true, J + "[0], " + J + "[1], " + J1 + "[0], " + J1 + "[1]", st, k16 + " + (tsr_lane & 15)",
-               n0 + " + (tsr_lane >> 4)) + 8 * wn_");
+          ldsm(true, J + "[0], " + J + "[1], " + J1 + "[0], " + J1 + "[1]", st, k16, "(tsr_lane & 15)", num(8 * wn * j),
+               num(8 * wn) + " * (tsr_lane >> 4) + 8 * wn_", "", n0 + " + (tsr_lane >> 4)) + 8 * wn_");
         else  // [N][K]: rows n
-          ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st,
-               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)", k16 + " + " + half);
+          ldsm(false, J + "[0], " + J1 + "[0], " + J + "[1], " + J1 + "[1]", st, num(8 * wn * j),
+               num(8 * wn) + " * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)", k16, half,
+               n0 + " + ((tsr_lane >> 3) & 1)) + 8 * wn_ + (tsr_lane & 7)");
       }
     } else {
       from_registers(fb, kx, b, NT, 2, 4);

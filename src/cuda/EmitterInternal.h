@@ -151,11 +151,14 @@ class Emitter {
   std::string exchange_words(const Op& op, const std::string& C, int64_t words, int64_t bytes);
   static constexpr int64_t kOwnExchangeBytes = 16384;
   // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
-  // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous).
+  // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous). `rows` > 0: 128-byte
+  // swizzled (swizzle-mma-operands), element (row, col) of the stored tile at
+  // tsr::sw128_index(row, col, rows) instead of row * ld + col.
   struct StagedOperand {
     std::string base;  // shared-space address (uint32_t expression)
     int64_t ld = 0;
     bool dim0_fastest = false;
+    int64_t rows = 0;
   };
   std::unordered_map<const Value*, StagedOperand> staged_;
   // A tile in a shared layout: 16-bit elements at `ptr` (a uint16_t* expression), element
@@ -163,7 +166,9 @@ class Emitter {
   // Swizzled (`rows` > 0, shared<swizzle = 128>, as wgmma reads and TMA writes): the fastest
   // dim (stride 1) is cut into 64-element blocks of `rows` rows x 128 bytes each, the others'
   // strides count 64 elements per row, and a row's 16-byte chunks are permuted
-  // (tsr::sw128_index); the tile starts at a 1024-byte boundary.
+  // (tsr::sw128_index); the tile starts at a 1024-byte boundary where wgmma or the TMA reads
+  // or writes it (the pattern is of address bits there), at a 128-byte one where only the
+  // emitter's own addresses do (mma.sync operands: the pattern is of the indices).
   struct SharedView {
     std::string ptr;
     std::vector<int64_t> strides;

@@ -152,6 +152,13 @@ TSR_D uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_ge
 TSR_D int sw128_index(int row, int col, int rows) {
   return (col >> 6) * rows * 64 + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
 }
+// The same with the swizzle's key, row % 8, given: the layout emitter's ldmatrix rows are a
+// lane's row plus multiples of 8, so it passes (tsr_lane & 7), which the compiler then sees is
+// the same for every fragment a lane loads (computed from the whole row, the key kept each
+// fragment's address apart: the mma.sync matmul went 234 -> 255 registers and spilled).
+TSR_D int sw128_index_key(int row, int col, int rows, int key) {
+  return (col >> 6) * rows * 64 + row * 64 + ((((col >> 3) & 7) ^ key) << 3) + (col & 7);
+}
 // `p` rounded up to the next 1024-byte boundary of the shared window (the swizzle pattern is
 // of address bits 4-9, so a swizzled tile starts on one).
 TSR_D unsigned char* align_smem_1024(unsigned char* p) { return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u); }
