@@ -53,6 +53,7 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
       {"remove-layout-conversions", remove_layout_conversions},
       {"stage-mma-operands", stage_mma_operands},
+      {"swizzle-mma-operands", [o](Kernel& k, PassStats& st) { swizzle_mma_operands(k, o, st); }},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},

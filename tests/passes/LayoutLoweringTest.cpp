@@ -38,8 +38,9 @@ TEST(LayoutLowering, MatmulKeepsItsAccumulatorInTheTensorCoreLayout) {
   const std::string ir = print_kernel(*h.after);
   EXPECT_NE(ir.find("layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>"), std::string::npos) << ir;
   EXPECT_NE(ir.find("layout = shared<swizzle = 128, pad = 0>, space = \"shared\""), std::string::npos) << ir;
-  // sm_80: the same for mma.sync: the loads write padded shared tiles (cp.async) that the dot
-  // reads with ldmatrix, so no conversion is left and no operand passes through registers.
+  // sm_80: the same for mma.sync: the loads write shared tiles (cp.async; 128-byte swizzled by
+  // swizzle-mma-operands, their rows being whole 128-byte lines) that the dot reads with
+  // ldmatrix, so no conversion is left and no operand passes through registers.
   Lowered a = lower("matmul", ScalarKind::BF16, {80, false});
   EXPECT_EQ(a.stats["assign-layouts.conversions"], 4);
   EXPECT_EQ(a.stats["remove-layout-conversions.after"], 0);
@@ -51,7 +52,7 @@ TEST(LayoutLowering, MatmulKeepsItsAccumulatorInTheTensorCoreLayout) {
     EXPECT_EQ(op.result()->type.layout.version, 2);
     for (int i = 0; i < 2; ++i) {
       const Type& t = op.operand(i)->type;
-      shared_operands += t.layout == Layout::shared(0, 8) && t.space == "shared" && op.operand(i)->def &&
+      shared_operands += t.layout == Layout::shared(128, 0) && t.space == "shared" && op.operand(i)->def &&
                          op.operand(i)->def->kind == OpKind::LoadTile;
     }
   });
@@ -60,7 +61,7 @@ TEST(LayoutLowering, MatmulKeepsItsAccumulatorInTheTensorCoreLayout) {
 }
 
 // A ring that the target's shared memory cannot hold gets the stages that fit: the library
-// matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles (51 KiB each with padded rows) are 3 on
+// matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles (48 KiB each, swizzled) are 3 on
 // sm_80 (163 KiB), and stay 4 on sm_90 (227 KiB).
 TEST(LayoutLowering, RingStagesFitTheTargetsSharedMemory) {
   for (auto [sm, want] : {std::pair{80, 3}, std::pair{90, 4}}) {

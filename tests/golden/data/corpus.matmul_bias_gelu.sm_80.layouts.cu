@@ -107,13 +107,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         const int64_t o37 = int64_t(nx18) * 32;
         const int64_t o38 = int64_t(v1_pn) * 64;
         if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2304));
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2048));
           const int r40 = tsr_tid / 8, k41 = tsr_tid % 8 * 8;
           const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
-          const uint32_t d43 = sb39 + uint32_t((r40) * 72 + (k41) * 1) * 2u;
           #pragma unroll
           for (int i44 = 0; i44 < 2; ++i44) {
-            tsr::cp_async_16(d43 + uint32_t(i44) * 2304u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
+            tsr::cp_async_16(sb39 + uint32_t(tsr::sw128_index(int((r40 + i44 * 16) * 1), int(k41), 32)) * 2u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -122,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
               const int q46 = i45 * 128 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) : 8;
               const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304)) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2048)) + uint32_t(tsr::sw128_index(int((((q46 * 8) / 64)) * 1), int(((q46 * 8) % 64)), 32)) * 2u, src48, int(n47) * 2);
             }
           } else {
             #pragma unroll 1
@@ -130,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
               const int q51 = i50 * 128 + tsr_tid;
               const int64_t n52 = !(true && (o37 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) : 8;
               const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
-              uint16_t* const dst54 = (sh16 + (pro17) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1;
+              uint16_t* const dst54 = (sh16 + (pro17) * 2048) + tsr::sw128_index(int((((q51 * 8) / 64)) * 1), int(((q51 * 8) % 64)), 32);
               for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
             }
           }
@@ -145,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   for (int64_t iv57_ = v2_c0; v3_c1 > 0 && iv57_ < v8_ktiles; iv57_ += v3_c1) {
     const int32_t iv57 = int32_t(iv57_);
     // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %accn = dot %ta, %tb, %accc {fragments_ahead = 1} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v58_accn[32];
     #pragma unroll
@@ -158,23 +157,23 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
       if ((iv57_ == int64_t(v2_c0))) {
         tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
         tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
+        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       }
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
           tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         } else {
           tsr::cp_async_wait<1>();
           __syncthreads();
           tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
+          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 2 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
@@ -216,13 +215,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
               const int64_t o79 = int64_t(nx60) * 32;
               const int64_t o80 = int64_t(v1_pn) * 64;
               if (o79 >= 0 && o79 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2304));
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048));
                 const int r82 = tsr_tid / 8, k83 = tsr_tid % 8 * 8;
                 const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
-                const uint32_t d85 = sb81 + uint32_t((r82) * 72 + (k83) * 1) * 2u;
                 #pragma unroll
                 for (int i86 = 0; i86 < 2; ++i86) {
-                  tsr::cp_async_16(d85 + uint32_t(i86) * 2304u, g84 + int64_t(i86) * 16 * tsr_p1_s0);
+                  tsr::cp_async_16(sb81 + uint32_t(tsr::sw128_index(int((r82 + i86 * 16) * 1), int(k83), 32)) * 2u, g84 + int64_t(i86) * 16 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -231,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
                     const int q88 = i87 * 128 + tsr_tid;
                     const int64_t n89 = !(true && (o79 + ((q88 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) : 8;
                     const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2304)) + uint32_t((((q88 * 8) / 64)) * 72 + (((q88 * 8) % 64)) * 1) * 2u, src90, int(n89) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q88 * 8) / 64)) * 1), int(((q88 * 8) % 64)), 32)) * 2u, src90, int(n89) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -239,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
                     const int q93 = i92 * 128 + tsr_tid;
                     const int64_t n94 = !(true && (o79 + ((q93 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) : 8;
                     const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2304) + (((q93 * 8) / 64)) * 72 + (((q93 * 8) % 64)) * 1;
+                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048) + tsr::sw128_index(int((((q93 * 8) / 64)) * 1), int(((q93 * 8) % 64)), 32);
                     for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
                   }
                 }
@@ -476,7 +474,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_bias_gelu, block_threads 128, static_smem 0, dynamic_smem 29184
+// symbol tessera_matmul_bias_gelu, block_threads 128, static_smem 0, dynamic_smem 27648
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f16 bytes 8 index 0
 // param pointer b f16 bytes 8 index 1
@@ -494,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
-// stat smem-bytes = 29184
+// stat smem-bytes = 27648
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128

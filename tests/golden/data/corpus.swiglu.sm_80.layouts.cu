@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
   }
   uint16_t* const sh19 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
   uint16_t* const sh20 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
-  uint16_t* const sh21 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 19456);
+  uint16_t* const sh21 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 18432);
   int rs18 = 0;
   #pragma unroll 1
   for (int pro22 = 0; pro22 < 1; ++pro22) {
@@ -115,13 +115,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o42 = int64_t(nx23) * 32;
         const int64_t o43 = int64_t(v1_pn) * 64;
         if (o42 >= 0 && o42 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o43 >= 0 && o43 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o42 * tsr_p1_s0 + o43 * tsr_p1_s1)) {
-          const uint32_t sb44 = tsr::smem_u32((sh20 + (pro22) * 2304));
+          const uint32_t sb44 = tsr::smem_u32((sh20 + (pro22) * 2048));
           const int r45 = tsr_tid / 8, k46 = tsr_tid % 8 * 8;
           const uint16_t* const g47 = tsr_p1 + (o42 + r45) * tsr_p1_s0 + (o43 + k46) * tsr_p1_s1;
-          const uint32_t d48 = sb44 + uint32_t((r45) * 72 + (k46) * 1) * 2u;
           #pragma unroll
           for (int i49 = 0; i49 < 2; ++i49) {
-            tsr::cp_async_16(d48 + uint32_t(i49) * 2304u, g47 + int64_t(i49) * 16 * tsr_p1_s0);
+            tsr::cp_async_16(sb44 + uint32_t(tsr::sw128_index(int((r45 + i49 * 16) * 1), int(k46), 32)) * 2u, g47 + int64_t(i49) * 16 * tsr_p1_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -130,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q51 = i50 * 128 + tsr_tid;
               const int64_t n52 = !(true && (o42 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q51 * 8) % 64))) : 8;
               const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o42 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o43 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2304)) + uint32_t((((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1) * 2u, src53, int(n52) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh20 + (pro22) * 2048)) + uint32_t(tsr::sw128_index(int((((q51 * 8) / 64)) * 1), int(((q51 * 8) % 64)), 32)) * 2u, src53, int(n52) * 2);
             }
           } else {
             #pragma unroll 1
@@ -138,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q56 = i55 * 128 + tsr_tid;
               const int64_t n57 = !(true && (o42 + ((q56 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o43 + ((q56 * 8) % 64))) : 8;
               const uint16_t* src58 = tsr_p1 + (n57 > 0 ? (o42 + ((q56 * 8) / 64)) * tsr_p1_s0 + (o43 + ((q56 * 8) % 64)) * tsr_p1_s1 : 0);
-              uint16_t* const dst59 = (sh20 + (pro22) * 2304) + (((q56 * 8) / 64)) * 72 + (((q56 * 8) % 64)) * 1;
+              uint16_t* const dst59 = (sh20 + (pro22) * 2048) + tsr::sw128_index(int((((q56 * 8) / 64)) * 1), int(((q56 * 8) % 64)), 32);
               for (int v_ = 0; v_ < 8; ++v_) dst59[v_] = v_ < n57 ? src58[v_] : uint16_t(0);
             }
           }
@@ -148,13 +147,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
         const int64_t o60 = int64_t(nx23) * 32;
         const int64_t o61 = int64_t(v1_pn) * 64;
         if (o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o60 * tsr_p2_s0 + o61 * tsr_p2_s1)) {
-          const uint32_t sb62 = tsr::smem_u32((sh21 + (pro22) * 2304));
+          const uint32_t sb62 = tsr::smem_u32((sh21 + (pro22) * 2048));
           const int r63 = tsr_tid / 8, k64 = tsr_tid % 8 * 8;
           const uint16_t* const g65 = tsr_p2 + (o60 + r63) * tsr_p2_s0 + (o61 + k64) * tsr_p2_s1;
-          const uint32_t d66 = sb62 + uint32_t((r63) * 72 + (k64) * 1) * 2u;
           #pragma unroll
           for (int i67 = 0; i67 < 2; ++i67) {
-            tsr::cp_async_16(d66 + uint32_t(i67) * 2304u, g65 + int64_t(i67) * 16 * tsr_p2_s0);
+            tsr::cp_async_16(sb62 + uint32_t(tsr::sw128_index(int((r63 + i67 * 16) * 1), int(k64), 32)) * 2u, g65 + int64_t(i67) * 16 * tsr_p2_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0) {
@@ -163,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q69 = i68 * 128 + tsr_tid;
               const int64_t n70 = !(true && (o60 + ((q69 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o61 + ((q69 * 8) % 64))) : 8;
               const uint16_t* src71 = tsr_p2 + (n70 > 0 ? (o60 + ((q69 * 8) / 64)) * tsr_p2_s0 + (o61 + ((q69 * 8) % 64)) * tsr_p2_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2304)) + uint32_t((((q69 * 8) / 64)) * 72 + (((q69 * 8) % 64)) * 1) * 2u, src71, int(n70) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh21 + (pro22) * 2048)) + uint32_t(tsr::sw128_index(int((((q69 * 8) / 64)) * 1), int(((q69 * 8) % 64)), 32)) * 2u, src71, int(n70) * 2);
             }
           } else {
             #pragma unroll 1
@@ -171,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int q74 = i73 * 128 + tsr_tid;
               const int64_t n75 = !(true && (o60 + ((q74 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o61 + ((q74 * 8) % 64))) : 8;
               const uint16_t* src76 = tsr_p2 + (n75 > 0 ? (o60 + ((q74 * 8) / 64)) * tsr_p2_s0 + (o61 + ((q74 * 8) % 64)) * tsr_p2_s1 : 0);
-              uint16_t* const dst77 = (sh21 + (pro22) * 2304) + (((q74 * 8) / 64)) * 72 + (((q74 * 8) % 64)) * 1;
+              uint16_t* const dst77 = (sh21 + (pro22) * 2048) + tsr::sw128_index(int((((q74 * 8) / 64)) * 1), int(((q74 * 8) % 64)), 32);
               for (int v_ = 0; v_ < 8; ++v_) dst77[v_] = v_ < n75 ? src76[v_] : uint16_t(0);
             }
           }
@@ -185,8 +183,8 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %xt = load_tile %x, %pm, %kk : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    // %wgt = load_tile %wg, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+    // %wut = load_tile %wu, %kk, %pn : tile<bf16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %gn2 = dot %xt, %wgt, %gc : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v79_gn2[32];
     #pragma unroll
@@ -199,15 +197,15 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
       uint32_t fa[2][2][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh20 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh20 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh20 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh20 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv78_ + 1 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
@@ -249,13 +247,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int64_t o100 = int64_t(nx81) * 32;
               const int64_t o101 = int64_t(v1_pn) * 64;
               if (o100 >= 0 && o100 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o101 >= 0 && o101 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o100 * tsr_p1_s0 + o101 * tsr_p1_s1)) {
-                const uint32_t sb102 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                const uint32_t sb102 = tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2048));
                 const int r103 = tsr_tid / 8, k104 = tsr_tid % 8 * 8;
                 const uint16_t* const g105 = tsr_p1 + (o100 + r103) * tsr_p1_s0 + (o101 + k104) * tsr_p1_s1;
-                const uint32_t d106 = sb102 + uint32_t((r103) * 72 + (k104) * 1) * 2u;
                 #pragma unroll
                 for (int i107 = 0; i107 < 2; ++i107) {
-                  tsr::cp_async_16(d106 + uint32_t(i107) * 2304u, g105 + int64_t(i107) * 16 * tsr_p1_s0);
+                  tsr::cp_async_16(sb102 + uint32_t(tsr::sw128_index(int((r103 + i107 * 16) * 1), int(k104), 32)) * 2u, g105 + int64_t(i107) * 16 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -264,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q109 = i108 * 128 + tsr_tid;
                     const int64_t n110 = !(true && (o100 + ((q109 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o101 + ((q109 * 8) % 64))) : 8;
                     const uint16_t* src111 = tsr_p1 + (n110 > 0 ? (o100 + ((q109 * 8) / 64)) * tsr_p1_s0 + (o101 + ((q109 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q109 * 8) / 64)) * 72 + (((q109 * 8) % 64)) * 1) * 2u, src111, int(n110) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q109 * 8) / 64)) * 1), int(((q109 * 8) % 64)), 32)) * 2u, src111, int(n110) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -272,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q114 = i113 * 128 + tsr_tid;
                     const int64_t n115 = !(true && (o100 + ((q114 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o101 + ((q114 * 8) % 64))) : 8;
                     const uint16_t* src116 = tsr_p1 + (n115 > 0 ? (o100 + ((q114 * 8) / 64)) * tsr_p1_s0 + (o101 + ((q114 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst117 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q114 * 8) / 64)) * 72 + (((q114 * 8) % 64)) * 1;
+                    uint16_t* const dst117 = (sh20 + (int((unsigned(rs18) + 1u) % 2u)) * 2048) + tsr::sw128_index(int((((q114 * 8) / 64)) * 1), int(((q114 * 8) % 64)), 32);
                     for (int v_ = 0; v_ < 8; ++v_) dst117[v_] = v_ < n115 ? src116[v_] : uint16_t(0);
                   }
                 }
@@ -282,13 +279,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
               const int64_t o118 = int64_t(nx81) * 32;
               const int64_t o119 = int64_t(v1_pn) * 64;
               if (o118 >= 0 && o118 + 32 <= int64_t(tsr_dim_K) && tsr_p2_s0 % 8 == 0 && o119 >= 0 && o119 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o118 * tsr_p2_s0 + o119 * tsr_p2_s1)) {
-                const uint32_t sb120 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304));
+                const uint32_t sb120 = tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2048));
                 const int r121 = tsr_tid / 8, k122 = tsr_tid % 8 * 8;
                 const uint16_t* const g123 = tsr_p2 + (o118 + r121) * tsr_p2_s0 + (o119 + k122) * tsr_p2_s1;
-                const uint32_t d124 = sb120 + uint32_t((r121) * 72 + (k122) * 1) * 2u;
                 #pragma unroll
                 for (int i125 = 0; i125 < 2; ++i125) {
-                  tsr::cp_async_16(d124 + uint32_t(i125) * 2304u, g123 + int64_t(i125) * 16 * tsr_p2_s0);
+                  tsr::cp_async_16(sb120 + uint32_t(tsr::sw128_index(int((r121 + i125 * 16) * 1), int(k122), 32)) * 2u, g123 + int64_t(i125) * 16 * tsr_p2_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0) {
@@ -297,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q127 = i126 * 128 + tsr_tid;
                     const int64_t n128 = !(true && (o118 + ((q127 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o119 + ((q127 * 8) % 64))) : 8;
                     const uint16_t* src129 = tsr_p2 + (n128 > 0 ? (o118 + ((q127 * 8) / 64)) * tsr_p2_s0 + (o119 + ((q127 * 8) % 64)) * tsr_p2_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304)) + uint32_t((((q127 * 8) / 64)) * 72 + (((q127 * 8) % 64)) * 1) * 2u, src129, int(n128) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q127 * 8) / 64)) * 1), int(((q127 * 8) % 64)), 32)) * 2u, src129, int(n128) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -305,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
                     const int q132 = i131 * 128 + tsr_tid;
                     const int64_t n133 = !(true && (o118 + ((q132 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o119 + ((q132 * 8) % 64))) : 8;
                     const uint16_t* src134 = tsr_p2 + (n133 > 0 ? (o118 + ((q132 * 8) / 64)) * tsr_p2_s0 + (o119 + ((q132 * 8) % 64)) * tsr_p2_s1 : 0);
-                    uint16_t* const dst135 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2304) + (((q132 * 8) / 64)) * 72 + (((q132 * 8) % 64)) * 1;
+                    uint16_t* const dst135 = (sh21 + (int((unsigned(rs18) + 1u) % 2u)) * 2048) + tsr::sw128_index(int((((q132 * 8) / 64)) * 1), int(((q132 * 8) % 64)), 32);
                     for (int v_ = 0; v_ < 8; ++v_) dst135[v_] = v_ < n133 ? src134[v_] : uint16_t(0);
                   }
                 }
@@ -336,15 +332,15 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
       uint32_t fa[2][2][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh21 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh21 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh19 + rs18 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh21 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh21 + rs18 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         }
         tsr::mma_bf16_16816(&v136_un[0], fa[ks & 1][0], fb[ks & 1][0]);
         tsr::mma_bf16_16816(&v136_un[4], fa[ks & 1][0], fb[ks & 1][1]);
@@ -426,7 +422,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_swiglu, block_threads 128, static_smem 0, dynamic_smem 28672
+// symbol tessera_swiglu, block_threads 128, static_smem 0, dynamic_smem 26624
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer x bf16 bytes 8 index 0
 // param pointer wg bf16 bytes 8 index 1
@@ -442,7 +438,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_swiglu(uint16_t* tsr_p
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
-// stat smem-bytes = 28672
+// stat smem-bytes = 26624
 // stat staged-stores = 1
 // stat stepped-tile-copies = 6
 // stat threads = 128

@@ -62,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
     c12[s13] = v10[s13];
   }
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
-  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 55296);
+  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 49152);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 2; ++pro17) {
@@ -72,13 +72,12 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         const int64_t o19 = int64_t(v1) * 128;
         const int64_t o20 = int64_t(nx18) * 64;
         if (o19 >= 0 && o19 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 9216));
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 8192));
           const int r22 = tsr_tid / 8, k23 = tsr_tid % 8 * 8;
           const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
-          const uint32_t d25 = sb21 + uint32_t((r22) * 72 + (k23) * 1) * 2u;
           #pragma unroll
           for (int i26 = 0; i26 < 4; ++i26) {
-            tsr::cp_async_16(d25 + uint32_t(i26) * 4608u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
+            tsr::cp_async_16(sb21 + uint32_t(tsr::sw128_index(int((r22 + i26 * 32) * 1), int(k23), 128)) * 2u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
@@ -87,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int q28 = i27 * 256 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 64))) : 8;
               const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 64)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 9216)) + uint32_t((((q28 * 8) / 64)) * 72 + (((q28 * 8) % 64)) * 1) * 2u, src30, int(n29) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 8192)) + uint32_t(tsr::sw128_index(int((((q28 * 8) / 64)) * 1), int(((q28 * 8) % 64)), 128)) * 2u, src30, int(n29) * 2);
             }
           } else {
             #pragma unroll 1
@@ -95,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int q33 = i32 * 256 + tsr_tid;
               const int64_t n34 = !(true && (o19 + ((q33 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 64))) : 8;
               const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 8) / 64)) * tsr_p0_s0 + (o20 + ((q33 * 8) % 64)) * tsr_p0_s1 : 0);
-              uint16_t* const dst36 = (sh15 + (pro17) * 9216) + (((q33 * 8) / 64)) * 72 + (((q33 * 8) % 64)) * 1;
+              uint16_t* const dst36 = (sh15 + (pro17) * 8192) + tsr::sw128_index(int((((q33 * 8) / 64)) * 1), int(((q33 * 8) % 64)), 128);
               for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
             }
           }
@@ -105,13 +104,12 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
         const int64_t o37 = int64_t(nx18) * 64;
         const int64_t o38 = int64_t(v2) * 256;
         if (o37 >= 0 && o37 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 16896));
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 16384));
           const int r40 = tsr_tid / 32, k41 = tsr_tid % 32 * 8;
           const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
-          const uint32_t d43 = sb39 + uint32_t((r40) * 264 + (k41) * 1) * 2u;
           #pragma unroll
           for (int i44 = 0; i44 < 8; ++i44) {
-            tsr::cp_async_16(d43 + uint32_t(i44) * 4224u, g42 + int64_t(i44) * 8 * tsr_p1_s0);
+            tsr::cp_async_16(sb39 + uint32_t(tsr::sw128_index(int((r40 + i44 * 8) * 1), int(k41), 64)) * 2u, g42 + int64_t(i44) * 8 * tsr_p1_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -120,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int q46 = i45 * 256 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 256))) : 8;
               const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 256)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 256)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 16896)) + uint32_t((((q46 * 8) / 256)) * 264 + (((q46 * 8) % 256)) * 1) * 2u, src48, int(n47) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 16384)) + uint32_t(tsr::sw128_index(int((((q46 * 8) / 256)) * 1), int(((q46 * 8) % 256)), 64)) * 2u, src48, int(n47) * 2);
             }
           } else {
             #pragma unroll 1
@@ -128,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int q51 = i50 * 256 + tsr_tid;
               const int64_t n52 = !(true && (o37 + ((q51 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 256))) : 8;
               const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 8) / 256)) * tsr_p1_s0 + (o38 + ((q51 * 8) % 256)) * tsr_p1_s1 : 0);
-              uint16_t* const dst54 = (sh16 + (pro17) * 16896) + (((q51 * 8) / 256)) * 264 + (((q51 * 8) % 256)) * 1;
+              uint16_t* const dst54 = (sh16 + (pro17) * 16384) + tsr::sw128_index(int((((q51 * 8) / 256)) * 1), int(((q51 * 8) % 256)), 64);
               for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
             }
           }
@@ -142,8 +140,8 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   __syncthreads();
   for (int64_t iv57_ = v9; v0 > 0 && iv57_ < v8; iv57_ += v0) {
     const int32_t iv57 = int32_t(iv57_);
-    // %25 = load_tile %a, %12, %23 : tile<f16, [128, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    // %25 = load_tile %a, %12, %23 : tile<f16, [128, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+    // %26 = load_tile %b, %23, %13 : tile<f16, [64, 256], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %27 = dot %25, %26, %24 {fragments_ahead = 1} : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
     float v58[128];
     #pragma unroll
@@ -154,37 +152,37 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
       (void)wm_; (void)wn_;
       if ((iv57_ == int64_t(v9))) {
-        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-        tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((0) * 128 + (16 * (0)) / 64 * 16384)));
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((32) * 128 + (16 * (0)) / 64 * 16384)));
+        tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((64) * 128 + (16 * (0)) / 64 * 16384)));
+        tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((96) * 128 + (16 * (0)) / 64 * 16384)));
+        tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 8192)));
+        tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((64) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (64) / 64 * 8192)));
+        tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((128) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (128) / 64 * 8192)));
+        tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((192) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (192) / 64 * 8192)));
       }
       #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         if (ks + 1 < 4) {
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][2][0], fa55[(ks + 1) & 1][2][1], fa55[(ks + 1) & 1][2][2], fa55[(ks + 1) & 1][2][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][3][0], fa55[(ks + 1) & 1][3][1], fa55[(ks + 1) & 1][3][2], fa55[(ks + 1) & 1][3][3], tsr::smem_u32((sh15 + rs14 * 9216)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][4][0], fb56[(ks + 1) & 1][4][1], fb56[(ks + 1) & 1][5][0], fb56[(ks + 1) & 1][5][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][6][0], fb56[(ks + 1) & 1][6][1], fb56[(ks + 1) & 1][7][0], fb56[(ks + 1) & 1][7][1], tsr::smem_u32((sh16 + rs14 * 16896)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((0) * 128 + (16 * (ks + 1)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((32) * 128 + (16 * (ks + 1)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][2][0], fa55[(ks + 1) & 1][2][1], fa55[(ks + 1) & 1][2][2], fa55[(ks + 1) & 1][2][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((64) * 128 + (16 * (ks + 1)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][3][0], fa55[(ks + 1) & 1][3][1], fa55[(ks + 1) & 1][3][2], fa55[(ks + 1) & 1][3][3], tsr::smem_u32((sh15 + rs14 * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((96) * 128 + (16 * (ks + 1)) / 64 * 16384)));
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((64) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (64) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][4][0], fb56[(ks + 1) & 1][4][1], fb56[(ks + 1) & 1][5][0], fb56[(ks + 1) & 1][5][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((128) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (128) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][6][0], fb56[(ks + 1) & 1][6][1], fb56[(ks + 1) & 1][7][0], fb56[(ks + 1) & 1][7][1], tsr::smem_u32((sh16 + rs14 * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((192) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (192) / 64 * 8192)));
         } else {
           tsr::cp_async_wait<1>();
           __syncthreads();
-          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 9216)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 9216)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 9216)) + uint32_t((64 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 9216)) + uint32_t((96 + 16 * wm_ + (tsr_lane & 15)) * 72 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (4 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16896)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 264 + 32 * (6 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((0) * 128 + (16 * (0)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((32) * 128 + (16 * (0)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[0][2][0], fa55[0][2][1], fa55[0][2][2], fa55[0][2][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((64) * 128 + (16 * (0)) / 64 * 16384)));
+          tsr::ldsm_x4(fa55[0][3][0], fa55[0][3][1], fa55[0][3][2], fa55[0][3][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 8192)) + ((uint32_t(tsr::sw128_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 128, tsr_lane & 7)) * 2u ^ uint32_t((16 * (0)) / 8 % 8 * 16)) + uint32_t((96) * 128 + (16 * (0)) / 64 * 16384)));
+          tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((64) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (64) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((128) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (128) / 64 * 8192)));
+          tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((192) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (192) / 64 * 8192)));
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv57_ + 2 * int64_t(v0)) < int64_t(v8)) {
@@ -193,13 +191,12 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int64_t o61 = int64_t(v1) * 128;
               const int64_t o62 = int64_t(nx60) * 64;
               if (o61 >= 0 && o61 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 9216));
+                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192));
                 const int r64 = tsr_tid / 8, k65 = tsr_tid % 8 * 8;
                 const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
-                const uint32_t d67 = sb63 + uint32_t((r64) * 72 + (k65) * 1) * 2u;
                 #pragma unroll
                 for (int i68 = 0; i68 < 4; ++i68) {
-                  tsr::cp_async_16(d67 + uint32_t(i68) * 4608u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
+                  tsr::cp_async_16(sb63 + uint32_t(tsr::sw128_index(int((r64 + i68 * 32) * 1), int(k65), 128)) * 2u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
@@ -208,7 +205,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
                     const int q70 = i69 * 256 + tsr_tid;
                     const int64_t n71 = !(true && (o61 + ((q70 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) : 8;
                     const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 64)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 64)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 9216)) + uint32_t((((q70 * 8) / 64)) * 72 + (((q70 * 8) % 64)) * 1) * 2u, src72, int(n71) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192)) + uint32_t(tsr::sw128_index(int((((q70 * 8) / 64)) * 1), int(((q70 * 8) % 64)), 128)) * 2u, src72, int(n71) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -216,7 +213,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
                     const int q75 = i74 * 256 + tsr_tid;
                     const int64_t n76 = !(true && (o61 + ((q75 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) : 8;
                     const uint16_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 8) / 64)) * tsr_p0_s0 + (o62 + ((q75 * 8) % 64)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 9216) + (((q75 * 8) / 64)) * 72 + (((q75 * 8) % 64)) * 1;
+                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192) + tsr::sw128_index(int((((q75 * 8) / 64)) * 1), int(((q75 * 8) % 64)), 128);
                     for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
                   }
                 }
@@ -226,13 +223,12 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
               const int64_t o79 = int64_t(nx60) * 64;
               const int64_t o80 = int64_t(v2) * 256;
               if (o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16896));
+                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384));
                 const int r82 = tsr_tid / 32, k83 = tsr_tid % 32 * 8;
                 const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
-                const uint32_t d85 = sb81 + uint32_t((r82) * 264 + (k83) * 1) * 2u;
                 #pragma unroll
                 for (int i86 = 0; i86 < 8; ++i86) {
-                  tsr::cp_async_16(d85 + uint32_t(i86) * 4224u, g84 + int64_t(i86) * 8 * tsr_p1_s0);
+                  tsr::cp_async_16(sb81 + uint32_t(tsr::sw128_index(int((r82 + i86 * 8) * 1), int(k83), 64)) * 2u, g84 + int64_t(i86) * 8 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -241,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
                     const int q88 = i87 * 256 + tsr_tid;
                     const int64_t n89 = !(true && (o79 + ((q88 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) : 8;
                     const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 256)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 256)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16896)) + uint32_t((((q88 * 8) / 256)) * 264 + (((q88 * 8) % 256)) * 1) * 2u, src90, int(n89) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384)) + uint32_t(tsr::sw128_index(int((((q88 * 8) / 256)) * 1), int(((q88 * 8) % 256)), 64)) * 2u, src90, int(n89) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -249,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
                     const int q93 = i92 * 256 + tsr_tid;
                     const int64_t n94 = !(true && (o79 + ((q93 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) : 8;
                     const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 256)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 256)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16896) + (((q93 * 8) / 256)) * 264 + (((q93 * 8) % 256)) * 1;
+                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384) + tsr::sw128_index(int((((q93 * 8) / 256)) * 1), int(((q93 * 8) % 256)), 64);
                     for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
                   }
                 }
@@ -340,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 156672
+// symbol tessera_matmul, block_threads 256, static_smem 0, dynamic_smem 147456
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f16 bytes 8 index 0
 // param pointer b f16 bytes 8 index 1
@@ -357,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
-// stat smem-bytes = 156672
+// stat smem-bytes = 147456
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 256

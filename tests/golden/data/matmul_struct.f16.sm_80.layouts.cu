@@ -106,13 +106,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         const int64_t o37 = int64_t(nx18) * 32;
         const int64_t o38 = int64_t(v2) * 64;
         if (o37 >= 0 && o37 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o38 >= 0 && o38 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o37 * tsr_p1_s0 + o38 * tsr_p1_s1)) {
-          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2304));
+          const uint32_t sb39 = tsr::smem_u32((sh16 + (pro17) * 2048));
           const int r40 = tsr_tid / 8, k41 = tsr_tid % 8 * 8;
           const uint16_t* const g42 = tsr_p1 + (o37 + r40) * tsr_p1_s0 + (o38 + k41) * tsr_p1_s1;
-          const uint32_t d43 = sb39 + uint32_t((r40) * 72 + (k41) * 1) * 2u;
           #pragma unroll
           for (int i44 = 0; i44 < 2; ++i44) {
-            tsr::cp_async_16(d43 + uint32_t(i44) * 2304u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
+            tsr::cp_async_16(sb39 + uint32_t(tsr::sw128_index(int((r40 + i44 * 16) * 1), int(k41), 32)) * 2u, g42 + int64_t(i44) * 16 * tsr_p1_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -121,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q46 = i45 * 128 + tsr_tid;
               const int64_t n47 = !(true && (o37 + ((q46 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q46 * 8) % 64))) : 8;
               const uint16_t* src48 = tsr_p1 + (n47 > 0 ? (o37 + ((q46 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q46 * 8) % 64)) * tsr_p1_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2304)) + uint32_t((((q46 * 8) / 64)) * 72 + (((q46 * 8) % 64)) * 1) * 2u, src48, int(n47) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (pro17) * 2048)) + uint32_t(tsr::sw128_index(int((((q46 * 8) / 64)) * 1), int(((q46 * 8) % 64)), 32)) * 2u, src48, int(n47) * 2);
             }
           } else {
             #pragma unroll 1
@@ -129,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q51 = i50 * 128 + tsr_tid;
               const int64_t n52 = !(true && (o37 + ((q51 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o38 + ((q51 * 8) % 64))) : 8;
               const uint16_t* src53 = tsr_p1 + (n52 > 0 ? (o37 + ((q51 * 8) / 64)) * tsr_p1_s0 + (o38 + ((q51 * 8) % 64)) * tsr_p1_s1 : 0);
-              uint16_t* const dst54 = (sh16 + (pro17) * 2304) + (((q51 * 8) / 64)) * 72 + (((q51 * 8) % 64)) * 1;
+              uint16_t* const dst54 = (sh16 + (pro17) * 2048) + tsr::sw128_index(int((((q51 * 8) / 64)) * 1), int(((q51 * 8) % 64)), 32);
               for (int v_ = 0; v_ < 8; ++v_) dst54[v_] = v_ < n52 ? src53[v_] : uint16_t(0);
             }
           }
@@ -143,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
     // %24 = load_tile %a, %11, %22 : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
-    // %25 = load_tile %b, %22, %12 : tile<f16, [32, 64], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    // %25 = load_tile %b, %22, %12 : tile<f16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
     float v56[32];
     #pragma unroll
@@ -156,15 +155,15 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
       uint32_t fa[2][2][4], fb[2][4][2];
       tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
       tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (0) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+      tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
+      tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
           tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
           tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (0 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
-          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2304)) + uint32_t((16 * (ks + 1) + (tsr_lane & 15)) * 72 + 16 * (2 + (tsr_lane >> 4)) + 8 * wn_) * 2u);
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
+          tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         }
         if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
           if ((iv55_ + 1 * int64_t(v0)) < int64_t(v8)) {
@@ -206,13 +205,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int64_t o77 = int64_t(nx58) * 32;
               const int64_t o78 = int64_t(v2) * 64;
               if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
-                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304));
+                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048));
                 const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
                 const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
-                const uint32_t d83 = sb79 + uint32_t((r80) * 72 + (k81) * 1) * 2u;
                 #pragma unroll
                 for (int i84 = 0; i84 < 2; ++i84) {
-                  tsr::cp_async_16(d83 + uint32_t(i84) * 2304u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
+                  tsr::cp_async_16(sb79 + uint32_t(tsr::sw128_index(int((r80 + i84 * 16) * 1), int(k81), 32)) * 2u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
                 }
               } else {
                 if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
@@ -221,7 +219,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
                     const int q86 = i85 * 128 + tsr_tid;
                     const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
                     const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304)) + uint32_t((((q86 * 8) / 64)) * 72 + (((q86 * 8) % 64)) * 1) * 2u, src88, int(n87) * 2);
+                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q86 * 8) / 64)) * 1), int(((q86 * 8) % 64)), 32)) * 2u, src88, int(n87) * 2);
                   }
                 } else {
                   #pragma unroll 1
@@ -229,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
                     const int q91 = i90 * 128 + tsr_tid;
                     const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
                     const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2304) + (((q91 * 8) / 64)) * 72 + (((q91 * 8) % 64)) * 1;
+                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048) + tsr::sw128_index(int((((q91 * 8) / 64)) * 1), int(((q91 * 8) % 64)), 32);
                     for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
                   }
                 }
@@ -296,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_struct, block_threads 128, static_smem 0, dynamic_smem 19456
+// symbol tessera_matmul_struct, block_threads 128, static_smem 0, dynamic_smem 18432
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f16 bytes 8 index 0
 // param pointer b f16 bytes 8 index 1
@@ -312,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
 // stat ring-refills-in-dots = 1
-// stat smem-bytes = 19456
+// stat smem-bytes = 18432
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128
