@@ -120,14 +120,16 @@ std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::s
     for (size_t d = 0; d < c.size(); ++d) at += (d ? " + " : "") + std::string("(") + c[d] + ") * " + num(sv.strides[d]);
     return at;
   }
-  // (tsr::sw128_index counts 16-bit columns; an 8-bit swizzled tile is read by wgmma only.)
-  if (sv.atom != 64) throw NotLowerable{"an element of a 128-byte swizzled tile of other than 16-bit elements"};
+  // (tsr::sw128_index and sw64_index count 16-bit columns: 64 or 32 to a swizzled row; an 8-bit
+  // swizzled tile is read by wgmma only.)
+  if (sv.atom != 64 && sv.atom != 32) throw NotLowerable{"an element of a swizzled tile of other than 16-bit elements"};
   std::string row, col;
   for (size_t d = 0; d < c.size(); ++d) {
     if (sv.strides[d] == 1) col = c[d];
-    else if (sv.strides[d] != 0) row += (row.empty() ? "" : " + ") + std::string("(") + c[d] + ") * " + num(sv.strides[d] / 64);
+    else if (sv.strides[d] != 0) row += (row.empty() ? "" : " + ") + std::string("(") + c[d] + ") * " + num(sv.strides[d] / sv.atom);
   }
-  return "tsr::sw128_index(int(" + (row.empty() ? "0" : row) + "), int(" + col + "), " + num(sv.rows) + ")";
+  return std::string(sv.atom == 64 ? "tsr::sw128_index(int(" : "tsr::sw64_index(int(") + (row.empty() ? "0" : row) + "), int(" +
+         col + "), " + num(sv.rows) + ")";
 }
 
 bool Emitter::emit_lowered(const Op& op) {
@@ -323,12 +325,15 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   sv.ptr = fresh("sh");
   const tessera::Layout& L = v->type.layout;
   if (L.kind == tessera::Layout::Kind::Shared && L.swizzle != 0) {
-    if (L.swizzle != 128 || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
+    // 128-byte rows; or 64-byte ones of 16-bit elements for mma.sync (swizzle-mma-operands).
+    const bool sw64 = L.swizzle == 64 && eb == 2 && !lowered_wgmma_;
+    if ((L.swizzle != 128 && !sw64) || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
     // 16-bit elements (64 to a 128-byte row) or 8-bit ones (fp8 wgmma operands, 128 to a row).
     if (eb != 2 && eb != 1) throw NotLowerable{"a 128-byte swizzled tile of other than 8- or 16-bit elements"};
-    const int64_t F = order[0], A = 128 / eb;
+    const int64_t F = order[0], A = L.swizzle / eb;
     if (S[F] % A != 0)
-      throw NotLowerable{"a 128-byte swizzled tile whose fastest dim is not a multiple of " + num(A) + " elements"};
+      throw NotLowerable{"a " + num(L.swizzle) + "-byte swizzled tile whose fastest dim is not a multiple of " + num(A) +
+                         " elements"};
     sv.strides[F] = 1;
     sv.atom = A;
     int64_t stride = A;
@@ -399,9 +404,10 @@ void Emitter::store_to_shared(const Value* x, const SharedView& sv) {
 
 Emitter::StagedOperand Emitter::staged_from(const Op& op, const SharedView& sv) const {
   if (sv.strides.size() != 2) fail(op, "internal: an mma operand view of rank other than 2");
-  if (sv.rows != 0 && sv.atom != 64) throw NotLowerable{"an mma.sync operand in a swizzled shared tile of other than 16-bit elements"};
-  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false, sv.rows};
-  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true, sv.rows};
+  if (sv.rows != 0 && sv.atom != 64 && sv.atom != 32)
+    throw NotLowerable{"an mma.sync operand in a swizzled shared tile of other than 16-bit elements"};
+  if (sv.strides[1] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[0], false, sv.rows, sv.atom};
+  if (sv.strides[0] == 1) return {smem_fn() + sv.ptr + ")", sv.strides[1], true, sv.rows, sv.atom};
   throw NotLowerable{"an mma operand in shared memory with neither dim contiguous"};
 }
 
@@ -622,13 +628,17 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // (The stage arithmetic is unsigned: a signed % S of a value the compiler cannot prove
   // non-negative costs a sign fix-up.)
   const std::string next_stage = "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)";
-  // The refill goes in the first k step of an mma.sync dot of the body where there is one, before
-  // that step's mma instructions (lowered_dot says why): it writes the stage
-  // no thread reads after this iteration's barrier, so anywhere before the iteration's end will
-  // do, and one commit group an iteration keeps wait<S - 2>'s count.
-  // TESSERA_CUDA_REFILL_AT_TOP=1 keeps it at the top (an A/B switch).
+  // The refill goes at the top of the iteration, after the barrier, or where pipeline-loops
+  // wrote `refill_in_dot = 1` in the first k step of the body's mma.sync dot, before that step's
+  // mma instructions (pipeline-loops says when and why). Either way it writes the stage no
+  // thread reads after this iteration's barrier, and one commit group an iteration keeps
+  // wait<S - 2>'s count. TESSERA_CUDA_REFILL_IN_DOT=1 (or =0) overrides the attribute for every
+  // loop (an A/B switch).
+  const char* in_dot_env = std::getenv("TESSERA_CUDA_REFILL_IN_DOT");
+  const bool in_dot = in_dot_env && *in_dot_env ? env_flag("TESSERA_CUDA_REFILL_IN_DOT")
+                                                : op.has_attr("refill_in_dot") && op.attr_int("refill_in_dot") == 1;
   bool refill_in_dot = false;
-  if (!env_flag("TESSERA_CUDA_REFILL_AT_TOP"))
+  if (in_dot)
     for (const auto& o : body.ops)
       refill_in_dot |= o->kind == OpKind::Dot && o->result()->type.layout.kind == tessera::Layout::Kind::Mma &&
                        o->result()->type.layout.version == 2;
@@ -2044,15 +2054,19 @@ void Emitter::lowered_dot(const Op& op) {
     if (row.empty()) row = row_c + " + " + row_l;
     if (col.empty()) col = col_c + " + " + col_l;
     std::string at;
+    // (64-byte rows: the key is row / 2 % 4, of the same lane bits.)
+    const bool sw64 = st.atom == 32;
+    const std::string fn = sw64 ? "tsr::sw64_index_key(int(" : "tsr::sw128_index_key(int(",
+                      key = sw64 ? "(tsr_lane >> 1) & 3" : "tsr_lane & 7";
+    const int64_t row_bytes = 2 * st.atom, cpr = st.atom / 8;  // bytes and 16-byte chunks of a swizzled row
     if (st.rows == 0) {
       at = st.base + " + uint32_t((" + row + ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "");
     } else if (!pow2_warps) {
-      at = st.base + " + uint32_t(tsr::sw128_index_key(int(" + row + "), int(" + col + "), " + num(st.rows) +
-           ", tsr_lane & 7)) * 2u";
+      at = st.base + " + uint32_t(" + fn + row + "), int(" + col + "), " + num(st.rows) + ", " + key + ")) * 2u";
     } else {
-      at = st.base + " + ((uint32_t(tsr::sw128_index_key(int(" + row_l + "), int(" + col_l + "), " + num(st.rows) +
-           ", tsr_lane & 7)) * 2u ^ uint32_t((" + col_c + ") / 8 % 8 * 16)) + uint32_t((" + row_c + ") * 128 + (" + col_c +
-           ") / 64 * " + num(st.rows * 128) + "))";
+      at = st.base + " + ((uint32_t(" + fn + row_l + "), int(" + col_l + "), " + num(st.rows) + ", " + key +
+           ")) * 2u ^ uint32_t((" + col_c + ") / 8 % " + num(cpr) + " * 16)) + uint32_t((" + row_c + ") * " + num(row_bytes) +
+           " + (" + col_c + ") / " + num(st.atom) + " * " + num(st.rows * row_bytes) + "))";
     }
     line(std::string(trans ? "tsr::ldsm_x4_trans(" : "tsr::ldsm_x4(") + regs + ", " + at + ");");
   };
@@ -2150,7 +2164,8 @@ void Emitter::lowered_dot(const Op& op) {
     }
     close();
   }
-  // The ring's refill, left by emit_ring_loop, in the first k step, before its mma instructions:
+  // The ring's refill, left by emit_ring_loop where TESSERA_CUDA_REFILL_IN_DOT=1, in the first k
+  // step, before its mma instructions:
   // the copies' address registers are free again by the time the next step's ldmatrix
   // addresses want registers (printed after them, ptxas reused those registers at once and the
   // loads waited for the copies to issue: Nsight Compute, session 39). H100, mma.sync matmul

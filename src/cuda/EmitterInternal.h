@@ -159,6 +159,7 @@ class Emitter {
     int64_t ld = 0;
     bool dim0_fastest = false;
     int64_t rows = 0;
+    int64_t atom = 64;  // elements of a swizzled row: 64 (128 bytes) or 32 (64 bytes, tsr::sw64_index)
   };
   std::unordered_map<const Value*, StagedOperand> staged_;
   // A tile in a shared layout: 16-bit elements at `ptr` (a uint16_t* expression), element
@@ -173,7 +174,7 @@ class Emitter {
     std::string ptr;
     std::vector<int64_t> strides;
     int64_t rows = 0;   // 128-byte swizzled: the 8-row atoms' rows per 128-byte column block (else 0)
-    int64_t atom = 64;  // 128-byte swizzled: elements per 128-byte row (64 of 16 bits, 128 of 8)
+    int64_t atom = 64;  // swizzled: elements per swizzled row (128 bytes: 64 of 16 bits, 128 of 8; 64 bytes: 32 of 16 bits)
   };
   // The element index (a C++ expression) of the element at coordinates `c` of view `sv`.
   static std::string shared_index(const SharedView& sv, const std::vector<std::string>& c);

@@ -1279,6 +1279,9 @@ class Verifier {
           if (!is_i32_scalar(ot(i))) return fail(std::string(names[i]) + " must be an i32 scalar, got " + ot(i).str());
         if (const Attr* p = op.find_attr("pipeline"); p && std::get<int64_t>(*p) < 1)
           return fail("pipeline must be >= 1, got " + attr_str(*p));
+        if (const Attr* r = op.find_attr("refill_in_dot"); r && std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
+          return fail("refill_in_dot must be 0 or 1 (a ring's refill in its mma.sync dot's first k step, or at the "
+                      "iteration's top), got " + attr_str(*r));
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +
                       attr_str(*w));

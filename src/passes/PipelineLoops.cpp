@@ -32,6 +32,14 @@
 // (matmul_struct's 2-stage ring of 32-deep tiles at 4096^3 on the H100: 1.49x the planning
 // emitter's time, whose ring waits at the iteration's top for copies an iteration old). A
 // written 0 stays; a written 1 that does not qualify is set to 0.
+//
+// The ring's refill (iteration i + S - 1's copies) is printed at the iteration's top, right
+// after its barrier, so the copies have the whole iteration to land. A loop with an mma.sync
+// dot and a ring stage in padded rows gets `refill_in_dot = 1` instead: the refill in the
+// dot's first k step, before its mma instructions. H100 / H200, 4096^3 on cuda:sm_90
+// (bench/RESULTS.md, session 42): matmul_struct (swizzled stages) 0.79 -> 0.54 ms at the top,
+// the mma.sync matmul and FlashAttention level, matmul_fp8 (f8 stages, padded) 0.487 -> 0.507
+// at the top, which is why it keeps the dot's first k step.
 #include <algorithm>
 
 #include "ir/IR.h"
@@ -250,6 +258,22 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     if (ahead && !ahead->has_attr("fragments_ahead")) {
       const_cast<Op*>(ahead)->set_attr("fragments_ahead", int64_t{1});
       ++stats["pipeline-loops.fragments-ahead"];
+    }
+    // Where the ring's refill goes: at the iteration's top, unless the body has an mma.sync dot
+    // and a ring stage in padded rows (not swizzled: f8 operands, rows shorter than 64 bytes),
+    // where the copies' writes, issued at the top, met the dot's ldmatrix reads in the banks:
+    // there `refill_in_dot = 1`, the refill in the dot's first k step. A written value stays.
+    if (!op.has_attr("refill_in_dot") && op.attr_int("pipeline") >= 2) {
+      bool mma_sync = false, padded = false;
+      walk(op.region(0), [&](Op& d) {
+        mma_sync |= d.kind == OpKind::Dot && d.result()->type.layout.kind == Layout::Kind::Mma && d.result()->type.layout.version == 2;
+      });
+      for (const Op* l : stages)
+        padded |= l->result()->type.layout.kind == Layout::Kind::Shared && l->result()->type.layout.swizzle == 0;
+      if (mma_sync && padded) {
+        op.set_attr("refill_in_dot", int64_t{1});
+        ++stats["pipeline-loops.refills-in-dots"];
+      }
     }
   });
 }

@@ -18,8 +18,12 @@
 // Not on sm_90a (wgmma's operands are swizzled by assign-layouts; an mma.sync operand there
 // keeps its padding, away from the TMA rings, which would write a swizzled tile by address
 // bits), not for 8-bit operands (the emitter indexes 16-bit swizzled tiles only), and not for
-// tiles with other readers than mma.sync dots, or rows not whole 128-byte lines (a [64, 32]
-// tile of 64-byte rows: a 64-byte swizzle would serve it; not done yet).
+// tiles with other readers than mma.sync dots.
+//
+// Rows of 64 bytes (a [64, 32] A tile of 16-bit elements: matmul_struct's) get the 64-byte
+// swizzle instead (`shared<swizzle = 64, pad = 0>`, the TMA's SWIZZLE_64B pattern): chunk
+// c ^ (row / 2 % 4), two rows to a 128-byte line (tsr::sw64_index). Shorter rows keep their
+// padding (stat `short-rows`).
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -85,12 +89,13 @@ void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& sta
       ++stats["swizzle-mma-operands.other-readers"];
       continue;
     }
-    if (S[fastest] % 64 != 0 || rows % 8 != 0) {
+    const int64_t swizzle = S[fastest] % 64 == 0 ? 128 : S[fastest] % 32 == 0 ? 64 : 0;
+    if (swizzle == 0 || rows % 8 != 0) {
       ++stats["swizzle-mma-operands.short-rows"];
       continue;
     }
-    for (Value* v : tiles) v->type.layout = Layout::shared(128, 0, v->type.layout.order);
-    ++stats["swizzle-mma-operands.swizzled"];
+    for (Value* v : tiles) v->type.layout = Layout::shared(swizzle, 0, v->type.layout.order);
+    ++stats[swizzle == 128 ? "swizzle-mma-operands.swizzled" : "swizzle-mma-operands.swizzled-64"];
   }
 }
 

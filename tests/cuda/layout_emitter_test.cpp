@@ -291,10 +291,10 @@ TEST(LayoutEmitter, AbSwitchesPrintWhatTheySayAndCompile) {
     EXPECT_NE(em.source.find("const uint32_t sb"), std::string::npos) << k->name;
     EXPECT_NE(em.source.find("u) % "), std::string::npos) << k->name;
   }
-  // The ring's refill after the dot's first k step (mma.sync), or at the top of the iteration
-  // under TESSERA_CUDA_REFILL_AT_TOP=1; one cp.async commit an iteration either way.
+  // The ring's refill at the top of the iteration, or in the dot's first k step (mma.sync)
+  // under TESSERA_CUDA_REFILL_IN_DOT=1; one cp.async commit an iteration either way.
   for (bool top : {false, true}) {
-    testutil::ScopedEnv e("TESSERA_CUDA_REFILL_AT_TOP", top ? "1" : "0");
+    testutil::ScopedEnv e("TESSERA_CUDA_REFILL_IN_DOT", top ? "0" : "1");
     bool printed = false;
     CudaEmission em = by_layouts(*mm, "sm_80", &printed);
     ASSERT_TRUE(printed);

@@ -159,6 +159,16 @@ TSR_D int sw128_index(int row, int col, int rows) {
 TSR_D int sw128_index_key(int row, int col, int rows, int key) {
   return (col >> 6) * rows * 64 + row * 64 + ((((col >> 3) & 7) ^ key) << 3) + (col & 7);
 }
+// 64-byte swizzled tiles of 16-bit elements (mma.sync operands whose rows are 64 bytes, the
+// TMA's 64-byte swizzle): the fastest dim in blocks of 32 columns, each block `rows` rows of 64
+// bytes, row r's 16-byte chunk q stored at chunk q ^ (r / 2 % 4): the eight rows an ldmatrix
+// phase reads fall in different banks, and a 32-byte piece of a row stays one.
+TSR_D int sw64_index(int row, int col, int rows) {
+  return (col >> 5) * rows * 32 + row * 32 + ((((col >> 3) & 3) ^ ((row >> 1) & 3)) << 3) + (col & 7);
+}
+TSR_D int sw64_index_key(int row, int col, int rows, int key) {
+  return (col >> 5) * rows * 32 + row * 32 + ((((col >> 3) & 3) ^ key) << 3) + (col & 7);
+}
 // `p` rounded up to the next 1024-byte boundary of the shared window (the swizzle pattern is
 // of address bits 4-9, so a swizzled tile starts on one).
 TSR_D unsigned char* align_smem_1024(unsigned char* p) { return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u); }

@@ -220,14 +220,84 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     const int32_t iv82 = int32_t(iv82_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
+    if ((iv82_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
+      const int32_t nx83 = int32_t((iv82_ + 1 * int64_t(v3_c1)));
+      // %off = mul %j, %bn : i32
+      const int32_t v84_off = int32_t(uint32_t(nx83) * uint32_t(v5_bn));
+      {
+        const int64_t o85 = int64_t(v1_ph) * 1;
+        const int64_t o86 = int64_t(nx83) * 64;
+        const int64_t o87 = int64_t(v2_c0) * 64;
+        if (o85 >= 0 && o85 + 1 <= int64_t(tsr_dim_H) && o86 >= 0 && o86 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o87 >= 0 && o87 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o85 * tsr_p1_s0 + o86 * tsr_p1_s1 + o87 * tsr_p1_s2)) {
+          const uint32_t sb88 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096));
+          #pragma unroll
+          for (int i89 = 0; i89 < 4; ++i89) {
+            const int q90 = i89 * 128 + tsr_tid;
+            tsr::cp_async_16(sb88 + uint32_t(tsr::sw128_index(int((((q90 * 8) / 64)) * 1), int(((q90 * 8) % 64)), 64)) * 2u, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((q90 * 8) / 64)) * tsr_p1_s1 + (o87 + ((q90 * 8) % 64)) * tsr_p1_s2);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0 && tsr_p1_s1 % 8 == 0) {
+            #pragma unroll 1
+            for (int i91 = 0; i91 < 4; ++i91) {
+              const int q92 = i91 * 128 + tsr_tid;
+              const int64_t n93 = !(true && (o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((q92 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o87 + ((q92 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o87 + ((q92 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o87 + ((q92 * 8) % 64))) : 8;
+              const uint16_t* src94 = tsr_p1 + (n93 > 0 ? (o85 + 0) * tsr_p1_s0 + (o86 + ((q92 * 8) / 64)) * tsr_p1_s1 + (o87 + ((q92 * 8) % 64)) * tsr_p1_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096)) + uint32_t(tsr::sw128_index(int((((q92 * 8) / 64)) * 1), int(((q92 * 8) % 64)), 64)) * 2u, src94, int(n93) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i96 = 0; i96 < 4; ++i96) {
+              const int q97 = i96 * 128 + tsr_tid;
+              const int64_t n98 = !(true && (o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((q97 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o87 + ((q97 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o87 + ((q97 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o87 + ((q97 * 8) % 64))) : 8;
+              const uint16_t* src99 = tsr_p1 + (n98 > 0 ? (o85 + 0) * tsr_p1_s0 + (o86 + ((q97 * 8) / 64)) * tsr_p1_s1 + (o87 + ((q97 * 8) % 64)) * tsr_p1_s2 : 0);
+              uint16_t* const dst100 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096) + tsr::sw128_index(int((((q97 * 8) / 64)) * 1), int(((q97 * 8) % 64)), 64);
+              for (int v_ = 0; v_ < 8; ++v_) dst100[v_] = v_ < n98 ? src99[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o101 = int64_t(v1_ph) * 1;
+        const int64_t o102 = int64_t(nx83) * 64;
+        const int64_t o103 = int64_t(v2_c0) * 64;
+        if (o101 >= 0 && o101 + 1 <= int64_t(tsr_dim_H) && o102 >= 0 && o102 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o103 >= 0 && o103 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o101 * tsr_p2_s0 + o102 * tsr_p2_s1 + o103 * tsr_p2_s2)) {
+          const uint32_t sb104 = tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096));
+          #pragma unroll
+          for (int i105 = 0; i105 < 4; ++i105) {
+            const int q106 = i105 * 128 + tsr_tid;
+            tsr::cp_async_16(sb104 + uint32_t(tsr::sw128_index(int((((q106 * 8) / 64)) * 1), int(((q106 * 8) % 64)), 64)) * 2u, tsr_p2 + (o101 + 0) * tsr_p2_s0 + (o102 + ((q106 * 8) / 64)) * tsr_p2_s1 + (o103 + ((q106 * 8) % 64)) * tsr_p2_s2);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0 && tsr_p2_s1 % 8 == 0) {
+            #pragma unroll 1
+            for (int i107 = 0; i107 < 4; ++i107) {
+              const int q108 = i107 * 128 + tsr_tid;
+              const int64_t n109 = !(true && (o101 + 0) < int64_t(tsr_dim_H) && (o102 + ((q108 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o103 + ((q108 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o103 + ((q108 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o103 + ((q108 * 8) % 64))) : 8;
+              const uint16_t* src110 = tsr_p2 + (n109 > 0 ? (o101 + 0) * tsr_p2_s0 + (o102 + ((q108 * 8) / 64)) * tsr_p2_s1 + (o103 + ((q108 * 8) % 64)) * tsr_p2_s2 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096)) + uint32_t(tsr::sw128_index(int((((q108 * 8) / 64)) * 1), int(((q108 * 8) % 64)), 64)) * 2u, src110, int(n109) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i112 = 0; i112 < 4; ++i112) {
+              const int q113 = i112 * 128 + tsr_tid;
+              const int64_t n114 = !(true && (o101 + 0) < int64_t(tsr_dim_H) && (o102 + ((q113 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o103 + ((q113 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o103 + ((q113 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o103 + ((q113 * 8) % 64))) : 8;
+              const uint16_t* src115 = tsr_p2 + (n114 > 0 ? (o101 + 0) * tsr_p2_s0 + (o102 + ((q113 * 8) / 64)) * tsr_p2_s1 + (o103 + ((q113 * 8) % 64)) * tsr_p2_s2 : 0);
+              uint16_t* const dst116 = (sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096) + tsr::sw128_index(int((((q113 * 8) / 64)) * 1), int(((q113 * 8) % 64)), 64);
+              for (int v_ = 0; v_ < 8; ++v_) dst116[v_] = v_ < n114 ? src115[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
     // %k3 = load_tile %k, %ph, %j, %c0 : tile<bf16, [1, 64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %kt = reshape %k3 : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %ktt = permute %kt {dims = [1, 0]} : tile<bf16, [64, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
     // %s0 = dot %qs, %ktt, %0 : tile<f32, [64, 64], layout = mma<version = 2, warps = [4, 1], instr = [16, 8]>>
-    float v83_s0[32];
+    float v117_s0[32];
     #pragma unroll
-    for (int s84 = 0; s84 < 32; ++s84) {
-      v83_s0[s84] = v30[s84];
+    for (int s118 = 0; s118 < 32; ++s118) {
+      v117_s0[s118] = v30[s118];
     }
     {
       const int wm_ = tsr_warp / 1, wn_ = tsr_warp % 1;
@@ -247,86 +317,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
           tsr::ldsm_x4(fb[(ks + 1) & 1][4][0], fb[(ks + 1) & 1][5][0], fb[(ks + 1) & 1][4][1], fb[(ks + 1) & 1][5][1], tsr::smem_u32((sh45 + rs44 * 4096)) + ((uint32_t(tsr::sw128_index_key(int(8 * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)), int(8 * (tsr_lane >> 4)), 64, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((32) * 128 + (16 * (ks + 1)) / 64 * 8192)));
           tsr::ldsm_x4(fb[(ks + 1) & 1][6][0], fb[(ks + 1) & 1][7][0], fb[(ks + 1) & 1][6][1], fb[(ks + 1) & 1][7][1], tsr::smem_u32((sh45 + rs44 * 4096)) + ((uint32_t(tsr::sw128_index_key(int(8 * ((tsr_lane >> 3) & 1) + 8 * wn_ + (tsr_lane & 7)), int(8 * (tsr_lane >> 4)), 64, tsr_lane & 7)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 8 * 16)) + uint32_t((48) * 128 + (16 * (ks + 1)) / 64 * 8192)));
         }
-        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
-          if ((iv82_ + 1 * int64_t(v3_c1)) < int64_t(v8_ntiles)) {
-            const int32_t nx85 = int32_t((iv82_ + 1 * int64_t(v3_c1)));
-            // %off = mul %j, %bn : i32
-            const int32_t v86_off = int32_t(uint32_t(nx85) * uint32_t(v5_bn));
-            {
-              const int64_t o87 = int64_t(v1_ph) * 1;
-              const int64_t o88 = int64_t(nx85) * 64;
-              const int64_t o89 = int64_t(v2_c0) * 64;
-              if (o87 >= 0 && o87 + 1 <= int64_t(tsr_dim_H) && o88 >= 0 && o88 + 64 <= int64_t(tsr_dim_T) && tsr_p1_s1 % 8 == 0 && o89 >= 0 && o89 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o87 * tsr_p1_s0 + o88 * tsr_p1_s1 + o89 * tsr_p1_s2)) {
-                const uint32_t sb90 = tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096));
-                #pragma unroll
-                for (int i91 = 0; i91 < 4; ++i91) {
-                  const int q92 = i91 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb90 + uint32_t(tsr::sw128_index(int((((q92 * 8) / 64)) * 1), int(((q92 * 8) % 64)), 64)) * 2u, tsr_p1 + (o87 + 0) * tsr_p1_s0 + (o88 + ((q92 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q92 * 8) % 64)) * tsr_p1_s2);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0 && tsr_p1_s1 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i93 = 0; i93 < 4; ++i93) {
-                    const int q94 = i93 * 128 + tsr_tid;
-                    const int64_t n95 = !(true && (o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((q94 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o89 + ((q94 * 8) % 64))) : 8;
-                    const uint16_t* src96 = tsr_p1 + (n95 > 0 ? (o87 + 0) * tsr_p1_s0 + (o88 + ((q94 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q94 * 8) % 64)) * tsr_p1_s2 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096)) + uint32_t(tsr::sw128_index(int((((q94 * 8) / 64)) * 1), int(((q94 * 8) % 64)), 64)) * 2u, src96, int(n95) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i98 = 0; i98 < 4; ++i98) {
-                    const int q99 = i98 * 128 + tsr_tid;
-                    const int64_t n100 = !(true && (o87 + 0) < int64_t(tsr_dim_H) && (o88 + ((q99 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o89 + ((q99 * 8) % 64))) : 8;
-                    const uint16_t* src101 = tsr_p1 + (n100 > 0 ? (o87 + 0) * tsr_p1_s0 + (o88 + ((q99 * 8) / 64)) * tsr_p1_s1 + (o89 + ((q99 * 8) % 64)) * tsr_p1_s2 : 0);
-                    uint16_t* const dst102 = (sh45 + (int((unsigned(rs44) + 1u) % 2u)) * 4096) + tsr::sw128_index(int((((q99 * 8) / 64)) * 1), int(((q99 * 8) % 64)), 64);
-                    for (int v_ = 0; v_ < 8; ++v_) dst102[v_] = v_ < n100 ? src101[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-            {
-              const int64_t o103 = int64_t(v1_ph) * 1;
-              const int64_t o104 = int64_t(nx85) * 64;
-              const int64_t o105 = int64_t(v2_c0) * 64;
-              if (o103 >= 0 && o103 + 1 <= int64_t(tsr_dim_H) && o104 >= 0 && o104 + 64 <= int64_t(tsr_dim_T) && tsr_p2_s1 % 8 == 0 && o105 >= 0 && o105 + 64 <= int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + o103 * tsr_p2_s0 + o104 * tsr_p2_s1 + o105 * tsr_p2_s2)) {
-                const uint32_t sb106 = tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096));
-                #pragma unroll
-                for (int i107 = 0; i107 < 4; ++i107) {
-                  const int q108 = i107 * 128 + tsr_tid;
-                  tsr::cp_async_16(sb106 + uint32_t(tsr::sw128_index(int((((q108 * 8) / 64)) * 1), int(((q108 * 8) % 64)), 64)) * 2u, tsr_p2 + (o103 + 0) * tsr_p2_s0 + (o104 + ((q108 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q108 * 8) % 64)) * tsr_p2_s2);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p2) && tsr_p2_s0 % 8 == 0 && tsr_p2_s1 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i109 = 0; i109 < 4; ++i109) {
-                    const int q110 = i109 * 128 + tsr_tid;
-                    const int64_t n111 = !(true && (o103 + 0) < int64_t(tsr_dim_H) && (o104 + ((q110 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o105 + ((q110 * 8) % 64))) : 8;
-                    const uint16_t* src112 = tsr_p2 + (n111 > 0 ? (o103 + 0) * tsr_p2_s0 + (o104 + ((q110 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q110 * 8) % 64)) * tsr_p2_s2 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096)) + uint32_t(tsr::sw128_index(int((((q110 * 8) / 64)) * 1), int(((q110 * 8) % 64)), 64)) * 2u, src112, int(n111) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i114 = 0; i114 < 4; ++i114) {
-                    const int q115 = i114 * 128 + tsr_tid;
-                    const int64_t n116 = !(true && (o103 + 0) < int64_t(tsr_dim_H) && (o104 + ((q115 * 8) / 64)) < int64_t(tsr_dim_T)) || (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) < 8 ? (int64_t(tsr_dim_DH) - (o105 + ((q115 * 8) % 64))) : 8;
-                    const uint16_t* src117 = tsr_p2 + (n116 > 0 ? (o103 + 0) * tsr_p2_s0 + (o104 + ((q115 * 8) / 64)) * tsr_p2_s1 + (o105 + ((q115 * 8) % 64)) * tsr_p2_s2 : 0);
-                    uint16_t* const dst118 = (sh46 + (int((unsigned(rs44) + 1u) % 2u)) * 4096) + tsr::sw128_index(int((((q115 * 8) / 64)) * 1), int(((q115 * 8) % 64)), 64);
-                    for (int v_ = 0; v_ < 8; ++v_) dst118[v_] = v_ < n116 ? src117[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-          }
-          tsr::cp_async_commit();
-        }
-        tsr::mma_bf16_16816(&v83_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v83_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v83_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v83_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v83_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
-        tsr::mma_bf16_16816(&v83_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
-        tsr::mma_bf16_16816(&v83_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
-        tsr::mma_bf16_16816(&v83_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
+        tsr::mma_bf16_16816(&v117_s0[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v117_s0[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v117_s0[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v117_s0[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v117_s0[16], fa[ks & 1][0], fb[ks & 1][4]);
+        tsr::mma_bf16_16816(&v117_s0[20], fa[ks & 1][0], fb[ks & 1][5]);
+        tsr::mma_bf16_16816(&v117_s0[24], fa[ks & 1][0], fb[ks & 1][6]);
+        tsr::mma_bf16_16816(&v117_s0[28], fa[ks & 1][0], fb[ks & 1][7]);
       }
     }
     // %scs = splat %scale : tile<f32, [64, 64], layout = blocked<per_thread = [1, 8], threads = [4, 8], warps = [4, 1], order = [1, 0]>>
@@ -345,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     float v123_s[32];
     #pragma unroll
     for (int s124 = 0; s124 < 32; ++s124) {
-      v123_s[s124] = float(v83_s0[s124] * v121[s124]);
+      v123_s[s124] = float(v117_s0[s124] * v121[s124]);
     }
     // %off = mul %j, %bn : i32
     const int32_t v125_off = int32_t(uint32_t(iv82) * uint32_t(v5_bn));
@@ -919,7 +917,6 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
 // stat reduction-shuffles = 4
 // stat register-conversions = 1
 // stat ring-loops = 1
-// stat ring-refills-in-dots = 1
 // stat smem-bytes = 40960
 // stat threads = 128
 // stat vector-accesses = 1

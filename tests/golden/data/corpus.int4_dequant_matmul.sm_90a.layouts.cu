@@ -81,7 +81,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
   for (int s19 = 0; s19 < 16; ++s19) {
     v18[s19] = v17_f0;
   }
-  // %acc = for %c0, %ktiles, %c1, %0 {pipeline = 2} : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>> {...}
+  // %acc = for %c0, %ktiles, %c1, %0 {pipeline = 2, refill_in_dot = 1} : tile<f32, [32, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>> {...}
   float c20_acc[16];
   #pragma unroll
   for (int s21 = 0; s21 < 16; ++s21) {

@@ -64,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
     c12_acc[s13] = v10[s13];
   }
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
-  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 15360);
+  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 12288);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 2; ++pro17) {
@@ -74,13 +74,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
         const int64_t o19 = int64_t(v0_pm) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2048));
           const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 8;
           const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
-          const uint32_t d25 = sb21 + uint32_t((r22) * 40 + (k23) * 1) * 2u;
           #pragma unroll
           for (int i26 = 0; i26 < 2; ++i26) {
-            tsr::cp_async_16(d25 + uint32_t(i26) * 2560u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
+            tsr::cp_async_16(sb21 + uint32_t(tsr::sw64_index(int((r22 + i26 * 32) * 1), int(k23), 64)) * 2u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
@@ -89,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
               const int q28 = i27 * 128 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) : 8;
               const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560)) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2048)) + uint32_t(tsr::sw64_index(int((((q28 * 8) / 32)) * 1), int(((q28 * 8) % 32)), 64)) * 2u, src30, int(n29) * 2);
             }
           } else {
             #pragma unroll 1
@@ -97,7 +96,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
               const int q33 = i32 * 128 + tsr_tid;
               const int64_t n34 = !(true && (o19 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) : 8;
               const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
-              uint16_t* const dst36 = (sh15 + (pro17) * 2560) + (((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1;
+              uint16_t* const dst36 = (sh15 + (pro17) * 2048) + tsr::sw64_index(int((((q33 * 8) / 32)) * 1), int(((q33 * 8) % 32)), 64);
               for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
             }
           }
@@ -143,123 +142,120 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
   __syncthreads();
   for (int64_t iv57_ = v2_c0; v3_c1 > 0 && iv57_ < v8_ktiles; iv57_ += v3_c1) {
     const int32_t iv57 = int32_t(iv57_);
-    // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    if ((iv57_ + 2 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
+      const int32_t nx58 = int32_t((iv57_ + 2 * int64_t(v3_c1)));
+      {
+        const int64_t o59 = int64_t(v0_pm) * 64;
+        const int64_t o60 = int64_t(nx58) * 32;
+        if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
+          const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2048));
+          const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
+          const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
+          #pragma unroll
+          for (int i66 = 0; i66 < 2; ++i66) {
+            tsr::cp_async_16(sb61 + uint32_t(tsr::sw64_index(int((r62 + i66 * 32) * 1), int(k63), 64)) * 2u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i67 = 0; i67 < 2; ++i67) {
+              const int q68 = i67 * 128 + tsr_tid;
+              const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
+              const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2048)) + uint32_t(tsr::sw64_index(int((((q68 * 8) / 32)) * 1), int(((q68 * 8) % 32)), 64)) * 2u, src70, int(n69) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i72 = 0; i72 < 2; ++i72) {
+              const int q73 = i72 * 128 + tsr_tid;
+              const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
+              const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
+              uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2048) + tsr::sw64_index(int((((q73 * 8) / 32)) * 1), int(((q73 * 8) % 32)), 64);
+              for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o77 = int64_t(nx58) * 32;
+        const int64_t o78 = int64_t(v1_pn) * 64;
+        if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
+          const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048));
+          const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
+          const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
+          #pragma unroll
+          for (int i84 = 0; i84 < 2; ++i84) {
+            tsr::cp_async_16(sb79 + uint32_t(tsr::sw128_index(int((r80 + i84 * 16) * 1), int(k81), 32)) * 2u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i85 = 0; i85 < 2; ++i85) {
+              const int q86 = i85 * 128 + tsr_tid;
+              const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
+              const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q86 * 8) / 64)) * 1), int(((q86 * 8) % 64)), 32)) * 2u, src88, int(n87) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i90 = 0; i90 < 2; ++i90) {
+              const int q91 = i90 * 128 + tsr_tid;
+              const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
+              const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
+              uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048) + tsr::sw128_index(int((((q91 * 8) / 64)) * 1), int(((q91 * 8) % 64)), 32);
+              for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+    // %ta = load_tile %a, %pm, %kk : tile<f16, [64, 32], layout = shared<swizzle = 64, pad = 0>, space = "shared">
     // %tb = load_tile %b, %kk, %pn : tile<f16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %accn = dot %ta, %tb, %accc {fragments_ahead = 1} : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v58_accn[32];
+    float v95_accn[32];
     #pragma unroll
-    for (int s59 = 0; s59 < 32; ++s59) {
-      v58_accn[s59] = c12_acc[s59];
+    for (int s96 = 0; s96 < 32; ++s96) {
+      v95_accn[s96] = c12_acc[s96];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       if ((iv57_ == int64_t(v2_c0))) {
-        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+        tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((0) * 64 + (16 * (0)) / 32 * 4096)));
+        tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((32) * 64 + (16 * (0)) / 32 * 4096)));
         tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
         tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       }
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][0][0], fa55[(ks + 1) & 1][0][1], fa55[(ks + 1) & 1][0][2], fa55[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 4 * 16)) + uint32_t((0) * 64 + (16 * (ks + 1)) / 32 * 4096)));
+          tsr::ldsm_x4(fa55[(ks + 1) & 1][1][0], fa55[(ks + 1) & 1][1][1], fa55[(ks + 1) & 1][1][2], fa55[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 4 * 16)) + uint32_t((32) * 64 + (16 * (ks + 1)) / 32 * 4096)));
           tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][0][0], fb56[(ks + 1) & 1][0][1], fb56[(ks + 1) & 1][1][0], fb56[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
           tsr::ldsm_x4_trans(fb56[(ks + 1) & 1][2][0], fb56[(ks + 1) & 1][2][1], fb56[(ks + 1) & 1][3][0], fb56[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         } else {
           tsr::cp_async_wait<1>();
           __syncthreads();
-          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa55[0][0][0], fa55[0][0][1], fa55[0][0][2], fa55[0][0][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((0) * 64 + (16 * (0)) / 32 * 4096)));
+          tsr::ldsm_x4(fa55[0][1][0], fa55[0][1][1], fa55[0][1][2], fa55[0][1][3], tsr::smem_u32((sh15 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((32) * 64 + (16 * (0)) / 32 * 4096)));
           tsr::ldsm_x4_trans(fb56[0][0][0], fb56[0][0][1], fb56[0][1][0], fb56[0][1][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
           tsr::ldsm_x4_trans(fb56[0][2][0], fb56[0][2][1], fb56[0][3][0], fb56[0][3][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
         }
-        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
-          if ((iv57_ + 2 * int64_t(v3_c1)) < int64_t(v8_ktiles)) {
-            const int32_t nx60 = int32_t((iv57_ + 2 * int64_t(v3_c1)));
-            {
-              const int64_t o61 = int64_t(v0_pm) * 64;
-              const int64_t o62 = int64_t(nx60) * 32;
-              if (o61 >= 0 && o61 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2560));
-                const int r64 = tsr_tid / 4, k65 = tsr_tid % 4 * 8;
-                const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
-                const uint32_t d67 = sb63 + uint32_t((r64) * 40 + (k65) * 1) * 2u;
-                #pragma unroll
-                for (int i68 = 0; i68 < 2; ++i68) {
-                  tsr::cp_async_16(d67 + uint32_t(i68) * 2560u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i69 = 0; i69 < 2; ++i69) {
-                    const int q70 = i69 * 128 + tsr_tid;
-                    const int64_t n71 = !(true && (o61 + ((q70 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 32))) : 8;
-                    const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2560)) + uint32_t((((q70 * 8) / 32)) * 40 + (((q70 * 8) % 32)) * 1) * 2u, src72, int(n71) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i74 = 0; i74 < 2; ++i74) {
-                    const int q75 = i74 * 128 + tsr_tid;
-                    const int64_t n76 = !(true && (o61 + ((q75 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 32))) : 8;
-                    const uint16_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 8) / 32)) * tsr_p0_s0 + (o62 + ((q75 * 8) % 32)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 2560) + (((q75 * 8) / 32)) * 40 + (((q75 * 8) % 32)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-            {
-              const int64_t o79 = int64_t(nx60) * 32;
-              const int64_t o80 = int64_t(v1_pn) * 64;
-              if (o79 >= 0 && o79 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048));
-                const int r82 = tsr_tid / 8, k83 = tsr_tid % 8 * 8;
-                const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
-                #pragma unroll
-                for (int i86 = 0; i86 < 2; ++i86) {
-                  tsr::cp_async_16(sb81 + uint32_t(tsr::sw128_index(int((r82 + i86 * 16) * 1), int(k83), 32)) * 2u, g84 + int64_t(i86) * 16 * tsr_p1_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i87 = 0; i87 < 2; ++i87) {
-                    const int q88 = i87 * 128 + tsr_tid;
-                    const int64_t n89 = !(true && (o79 + ((q88 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 64))) : 8;
-                    const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q88 * 8) / 64)) * 1), int(((q88 * 8) % 64)), 32)) * 2u, src90, int(n89) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i92 = 0; i92 < 2; ++i92) {
-                    const int q93 = i92 * 128 + tsr_tid;
-                    const int64_t n94 = !(true && (o79 + ((q93 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 64))) : 8;
-                    const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 64)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 2048) + tsr::sw128_index(int((((q93 * 8) / 64)) * 1), int(((q93 * 8) % 64)), 32);
-                    for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-          }
-          tsr::cp_async_commit();
-        }
-        tsr::mma_f16_16816(&v58_accn[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58_accn[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58_accn[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58_accn[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_f16_16816(&v58_accn[16], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_f16_16816(&v58_accn[20], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_f16_16816(&v58_accn[24], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_f16_16816(&v58_accn[28], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v95_accn[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v95_accn[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v95_accn[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v95_accn[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_f16_16816(&v95_accn[16], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_f16_16816(&v95_accn[20], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_f16_16816(&v95_accn[24], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_f16_16816(&v95_accn[28], fa55[ks & 1][1], fb56[ks & 1][3]);
       }
     }
     // yield %accn
     #pragma unroll
     for (int s97 = 0; s97 < 32; ++s97) {
-      c12_acc[s97] = v58_accn[s97];
+      c12_acc[s97] = v95_accn[s97];
     }
     rs14 = int((unsigned(rs14) + 1u) % 3u);
   }
@@ -474,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_bias_gelu, block_threads 128, static_smem 0, dynamic_smem 27648
+// symbol tessera_matmul_bias_gelu, block_threads 128, static_smem 0, dynamic_smem 24576
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f16 bytes 8 index 0
 // param pointer b f16 bytes 8 index 1
@@ -491,8 +487,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
 // stat mma-fragments-ahead = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
-// stat ring-refills-in-dots = 1
-// stat smem-bytes = 27648
+// stat smem-bytes = 24576
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128

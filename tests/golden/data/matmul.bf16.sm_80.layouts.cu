@@ -140,13 +140,81 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
   __syncthreads();
   for (int64_t iv57_ = v9; v0 > 0 && iv57_ < v8; iv57_ += v0) {
     const int32_t iv57 = int32_t(iv57_);
+    if ((iv57_ + 2 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx58 = int32_t((iv57_ + 2 * int64_t(v0)));
+      {
+        const int64_t o59 = int64_t(v1) * 128;
+        const int64_t o60 = int64_t(nx58) * 64;
+        if (o59 >= 0 && o59 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
+          const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192));
+          const int r62 = tsr_tid / 8, k63 = tsr_tid % 8 * 8;
+          const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
+          #pragma unroll
+          for (int i66 = 0; i66 < 4; ++i66) {
+            tsr::cp_async_16(sb61 + uint32_t(tsr::sw128_index(int((r62 + i66 * 32) * 1), int(k63), 128)) * 2u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i67 = 0; i67 < 4; ++i67) {
+              const int q68 = i67 * 256 + tsr_tid;
+              const int64_t n69 = !(true && (o59 + ((q68 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 64))) : 8;
+              const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 64)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 64)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192)) + uint32_t(tsr::sw128_index(int((((q68 * 8) / 64)) * 1), int(((q68 * 8) % 64)), 128)) * 2u, src70, int(n69) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i72 = 0; i72 < 4; ++i72) {
+              const int q73 = i72 * 256 + tsr_tid;
+              const int64_t n74 = !(true && (o59 + ((q73 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 64))) : 8;
+              const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 64)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 64)) * tsr_p0_s1 : 0);
+              uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192) + tsr::sw128_index(int((((q73 * 8) / 64)) * 1), int(((q73 * 8) % 64)), 128);
+              for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o77 = int64_t(nx58) * 64;
+        const int64_t o78 = int64_t(v2) * 256;
+        if (o77 >= 0 && o77 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
+          const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384));
+          const int r80 = tsr_tid / 32, k81 = tsr_tid % 32 * 8;
+          const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
+          #pragma unroll
+          for (int i84 = 0; i84 < 8; ++i84) {
+            tsr::cp_async_16(sb79 + uint32_t(tsr::sw128_index(int((r80 + i84 * 8) * 1), int(k81), 64)) * 2u, g82 + int64_t(i84) * 8 * tsr_p1_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i85 = 0; i85 < 8; ++i85) {
+              const int q86 = i85 * 256 + tsr_tid;
+              const int64_t n87 = !(true && (o77 + ((q86 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 256))) : 8;
+              const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 256)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 256)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384)) + uint32_t(tsr::sw128_index(int((((q86 * 8) / 256)) * 1), int(((q86 * 8) % 256)), 64)) * 2u, src88, int(n87) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i90 = 0; i90 < 8; ++i90) {
+              const int q91 = i90 * 256 + tsr_tid;
+              const int64_t n92 = !(true && (o77 + ((q91 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 256))) : 8;
+              const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 256)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 256)) * tsr_p1_s1 : 0);
+              uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384) + tsr::sw128_index(int((((q91 * 8) / 256)) * 1), int(((q91 * 8) % 256)), 64);
+              for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
     // %25 = load_tile %a, %12, %23 : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %26 = load_tile %b, %23, %13 : tile<bf16, [64, 256], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %27 = dot %25, %26, %24 {fragments_ahead = 1} : tile<f32, [128, 256], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>>
-    float v58[128];
+    float v95[128];
     #pragma unroll
-    for (int s59 = 0; s59 < 128; ++s59) {
-      v58[s59] = c12[s59];
+    for (int s96 = 0; s96 < 128; ++s96) {
+      v95[s96] = c12[s96];
     }
     {
       const int wm_ = tsr_warp / 4, wn_ = tsr_warp % 4;
@@ -184,114 +252,44 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
           tsr::ldsm_x4_trans(fb56[0][4][0], fb56[0][4][1], fb56[0][5][0], fb56[0][5][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((128) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (128) / 64 * 8192)));
           tsr::ldsm_x4_trans(fb56[0][6][0], fb56[0][6][1], fb56[0][7][0], fb56[0][7][1], tsr::smem_u32((sh16 + int((unsigned(rs14) + 1u) % 3u) * 16384)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(32 * (tsr_lane >> 4) + 8 * wn_), 64, tsr_lane & 7)) * 2u ^ uint32_t((192) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (192) / 64 * 8192)));
         }
-        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
-          if ((iv57_ + 2 * int64_t(v0)) < int64_t(v8)) {
-            const int32_t nx60 = int32_t((iv57_ + 2 * int64_t(v0)));
-            {
-              const int64_t o61 = int64_t(v1) * 128;
-              const int64_t o62 = int64_t(nx60) * 64;
-              if (o61 >= 0 && o61 + 128 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o62 >= 0 && o62 + 64 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o61 * tsr_p0_s0 + o62 * tsr_p0_s1)) {
-                const uint32_t sb63 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192));
-                const int r64 = tsr_tid / 8, k65 = tsr_tid % 8 * 8;
-                const uint16_t* const g66 = tsr_p0 + (o61 + r64) * tsr_p0_s0 + (o62 + k65) * tsr_p0_s1;
-                #pragma unroll
-                for (int i68 = 0; i68 < 4; ++i68) {
-                  tsr::cp_async_16(sb63 + uint32_t(tsr::sw128_index(int((r64 + i68 * 32) * 1), int(k65), 128)) * 2u, g66 + int64_t(i68) * 32 * tsr_p0_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i69 = 0; i69 < 4; ++i69) {
-                    const int q70 = i69 * 256 + tsr_tid;
-                    const int64_t n71 = !(true && (o61 + ((q70 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q70 * 8) % 64))) : 8;
-                    const uint16_t* src72 = tsr_p0 + (n71 > 0 ? (o61 + ((q70 * 8) / 64)) * tsr_p0_s0 + (o62 + ((q70 * 8) % 64)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192)) + uint32_t(tsr::sw128_index(int((((q70 * 8) / 64)) * 1), int(((q70 * 8) % 64)), 128)) * 2u, src72, int(n71) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i74 = 0; i74 < 4; ++i74) {
-                    const int q75 = i74 * 256 + tsr_tid;
-                    const int64_t n76 = !(true && (o61 + ((q75 * 8) / 64)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) < 8 ? (int64_t(tsr_dim_K) - (o62 + ((q75 * 8) % 64))) : 8;
-                    const uint16_t* src77 = tsr_p0 + (n76 > 0 ? (o61 + ((q75 * 8) / 64)) * tsr_p0_s0 + (o62 + ((q75 * 8) % 64)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst78 = (sh15 + (int((unsigned(rs14) + 2u) % 3u)) * 8192) + tsr::sw128_index(int((((q75 * 8) / 64)) * 1), int(((q75 * 8) % 64)), 128);
-                    for (int v_ = 0; v_ < 8; ++v_) dst78[v_] = v_ < n76 ? src77[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-            {
-              const int64_t o79 = int64_t(nx60) * 64;
-              const int64_t o80 = int64_t(v2) * 256;
-              if (o79 >= 0 && o79 + 64 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o80 >= 0 && o80 + 256 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o79 * tsr_p1_s0 + o80 * tsr_p1_s1)) {
-                const uint32_t sb81 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384));
-                const int r82 = tsr_tid / 32, k83 = tsr_tid % 32 * 8;
-                const uint16_t* const g84 = tsr_p1 + (o79 + r82) * tsr_p1_s0 + (o80 + k83) * tsr_p1_s1;
-                #pragma unroll
-                for (int i86 = 0; i86 < 8; ++i86) {
-                  tsr::cp_async_16(sb81 + uint32_t(tsr::sw128_index(int((r82 + i86 * 8) * 1), int(k83), 64)) * 2u, g84 + int64_t(i86) * 8 * tsr_p1_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i87 = 0; i87 < 8; ++i87) {
-                    const int q88 = i87 * 256 + tsr_tid;
-                    const int64_t n89 = !(true && (o79 + ((q88 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q88 * 8) % 256))) : 8;
-                    const uint16_t* src90 = tsr_p1 + (n89 > 0 ? (o79 + ((q88 * 8) / 256)) * tsr_p1_s0 + (o80 + ((q88 * 8) % 256)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384)) + uint32_t(tsr::sw128_index(int((((q88 * 8) / 256)) * 1), int(((q88 * 8) % 256)), 64)) * 2u, src90, int(n89) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i92 = 0; i92 < 8; ++i92) {
-                    const int q93 = i92 * 256 + tsr_tid;
-                    const int64_t n94 = !(true && (o79 + ((q93 * 8) / 256)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) < 8 ? (int64_t(tsr_dim_N) - (o80 + ((q93 * 8) % 256))) : 8;
-                    const uint16_t* src95 = tsr_p1 + (n94 > 0 ? (o79 + ((q93 * 8) / 256)) * tsr_p1_s0 + (o80 + ((q93 * 8) % 256)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst96 = (sh16 + (int((unsigned(rs14) + 2u) % 3u)) * 16384) + tsr::sw128_index(int((((q93 * 8) / 256)) * 1), int(((q93 * 8) % 256)), 64);
-                    for (int v_ = 0; v_ < 8; ++v_) dst96[v_] = v_ < n94 ? src95[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-          }
-          tsr::cp_async_commit();
-        }
-        tsr::mma_bf16_16816(&v58[0], fa55[ks & 1][0], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[4], fa55[ks & 1][0], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[8], fa55[ks & 1][0], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[12], fa55[ks & 1][0], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[16], fa55[ks & 1][0], fb56[ks & 1][4]);
-        tsr::mma_bf16_16816(&v58[20], fa55[ks & 1][0], fb56[ks & 1][5]);
-        tsr::mma_bf16_16816(&v58[24], fa55[ks & 1][0], fb56[ks & 1][6]);
-        tsr::mma_bf16_16816(&v58[28], fa55[ks & 1][0], fb56[ks & 1][7]);
-        tsr::mma_bf16_16816(&v58[32], fa55[ks & 1][1], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[36], fa55[ks & 1][1], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[40], fa55[ks & 1][1], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[44], fa55[ks & 1][1], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[48], fa55[ks & 1][1], fb56[ks & 1][4]);
-        tsr::mma_bf16_16816(&v58[52], fa55[ks & 1][1], fb56[ks & 1][5]);
-        tsr::mma_bf16_16816(&v58[56], fa55[ks & 1][1], fb56[ks & 1][6]);
-        tsr::mma_bf16_16816(&v58[60], fa55[ks & 1][1], fb56[ks & 1][7]);
-        tsr::mma_bf16_16816(&v58[64], fa55[ks & 1][2], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[68], fa55[ks & 1][2], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[72], fa55[ks & 1][2], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[76], fa55[ks & 1][2], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[80], fa55[ks & 1][2], fb56[ks & 1][4]);
-        tsr::mma_bf16_16816(&v58[84], fa55[ks & 1][2], fb56[ks & 1][5]);
-        tsr::mma_bf16_16816(&v58[88], fa55[ks & 1][2], fb56[ks & 1][6]);
-        tsr::mma_bf16_16816(&v58[92], fa55[ks & 1][2], fb56[ks & 1][7]);
-        tsr::mma_bf16_16816(&v58[96], fa55[ks & 1][3], fb56[ks & 1][0]);
-        tsr::mma_bf16_16816(&v58[100], fa55[ks & 1][3], fb56[ks & 1][1]);
-        tsr::mma_bf16_16816(&v58[104], fa55[ks & 1][3], fb56[ks & 1][2]);
-        tsr::mma_bf16_16816(&v58[108], fa55[ks & 1][3], fb56[ks & 1][3]);
-        tsr::mma_bf16_16816(&v58[112], fa55[ks & 1][3], fb56[ks & 1][4]);
-        tsr::mma_bf16_16816(&v58[116], fa55[ks & 1][3], fb56[ks & 1][5]);
-        tsr::mma_bf16_16816(&v58[120], fa55[ks & 1][3], fb56[ks & 1][6]);
-        tsr::mma_bf16_16816(&v58[124], fa55[ks & 1][3], fb56[ks & 1][7]);
+        tsr::mma_bf16_16816(&v95[0], fa55[ks & 1][0], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v95[4], fa55[ks & 1][0], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v95[8], fa55[ks & 1][0], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v95[12], fa55[ks & 1][0], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v95[16], fa55[ks & 1][0], fb56[ks & 1][4]);
+        tsr::mma_bf16_16816(&v95[20], fa55[ks & 1][0], fb56[ks & 1][5]);
+        tsr::mma_bf16_16816(&v95[24], fa55[ks & 1][0], fb56[ks & 1][6]);
+        tsr::mma_bf16_16816(&v95[28], fa55[ks & 1][0], fb56[ks & 1][7]);
+        tsr::mma_bf16_16816(&v95[32], fa55[ks & 1][1], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v95[36], fa55[ks & 1][1], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v95[40], fa55[ks & 1][1], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v95[44], fa55[ks & 1][1], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v95[48], fa55[ks & 1][1], fb56[ks & 1][4]);
+        tsr::mma_bf16_16816(&v95[52], fa55[ks & 1][1], fb56[ks & 1][5]);
+        tsr::mma_bf16_16816(&v95[56], fa55[ks & 1][1], fb56[ks & 1][6]);
+        tsr::mma_bf16_16816(&v95[60], fa55[ks & 1][1], fb56[ks & 1][7]);
+        tsr::mma_bf16_16816(&v95[64], fa55[ks & 1][2], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v95[68], fa55[ks & 1][2], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v95[72], fa55[ks & 1][2], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v95[76], fa55[ks & 1][2], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v95[80], fa55[ks & 1][2], fb56[ks & 1][4]);
+        tsr::mma_bf16_16816(&v95[84], fa55[ks & 1][2], fb56[ks & 1][5]);
+        tsr::mma_bf16_16816(&v95[88], fa55[ks & 1][2], fb56[ks & 1][6]);
+        tsr::mma_bf16_16816(&v95[92], fa55[ks & 1][2], fb56[ks & 1][7]);
+        tsr::mma_bf16_16816(&v95[96], fa55[ks & 1][3], fb56[ks & 1][0]);
+        tsr::mma_bf16_16816(&v95[100], fa55[ks & 1][3], fb56[ks & 1][1]);
+        tsr::mma_bf16_16816(&v95[104], fa55[ks & 1][3], fb56[ks & 1][2]);
+        tsr::mma_bf16_16816(&v95[108], fa55[ks & 1][3], fb56[ks & 1][3]);
+        tsr::mma_bf16_16816(&v95[112], fa55[ks & 1][3], fb56[ks & 1][4]);
+        tsr::mma_bf16_16816(&v95[116], fa55[ks & 1][3], fb56[ks & 1][5]);
+        tsr::mma_bf16_16816(&v95[120], fa55[ks & 1][3], fb56[ks & 1][6]);
+        tsr::mma_bf16_16816(&v95[124], fa55[ks & 1][3], fb56[ks & 1][7]);
       }
     }
     // yield %27
     #pragma unroll
     for (int s97 = 0; s97 < 128; ++s97) {
-      c12[s97] = v58[s97];
+      c12[s97] = v95[s97];
     }
     rs14 = int((unsigned(rs14) + 1u) % 3u);
   }
@@ -352,7 +350,6 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul(uint16_t* tsr_p
 // stat mma-fragments-ahead = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
-// stat ring-refills-in-dots = 1
 // stat smem-bytes = 147456
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4

@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
   for (int s11 = 0; s11 < 64; ++s11) {
     v10[s11] = v3;
   }
-  // %21 = for %19, %18, %10, %20 {pipeline = 4} : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>> {...}
+  // %21 = for %19, %18, %10, %20 {pipeline = 4, refill_in_dot = 1} : tile<f32, [128, 128], layout = mma<version = 2, warps = [2, 4], instr = [16, 8]>> {...}
   float c12[64];
   #pragma unroll
   for (int s13 = 0; s13 < 64; ++s13) {

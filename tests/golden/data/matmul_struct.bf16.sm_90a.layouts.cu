@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     c12[s13] = v10[s13];
   }
   uint16_t* const sh15 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 0);
-  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 10240);
+  uint16_t* const sh16 = reinterpret_cast<uint16_t*>((tsr_smem + 0) + 8192);
   int rs14 = 0;
   #pragma unroll 1
   for (int pro17 = 0; pro17 < 1; ++pro17) {
@@ -73,13 +73,12 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
         const int64_t o19 = int64_t(v1) * 64;
         const int64_t o20 = int64_t(nx18) * 32;
         if (o19 >= 0 && o19 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o20 >= 0 && o20 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o19 * tsr_p0_s0 + o20 * tsr_p0_s1)) {
-          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2560));
+          const uint32_t sb21 = tsr::smem_u32((sh15 + (pro17) * 2048));
           const int r22 = tsr_tid / 4, k23 = tsr_tid % 4 * 8;
           const uint16_t* const g24 = tsr_p0 + (o19 + r22) * tsr_p0_s0 + (o20 + k23) * tsr_p0_s1;
-          const uint32_t d25 = sb21 + uint32_t((r22) * 40 + (k23) * 1) * 2u;
           #pragma unroll
           for (int i26 = 0; i26 < 2; ++i26) {
-            tsr::cp_async_16(d25 + uint32_t(i26) * 2560u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
+            tsr::cp_async_16(sb21 + uint32_t(tsr::sw64_index(int((r22 + i26 * 32) * 1), int(k23), 64)) * 2u, g24 + int64_t(i26) * 32 * tsr_p0_s0);
           }
         } else {
           if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
@@ -88,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q28 = i27 * 128 + tsr_tid;
               const int64_t n29 = !(true && (o19 + ((q28 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q28 * 8) % 32))) : 8;
               const uint16_t* src30 = tsr_p0 + (n29 > 0 ? (o19 + ((q28 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q28 * 8) % 32)) * tsr_p0_s1 : 0);
-              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2560)) + uint32_t((((q28 * 8) / 32)) * 40 + (((q28 * 8) % 32)) * 1) * 2u, src30, int(n29) * 2);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (pro17) * 2048)) + uint32_t(tsr::sw64_index(int((((q28 * 8) / 32)) * 1), int(((q28 * 8) % 32)), 64)) * 2u, src30, int(n29) * 2);
             }
           } else {
             #pragma unroll 1
@@ -96,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
               const int q33 = i32 * 128 + tsr_tid;
               const int64_t n34 = !(true && (o19 + ((q33 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o20 + ((q33 * 8) % 32))) : 8;
               const uint16_t* src35 = tsr_p0 + (n34 > 0 ? (o19 + ((q33 * 8) / 32)) * tsr_p0_s0 + (o20 + ((q33 * 8) % 32)) * tsr_p0_s1 : 0);
-              uint16_t* const dst36 = (sh15 + (pro17) * 2560) + (((q33 * 8) / 32)) * 40 + (((q33 * 8) % 32)) * 1;
+              uint16_t* const dst36 = (sh15 + (pro17) * 2048) + tsr::sw64_index(int((((q33 * 8) / 32)) * 1), int(((q33 * 8) % 32)), 64);
               for (int v_ = 0; v_ < 8; ++v_) dst36[v_] = v_ < n34 ? src35[v_] : uint16_t(0);
             }
           }
@@ -141,115 +140,112 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
     const int32_t iv55 = int32_t(iv55_);
     tsr::cp_async_wait<0>();  // this iteration's copies are in
     __syncthreads();
-    // %24 = load_tile %a, %11, %22 : tile<bf16, [64, 32], layout = shared<swizzle = 0, pad = 8>, space = "shared">
+    if ((iv55_ + 1 * int64_t(v0)) < int64_t(v8)) {
+      const int32_t nx56 = int32_t((iv55_ + 1 * int64_t(v0)));
+      {
+        const int64_t o57 = int64_t(v1) * 64;
+        const int64_t o58 = int64_t(nx56) * 32;
+        if (o57 >= 0 && o57 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o58 >= 0 && o58 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o57 * tsr_p0_s0 + o58 * tsr_p0_s1)) {
+          const uint32_t sb59 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2048));
+          const int r60 = tsr_tid / 4, k61 = tsr_tid % 4 * 8;
+          const uint16_t* const g62 = tsr_p0 + (o57 + r60) * tsr_p0_s0 + (o58 + k61) * tsr_p0_s1;
+          #pragma unroll
+          for (int i64 = 0; i64 < 2; ++i64) {
+            tsr::cp_async_16(sb59 + uint32_t(tsr::sw64_index(int((r60 + i64 * 32) * 1), int(k61), 64)) * 2u, g62 + int64_t(i64) * 32 * tsr_p0_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i65 = 0; i65 < 2; ++i65) {
+              const int q66 = i65 * 128 + tsr_tid;
+              const int64_t n67 = !(true && (o57 + ((q66 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q66 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q66 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o58 + ((q66 * 8) % 32))) : 8;
+              const uint16_t* src68 = tsr_p0 + (n67 > 0 ? (o57 + ((q66 * 8) / 32)) * tsr_p0_s0 + (o58 + ((q66 * 8) % 32)) * tsr_p0_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw64_index(int((((q66 * 8) / 32)) * 1), int(((q66 * 8) % 32)), 64)) * 2u, src68, int(n67) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i70 = 0; i70 < 2; ++i70) {
+              const int q71 = i70 * 128 + tsr_tid;
+              const int64_t n72 = !(true && (o57 + ((q71 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o58 + ((q71 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o58 + ((q71 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o58 + ((q71 * 8) % 32))) : 8;
+              const uint16_t* src73 = tsr_p0 + (n72 > 0 ? (o57 + ((q71 * 8) / 32)) * tsr_p0_s0 + (o58 + ((q71 * 8) % 32)) * tsr_p0_s1 : 0);
+              uint16_t* const dst74 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2048) + tsr::sw64_index(int((((q71 * 8) / 32)) * 1), int(((q71 * 8) % 32)), 64);
+              for (int v_ = 0; v_ < 8; ++v_) dst74[v_] = v_ < n72 ? src73[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+      {
+        const int64_t o75 = int64_t(nx56) * 32;
+        const int64_t o76 = int64_t(v2) * 64;
+        if (o75 >= 0 && o75 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o76 >= 0 && o76 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o75 * tsr_p1_s0 + o76 * tsr_p1_s1)) {
+          const uint32_t sb77 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048));
+          const int r78 = tsr_tid / 8, k79 = tsr_tid % 8 * 8;
+          const uint16_t* const g80 = tsr_p1 + (o75 + r78) * tsr_p1_s0 + (o76 + k79) * tsr_p1_s1;
+          #pragma unroll
+          for (int i82 = 0; i82 < 2; ++i82) {
+            tsr::cp_async_16(sb77 + uint32_t(tsr::sw128_index(int((r78 + i82 * 16) * 1), int(k79), 32)) * 2u, g80 + int64_t(i82) * 16 * tsr_p1_s0);
+          }
+        } else {
+          if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
+            #pragma unroll 1
+            for (int i83 = 0; i83 < 2; ++i83) {
+              const int q84 = i83 * 128 + tsr_tid;
+              const int64_t n85 = !(true && (o75 + ((q84 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o76 + ((q84 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o76 + ((q84 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o76 + ((q84 * 8) % 64))) : 8;
+              const uint16_t* src86 = tsr_p1 + (n85 > 0 ? (o75 + ((q84 * 8) / 64)) * tsr_p1_s0 + (o76 + ((q84 * 8) % 64)) * tsr_p1_s1 : 0);
+              tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q84 * 8) / 64)) * 1), int(((q84 * 8) % 64)), 32)) * 2u, src86, int(n85) * 2);
+            }
+          } else {
+            #pragma unroll 1
+            for (int i88 = 0; i88 < 2; ++i88) {
+              const int q89 = i88 * 128 + tsr_tid;
+              const int64_t n90 = !(true && (o75 + ((q89 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o76 + ((q89 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o76 + ((q89 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o76 + ((q89 * 8) % 64))) : 8;
+              const uint16_t* src91 = tsr_p1 + (n90 > 0 ? (o75 + ((q89 * 8) / 64)) * tsr_p1_s0 + (o76 + ((q89 * 8) % 64)) * tsr_p1_s1 : 0);
+              uint16_t* const dst92 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048) + tsr::sw128_index(int((((q89 * 8) / 64)) * 1), int(((q89 * 8) % 64)), 32);
+              for (int v_ = 0; v_ < 8; ++v_) dst92[v_] = v_ < n90 ? src91[v_] : uint16_t(0);
+            }
+          }
+        }
+      }
+    }
+    tsr::cp_async_commit();
+    // %24 = load_tile %a, %11, %22 : tile<bf16, [64, 32], layout = shared<swizzle = 64, pad = 0>, space = "shared">
     // %25 = load_tile %b, %22, %12 : tile<bf16, [32, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
     // %26 = dot %24, %25, %23 : tile<f32, [64, 64], layout = mma<version = 2, warps = [2, 2], instr = [16, 8]>>
-    float v56[32];
+    float v93[32];
     #pragma unroll
-    for (int s57 = 0; s57 < 32; ++s57) {
-      v56[s57] = c12[s57];
+    for (int s94 = 0; s94 < 32; ++s94) {
+      v93[s94] = c12[s94];
     }
     {
       const int wm_ = tsr_warp / 2, wn_ = tsr_warp % 2;
       (void)wm_; (void)wn_;
       uint32_t fa[2][2][4], fb[2][4][2];
-      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
-      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (0) + 8 * (tsr_lane >> 4)) * 2u);
+      tsr::ldsm_x4(fa[0][0][0], fa[0][0][1], fa[0][0][2], fa[0][0][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((0) * 64 + (16 * (0)) / 32 * 4096)));
+      tsr::ldsm_x4(fa[0][1][0], fa[0][1][1], fa[0][1][2], fa[0][1][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (0)) / 8 % 4 * 16)) + uint32_t((32) * 64 + (16 * (0)) / 32 * 4096)));
       tsr::ldsm_x4_trans(fb[0][0][0], fb[0][0][1], fb[0][1][0], fb[0][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (0) / 64 * 4096)));
       tsr::ldsm_x4_trans(fb[0][2][0], fb[0][2][1], fb[0][3][0], fb[0][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (0)) * 128 + (32) / 64 * 4096)));
       #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         if (ks + 1 < 2) {
-          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((0 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
-          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2560)) + uint32_t((32 + 16 * wm_ + (tsr_lane & 15)) * 40 + 16 * (ks + 1) + 8 * (tsr_lane >> 4)) * 2u);
+          tsr::ldsm_x4(fa[(ks + 1) & 1][0][0], fa[(ks + 1) & 1][0][1], fa[(ks + 1) & 1][0][2], fa[(ks + 1) & 1][0][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 4 * 16)) + uint32_t((0) * 64 + (16 * (ks + 1)) / 32 * 4096)));
+          tsr::ldsm_x4(fa[(ks + 1) & 1][1][0], fa[(ks + 1) & 1][1][1], fa[(ks + 1) & 1][1][2], fa[(ks + 1) & 1][1][3], tsr::smem_u32((sh15 + rs14 * 2048)) + ((uint32_t(tsr::sw64_index_key(int(16 * wm_ + (tsr_lane & 15)), int(8 * (tsr_lane >> 4)), 64, (tsr_lane >> 1) & 3)) * 2u ^ uint32_t((16 * (ks + 1)) / 8 % 4 * 16)) + uint32_t((32) * 64 + (16 * (ks + 1)) / 32 * 4096)));
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][0][0], fb[(ks + 1) & 1][0][1], fb[(ks + 1) & 1][1][0], fb[(ks + 1) & 1][1][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((0) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (0) / 64 * 4096)));
           tsr::ldsm_x4_trans(fb[(ks + 1) & 1][2][0], fb[(ks + 1) & 1][2][1], fb[(ks + 1) & 1][3][0], fb[(ks + 1) & 1][3][1], tsr::smem_u32((sh16 + rs14 * 2048)) + ((uint32_t(tsr::sw128_index_key(int((tsr_lane & 15)), int(16 * (tsr_lane >> 4) + 8 * wn_), 32, tsr_lane & 7)) * 2u ^ uint32_t((32) / 8 % 8 * 16)) + uint32_t((16 * (ks + 1)) * 128 + (32) / 64 * 4096)));
         }
-        if (ks == 0) {  // the ring's refill, before the first k step's mma instructions
-          if ((iv55_ + 1 * int64_t(v0)) < int64_t(v8)) {
-            const int32_t nx58 = int32_t((iv55_ + 1 * int64_t(v0)));
-            {
-              const int64_t o59 = int64_t(v1) * 64;
-              const int64_t o60 = int64_t(nx58) * 32;
-              if (o59 >= 0 && o59 + 64 <= int64_t(tsr_dim_M) && tsr_p0_s0 % 8 == 0 && o60 >= 0 && o60 + 32 <= int64_t(tsr_dim_K) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + o59 * tsr_p0_s0 + o60 * tsr_p0_s1)) {
-                const uint32_t sb61 = tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560));
-                const int r62 = tsr_tid / 4, k63 = tsr_tid % 4 * 8;
-                const uint16_t* const g64 = tsr_p0 + (o59 + r62) * tsr_p0_s0 + (o60 + k63) * tsr_p0_s1;
-                const uint32_t d65 = sb61 + uint32_t((r62) * 40 + (k63) * 1) * 2u;
-                #pragma unroll
-                for (int i66 = 0; i66 < 2; ++i66) {
-                  tsr::cp_async_16(d65 + uint32_t(i66) * 2560u, g64 + int64_t(i66) * 32 * tsr_p0_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p0) && tsr_p0_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i67 = 0; i67 < 2; ++i67) {
-                    const int q68 = i67 * 128 + tsr_tid;
-                    const int64_t n69 = !(true && (o59 + ((q68 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q68 * 8) % 32))) : 8;
-                    const uint16_t* src70 = tsr_p0 + (n69 > 0 ? (o59 + ((q68 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q68 * 8) % 32)) * tsr_p0_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560)) + uint32_t((((q68 * 8) / 32)) * 40 + (((q68 * 8) % 32)) * 1) * 2u, src70, int(n69) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i72 = 0; i72 < 2; ++i72) {
-                    const int q73 = i72 * 128 + tsr_tid;
-                    const int64_t n74 = !(true && (o59 + ((q73 * 8) / 32)) < int64_t(tsr_dim_M)) || (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) <= 0 ? 0 : (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) < 8 ? (int64_t(tsr_dim_K) - (o60 + ((q73 * 8) % 32))) : 8;
-                    const uint16_t* src75 = tsr_p0 + (n74 > 0 ? (o59 + ((q73 * 8) / 32)) * tsr_p0_s0 + (o60 + ((q73 * 8) % 32)) * tsr_p0_s1 : 0);
-                    uint16_t* const dst76 = (sh15 + (int((unsigned(rs14) + 1u) % 2u)) * 2560) + (((q73 * 8) / 32)) * 40 + (((q73 * 8) % 32)) * 1;
-                    for (int v_ = 0; v_ < 8; ++v_) dst76[v_] = v_ < n74 ? src75[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-            {
-              const int64_t o77 = int64_t(nx58) * 32;
-              const int64_t o78 = int64_t(v2) * 64;
-              if (o77 >= 0 && o77 + 32 <= int64_t(tsr_dim_K) && tsr_p1_s0 % 8 == 0 && o78 >= 0 && o78 + 64 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + o77 * tsr_p1_s0 + o78 * tsr_p1_s1)) {
-                const uint32_t sb79 = tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048));
-                const int r80 = tsr_tid / 8, k81 = tsr_tid % 8 * 8;
-                const uint16_t* const g82 = tsr_p1 + (o77 + r80) * tsr_p1_s0 + (o78 + k81) * tsr_p1_s1;
-                #pragma unroll
-                for (int i84 = 0; i84 < 2; ++i84) {
-                  tsr::cp_async_16(sb79 + uint32_t(tsr::sw128_index(int((r80 + i84 * 16) * 1), int(k81), 32)) * 2u, g82 + int64_t(i84) * 16 * tsr_p1_s0);
-                }
-              } else {
-                if (tsr::aligned_vec<uint16_t, 8>(tsr_p1) && tsr_p1_s0 % 8 == 0) {
-                  #pragma unroll 1
-                  for (int i85 = 0; i85 < 2; ++i85) {
-                    const int q86 = i85 * 128 + tsr_tid;
-                    const int64_t n87 = !(true && (o77 + ((q86 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q86 * 8) % 64))) : 8;
-                    const uint16_t* src88 = tsr_p1 + (n87 > 0 ? (o77 + ((q86 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q86 * 8) % 64)) * tsr_p1_s1 : 0);
-                    tsr::cp_async_16(tsr::smem_u32((sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048)) + uint32_t(tsr::sw128_index(int((((q86 * 8) / 64)) * 1), int(((q86 * 8) % 64)), 32)) * 2u, src88, int(n87) * 2);
-                  }
-                } else {
-                  #pragma unroll 1
-                  for (int i90 = 0; i90 < 2; ++i90) {
-                    const int q91 = i90 * 128 + tsr_tid;
-                    const int64_t n92 = !(true && (o77 + ((q91 * 8) / 64)) < int64_t(tsr_dim_K)) || (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) <= 0 ? 0 : (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) < 8 ? (int64_t(tsr_dim_N) - (o78 + ((q91 * 8) % 64))) : 8;
-                    const uint16_t* src93 = tsr_p1 + (n92 > 0 ? (o77 + ((q91 * 8) / 64)) * tsr_p1_s0 + (o78 + ((q91 * 8) % 64)) * tsr_p1_s1 : 0);
-                    uint16_t* const dst94 = (sh16 + (int((unsigned(rs14) + 1u) % 2u)) * 2048) + tsr::sw128_index(int((((q91 * 8) / 64)) * 1), int(((q91 * 8) % 64)), 32);
-                    for (int v_ = 0; v_ < 8; ++v_) dst94[v_] = v_ < n92 ? src93[v_] : uint16_t(0);
-                  }
-                }
-              }
-            }
-          }
-          tsr::cp_async_commit();
-        }
-        tsr::mma_bf16_16816(&v56[0], fa[ks & 1][0], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v56[4], fa[ks & 1][0], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v56[8], fa[ks & 1][0], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v56[12], fa[ks & 1][0], fb[ks & 1][3]);
-        tsr::mma_bf16_16816(&v56[16], fa[ks & 1][1], fb[ks & 1][0]);
-        tsr::mma_bf16_16816(&v56[20], fa[ks & 1][1], fb[ks & 1][1]);
-        tsr::mma_bf16_16816(&v56[24], fa[ks & 1][1], fb[ks & 1][2]);
-        tsr::mma_bf16_16816(&v56[28], fa[ks & 1][1], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v93[0], fa[ks & 1][0], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v93[4], fa[ks & 1][0], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v93[8], fa[ks & 1][0], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v93[12], fa[ks & 1][0], fb[ks & 1][3]);
+        tsr::mma_bf16_16816(&v93[16], fa[ks & 1][1], fb[ks & 1][0]);
+        tsr::mma_bf16_16816(&v93[20], fa[ks & 1][1], fb[ks & 1][1]);
+        tsr::mma_bf16_16816(&v93[24], fa[ks & 1][1], fb[ks & 1][2]);
+        tsr::mma_bf16_16816(&v93[28], fa[ks & 1][1], fb[ks & 1][3]);
       }
     }
     // yield %26
     #pragma unroll
     for (int s95 = 0; s95 < 32; ++s95) {
-      c12[s95] = v56[s95];
+      c12[s95] = v93[s95];
     }
     rs14 = int((unsigned(rs14) + 1u) % 2u);
   }
@@ -294,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_struct, block_threads 128, static_smem 0, dynamic_smem 18432
+// symbol tessera_matmul_struct, block_threads 128, static_smem 0, dynamic_smem 16384
 // persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
@@ -309,8 +305,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_struct(uint16_t
 // stat mma-dots = 1
 // stat producer-warpgroups = 0
 // stat ring-loops = 1
-// stat ring-refills-in-dots = 1
-// stat smem-bytes = 18432
+// stat smem-bytes = 16384
 // stat staged-stores = 1
 // stat stepped-tile-copies = 4
 // stat threads = 128
