@@ -327,7 +327,7 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
   if (L.kind == tessera::Layout::Kind::Shared && L.swizzle != 0) {
     // 128-byte rows; or 64-byte ones of 16-bit elements for mma.sync (swizzle-mma-operands).
     const bool sw64 = L.swizzle == 64 && eb == 2 && !lowered_wgmma_;
-    if ((L.swizzle != 128 && !sw64) || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows"};
+    if ((L.swizzle != 128 && !sw64) || L.pad != 0) throw NotLowerable{"a shared tile swizzled other than in 128-byte rows (or 64-byte ones of 16-bit mma.sync operands)"};
     // 16-bit elements (64 to a 128-byte row) or 8-bit ones (fp8 wgmma operands, 128 to a row).
     if (eb != 2 && eb != 1) throw NotLowerable{"a 128-byte swizzled tile of other than 8- or 16-bit elements"};
     const int64_t F = order[0], A = L.swizzle / eb;
@@ -342,7 +342,7 @@ Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int6
       stride *= S[order[i]];
     }
     sv.rows = stride / A;
-    if (sv.rows % 8 != 0) throw NotLowerable{"a 128-byte swizzled tile of other than whole 8-row atoms"};
+    if (sv.rows % 8 != 0) throw NotLowerable{"a swizzled tile of other than whole 8-row atoms"};
     // With wgmma (and the TMA), 1024-byte aligned (the swizzle pattern is of the address bits):
     // the buffer's offset from the lowered base is, and so is that base (lowered_base).
     // Without, the tile is an mma.sync operand (swizzle-mma-operands) whose every address the
@@ -628,7 +628,8 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
   // (The stage arithmetic is unsigned: a signed % S of a value the compiler cannot prove
   // non-negative costs a sign fix-up.)
   const std::string next_stage = "int((unsigned(" + stage + ") + " + num(S - 1) + "u) % " + num(S) + "u)";
-  // The refill goes at the top of the iteration, after the barrier, or where pipeline-loops
+  // The refill goes at the top of the iteration (after its barrier; with fragments_ahead the
+  // barrier is before the last k step of the iteration before), or where pipeline-loops
   // wrote `refill_in_dot = 1` in the first k step of the body's mma.sync dot, before that step's
   // mma instructions (pipeline-loops says when and why). Either way it writes the stage no
   // thread reads after this iteration's barrier, and one commit group an iteration keeps

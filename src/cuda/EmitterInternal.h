@@ -151,9 +151,9 @@ class Emitter {
   std::string exchange_words(const Op& op, const std::string& C, int64_t words, int64_t bytes);
   static constexpr int64_t kOwnExchangeBytes = 16384;
   // An mma operand kept in shared memory for the dots that read it (16-bit elements, rows of
-  // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous). `rows` > 0: 128-byte
-  // swizzled (swizzle-mma-operands), element (row, col) of the stored tile at
-  // tsr::sw128_index(row, col, rows) instead of row * ld + col.
+  // `ld` elements; `dim0_fastest`: stored transposed, dim 0 contiguous). `rows` > 0: swizzled
+  // (swizzle-mma-operands), element (row, col) of the stored tile at tsr::sw128_index(row, col,
+  // rows) (`atom` 64) or tsr::sw64_index (`atom` 32) instead of row * ld + col.
   struct StagedOperand {
     std::string base;  // shared-space address (uint32_t expression)
     int64_t ld = 0;

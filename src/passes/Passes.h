@@ -184,8 +184,8 @@ void remove_layout_conversions(Kernel& k, PassStats& stats);
 // mma.sync operands that must cross threads go through shared tiles; loads write them
 // directly (StageMmaOperands.cpp).
 void stage_mma_operands(Kernel& k, PassStats& stats);
-// Without wgmma: the shared tiles only mma.sync dots read, rows of whole 128-byte lines, get
-// the 128-byte swizzle in place of padded rows (SwizzleMmaOperands.cpp).
+// In a kernel without wgmma dots: the shared tiles only mma.sync dots read, rows of whole 128-
+// or 64-byte lines, get the 128- or 64-byte swizzle in place of padded rows (SwizzleMmaOperands.cpp).
 void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // A loop whose body loads tiles into shared memory at indices computable one iteration ahead
 // gets `pipeline = 2` unless it has a `pipeline` (PipelineLoops.cpp).

@@ -1,5 +1,5 @@
-// swizzle-mma-operands (GPU lowering, mma.sync on targets without wgmma): the shared tiles that
-// only mma.sync dots read (ldmatrix) get the 128-byte swizzle instead of padded rows.
+// swizzle-mma-operands (GPU lowering, kernels without wgmma dots): the shared tiles that only
+// mma.sync dots read (ldmatrix) get a 128- or 64-byte swizzle instead of padded rows.
 //
 // assign-layouts and stage-mma-operands give an mma.sync operand rows padded by 16 bytes
 // (`shared<swizzle = 0, pad = 8>`), which keeps the eight rows an ldmatrix phase reads in
@@ -13,17 +13,19 @@
 // `shared<swizzle = 128, pad = 0>` (its order kept), as do the views (reshapes, permutes) of it
 // the dots read: each 16-byte chunk of a row moves to chunk (chunk ^ row % 8) of the same row
 // (tsr::sw128_index), so an ldmatrix phase's eight rows still fall in different banks, rows stay
-// 128-byte aligned and a copy's 32-byte pieces stay whole.
+// 128-byte aligned and a copy's 32-byte pieces stay whole. Rows of 64 bytes (a [64, 32] A tile
+// of 16-bit elements: matmul_struct's) get the 64-byte swizzle instead (`shared<swizzle = 64,
+// pad = 0>`, the TMA's SWIZZLE_64B pattern): chunk c ^ (row / 2 % 4), two rows to a 128-byte
+// line (tsr::sw64_index). Shorter rows keep their padding (stat `short-rows`).
 //
-// Not on sm_90a (wgmma's operands are swizzled by assign-layouts; an mma.sync operand there
-// keeps its padding, away from the TMA rings, which would write a swizzled tile by address
-// bits), not for 8-bit operands (the emitter indexes 16-bit swizzled tiles only), and not for
-// tiles with other readers than mma.sync dots.
-//
-// Rows of 64 bytes (a [64, 32] A tile of 16-bit elements: matmul_struct's) get the 64-byte
-// swizzle instead (`shared<swizzle = 64, pad = 0>`, the TMA's SWIZZLE_64B pattern): chunk
-// c ^ (row / 2 % 4), two rows to a 128-byte line (tsr::sw64_index). Shorter rows keep their
-// padding (stat `short-rows`).
+// Not in a kernel with a wgmma dot (its operands are swizzled by assign-layouts for the TMA,
+// which swizzles by address bits; the emitter's TMA rings are only for such kernels), so on
+// sm_90a for kernels lowered for mma.sync (the emitter's retry without wgmma, or a first
+// lowering that found no wgmma dot). Not for 8-bit operands (the emitter indexes 16-bit
+// swizzled tiles only), and not for tiles with readers other than mma.sync dots: a conversion
+// of one to a dot operand layout (stage-mma-operands' computed operands, int4_dequant_matmul's
+// B) counts as another reader, though the emitter reads that too with ldmatrix (not done yet:
+// stat `other-readers`).
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -51,9 +53,14 @@ std::unordered_map<const Value*, std::vector<std::pair<Op*, size_t>>> readers_of
 
 }  // namespace
 
-void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
-  if (o.wgmma) return;
-  // TESSERA_NO_SWIZZLE_MMA_OPERANDS=1: padded rows as before (an A/B switch while this is measured).
+void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions&, PassStats& stats) {
+  bool wgmma = false;
+  walk(*k.body, [&](Op& op) {
+    wgmma |= op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma && op.result()->type.layout.version == 3;
+  });
+  if (wgmma) return;
+  // TESSERA_NO_SWIZZLE_MMA_OPERANDS=1: padded rows as before, and so (pipeline-loops) the ring's
+  // refill in the dot as before (an A/B switch).
   if (const char* e = std::getenv("TESSERA_NO_SWIZZLE_MMA_OPERANDS"); e && std::strcmp(e, "1") == 0) return;
   const auto readers = readers_of(k);
   std::vector<Value*> roots;  // the tiles written to shared memory: loads and conversions
