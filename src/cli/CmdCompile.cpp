@@ -125,11 +125,18 @@ int cmd_compile(const CompileOptions& o) {
     PassStats stats;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
     // The GPU lowering passes run beside the emitter, which does not read their output yet:
-    // for their dumps and statistics.
+    // for their dumps and statistics. On sm_90a with wgmma, unless the layout emitter printed
+    // the kernel from its lowering for mma.sync (what it cannot print with wgmma): then that one.
     const auto lowering = gpu_lowering_pass_names();
     if (cuda_target && (o.stats || o.dump_after == "all" ||
-                        std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end()))
-      run_gpu_lowering(*bound, {target.sm, target.arch_specific && target.tma}, po, &stats);
+                        std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end())) {
+      bool wgmma = target.arch_specific && target.tma;
+      if (wgmma && target.from_layouts) {
+        const CudaEmission probe = emit_cuda_with_info(*bound, target);
+        wgmma = !probe.lowered || probe.lowered_with_wgmma;
+      }
+      run_gpu_lowering(*bound, {target.sm, wgmma}, po, &stats);
+    }
     // --split: the split schedule's two kernels take the bound kernel's place.
     std::vector<const Kernel*> outs{bound.get()};
     SplitKernels split;

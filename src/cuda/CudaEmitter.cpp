@@ -1502,6 +1502,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         for (std::string& n : planning_only_knob_notes(bound_kernel)) out.notes.push_back(std::move(n));
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
+        out.lowered_with_wgmma = wgmma;
         return out;
       } catch (const cudagen::NotLowerable& e) {
         if (wgmma) {

@@ -164,6 +164,10 @@ struct CudaEmission {
   // The GPU lowering's output the source was printed from (CudaTarget::from_layouts), which
   // line_op points into; null when the source was printed from the kernel given.
   std::shared_ptr<const Kernel> lowered;
+  // The GpuLoweringOptions::wgmma that lowering ran with: false on sm_90a where the layout
+  // emitter lowered the kernel again for mma.sync (what it could not print with wgmma), so that
+  // `tessera compile --dump-after` and `--stats` can show the lowering that was printed.
+  bool lowered_with_wgmma = false;
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);

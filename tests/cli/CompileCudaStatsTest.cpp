@@ -21,10 +21,14 @@ struct Outcome {
   std::string out, err;
 };
 
-Outcome compile(const std::string& args) {
+Outcome compile_env(const std::string& env, const std::string& args);
+Outcome compile(const std::string& args) { return compile_env("", args); }
+
+// `env` (NAME=VALUE ... with a trailing space) set for the command.
+Outcome compile_env(const std::string& env, const std::string& args) {
   static int n = 0;
   std::string err_path = testing::TempDir() + "/tessera_stats_err_" + std::to_string(::getpid()) + "_" + std::to_string(n++);
-  std::string cmd = std::string("cd '") + TESSERA_SOURCE_DIR + "' && '" + TESSERA_BINARY_DIR + "/bin/tessera' compile " +
+  std::string cmd = std::string("cd '") + TESSERA_SOURCE_DIR + "' && " + env + "'" + TESSERA_BINARY_DIR + "/bin/tessera' compile " +
                     args + " 2>'" + err_path + "'";
   Outcome r;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -226,6 +230,20 @@ TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   Outcome file = compile("tests/corpus/layernorm.tile --size M=4");
   EXPECT_NE(file.status, 0);
   EXPECT_THAT(file.err, HasSubstr("a .tile file compiles with symbolic sizes"));
+}
+
+// With the layout emitter on, sm_90a's --stats and --dump-after show the lowering the emitter
+// printed: matmul_struct's 64 x 64 tiles it prints from its lowering for mma.sync (the wgmma
+// lowering's it cannot), whose operand tiles swizzle-mma-operands swizzles.
+TEST(CliCompileStats, Sm90aShowsTheLoweringTheLayoutEmitterPrinted) {
+  Outcome on = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", "matmul_struct --dtype bf16 --target cuda:sm_90a --emit cuda --stats");
+  Outcome r = compile_env("TESSERA_CUDA_FROM_LAYOUTS=1 ", "matmul_struct --dtype bf16 --target cuda:sm_90a --emit cuda --stats");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tsr::ldsm_x4"));  // printed for mma.sync
+  EXPECT_THAT(r.err, HasSubstr("swizzle-mma-operands.swizzled = 1"));
+  // The planning emitter prints from the kernel, not a lowering: the wgmma lowering is shown.
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_THAT(on.err, Not(HasSubstr("swizzle-mma-operands.swizzled")));
 }
 
 }  // namespace
