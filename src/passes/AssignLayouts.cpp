@@ -84,7 +84,7 @@ int default_num_warps(const Kernel& k, int cluster) {
   return warps;
 }
 
-Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps) {
+Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps, int run_bytes) {
   const size_t r = shape.size();
   std::vector<int64_t> pt(r, 1), th(r, 1), wp(r, 1), order(r);
   for (size_t i = 0; i < r; ++i) order[i] = static_cast<int64_t>(r - 1 - i);
@@ -97,7 +97,7 @@ Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes,
   int64_t numel = 1;
   for (int64_t e : shape) numel *= e;
   const int64_t per_program = std::max<int64_t>(1, numel / (32 * std::max(1, num_warps)));
-  pt[r - 1] = pow2_dividing(shape[r - 1], std::min<int64_t>(std::max(1, 16 / std::max(1, elem_bytes)), pow2_floor(per_program)));
+  pt[r - 1] = pow2_dividing(shape[r - 1], std::min<int64_t>(std::max(1, run_bytes / std::max(1, elem_bytes)), pow2_floor(per_program)));
   int64_t threads = 32;
   for (size_t i = r; i-- > 0 && threads > 1;) {
     th[i] = pow2_dividing(shape[i] / pt[i], threads);
@@ -124,6 +124,9 @@ class Assign {
     std::set<const Value*> from_dot;  // values computed from a dot's result
     walk(*k_.body, [&](Op& op) {
       has_reductions_ |= op.info().cls == OpClass::Reduce || op.info().cls == OpClass::Scan;
+      if (op.info().cls == OpClass::Scan && !op.operands.empty() && op.operand(0)->type.is_tile() &&
+          shape_is_static(op.operand(0)->type.shape) && non_unit(dims(op.operand(0)->type)).size() == 1)
+        scan_lengths_.insert(non_unit(dims(op.operand(0)->type)));
       // Values computed from a dot's result (program order: what a dot in the same block or
       // an enclosing one computed before), and whether a dot reads one as an operand.
       bool derived = op.kind == OpKind::Dot;
@@ -184,6 +187,8 @@ class Assign {
   // For each tile shape the kernel loads or stores, the narrowest element of those accesses
   // in memory (4 at most).
   std::map<std::vector<int64_t>, int> access_bytes_;
+  // The non-unit dims of the 1-D tiles block scans read.
+  std::set<std::vector<int64_t>> scan_lengths_;
   bool has_reductions_ = false;  // any reduce or scan in the kernel
   bool dot_reads_dot_ = false;   // a dot's operand computed from another dot's result
 
@@ -193,9 +198,19 @@ class Assign {
   // elements, one 16-byte vector access; four for a shape it only computes in f32), but no more
   // than the shape's elements per thread of the program (default_blocked_layout), and the
   // memory ops' vectors are as wide as that run.
+  // A 1-D tile (unit dims aside) of a length a block scan reads takes 32-byte runs: each run is
+  // one block-wide step of the scan (a warp scan, a barrier), so topk's [8192] i32 scans on 512
+  // threads print 2 steps instead of 4; at 16-byte runs their registers made the segments
+  // kernel spill 32 bytes under its 64-register bound (ptxas; the planning emitter's runs are
+  // 8 elements too, and it does not spill).
   Layout blocked(const Type& t) const {
     auto it = access_bytes_.find(dims(t));
-    return default_blocked_layout(dims(t), it == access_bytes_.end() ? 4 : it->second, warps_);
+    const int run = scan_lengths_.count(non_unit(dims(t))) ? 32 : 16;
+    return default_blocked_layout(dims(t), it == access_bytes_.end() ? 4 : it->second, warps_, run);
+  }
+  static std::vector<int64_t> non_unit(std::vector<int64_t> d) {
+    std::erase(d, int64_t{1});
+    return d;
   }
 
   // `v` as op `user`'s operand `i` in layout `want` (and space): the value itself, or a new

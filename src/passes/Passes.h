@@ -130,7 +130,8 @@ void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stat
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the
 // fastest dim (at most the tile's elements per thread of the program), the warp's threads
 // fastest dim first, the warps slowest dim first (replicated when no blocked layout fits).
-Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps);
+// (`run_bytes`: 32 for the 1-D tiles a block scan reads, AssignLayouts.cpp.)
+Layout default_blocked_layout(const std::vector<int64_t>& shape, int elem_bytes, int num_warps, int run_bytes = 16);
 // Every tile gets a layout, every exchange an explicit convert_layout (AssignLayouts.cpp).
 void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // A producer warpgroup for the kernel's ring loop on sm_90a: `warp_specialize = 1` on a top-level

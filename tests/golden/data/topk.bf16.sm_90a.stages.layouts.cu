@@ -51,17 +51,17 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   const int32_t v10 = int32_t(0LL);
   // %18 = add %11, %17 : i32
   const int32_t v11 = int32_t(uint32_t(v4) + uint32_t(v10));
-  // %19 = load_tile %x, %9, %18 : tile<bf16, [1, 8192], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+  // %19 = load_tile %x, %9, %18 : tile<bf16, [1, 8192], layout = blocked<per_thread = [1, 16], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
   float v12[16];
   {
     const int64_t o13 = int64_t(v2) * 1 + 0;
-    const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256);
+    const int64_t o14 = int64_t(v11) * 8192 + (((tsr_lane >> 0) & 31) * 16 + ((tsr_warp >> 0) & 15) * 512);
     const bool whole15 = int64_t(v2) * 1 >= 0 && int64_t(v2) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v11) * 8192 >= 0 && int64_t(v11) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + int64_t(v2) * 1 * tsr_p0_s0 + int64_t(v11) * 8192 * tsr_p0_s1);
     if (whole15) {
       #pragma unroll
       for (int c16 = 0; c16 < 2; ++c16) {
         uint16_t vb17[8];
-        tsr::copy_vec<uint16_t, 8>(vb17, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c16 * 8) % 8) + (((c16 * 8) / 8) % 2) * 4096)) * tsr_p0_s1);
+        tsr::copy_vec<uint16_t, 8>(vb17, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c16 * 8) % 16))) * tsr_p0_s1);
         v12[c16 * 8 + 0] = tsr::bf2f(vb17[0]);
         v12[c16 * 8 + 1] = tsr::bf2f(vb17[1]);
         v12[c16 * 8 + 2] = tsr::bf2f(vb17[2]);
@@ -75,8 +75,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       #pragma unroll
       for (int c18 = 0; c18 < 2; ++c18) {
         uint16_t vb19[8];
-        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1)) {
-          tsr::copy_vec<uint16_t, 8>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1);
+        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16))) * tsr_p0_s1)) {
+          tsr::copy_vec<uint16_t, 8>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16))) * tsr_p0_s1);
           v12[c18 * 8 + 0] = tsr::bf2f(vb19[0]);
           v12[c18 * 8 + 1] = tsr::bf2f(vb19[1]);
           v12[c18 * 8 + 2] = tsr::bf2f(vb19[2]);
@@ -86,19 +86,19 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
           v12[c18 * 8 + 6] = tsr::bf2f(vb19[6]);
           v12[c18 * 8 + 7] = tsr::bf2f(vb19[7]);
         } else {
-          v12[c18 * 8] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096)) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 3) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 4) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 5] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 5) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 6] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 6) * tsr_p0_s1]) : 0x0p+0f;
-          v12[c18 * 8 + 7] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 8) + (((c18 * 8) / 8) % 2) * 4096) + 7) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16))) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 5] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 6] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v12[c18 * 8 + 7] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 8) % 16)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 8) % 16)) + 7) * tsr_p0_s1]) : 0x0p+0f;
         }
       }
     }
   }
-  // %20 = reshape %19 : tile<bf16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %20 = reshape %19 : tile<bf16, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   float v20[16];
   v20[0] = v12[0];
   v20[1] = v12[1];
@@ -116,13 +116,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   v20[13] = v12[13];
   v20[14] = v12[14];
   v20[15] = v12[15];
-  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %21 = bitcast %20 : tile<u16, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint16_t v21[16];
   #pragma unroll
   for (int s22 = 0; s22 < 16; ++s22) {
     v21[s22] = uint16_t(tsr::bf16_bits(v20[s22]));
   }
-  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %22 = cast %21 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v23[16];
   #pragma unroll
   for (int s24 = 0; s24 < 16; ++s24) {
@@ -130,13 +130,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %23 = const {value = 32767} : u32
   const uint32_t v25 = uint32_t(32767LL);
-  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %24 = splat %23 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v26[16];
   #pragma unroll
   for (int s27 = 0; s27 < 16; ++s27) {
     v26[s27] = v25;
   }
-  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %25 = xor %22, %24 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v28[16];
   #pragma unroll
   for (int s29 = 0; s29 < 16; ++s29) {
@@ -144,13 +144,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %26 = const {value = 15} : u32
   const uint32_t v30 = uint32_t(15LL);
-  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %27 = splat %26 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v31[16];
   #pragma unroll
   for (int s32 = 0; s32 < 16; ++s32) {
     v31[s32] = v30;
   }
-  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %28 = shr %22, %27 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v33[16];
   #pragma unroll
   for (int s34 = 0; s34 < 16; ++s34) {
@@ -158,49 +158,49 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %29 = const {value = 0} : u32
   const uint32_t v35 = uint32_t(0LL);
-  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %30 = splat %29 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v36[16];
   #pragma unroll
   for (int s37 = 0; s37 < 16; ++s37) {
     v36[s37] = v35;
   }
-  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %31 = cmp %28, %30 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint8_t v38[16];
   #pragma unroll
   for (int s39 = 0; s39 < 16; ++s39) {
     v38[s39] = uint8_t(v33[s39] == v36[s39]);
   }
-  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %32 = where %31, %25, %22 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v40[16];
   #pragma unroll
   for (int s41 = 0; s41 < 16; ++s41) {
     v40[s41] = (v38[s41] ? v28[s41] : v23[s41]);
   }
-  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %33 = arange : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v42[16];
   #pragma unroll
   for (int s43 = 0; s43 < 16; ++s43) {
-    v42[s43] = int32_t(0 + (((s43) % 8) + (((s43) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+    v42[s43] = int32_t(0 + (((s43) % 16)) + (((tsr_lane >> 0) & 31) * 16 + ((tsr_warp >> 0) & 15) * 512));
   }
-  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %34 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v44[16];
   #pragma unroll
   for (int s45 = 0; s45 < 16; ++s45) {
     v44[s45] = v8;
   }
-  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %35 = cmp %33, %34 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint8_t v46[16];
   #pragma unroll
   for (int s47 = 0; s47 < 16; ++s47) {
     v46[s47] = uint8_t(v42[s47] < v44[s47]);
   }
-  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %36 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v48[16];
   #pragma unroll
   for (int s49 = 0; s49 < 16; ++s49) {
     v48[s49] = v9;
   }
-  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %37 = where %35, %32, %36 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v50[16];
   #pragma unroll
   for (int s51 = 0; s51 < 16; ++s51) {
@@ -255,13 +255,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       for (int s75 = 0; s75 < 1; ++s75) {
         v74[s75] = v10;
       }
-      // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %65 = splat %63 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v76[16];
       #pragma unroll
       for (int s77 = 0; s77 < 16; ++s77) {
         v76[s77] = v73;
       }
-      // %66 = shr %37, %65 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %66 = shr %37, %65 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v78[16];
       #pragma unroll
       for (int s79 = 0; s79 < 16; ++s79) {
@@ -269,19 +269,19 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       }
       // %67 = const {value = 255} : u32
       const uint32_t v80 = uint32_t(255LL);
-      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %68 = splat %67 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v81[16];
       #pragma unroll
       for (int s82 = 0; s82 < 16; ++s82) {
         v81[s82] = v80;
       }
-      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %69 = and %66, %68 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v83[16];
       #pragma unroll
       for (int s84 = 0; s84 < 16; ++s84) {
         v83[s84] = uint32_t(v78[s84] & v81[s84]);
       }
-      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %70 = cast %69 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       int32_t v85[16];
       #pragma unroll
       for (int s86 = 0; s86 < 16; ++s86) {
@@ -289,25 +289,25 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       }
       // %71 = shr %48, %60 : u32
       const uint32_t v87 = tsr::ishr<uint32_t>(c57, v70);
-      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %72 = splat %60 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v88[16];
       #pragma unroll
       for (int s89 = 0; s89 < 16; ++s89) {
         v88[s89] = v70;
       }
-      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %73 = shr %37, %72 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v90[16];
       #pragma unroll
       for (int s91 = 0; s91 < 16; ++s91) {
         v90[s91] = tsr::ishr<uint32_t>(v50[s91], v88[s91]);
       }
-      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %74 = splat %71 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint32_t v92[16];
       #pragma unroll
       for (int s93 = 0; s93 < 16; ++s93) {
         v92[s93] = v87;
       }
-      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %75 = cmp %73, %74 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       uint8_t v94[16];
       #pragma unroll
       for (int s95 = 0; s95 < 16; ++s95) {
@@ -315,13 +315,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       }
       // %76 = const {value = -1} : i32
       const int32_t v96 = int32_t(-1LL);
-      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %77 = splat %76 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       int32_t v97[16];
       #pragma unroll
       for (int s98 = 0; s98 < 16; ++s98) {
         v97[s98] = v96;
       }
-      // %78 = where %75, %70, %77 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %78 = where %75, %70, %77 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
       int32_t v99[16];
       #pragma unroll
       for (int s100 = 0; s100 < 16; ++s100) {
@@ -532,31 +532,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %114 = shr %43, %45 : u32
   const uint32_t v170 = tsr::ishr<uint32_t>(c57, c59);
-  // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %115 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v171[16];
   #pragma unroll
   for (int s172 = 0; s172 < 16; ++s172) {
     v171[s172] = c59;
   }
-  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %116 = shr %37, %115 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v173[16];
   #pragma unroll
   for (int s174 = 0; s174 < 16; ++s174) {
     v173[s174] = tsr::ishr<uint32_t>(v50[s174], v171[s174]);
   }
-  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %117 = splat %114 : tile<u32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint32_t v175[16];
   #pragma unroll
   for (int s176 = 0; s176 < 16; ++s176) {
     v175[s176] = v170;
   }
-  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %118 = cmp %116, %117 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint8_t v177[16];
   #pragma unroll
   for (int s178 = 0; s178 < 16; ++s178) {
     v177[s178] = uint8_t(v173[s178] == v175[s178]);
   }
-  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %119 = cmp %116, %117 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   uint8_t v179[16];
   #pragma unroll
   for (int s180 = 0; s180 < 16; ++s180) {
@@ -564,37 +564,37 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %120 = const {value = 65536} : i32
   const int32_t v181 = int32_t(65536LL);
-  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %121 = splat %120 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v182[16];
   #pragma unroll
   for (int s183 = 0; s183 < 16; ++s183) {
     v182[s183] = v181;
   }
-  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %122 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v184[16];
   #pragma unroll
   for (int s185 = 0; s185 < 16; ++s185) {
     v184[s185] = v10;
   }
-  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %123 = where %119, %121, %122 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v186[16];
   #pragma unroll
   for (int s187 = 0; s187 < 16; ++s187) {
     v186[s187] = (v179[s187] ? v182[s187] : v184[s187]);
   }
-  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %124 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v188[16];
   #pragma unroll
   for (int s189 = 0; s189 < 16; ++s189) {
     v188[s189] = v1;
   }
-  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %125 = where %118, %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v190[16];
   #pragma unroll
   for (int s191 = 0; s191 < 16; ++s191) {
     v190[s191] = (v177[s191] ? v188[s191] : v184[s191]);
   }
-  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %126 = add %125, %123 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v192[16];
   #pragma unroll
   for (int s193 = 0; s193 < 16; ++s193) {
@@ -662,10 +662,10 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   const int32_t v210 = int32_t(uint32_t(v10) + uint32_t(v207));
   // %133 = cmp %132, %44 {pred = "le"} : i1
   const uint8_t v211 = uint8_t(v210 <= c58);
-  // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
+  // %134 = if %133 : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>> {...}
   uint8_t v212[16];
   if (v211) {
-    // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %135 = or %119, %118 : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     uint8_t v213[16];
     #pragma unroll
     for (int s214 = 0; s214 < 16; ++s214) {
@@ -677,13 +677,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
       v212[s215] = v213[s215];
     }
   } else {
-    // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %136 = cast %118 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     int32_t v216[16];
     #pragma unroll
     for (int s217 = 0; s217 < 16; ++s217) {
       v216[s217] = int32_t(v177[s217]);
     }
-    // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %137 = scan %136 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     int32_t v218[16];
     uint32_t run219 = uint32_t(0);
     uint32_t acc220_0 = uint32_t(0);
@@ -695,6 +695,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     acc220_0 += uint32_t(v216[5]); v218[5] = int32_t(acc220_0);
     acc220_0 += uint32_t(v216[6]); v218[6] = int32_t(acc220_0);
     acc220_0 += uint32_t(v216[7]); v218[7] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[8]); v218[8] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[9]); v218[9] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[10]); v218[10] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[11]); v218[11] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[12]); v218[12] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[13]); v218[13] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[14]); v218[14] = int32_t(acc220_0);
+    acc220_0 += uint32_t(v216[15]); v218[15] = int32_t(acc220_0);
     __syncthreads();
     uint32_t tot222_0;
     const uint32_t off221_0 = run219 + tsr::block_exclusive_sum<16>(acc220_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_0);
@@ -706,53 +714,40 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     v218[5] = int32_t(uint32_t(v218[5]) + off221_0);
     v218[6] = int32_t(uint32_t(v218[6]) + off221_0);
     v218[7] = int32_t(uint32_t(v218[7]) + off221_0);
+    v218[8] = int32_t(uint32_t(v218[8]) + off221_0);
+    v218[9] = int32_t(uint32_t(v218[9]) + off221_0);
+    v218[10] = int32_t(uint32_t(v218[10]) + off221_0);
+    v218[11] = int32_t(uint32_t(v218[11]) + off221_0);
+    v218[12] = int32_t(uint32_t(v218[12]) + off221_0);
+    v218[13] = int32_t(uint32_t(v218[13]) + off221_0);
+    v218[14] = int32_t(uint32_t(v218[14]) + off221_0);
+    v218[15] = int32_t(uint32_t(v218[15]) + off221_0);
     run219 += tot222_0;
-    uint32_t acc220_1 = uint32_t(0);
-    acc220_1 += uint32_t(v216[8]); v218[8] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[9]); v218[9] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[10]); v218[10] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[11]); v218[11] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[12]); v218[12] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[13]); v218[13] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[14]); v218[14] = int32_t(acc220_1);
-    acc220_1 += uint32_t(v216[15]); v218[15] = int32_t(acc220_1);
-    __syncthreads();
-    uint32_t tot222_1;
-    const uint32_t off221_1 = run219 + tsr::block_exclusive_sum<16>(acc220_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot222_1);
-    v218[8] = int32_t(uint32_t(v218[8]) + off221_1);
-    v218[9] = int32_t(uint32_t(v218[9]) + off221_1);
-    v218[10] = int32_t(uint32_t(v218[10]) + off221_1);
-    v218[11] = int32_t(uint32_t(v218[11]) + off221_1);
-    v218[12] = int32_t(uint32_t(v218[12]) + off221_1);
-    v218[13] = int32_t(uint32_t(v218[13]) + off221_1);
-    v218[14] = int32_t(uint32_t(v218[14]) + off221_1);
-    v218[15] = int32_t(uint32_t(v218[15]) + off221_1);
-    run219 += tot222_1;
-    // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %138 = add %137, %122 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     int32_t v223[16];
     #pragma unroll
     for (int s224 = 0; s224 < 16; ++s224) {
       v223[s224] = int32_t(uint32_t(v218[s224]) + uint32_t(v184[s224]));
     }
-    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %139 = splat %44 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     int32_t v225[16];
     #pragma unroll
     for (int s226 = 0; s226 < 16; ++s226) {
       v225[s226] = c58;
     }
-    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %140 = cmp %138, %139 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     uint8_t v227[16];
     #pragma unroll
     for (int s228 = 0; s228 < 16; ++s228) {
       v227[s228] = uint8_t(v223[s228] <= v225[s228]);
     }
-    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %141 = and %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     uint8_t v229[16];
     #pragma unroll
     for (int s230 = 0; s230 < 16; ++s230) {
       v229[s230] = uint8_t(v177[s230] & v227[s230]);
     }
-    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    // %142 = or %119, %141 : tile<i1, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
     uint8_t v231[16];
     #pragma unroll
     for (int s232 = 0; s232 < 16; ++s232) {
@@ -766,13 +761,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %143 = const {value = -1} : i32
   const int32_t v234 = int32_t(-1LL);
-  // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %144 = cast %134 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v235[16];
   #pragma unroll
   for (int s236 = 0; s236 < 16; ++s236) {
     v235[s236] = int32_t(v212[s236]);
   }
-  // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %145 = scan %144 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v237[16];
   uint32_t run238 = uint32_t(0);
   uint32_t acc239_0 = uint32_t(0);
@@ -784,6 +779,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   acc239_0 += uint32_t(v235[5]); v237[5] = int32_t(acc239_0);
   acc239_0 += uint32_t(v235[6]); v237[6] = int32_t(acc239_0);
   acc239_0 += uint32_t(v235[7]); v237[7] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[8]); v237[8] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[9]); v237[9] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[10]); v237[10] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[11]); v237[11] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[12]); v237[12] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[13]); v237[13] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[14]); v237[14] = int32_t(acc239_0);
+  acc239_0 += uint32_t(v235[15]); v237[15] = int32_t(acc239_0);
   __syncthreads();
   uint32_t tot241_0;
   const uint32_t off240_0 = run238 + tsr::block_exclusive_sum<16>(acc239_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_0);
@@ -795,35 +798,22 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   v237[5] = int32_t(uint32_t(v237[5]) + off240_0);
   v237[6] = int32_t(uint32_t(v237[6]) + off240_0);
   v237[7] = int32_t(uint32_t(v237[7]) + off240_0);
+  v237[8] = int32_t(uint32_t(v237[8]) + off240_0);
+  v237[9] = int32_t(uint32_t(v237[9]) + off240_0);
+  v237[10] = int32_t(uint32_t(v237[10]) + off240_0);
+  v237[11] = int32_t(uint32_t(v237[11]) + off240_0);
+  v237[12] = int32_t(uint32_t(v237[12]) + off240_0);
+  v237[13] = int32_t(uint32_t(v237[13]) + off240_0);
+  v237[14] = int32_t(uint32_t(v237[14]) + off240_0);
+  v237[15] = int32_t(uint32_t(v237[15]) + off240_0);
   run238 += tot241_0;
-  uint32_t acc239_1 = uint32_t(0);
-  acc239_1 += uint32_t(v235[8]); v237[8] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[9]); v237[9] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[10]); v237[10] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[11]); v237[11] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[12]); v237[12] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[13]); v237[13] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[14]); v237[14] = int32_t(acc239_1);
-  acc239_1 += uint32_t(v235[15]); v237[15] = int32_t(acc239_1);
-  __syncthreads();
-  uint32_t tot241_1;
-  const uint32_t off240_1 = run238 + tsr::block_exclusive_sum<16>(acc239_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot241_1);
-  v237[8] = int32_t(uint32_t(v237[8]) + off240_1);
-  v237[9] = int32_t(uint32_t(v237[9]) + off240_1);
-  v237[10] = int32_t(uint32_t(v237[10]) + off240_1);
-  v237[11] = int32_t(uint32_t(v237[11]) + off240_1);
-  v237[12] = int32_t(uint32_t(v237[12]) + off240_1);
-  v237[13] = int32_t(uint32_t(v237[13]) + off240_1);
-  v237[14] = int32_t(uint32_t(v237[14]) + off240_1);
-  v237[15] = int32_t(uint32_t(v237[15]) + off240_1);
-  run238 += tot241_1;
-  // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %146 = splat %143 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v242[16];
   #pragma unroll
   for (int s243 = 0; s243 < 16; ++s243) {
     v242[s243] = v234;
   }
-  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %147 = add %145, %146 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v244[16];
   #pragma unroll
   for (int s245 = 0; s245 < 16; ++s245) {
@@ -831,19 +821,19 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %148 = mul %10, %38 : i32
   const int32_t v246 = int32_t(uint32_t(v3) * uint32_t(v52));
-  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %149 = splat %148 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v247[16];
   #pragma unroll
   for (int s248 = 0; s248 < 16; ++s248) {
     v247[s248] = v246;
   }
-  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %150 = add %147, %149 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v249[16];
   #pragma unroll
   for (int s250 = 0; s250 < 16; ++s250) {
     v249[s250] = int32_t(uint32_t(v244[s250]) + uint32_t(v247[s250]));
   }
-  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %151 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v251[16];
   #pragma unroll
   for (int s252 = 0; s252 < 16; ++s252) {
@@ -856,13 +846,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
   }
   // %152 = mul %18, %7 : i32
   const int32_t v254 = int32_t(uint32_t(v11) * uint32_t(v0));
-  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v255[16];
   #pragma unroll
   for (int s256 = 0; s256 < 16; ++s256) {
     v255[s256] = v254;
   }
-  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v257[16];
   #pragma unroll
   for (int s258 = 0; s258 < 16; ++s258) {

@@ -64,11 +64,11 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     const int32_t v11 = int32_t(0LL);
     // %18 = add %11, %17 : i32
     const int32_t v12 = int32_t(uint32_t(v5) + uint32_t(v11));
-    // %19 = load_tile %x, %9, %18 {prefetch = "next_program", prefetch_at = 0} : tile<f32, [1, 8192], layout = blocked<per_thread = [1, 4], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
+    // %19 = load_tile %x, %9, %18 {prefetch = "next_program", prefetch_at = 0} : tile<f32, [1, 8192], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
     float v13[16];
     {
       const int64_t o14 = int64_t(v3) * 1 + 0;
-      const int64_t o15 = int64_t(v12) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
+      const int64_t o15 = int64_t(v12) * 8192 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256);
       const bool hit16 = tsr_pf_tag0 == tsr_t;
       const bool whole17 = int64_t(v3) * 1 >= 0 && int64_t(v3) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v12) * 8192 >= 0 && int64_t(v12) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v3) * 1 * tsr_p0_s0 + int64_t(v12) * 8192 * tsr_p0_s1);
       if (whole17) {
@@ -82,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
             v13[c18 * 4 + 2] = vb19[2];
             v13[c18 * 4 + 3] = vb19[3];
           } else {
-            tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c18 * 4) % 4) + (((c18 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c18 * 4) % 8) + (((c18 * 4) / 8) % 2) * 4096)) * tsr_p0_s1);
             v13[c18 * 4 + 0] = vb19[0];
             v13[c18 * 4 + 1] = vb19[1];
             v13[c18 * 4 + 2] = vb19[2];
@@ -93,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         #pragma unroll
         for (int c20 = 0; c20 < 4; ++c20) {
           float vb21[4];
-          if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) {
+          if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096)) * tsr_p0_s1)) {
             if (hit16) {
               tsr::copy_vec<float, 4>(vb21, reinterpret_cast<const float*>(tsr_pf_cur + 0 + (c20 * 512 + tsr_tid) * 16));
               v13[c20 * 4 + 0] = vb21[0];
@@ -101,22 +101,22 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
               v13[c20 * 4 + 2] = vb21[2];
               v13[c20 * 4 + 3] = vb21[3];
             } else {
-              tsr::copy_vec<float, 4>(vb21, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+              tsr::copy_vec<float, 4>(vb21, tsr_p0 + (o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096)) * tsr_p0_s1);
               v13[c20 * 4 + 0] = vb21[0];
               v13[c20 * 4 + 1] = vb21[1];
               v13[c20 * 4 + 2] = vb21[2];
               v13[c20 * 4 + 3] = vb21[3];
             }
           } else {
-            v13[c20 * 4] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048)) * tsr_p0_s1] : 0x0p+0f;
-            v13[c20 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 1) * tsr_p0_s1] : 0x0p+0f;
-            v13[c20 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 2) * tsr_p0_s1] : 0x0p+0f;
-            v13[c20 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 4) + (((c20 * 4) / 4) % 4) * 2048) + 3) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096)) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096)) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 1) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 2) * tsr_p0_s1] : 0x0p+0f;
+            v13[c20 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + (((c20 * 4) % 8) + (((c20 * 4) / 8) % 2) * 4096) + 3) * tsr_p0_s1] : 0x0p+0f;
           }
         }
       }
     }
-    // %20 = reshape %19 : tile<f32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %20 = reshape %19 : tile<f32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     float v22[16];
     v22[0] = v13[0];
     v22[1] = v13[1];
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     v22[13] = v13[13];
     v22[14] = v13[14];
     v22[15] = v13[15];
-    // %21 = bitcast %20 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %21 = bitcast %20 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v23[16];
     #pragma unroll
     for (int s24 = 0; s24 < 16; ++s24) {
@@ -142,13 +142,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %22 = const {value = 2147483647} : u32
     const uint32_t v25 = uint32_t(2147483647LL);
-    // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %23 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v26[16];
     #pragma unroll
     for (int s27 = 0; s27 < 16; ++s27) {
       v26[s27] = v25;
     }
-    // %24 = xor %21, %23 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %24 = xor %21, %23 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v28[16];
     #pragma unroll
     for (int s29 = 0; s29 < 16; ++s29) {
@@ -156,13 +156,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %25 = const {value = 31} : u32
     const uint32_t v30 = uint32_t(31LL);
-    // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %26 = splat %25 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v31[16];
     #pragma unroll
     for (int s32 = 0; s32 < 16; ++s32) {
       v31[s32] = v30;
     }
-    // %27 = shr %21, %26 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %27 = shr %21, %26 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v33[16];
     #pragma unroll
     for (int s34 = 0; s34 < 16; ++s34) {
@@ -170,49 +170,49 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %28 = const {value = 0} : u32
     const uint32_t v35 = uint32_t(0LL);
-    // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %29 = splat %28 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v36[16];
     #pragma unroll
     for (int s37 = 0; s37 < 16; ++s37) {
       v36[s37] = v35;
     }
-    // %30 = cmp %27, %29 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %30 = cmp %27, %29 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint8_t v38[16];
     #pragma unroll
     for (int s39 = 0; s39 < 16; ++s39) {
       v38[s39] = uint8_t(v33[s39] == v36[s39]);
     }
-    // %31 = where %30, %24, %21 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %31 = where %30, %24, %21 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v40[16];
     #pragma unroll
     for (int s41 = 0; s41 < 16; ++s41) {
       v40[s41] = (v38[s41] ? v28[s41] : v23[s41]);
     }
-    // %32 = arange : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %32 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v42[16];
     #pragma unroll
     for (int s43 = 0; s43 < 16; ++s43) {
-      v42[s43] = int32_t(0 + (((s43) % 4) + (((s43) / 4) % 4) * 2048) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128));
+      v42[s43] = int32_t(0 + (((s43) % 8) + (((s43) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
     }
-    // %33 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %33 = splat %15 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v44[16];
     #pragma unroll
     for (int s45 = 0; s45 < 16; ++s45) {
       v44[s45] = v9;
     }
-    // %34 = cmp %32, %33 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %34 = cmp %32, %33 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint8_t v46[16];
     #pragma unroll
     for (int s47 = 0; s47 < 16; ++s47) {
       v46[s47] = uint8_t(v42[s47] < v44[s47]);
     }
-    // %35 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %35 = splat %16 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v48[16];
     #pragma unroll
     for (int s49 = 0; s49 < 16; ++s49) {
       v48[s49] = v10;
     }
-    // %36 = where %34, %31, %35 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %36 = where %34, %31, %35 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v50[16];
     #pragma unroll
     for (int s51 = 0; s51 < 16; ++s51) {
@@ -267,13 +267,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         for (int s75 = 0; s75 < 4; ++s75) {
           v74[s75] = v11;
         }
-        // %64 = splat %62 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %64 = splat %62 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v76[16];
         #pragma unroll
         for (int s77 = 0; s77 < 16; ++s77) {
           v76[s77] = v73;
         }
-        // %65 = shr %36, %64 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %65 = shr %36, %64 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v78[16];
         #pragma unroll
         for (int s79 = 0; s79 < 16; ++s79) {
@@ -281,19 +281,19 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         }
         // %66 = const {value = 2047} : u32
         const uint32_t v80 = uint32_t(2047LL);
-        // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %67 = splat %66 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v81[16];
         #pragma unroll
         for (int s82 = 0; s82 < 16; ++s82) {
           v81[s82] = v80;
         }
-        // %68 = and %65, %67 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %68 = and %65, %67 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v83[16];
         #pragma unroll
         for (int s84 = 0; s84 < 16; ++s84) {
           v83[s84] = uint32_t(v78[s84] & v81[s84]);
         }
-        // %69 = cast %68 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %69 = cast %68 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v85[16];
         #pragma unroll
         for (int s86 = 0; s86 < 16; ++s86) {
@@ -301,25 +301,25 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         }
         // %70 = shr %47, %59 : u32
         const uint32_t v87 = tsr::ishr<uint32_t>(c57, v70);
-        // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %71 = splat %59 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v88[16];
         #pragma unroll
         for (int s89 = 0; s89 < 16; ++s89) {
           v88[s89] = v70;
         }
-        // %72 = shr %36, %71 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %72 = shr %36, %71 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v90[16];
         #pragma unroll
         for (int s91 = 0; s91 < 16; ++s91) {
           v90[s91] = tsr::ishr<uint32_t>(v50[s91], v88[s91]);
         }
-        // %73 = splat %70 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %73 = splat %70 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v92[16];
         #pragma unroll
         for (int s93 = 0; s93 < 16; ++s93) {
           v92[s93] = v87;
         }
-        // %74 = cmp %72, %73 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %74 = cmp %72, %73 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint8_t v94[16];
         #pragma unroll
         for (int s95 = 0; s95 < 16; ++s95) {
@@ -327,13 +327,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         }
         // %75 = const {value = -1} : i32
         const int32_t v96 = int32_t(-1LL);
-        // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %76 = splat %75 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v97[16];
         #pragma unroll
         for (int s98 = 0; s98 < 16; ++s98) {
           v97[s98] = v96;
         }
-        // %77 = where %74, %69, %76 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+        // %77 = where %74, %69, %76 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v99[16];
         #pragma unroll
         for (int s100 = 0; s100 < 16; ++s100) {
@@ -544,31 +544,31 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %113 = shr %42, %44 : u32
     const uint32_t v168 = tsr::ishr<uint32_t>(c57, c59);
-    // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %114 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v169[16];
     #pragma unroll
     for (int s170 = 0; s170 < 16; ++s170) {
       v169[s170] = c59;
     }
-    // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %115 = shr %36, %114 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v171[16];
     #pragma unroll
     for (int s172 = 0; s172 < 16; ++s172) {
       v171[s172] = tsr::ishr<uint32_t>(v50[s172], v169[s172]);
     }
-    // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %116 = splat %113 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint32_t v173[16];
     #pragma unroll
     for (int s174 = 0; s174 < 16; ++s174) {
       v173[s174] = v168;
     }
-    // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %117 = cmp %115, %116 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint8_t v175[16];
     #pragma unroll
     for (int s176 = 0; s176 < 16; ++s176) {
       v175[s176] = uint8_t(v171[s176] == v173[s176]);
     }
-    // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %118 = cmp %115, %116 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     uint8_t v177[16];
     #pragma unroll
     for (int s178 = 0; s178 < 16; ++s178) {
@@ -576,37 +576,37 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %119 = const {value = 65536} : i32
     const int32_t v179 = int32_t(65536LL);
-    // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %120 = splat %119 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v180[16];
     #pragma unroll
     for (int s181 = 0; s181 < 16; ++s181) {
       v180[s181] = v179;
     }
-    // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %121 = splat %17 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v182[16];
     #pragma unroll
     for (int s183 = 0; s183 < 16; ++s183) {
       v182[s183] = v11;
     }
-    // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %122 = where %118, %120, %121 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v184[16];
     #pragma unroll
     for (int s185 = 0; s185 < 16; ++s185) {
       v184[s185] = (v177[s185] ? v180[s185] : v182[s185]);
     }
-    // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %123 = splat %8 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v186[16];
     #pragma unroll
     for (int s187 = 0; s187 < 16; ++s187) {
       v186[s187] = v2;
     }
-    // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %124 = where %117, %123, %121 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v188[16];
     #pragma unroll
     for (int s189 = 0; s189 < 16; ++s189) {
       v188[s189] = (v175[s189] ? v186[s189] : v182[s189]);
     }
-    // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %125 = add %124, %122 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v190[16];
     #pragma unroll
     for (int s191 = 0; s191 < 16; ++s191) {
@@ -666,17 +666,17 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       const int32_t v203 = int32_t(uint32_t(v202) + uint32_t(v11));
       {
         const int64_t o204 = int64_t(v200) * 1 + 0;
-        const int64_t o205 = int64_t(v203) * 8192 + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128);
+        const int64_t o205 = int64_t(v203) * 8192 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256);
         const bool whole206 = int64_t(v200) * 1 >= 0 && int64_t(v200) * 1 + 1 <= int64_t(tsr_dim_M) && int64_t(v203) * 8192 >= 0 && int64_t(v203) * 8192 + 8192 <= int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + int64_t(v200) * 1 * tsr_p0_s0 + int64_t(v203) * 8192 * tsr_p0_s1);
         if (whole206) {
           #pragma unroll
           for (int c207 = 0; c207 < 4; ++c207) {
-            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c207 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c207 * 4) % 4) + (((c207 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c207 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c207 * 4) % 8) + (((c207 * 4) / 8) % 2) * 4096)) * tsr_p0_s1);
           }
         } else {
           #pragma unroll
           for (int c209 = 0; c209 < 4; ++c209) {
-            if ((o204 + 0) < int64_t(tsr_dim_M) && (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c209 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 4) + (((c209 * 4) / 4) % 4) * 2048)) * tsr_p0_s1);
+            if ((o204 + 0) < int64_t(tsr_dim_M) && (o205 + (((c209 * 4) % 8) + (((c209 * 4) / 8) % 2) * 4096) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 8) + (((c209 * 4) / 8) % 2) * 4096)) * tsr_p0_s1)) tsr::cp_async_16(tsr::smem_u32(tsr_pf_nxt + 0 + (c209 * 512 + tsr_tid) * 16), tsr_p0 + (o204 + 0) * tsr_p0_s0 + (o205 + (((c209 * 4) % 8) + (((c209 * 4) / 8) % 2) * 4096)) * tsr_p0_s1);
           }
         }
       }
@@ -704,10 +704,10 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     const int32_t v219 = int32_t(uint32_t(v11) + uint32_t(v216));
     // %132 = cmp %131, %43 {pred = "le"} : i1
     const uint8_t v220 = uint8_t(v219 <= c58);
-    // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>> {...}
+    // %133 = if %132 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
     uint8_t v221[16];
     if (v220) {
-      // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %134 = or %118, %117 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v222[16];
       #pragma unroll
       for (int s223 = 0; s223 < 16; ++s223) {
@@ -719,13 +719,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
         v221[s224] = v222[s224];
       }
     } else {
-      // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %135 = cast %117 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v225[16];
       #pragma unroll
       for (int s226 = 0; s226 < 16; ++s226) {
         v225[s226] = int32_t(v175[s226]);
       }
-      // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %136 = scan %135 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v227[16];
       uint32_t run228 = uint32_t(0);
       uint32_t acc229_0 = uint32_t(0);
@@ -733,6 +733,10 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       acc229_0 += uint32_t(v225[1]); v227[1] = int32_t(acc229_0);
       acc229_0 += uint32_t(v225[2]); v227[2] = int32_t(acc229_0);
       acc229_0 += uint32_t(v225[3]); v227[3] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[4]); v227[4] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[5]); v227[5] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[6]); v227[6] = int32_t(acc229_0);
+      acc229_0 += uint32_t(v225[7]); v227[7] = int32_t(acc229_0);
       __syncthreads();
       uint32_t tot231_0;
       const uint32_t off230_0 = run228 + tsr::block_exclusive_sum<16>(acc229_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_0);
@@ -740,71 +744,57 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       v227[1] = int32_t(uint32_t(v227[1]) + off230_0);
       v227[2] = int32_t(uint32_t(v227[2]) + off230_0);
       v227[3] = int32_t(uint32_t(v227[3]) + off230_0);
+      v227[4] = int32_t(uint32_t(v227[4]) + off230_0);
+      v227[5] = int32_t(uint32_t(v227[5]) + off230_0);
+      v227[6] = int32_t(uint32_t(v227[6]) + off230_0);
+      v227[7] = int32_t(uint32_t(v227[7]) + off230_0);
       run228 += tot231_0;
       uint32_t acc229_1 = uint32_t(0);
-      acc229_1 += uint32_t(v225[4]); v227[4] = int32_t(acc229_1);
-      acc229_1 += uint32_t(v225[5]); v227[5] = int32_t(acc229_1);
-      acc229_1 += uint32_t(v225[6]); v227[6] = int32_t(acc229_1);
-      acc229_1 += uint32_t(v225[7]); v227[7] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[8]); v227[8] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[9]); v227[9] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[10]); v227[10] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[11]); v227[11] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[12]); v227[12] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[13]); v227[13] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[14]); v227[14] = int32_t(acc229_1);
+      acc229_1 += uint32_t(v225[15]); v227[15] = int32_t(acc229_1);
       __syncthreads();
       uint32_t tot231_1;
       const uint32_t off230_1 = run228 + tsr::block_exclusive_sum<16>(acc229_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_1);
-      v227[4] = int32_t(uint32_t(v227[4]) + off230_1);
-      v227[5] = int32_t(uint32_t(v227[5]) + off230_1);
-      v227[6] = int32_t(uint32_t(v227[6]) + off230_1);
-      v227[7] = int32_t(uint32_t(v227[7]) + off230_1);
+      v227[8] = int32_t(uint32_t(v227[8]) + off230_1);
+      v227[9] = int32_t(uint32_t(v227[9]) + off230_1);
+      v227[10] = int32_t(uint32_t(v227[10]) + off230_1);
+      v227[11] = int32_t(uint32_t(v227[11]) + off230_1);
+      v227[12] = int32_t(uint32_t(v227[12]) + off230_1);
+      v227[13] = int32_t(uint32_t(v227[13]) + off230_1);
+      v227[14] = int32_t(uint32_t(v227[14]) + off230_1);
+      v227[15] = int32_t(uint32_t(v227[15]) + off230_1);
       run228 += tot231_1;
-      uint32_t acc229_2 = uint32_t(0);
-      acc229_2 += uint32_t(v225[8]); v227[8] = int32_t(acc229_2);
-      acc229_2 += uint32_t(v225[9]); v227[9] = int32_t(acc229_2);
-      acc229_2 += uint32_t(v225[10]); v227[10] = int32_t(acc229_2);
-      acc229_2 += uint32_t(v225[11]); v227[11] = int32_t(acc229_2);
-      __syncthreads();
-      uint32_t tot231_2;
-      const uint32_t off230_2 = run228 + tsr::block_exclusive_sum<16>(acc229_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_2);
-      v227[8] = int32_t(uint32_t(v227[8]) + off230_2);
-      v227[9] = int32_t(uint32_t(v227[9]) + off230_2);
-      v227[10] = int32_t(uint32_t(v227[10]) + off230_2);
-      v227[11] = int32_t(uint32_t(v227[11]) + off230_2);
-      run228 += tot231_2;
-      uint32_t acc229_3 = uint32_t(0);
-      acc229_3 += uint32_t(v225[12]); v227[12] = int32_t(acc229_3);
-      acc229_3 += uint32_t(v225[13]); v227[13] = int32_t(acc229_3);
-      acc229_3 += uint32_t(v225[14]); v227[14] = int32_t(acc229_3);
-      acc229_3 += uint32_t(v225[15]); v227[15] = int32_t(acc229_3);
-      __syncthreads();
-      uint32_t tot231_3;
-      const uint32_t off230_3 = run228 + tsr::block_exclusive_sum<16>(acc229_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot231_3);
-      v227[12] = int32_t(uint32_t(v227[12]) + off230_3);
-      v227[13] = int32_t(uint32_t(v227[13]) + off230_3);
-      v227[14] = int32_t(uint32_t(v227[14]) + off230_3);
-      v227[15] = int32_t(uint32_t(v227[15]) + off230_3);
-      run228 += tot231_3;
-      // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %137 = add %136, %121 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v232[16];
       #pragma unroll
       for (int s233 = 0; s233 < 16; ++s233) {
         v232[s233] = int32_t(uint32_t(v227[s233]) + uint32_t(v182[s233]));
       }
-      // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %138 = splat %43 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v234[16];
       #pragma unroll
       for (int s235 = 0; s235 < 16; ++s235) {
         v234[s235] = c58;
       }
-      // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %139 = cmp %137, %138 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v236[16];
       #pragma unroll
       for (int s237 = 0; s237 < 16; ++s237) {
         v236[s237] = uint8_t(v232[s237] <= v234[s237]);
       }
-      // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %140 = and %117, %139 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v238[16];
       #pragma unroll
       for (int s239 = 0; s239 < 16; ++s239) {
         v238[s239] = uint8_t(v175[s239] & v236[s239]);
       }
-      // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+      // %141 = or %118, %140 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v240[16];
       #pragma unroll
       for (int s241 = 0; s241 < 16; ++s241) {
@@ -818,13 +808,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %142 = const {value = -1} : i32
     const int32_t v243 = int32_t(-1LL);
-    // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %143 = cast %133 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v244[16];
     #pragma unroll
     for (int s245 = 0; s245 < 16; ++s245) {
       v244[s245] = int32_t(v221[s245]);
     }
-    // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %144 = scan %143 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v246[16];
     uint32_t run247 = uint32_t(0);
     uint32_t acc248_0 = uint32_t(0);
@@ -832,6 +822,10 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     acc248_0 += uint32_t(v244[1]); v246[1] = int32_t(acc248_0);
     acc248_0 += uint32_t(v244[2]); v246[2] = int32_t(acc248_0);
     acc248_0 += uint32_t(v244[3]); v246[3] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[4]); v246[4] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[5]); v246[5] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[6]); v246[6] = int32_t(acc248_0);
+    acc248_0 += uint32_t(v244[7]); v246[7] = int32_t(acc248_0);
     __syncthreads();
     uint32_t tot250_0;
     const uint32_t off249_0 = run247 + tsr::block_exclusive_sum<16>(acc248_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_0);
@@ -839,53 +833,39 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     v246[1] = int32_t(uint32_t(v246[1]) + off249_0);
     v246[2] = int32_t(uint32_t(v246[2]) + off249_0);
     v246[3] = int32_t(uint32_t(v246[3]) + off249_0);
+    v246[4] = int32_t(uint32_t(v246[4]) + off249_0);
+    v246[5] = int32_t(uint32_t(v246[5]) + off249_0);
+    v246[6] = int32_t(uint32_t(v246[6]) + off249_0);
+    v246[7] = int32_t(uint32_t(v246[7]) + off249_0);
     run247 += tot250_0;
     uint32_t acc248_1 = uint32_t(0);
-    acc248_1 += uint32_t(v244[4]); v246[4] = int32_t(acc248_1);
-    acc248_1 += uint32_t(v244[5]); v246[5] = int32_t(acc248_1);
-    acc248_1 += uint32_t(v244[6]); v246[6] = int32_t(acc248_1);
-    acc248_1 += uint32_t(v244[7]); v246[7] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[8]); v246[8] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[9]); v246[9] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[10]); v246[10] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[11]); v246[11] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[12]); v246[12] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[13]); v246[13] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[14]); v246[14] = int32_t(acc248_1);
+    acc248_1 += uint32_t(v244[15]); v246[15] = int32_t(acc248_1);
     __syncthreads();
     uint32_t tot250_1;
     const uint32_t off249_1 = run247 + tsr::block_exclusive_sum<16>(acc248_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_1);
-    v246[4] = int32_t(uint32_t(v246[4]) + off249_1);
-    v246[5] = int32_t(uint32_t(v246[5]) + off249_1);
-    v246[6] = int32_t(uint32_t(v246[6]) + off249_1);
-    v246[7] = int32_t(uint32_t(v246[7]) + off249_1);
+    v246[8] = int32_t(uint32_t(v246[8]) + off249_1);
+    v246[9] = int32_t(uint32_t(v246[9]) + off249_1);
+    v246[10] = int32_t(uint32_t(v246[10]) + off249_1);
+    v246[11] = int32_t(uint32_t(v246[11]) + off249_1);
+    v246[12] = int32_t(uint32_t(v246[12]) + off249_1);
+    v246[13] = int32_t(uint32_t(v246[13]) + off249_1);
+    v246[14] = int32_t(uint32_t(v246[14]) + off249_1);
+    v246[15] = int32_t(uint32_t(v246[15]) + off249_1);
     run247 += tot250_1;
-    uint32_t acc248_2 = uint32_t(0);
-    acc248_2 += uint32_t(v244[8]); v246[8] = int32_t(acc248_2);
-    acc248_2 += uint32_t(v244[9]); v246[9] = int32_t(acc248_2);
-    acc248_2 += uint32_t(v244[10]); v246[10] = int32_t(acc248_2);
-    acc248_2 += uint32_t(v244[11]); v246[11] = int32_t(acc248_2);
-    __syncthreads();
-    uint32_t tot250_2;
-    const uint32_t off249_2 = run247 + tsr::block_exclusive_sum<16>(acc248_2, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_2);
-    v246[8] = int32_t(uint32_t(v246[8]) + off249_2);
-    v246[9] = int32_t(uint32_t(v246[9]) + off249_2);
-    v246[10] = int32_t(uint32_t(v246[10]) + off249_2);
-    v246[11] = int32_t(uint32_t(v246[11]) + off249_2);
-    run247 += tot250_2;
-    uint32_t acc248_3 = uint32_t(0);
-    acc248_3 += uint32_t(v244[12]); v246[12] = int32_t(acc248_3);
-    acc248_3 += uint32_t(v244[13]); v246[13] = int32_t(acc248_3);
-    acc248_3 += uint32_t(v244[14]); v246[14] = int32_t(acc248_3);
-    acc248_3 += uint32_t(v244[15]); v246[15] = int32_t(acc248_3);
-    __syncthreads();
-    uint32_t tot250_3;
-    const uint32_t off249_3 = run247 + tsr::block_exclusive_sum<16>(acc248_3, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot250_3);
-    v246[12] = int32_t(uint32_t(v246[12]) + off249_3);
-    v246[13] = int32_t(uint32_t(v246[13]) + off249_3);
-    v246[14] = int32_t(uint32_t(v246[14]) + off249_3);
-    v246[15] = int32_t(uint32_t(v246[15]) + off249_3);
-    run247 += tot250_3;
-    // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %145 = splat %142 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v251[16];
     #pragma unroll
     for (int s252 = 0; s252 < 16; ++s252) {
       v251[s252] = v243;
     }
-    // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %146 = add %144, %145 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v253[16];
     #pragma unroll
     for (int s254 = 0; s254 < 16; ++s254) {
@@ -893,19 +873,19 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %147 = mul %10, %37 : i32
     const int32_t v255 = int32_t(uint32_t(v4) * uint32_t(v52));
-    // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %148 = splat %147 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v256[16];
     #pragma unroll
     for (int s257 = 0; s257 < 16; ++s257) {
       v256[s257] = v255;
     }
-    // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %149 = add %146, %148 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v258[16];
     #pragma unroll
     for (int s259 = 0; s259 < 16; ++s259) {
       v258[s259] = int32_t(uint32_t(v253[s259]) + uint32_t(v256[s259]));
     }
-    // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %150 = splat %9 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v260[16];
     #pragma unroll
     for (int s261 = 0; s261 < 16; ++s261) {
@@ -918,13 +898,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
     }
     // %151 = mul %18, %7 : i32
     const int32_t v263 = int32_t(uint32_t(v12) * uint32_t(v1));
-    // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v264[16];
     #pragma unroll
     for (int s265 = 0; s265 < 16; ++s265) {
       v264[s265] = v263;
     }
-    // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
+    // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v266[16];
     #pragma unroll
     for (int s267 = 0; s267 < 16; ++s267) {
