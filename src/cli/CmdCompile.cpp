@@ -127,13 +127,15 @@ int cmd_compile(const CompileOptions& o) {
     // The GPU lowering passes run beside the emitter, which does not read their output yet:
     // for their dumps and statistics. On sm_90a with wgmma, unless the layout emitter printed
     // the kernel from its lowering for mma.sync (what it cannot print with wgmma): then that one.
+    // (That emission of the bound kernel is kept for the output below.)
     const auto lowering = gpu_lowering_pass_names();
+    std::optional<CudaEmission> bound_em;
     if (cuda_target && (o.stats || o.dump_after == "all" ||
                         std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end())) {
       bool wgmma = target.arch_specific && target.tma;
       if (wgmma && target.from_layouts) {
-        const CudaEmission probe = emit_cuda_with_info(*bound, target);
-        wgmma = !probe.lowered || probe.lowered_with_wgmma;
+        bound_em = emit_cuda_with_info(*bound, target);
+        wgmma = !bound_em->lowered || bound_em->lowered_with_wgmma;
       }
       run_gpu_lowering(*bound, {target.sm, wgmma}, po, &stats);
     }
@@ -152,7 +154,7 @@ int cmd_compile(const CompileOptions& o) {
       if (!first) std::cout << "\n";
       first = false;
       if (cuda_target && (o.emit == "cuda" || o.emit == "ptx" || o.stats || o.time))
-        em = emit_cuda_with_info(*out, target);
+        em = bound_em && out == bound.get() ? std::move(*bound_em) : emit_cuda_with_info(*out, target);
       if (o.time) print_compile_time(*out, target, *em);
       if (o.emit == "ir")
         std::cout << print_kernel(*out);

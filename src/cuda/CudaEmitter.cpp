@@ -1429,12 +1429,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
       if (wgmma && !(target.arch_specific && target.tma)) continue;
       std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, {}, nullptr);
       try {
-        bool on_wgmma = false;
-        walk(*lowered->body, [&](Op& op) {
-          if (op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma &&
-              op.result()->type.layout.version == 3)
-            on_wgmma = true;
-        });
+        const bool on_wgmma = has_mma_dot(*lowered->body, 3);
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
         // pingpong-consumers' `consumers = 2`: the layouts are one warpgroup's (each consumer
         // holds a whole tile), the program runs two of them (plan_warp_specialization).

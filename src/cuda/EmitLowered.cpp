@@ -2047,7 +2047,8 @@ void Emitter::lowered_dot(const Op& op) {
   // chunk) applied as an XOR of the chunk bits and an add: the lane's part is then one value
   // for all its fragments. (Each fragment's whole index, computed apart, took the mma.sync
   // matmul from 234 to 255 registers and spilled.) Padded rows: row * ld + col.
-  const bool pow2_warps = (wm & (wm - 1)) == 0 && (wn & (wn - 1)) == 0;
+  // (The split needs warp grids of powers of two, which are all DistLayout makes.)
+  const bool pow2_warps = ((wm & (wm - 1)) | (wn & (wn - 1))) == 0;
   // (`row` and `col`: the whole row and column, as printed for padded rows.)
   auto ldsm = [&](bool trans, const std::string& regs, const StagedOperand& st, const std::string& row_c,
                   const std::string& row_l, const std::string& col_c, const std::string& col_l, std::string row = "",
@@ -2062,9 +2063,8 @@ void Emitter::lowered_dot(const Op& op) {
     const int64_t row_bytes = 2 * st.atom, cpr = st.atom / 8;  // bytes and 16-byte chunks of a swizzled row
     if (st.rows == 0) {
       at = st.base + " + uint32_t((" + row + ") * " + num(st.ld) + " + " + col + ")" + (eb == 2 ? " * 2u" : "");
-    } else if (!pow2_warps) {
-      at = st.base + " + uint32_t(" + fn + row + "), int(" + col + "), " + num(st.rows) + ", " + key + ")) * 2u";
     } else {
+      if (!pow2_warps) throw NotLowerable{"a swizzled mma.sync operand with a warp grid of other than powers of two"};
       at = st.base + " + ((uint32_t(" + fn + row_l + "), int(" + col_l + "), " + num(st.rows) + ", " + key +
            ")) * 2u ^ uint32_t((" + col_c + ") / 8 % " + num(cpr) + " * 16)) + uint32_t((" + row_c + ") * " + num(row_bytes) +
            " + (" + col_c + ") / " + num(st.atom) + " * " + num(st.rows * row_bytes) + "))";

@@ -157,10 +157,6 @@ class Assign {
         if (op.kind != OpKind::Reshape || !op.operand(0)->type.is_tile() || !shape_is_static(op.operand(0)->type.shape) ||
             !shape_is_static(op.result()->type.shape))
           return;
-        auto non_unit = [](std::vector<int64_t> d) {
-          std::erase(d, int64_t{1});
-          return d;
-        };
         // (The last dims equal and not 1: [N, 1] <-> [N] moves every element's run, whatever the
         // widths, and is an exchange either way.)
         const std::vector<int64_t> a = dims(op.operand(0)->type), b = dims(op.result()->type);

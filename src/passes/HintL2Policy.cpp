@@ -64,11 +64,7 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (!o.wgmma || !k.grid) return;  // TMA copies are the wgmma lowering's
   // ... of kernels with a wgmma dot (the layout emitter's TMA rings; a kernel lowered for
   // mma.sync copies its swizzled tiles, swizzle-mma-operands', by cp.async).
-  bool wgmma_dot = false;
-  walk(*k.body, [&](Op& op) {
-    wgmma_dot |= op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma && op.result()->type.layout.version == 3;
-  });
-  if (!wgmma_dot) return;
+  if (!has_mma_dot(*k.body, 3)) return;
   const Op* y = k.grid->terminator();
   const int64_t grid_axes = y ? static_cast<int64_t>(y->operands.size()) : 0;
   for (const auto& loop : k.body->ops) {

@@ -188,6 +188,15 @@ void stage_mma_operands(Kernel& k, PassStats& stats);
 // In a kernel without wgmma dots: the shared tiles only mma.sync dots read, rows of whole 128-
 // or 64-byte lines, get the 128- or 64-byte swizzle in place of padded rows (SwizzleMmaOperands.cpp).
 void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// Whether `b` (nested regions included) has a dot with an mma accumulator of this version
+// (2: mma.sync, 3: wgmma).
+inline bool has_mma_dot(Block& b, int version) {
+  bool any = false;
+  walk(b, [&](Op& op) {
+    any |= op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma && op.result()->type.layout.version == version;
+  });
+  return any;
+}
 // A loop whose body loads tiles into shared memory at indices computable one iteration ahead
 // gets `pipeline = 2` unless it has a `pipeline` (PipelineLoops.cpp).
 // The dynamic shared memory one program may use on compute capability `sm` (227 KiB on sm_90+,

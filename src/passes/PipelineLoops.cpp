@@ -192,8 +192,11 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   const int64_t room = shared_memory_per_program(o.sm) - 8192 - 1024;
   walk(*k.body, [&](Op& op) {
     if (op.kind != OpKind::For) return;
-    const std::vector<const Op*> loads = ring_loads(op, nullptr);
+    std::vector<const Op*> chain;
+    const std::vector<const Op*> loads = ring_loads(op, &chain);
     if (loads.empty()) return;
+    // An mma.sync dot that could load its fragments ahead (below; its structure only).
+    const Op* may_ahead = fragments_ahead_dot(op, loads, chain);
     // Only a loop at the kernel's top level: the layout emitter keeps a group in flight across
     // its TMA ring (a nested loop keeps the cp.async ring).
     Op* async_dot = op.parent == k.body.get() ? in_flight_dot(op) : nullptr;
@@ -208,8 +211,6 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     if (!op.has_attr("pipeline")) {
       // A dot that can load its fragments ahead (below) needs 3 stages to, as Triton's Ampere
       // matmuls keep.
-      std::vector<const Op*> chain;
-      const Op* may_ahead = fragments_ahead_dot(op, ring_loads(op, &chain), chain);
       const bool ahead_off = may_ahead && may_ahead->has_attr("fragments_ahead") && may_ahead->attr_int("fragments_ahead") == 0;
       op.set_attr("pipeline", int64_t{async_dot ? 4 : may_ahead && !ahead_off ? 3 : 2});
       ++stats["pipeline-loops.pipelined"];
@@ -238,9 +239,7 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     // An mma.sync dot that loads the next iteration's first fragments before its last k step
     // (the ring's barrier moves there: the tensor cores run that step while the loads are in
     // flight). A written 1 where the body does not allow it is taken back.
-    std::vector<const Op*> chain;
-    const std::vector<const Op*> stages = ring_loads(op, &chain);
-    const Op* ahead = op.attr_int("pipeline") >= 2 ? fragments_ahead_dot(op, stages, chain) : nullptr;
+    const Op* ahead = op.attr_int("pipeline") >= 2 ? may_ahead : nullptr;
     if (ahead && op.attr_int("pipeline") == 2) {
       // With 2 stages the barrier before the last k step waits for the copy the same
       // iteration's refill began: only a dot of 4 or more k steps covers it.
@@ -264,13 +263,10 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     // where the copies' writes, issued at the top, met the dot's ldmatrix reads in the banks:
     // there `refill_in_dot = 1`, the refill in the dot's first k step. A written value stays.
     if (!op.has_attr("refill_in_dot") && op.attr_int("pipeline") >= 2) {
-      bool mma_sync = false, padded = false;
-      walk(op.region(0), [&](Op& d) {
-        mma_sync |= d.kind == OpKind::Dot && d.result()->type.layout.kind == Layout::Kind::Mma && d.result()->type.layout.version == 2;
-      });
-      for (const Op* l : stages)
+      bool padded = false;
+      for (const Op* l : loads)
         padded |= l->result()->type.layout.kind == Layout::Kind::Shared && l->result()->type.layout.swizzle == 0;
-      if (mma_sync && padded) {
+      if (padded && has_mma_dot(op.region(0), 2)) {
         op.set_attr("refill_in_dot", int64_t{1});
         ++stats["pipeline-loops.refills-in-dots"];
       }

@@ -54,11 +54,7 @@ std::unordered_map<const Value*, std::vector<std::pair<Op*, size_t>>> readers_of
 }  // namespace
 
 void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions&, PassStats& stats) {
-  bool wgmma = false;
-  walk(*k.body, [&](Op& op) {
-    wgmma |= op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma && op.result()->type.layout.version == 3;
-  });
-  if (wgmma) return;
+  if (has_mma_dot(*k.body, 3)) return;
   // TESSERA_NO_SWIZZLE_MMA_OPERANDS=1: padded rows as before, and so (pipeline-loops) the ring's
   // refill in the dot as before (an A/B switch).
   if (const char* e = std::getenv("TESSERA_NO_SWIZZLE_MMA_OPERANDS"); e && std::strcmp(e, "1") == 0) return;

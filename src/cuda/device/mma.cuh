@@ -156,6 +156,8 @@ TSR_D int sw128_index(int row, int col, int rows) {
 // lane's row plus multiples of 8, so it passes (tsr_lane & 7), which the compiler then sees is
 // the same for every fragment a lane loads (computed from the whole row, the key kept each
 // fragment's address apart: the mma.sync matmul went 234 -> 255 registers and spilled).
+// (sw128_index is not written as sw128_index_key(row, col, rows, row & 7): that form took the
+// mma.sync matmul's ring copies from 213 to 236 registers, session 42.)
 TSR_D int sw128_index_key(int row, int col, int rows, int key) {
   return (col >> 6) * rows * 64 + row * 64 + ((((col >> 3) & 7) ^ key) << 3) + (col & 7);
 }
