@@ -254,6 +254,10 @@ class Emitter {
   // the way the operand is, so it takes the operand's uniform value and, for a bf16 row read in
   // place, its tsr::bf16_row form (not a pointer: no tsr::store_row of it).
   void alias(const Value* res, const Value* src) {
+    if (auto it = expr_.find(src); it != expr_.end()) {  // computed inside its user (can_defer)
+      expr_[res] = it->second;
+      return;
+    }
     name_[res] = nm(src);
     if (auto it = uniform_.find(src); it != uniform_.end()) uniform_[res] = it->second;
     if (bf16_rows_.count(src)) bf16_rows_.insert(res);
@@ -316,23 +320,52 @@ class Emitter {
     if (auto it = weight_memo_.find(&op); it != weight_memo_.end()) return it->second;
     int64_t w = 1;
     for (const Value* v : op.operands) {
-      const Op* d = v->def;
+      const Op* d = def_past_renames(v);
       if (!d || !v->type.is_tile() || !(is_elementwise(*d) || d->info().cls == OpClass::Create) || !can_defer(*d)) continue;
       w = std::min<int64_t>(w + expression_weight(*d), int64_t{1} << 40);
     }
     weight_memo_[&op] = w;
     return w;
   }
+  // A tile-to-tile expand_dims or reshape: the same elements in the same flat order, so a
+  // value computed inside its user may pass through it (the mask `expand_dims(arange < N)` of
+  // a padded row is then a compare in the masked loop, not a byte array: layernorm's
+  // variance).
+  static bool is_flat_rename(const Op& o) {
+    return (o.kind == OpKind::ExpandDims || o.kind == OpKind::Reshape) && o.operands.size() == 1 &&
+           o.results.size() == 1 && o.operand(0)->type.is_tile() && o.result()->type.is_tile();
+  }
+  // The op whose code reads r when r is computed inside its user: r's one user, past flat
+  // renames that r's expression passes through (each with one user in the same block).
+  // Null when r has no such user.
+  const Op* deferred_user(const Value* r, const Block* home, bool& several_reads) const {
+    several_reads = false;
+    for (int depth = 0;; ++depth) {
+      auto it = users_.find(r);
+      if (it == users_.end() || it->second.empty()) return nullptr;
+      const Op* u = it->second[0];
+      for (const Op* o : it->second)
+        if (o != u) return nullptr;
+      if (u->parent != home) return nullptr;
+      several_reads = several_reads || it->second.size() > 1;
+      if (!is_flat_rename(*u) || depth > 8) return u;
+      if (it->second.size() > 1) return nullptr;
+      r = u->result();
+    }
+  }
+  // v's defining op, past the flat renames between them.
+  static const Op* def_past_renames(const Value* v) {
+    const Op* d = v->def;
+    for (int depth = 0; d && is_flat_rename(*d) && depth < 8; ++depth) d = d->operand(0)->def;
+    return d;
+  }
   bool can_defer_here(const Op& op) const {
     const Value* r = op.result();
     if (!r->type.is_tile() || vector_exp(op)) return false;
-    auto it = users_.find(r);
-    if (it == users_.end() || it->second.empty()) return false;
-    const Op* u = it->second[0];
-    for (const Op* o : it->second)
-      if (o != u) return false;
-    if (it->second.size() > 1 && !cheap_tree(op)) return false;
-    if (u->parent != op.parent) return false;
+    bool several_reads = false;
+    const Op* u = deferred_user(r, op.parent, several_reads);
+    if (!u || is_flat_rename(*u)) return false;
+    if (several_reads && !cheap_tree(op)) return false;
     switch (u->info().cls) {
       case OpClass::Unary:
       case OpClass::Binary:
@@ -359,7 +392,7 @@ class Emitter {
         return false;
     }
     for (const Value* v : op.operands) {  // operands inlined into op's expression
-      const Op* d = v->def;
+      const Op* d = def_past_renames(v);
       if (!d || !v->type.is_tile()) continue;
       const bool ew = is_elementwise(*d) || d->info().cls == OpClass::Create;
       if (ew && can_defer(*d) && !cheap_tree(*d)) return false;
@@ -438,7 +471,8 @@ class Emitter {
         const Op* e = u;
         for (;;) {
           if (!is_elementwise(*e) || !can_defer(*e)) break;
-          e = users_.at(e->result())[0];
+          bool several_reads = false;
+          e = deferred_user(e->result(), e->parent, several_reads);
         }
         while (e && e->parent != home) e = e->parent ? e->parent->parent : nullptr;
         if (!e || !fn(u, e)) return false;
@@ -2371,11 +2405,13 @@ EmittedCpp Emitter::run() {
   --ind_;
   line("};");
   // Streamed row stores (tsr::stream_f32): in kernels that move more bytes than they compute.
-  // TESSERA_CPU_STREAM_STORES=0: never (the A/B switch of bench/RESULTS.md, session 31).
-  const char* off = std::getenv("TESSERA_CPU_STREAM_STORES");
-  if (k.body && !(off && std::string(off) == "0")) {
+  // TESSERA_CPU_STREAM_STORES=0: never; =1: every streamable row, whatever its work per byte
+  // (the A/B switches of bench/RESULTS.md, sessions 31 and 43).
+  const char* sw = std::getenv("TESSERA_CPU_STREAM_STORES");
+  const std::string stream_switch = sw ? sw : "";
+  if (k.body && stream_switch != "0") {
     const ProgramWork pw = estimate_work(*k.body);
-    if (pw.bytes > 0 && pw.ops < kStreamOpsPerByte * pw.bytes)
+    if (pw.bytes > 0 && (stream_switch == "1" || pw.ops < kStreamOpsPerByte * pw.bytes))
       walk(*k.body, [&](Op& o) {
         if (!streamable_row(o)) return;
         auto v = view_index_.find(o.operand(0));

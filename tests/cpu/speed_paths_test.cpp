@@ -572,11 +572,63 @@ TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
     return l.substr(l.find_first_not_of(' '));
   };
   EXPECT_EQ(line_after("%d = sub"), "// (computed inside its user)") << src;
+  // The mask passes through its expand_dims: a compare in the masked loop, not a byte array.
+  EXPECT_EQ(line_after("%in = cmp"), "// (computed inside its user)") << src;
+  EXPECT_EQ(src.find("uint8_t v"), std::string::npos) << src;
   EXPECT_NE(line_after("%l = log"), "// (computed inside its user)") << src;
   size_t calls = 0;
   for (size_t p = src.find("tsr::log("); p != std::string::npos; p = src.find("tsr::log(", p + 1)) ++calls;
   EXPECT_EQ(calls, 1u) << src;
   run_both(*k, {{"M", 13}}, 93, [](std::vector<Tensor>& in) { in[0].set(5, -1.0); });  // a NaN log
+}
+
+// A value computed inside its user passes through expand_dims and reshape (the same elements
+// in the same flat order): a compare read over [64] as [8, 8] by a where, an f32 row through
+// two renames into a reduce, and a compare whose rename is read twice is an array of its own
+// (a rename read by two ops is not deferred).
+TEST(CpuSpeedPaths, DeferredValuesPassThroughFlatRenames) {
+  std::string text = std::string(R"(kernel @renames(%x: view<f32, [M, 64]>, %y: view<f32, [M, 64]>, %s: view<f32, [M, 1]>, %u: view<f32, [M, 64]>) {
+)") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : tile<f32, [1, 64]>
+  %t2 = reshape %t : tile<f32, [8, 8]>
+  %ar = arange : tile<i32, [64]>
+  %nv = const {value = 37} : i32
+  %nb = splat %nv : tile<i32, [64]>
+  %in = cmp %ar, %nb {pred = "lt"} : tile<i1, [64]>
+  %in1 = expand_dims %in {axis = 0} : tile<i1, [1, 64]>
+  %in2 = reshape %in1 : tile<i1, [8, 8]>
+  %h = const {value = -2.5} : f32
+  %hb = splat %h : tile<f32, [8, 8]>
+  %w = where %in2, %t2, %hb : tile<f32, [8, 8]>
+  %w1 = reshape %w : tile<f32, [1, 64]>
+  store_tile %y, %w1, %pid, %c0
+  %e = mul %t, %t : tile<f32, [1, 64]>
+  %e1 = reshape %e : tile<f32, [64]>
+  %e2 = expand_dims %e1 {axis = 0} : tile<f32, [1, 64]>
+  %a = reduce %e2 {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %ae = expand_dims %a {axis = 0} : tile<f32, [1, 1]>
+  store_tile %s, %ae, %pid, %c0
+  %gt = cmp %ar, %nb {pred = "gt"} : tile<i1, [64]>
+  %gt1 = expand_dims %gt {axis = 0} : tile<i1, [1, 64]>
+  %hr = splat %h : tile<f32, [1, 64]>
+  %p = where %gt1, %t, %hr : tile<f32, [1, 64]>
+  %q = where %gt1, %hr, %t : tile<f32, [1, 64]>
+  %pq = sub %p, %q : tile<f32, [1, 64]>
+  store_tile %u, %pq, %pid, %c0
+}
+)";
+  auto k = bound(text);
+  std::string src = emit_cpp(*k);
+  auto line_after = [&](const std::string& op) {
+    size_t at = src.find(op);
+    if (at == std::string::npos) return std::string("(no " + op + ")");
+    size_t b = src.find('\n', at) + 1;
+    std::string l = src.substr(b, src.find('\n', b) - b);
+    return l.substr(l.find_first_not_of(' '));
+  };
+  EXPECT_EQ(line_after("%in = cmp"), "// (computed inside its user)") << src;
+  EXPECT_EQ(line_after("%e = mul"), "// (computed inside its user)") << src;
+  EXPECT_NE(line_after("%gt = cmp"), "// (computed inside its user)") << src;
+  run_both(*k, {{"M", 7}}, 58, [](std::vector<Tensor>&) {});
 }
 
 // A bf16 row store converts through tsr::store_bf16 (vcvtne2ps2bf16 32 values at a time, then

@@ -68,23 +68,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v138 = pn0_;
+    const int32_t v134 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v139 = int32_t(INT64_C(0));
+    const int32_t v135 = int32_t(INT64_C(0));
     {
-      const int64_t o140 = int64_t(v138) * 1;
-      const int64_t o141 = int64_t(v139) * 1024;
-      if (o140 >= 0 && o140 + 1 <= A.d0_0 && o141 >= 0 && o141 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o140 * A.s0_0 + o141);
+      const int64_t o136 = int64_t(v134) * 1;
+      const int64_t o137 = int64_t(v135) * 1024;
+      if (o136 >= 0 && o136 + 1 <= A.d0_0 && o137 >= 0 && o137 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o136 * A.s0_0 + o137);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o142 = int64_t(v138) * 1;
-      const int64_t o143 = int64_t(v139) * 1024;
-      if (o142 >= 0 && o142 + 1 <= A.d3_0 && o143 >= 0 && o143 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o142 * A.s3_0 + o143);
+      const int64_t o138 = int64_t(v134) * 1;
+      const int64_t o139 = int64_t(v135) * 1024;
+      if (o138 >= 0 && o138 + 1 <= A.d3_0 && o139 >= 0 && o139 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o138 * A.s3_0 + o139);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -149,7 +149,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %19 = load_tile %b, %14 : tile<bf16, [1024]>
     alignas(64) uint16_t v30_pad[1024];
     tsr::bf16_row v30{v30_pad};
@@ -165,7 +165,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v36[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) v36[o_ * 1 + 0] = float(tsr::row_sum4<256>(v15, o_ * 1024));
@@ -181,12 +181,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %26 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v41[1024];
-    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
+    // (computed inside its user)
     // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024]>
     // %29 = broadcast %24 : tile<f32, [1, 1024]>
-    alignas(64) float v43[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
+    alignas(64) float v41[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v41[i_] = v39[0];
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
@@ -194,36 +193,36 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v44[1];
+    alignas(64) float v42[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_)
       for (int64_t l_ = 0; l_ < 512; ++l_) {
-        const float x0_ = (float((float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
+        const float x0_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
+        const float x1_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
         a1_ += x1_;
       }
-      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+      v42[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v45 = float(0x1.4f8b588e368f1p-17);
+    const float v43 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v46[1];
-    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
+    alignas(64) float v44[1];
+    for (int64_t i45 = 0; i45 < 1; ++i45) v44[i45] = float(1.0f / tsr::sqrt((float((float(v42[i45] / v12)) + (v43)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v48[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
+    alignas(64) float v46[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v46[i_] = v44[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -236,135 +235,135 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o49 = int64_t(v6) * 1;
-      const int64_t o50 = int64_t(v14) * 1024;
-      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
-        for (int64_t i51 = 0; i51 < 1; ++i51) {
+      const int64_t o47 = int64_t(v6) * 1;
+      const int64_t o48 = int64_t(v14) * 1024;
+      if (o47 >= 0 && o47 + 1 <= A.d3_0 && o48 >= 0 && o48 + 1024 <= A.d3_1) {
+        for (int64_t i49 = 0; i49 < 1; ++i49) {
           if (tsr_stream3) {
+            alignas(64) float st51[256];
+            for (int64_t c52 = 0; c52 < 1024; c52 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c52 / 256, 4);
+              for (int64_t i50 = c52; i50 < c52 + 256; ++i50) st51[i50 - c52] = (float((float((float((float((float(v15[(i49) * 1024 + i50] - v39[0])) * v44[0])) * (float(v24[(i49) * 1024 + i50])))) + (float(v30[(i49) * 1024 + i50]))))));
+              tsr::stream_bf16(A.p3 + (o47 + i49) * A.s3_0 + o48 + c52, st51, 256);
+            }
+          } else {
             alignas(64) float st53[256];
             for (int64_t c54 = 0; c54 < 1024; c54 += 256) {
               tsr::prefetch_part(pf0_, pfl0_, c54 / 256, 4);
-              for (int64_t i52 = c54; i52 < c54 + 256; ++i52) st53[i52 - c54] = (float((float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]))));
-              tsr::stream_bf16(A.p3 + (o49 + i51) * A.s3_0 + o50 + c54, st53, 256);
-            }
-          } else {
-            alignas(64) float st55[256];
-            for (int64_t c56 = 0; c56 < 1024; c56 += 256) {
-              tsr::prefetch_part(pf0_, pfl0_, c56 / 256, 4);
-              if (!tsr_stream3) tsr::prefetch_part_w(pf1_, pfl1_, c56 / 256, 4);
-              for (int64_t i52 = c56; i52 < c56 + 256; ++i52) st55[i52 - c56] = (float((float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]))));
-              tsr::store_bf16(A.p3 + (o49 + i51) * A.s3_0 + o50 + c56, st55, 256);
+              if (!tsr_stream3) tsr::prefetch_part_w(pf1_, pfl1_, c54 / 256, 4);
+              for (int64_t i50 = c54; i50 < c54 + 256; ++i50) st53[i50 - c54] = (float((float((float((float((float(v15[(i49) * 1024 + i50] - v39[0])) * v44[0])) * (float(v24[(i49) * 1024 + i50])))) + (float(v30[(i49) * 1024 + i50]))))));
+              tsr::store_bf16(A.p3 + (o47 + i49) * A.s3_0 + o48 + c54, st53, 256);
             }
           }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
-        const int64_t lo57 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
-        const int64_t hi58 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo57 ? A.d3_1 - o50 : lo57;
-        for (int64_t i59 = 0; i59 < 1; ++i59) {
-          if ((o49 + i59) >= 0 && (o49 + i59) < A.d3_0)
-            for (int64_t i60 = lo57; i60 < hi58; ++i60) A.p3[(o49 + i59) * A.s3_0 + o50 + i60] = tsr::f2bf((float((float((float((float((float(v15[(i59) * 1024 + i60] - v39[0])) * v46[0])) * v24[(i59) * 1024 + i60])) + v30[(i59) * 1024 + i60])))));
+        const int64_t lo55 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
+        const int64_t hi56 = A.d3_1 - o48 >= 1024 ? 1024 : A.d3_1 - o48 > lo55 ? A.d3_1 - o48 : lo55;
+        for (int64_t i57 = 0; i57 < 1; ++i57) {
+          if ((o47 + i57) >= 0 && (o47 + i57) < A.d3_0)
+            for (int64_t i58 = lo55; i58 < hi56; ++i58) A.p3[(o47 + i57) * A.s3_0 + o48 + i58] = tsr::f2bf((float((float((float((float((float(v15[(i57) * 1024 + i58] - v39[0])) * v44[0])) * (float(v24[(i57) * 1024 + i58])))) + (float(v30[(i57) * 1024 + i58])))))));
         }
       }
     }
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v61 = float(0x0p+0);
+    const float v59 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v62[1];
-    for (int64_t i63 = 0; i63 < 1; ++i63) v62[i63] = v61;
+    alignas(64) float v60[1];
+    for (int64_t i61 = 0; i61 < 1; ++i61) v60[i61] = v59;
     // %50 = const {value = 0} : i32
-    const int32_t v64 = int32_t(INT64_C(0));
+    const int32_t v62 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c65[1];
-    __builtin_memcpy(c65, v62, sizeof(c65));
-    for (int64_t iv66_ = v64; v5 > 0 && iv66_ < v11; iv66_ += v5) {
-      const int32_t iv66 = int32_t(iv66_);
+    alignas(64) float c63[1];
+    __builtin_memcpy(c63, v60, sizeof(c63));
+    for (int64_t iv64_ = v62; v5 > 0 && iv64_ < v11; iv64_ += v5) {
+      const int32_t iv64 = int32_t(iv64_);
       // %54 = load_tile %x, %6, %52 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v67_pad[1024];
-      tsr::bf16_row v67{v67_pad};
+      alignas(64) uint16_t v65_pad[1024];
+      tsr::bf16_row v65{v65_pad};
       {
-        const int64_t o68 = int64_t(v6) * 1;
-        const int64_t o69 = int64_t(iv66) * 1024;
-        if (o68 >= 0 && o68 + 1 <= A.d0_0 && o69 >= 0 && o69 + 1024 <= A.d0_1) {
-          for (int64_t i70 = 0; i70 < 1; ++i70) {
-            v67.p = A.p0 + (o68 + i70) * A.s0_0 + o69;
+        const int64_t o66 = int64_t(v6) * 1;
+        const int64_t o67 = int64_t(iv64) * 1024;
+        if (o66 >= 0 && o66 + 1 <= A.d0_0 && o67 >= 0 && o67 + 1024 <= A.d0_1) {
+          for (int64_t i68 = 0; i68 < 1; ++i68) {
+            v65.p = A.p0 + (o66 + i68) * A.s0_0 + o67;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo72 = o69 >= 0 ? 0 : -o69 < 1024 ? -o69 : 1024;
-          const int64_t hi73 = A.d0_1 - o69 >= 1024 ? 1024 : A.d0_1 - o69 > lo72 ? A.d0_1 - o69 : lo72;
-          for (int64_t i74 = 0; i74 < 1; ++i74) {
-            if ((o68 + i74) >= 0 && (o68 + i74) < A.d0_0) tsr::load_row<tsr::ld_same>(v67_pad + (i74) * 1024, A.p0 + (o68 + i74) * A.s0_0, o69, lo72, hi73, 1024, tsr::f2bf(float(0x0p+0)));
-            else tsr::load_row<tsr::ld_same>(v67_pad + (i74) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo70 = o67 >= 0 ? 0 : -o67 < 1024 ? -o67 : 1024;
+          const int64_t hi71 = A.d0_1 - o67 >= 1024 ? 1024 : A.d0_1 - o67 > lo70 ? A.d0_1 - o67 : lo70;
+          for (int64_t i72 = 0; i72 < 1; ++i72) {
+            if ((o66 + i72) >= 0 && (o66 + i72) < A.d0_0) tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0 + (o66 + i72) * A.s0_0, o67, lo70, hi71, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v65_pad + (i72) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v76[1];
+      alignas(64) float v74[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (float(v67[o_ * 1024 + l_]));
+          const float x0_ = (float(v65[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v67[o_ * 1024 + 512 + l_]));
+          const float x1_ = (float(v65[o_ * 1024 + 512 + l_]));
           a1_ += x1_;
         }
-        v76[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v74[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c65)
-      for (int64_t i77 = 0; i77 < 1; ++i77) c65[i77] = float(c65[i77] + v76[i77]);
+      // (written into the carried c63)
+      for (int64_t i75 = 0; i75 < 1; ++i75) c63[i75] = float(c63[i75] + v74[i75]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v78[1];
-    for (int64_t i79 = 0; i79 < 1; ++i79) v78[i79] = v12;
+    alignas(64) float v76[1];
+    for (int64_t i77 = 0; i77 < 1; ++i77) v76[i77] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v80[1];
-    for (int64_t i81 = 0; i81 < 1; ++i81) v80[i81] = float(c65[i81] / v12);
+    alignas(64) float v78[1];
+    for (int64_t i79 = 0; i79 < 1; ++i79) v78[i79] = float(c63[i79] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c82[1];
-    __builtin_memcpy(c82, v62, sizeof(c82));
-    for (int64_t iv83_ = v64; v5 > 0 && iv83_ < v11; iv83_ += v5) {
-      const int32_t iv83 = int32_t(iv83_);
+    alignas(64) float c80[1];
+    __builtin_memcpy(c80, v60, sizeof(c80));
+    for (int64_t iv81_ = v62; v5 > 0 && iv81_ < v11; iv81_ += v5) {
+      const int32_t iv81 = int32_t(iv81_);
       // %64 = load_tile %x, %6, %62 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v84_pad[1024];
-      tsr::bf16_row v84{v84_pad};
+      alignas(64) uint16_t v82_pad[1024];
+      tsr::bf16_row v82{v82_pad};
       {
-        const int64_t o85 = int64_t(v6) * 1;
-        const int64_t o86 = int64_t(iv83) * 1024;
-        if (o85 >= 0 && o85 + 1 <= A.d0_0 && o86 >= 0 && o86 + 1024 <= A.d0_1) {
-          for (int64_t i87 = 0; i87 < 1; ++i87) {
-            v84.p = A.p0 + (o85 + i87) * A.s0_0 + o86;
+        const int64_t o83 = int64_t(v6) * 1;
+        const int64_t o84 = int64_t(iv81) * 1024;
+        if (o83 >= 0 && o83 + 1 <= A.d0_0 && o84 >= 0 && o84 + 1024 <= A.d0_1) {
+          for (int64_t i85 = 0; i85 < 1; ++i85) {
+            v82.p = A.p0 + (o83 + i85) * A.s0_0 + o84;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo89 = o86 >= 0 ? 0 : -o86 < 1024 ? -o86 : 1024;
-          const int64_t hi90 = A.d0_1 - o86 >= 1024 ? 1024 : A.d0_1 - o86 > lo89 ? A.d0_1 - o86 : lo89;
-          for (int64_t i91 = 0; i91 < 1; ++i91) {
-            if ((o85 + i91) >= 0 && (o85 + i91) < A.d0_0) tsr::load_row<tsr::ld_same>(v84_pad + (i91) * 1024, A.p0 + (o85 + i91) * A.s0_0, o86, lo89, hi90, 1024, tsr::f2bf(float(0x0p+0)));
-            else tsr::load_row<tsr::ld_same>(v84_pad + (i91) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo87 = o84 >= 0 ? 0 : -o84 < 1024 ? -o84 : 1024;
+          const int64_t hi88 = A.d0_1 - o84 >= 1024 ? 1024 : A.d0_1 - o84 > lo87 ? A.d0_1 - o84 : lo87;
+          for (int64_t i89 = 0; i89 < 1; ++i89) {
+            if ((o83 + i89) >= 0 && (o83 + i89) < A.d0_0) tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0 + (o83 + i89) * A.s0_0, o84, lo87, hi88, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v82_pad + (i89) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v93[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v93[i_] = v80[0];
+      alignas(64) float v91[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v91[i_] = v78[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v94 = tsr::wmul(iv83, v8);
+      const int32_t v92 = tsr::wmul(iv81, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -372,8 +371,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v95[1024];
-      for (int64_t i96 = 0; i96 < 1024; ++i96) v95[i96] = uint8_t((tsr::wadd((v94), (int32_t(0 + i96)))) < (v7));
+      // (computed inside its user)
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -382,101 +380,101 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v97[1];
+      alignas(64) float v93[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (tsr::sel(v95[o_ * 1024 + l_], (float((float((float(v84[o_ * 1024 + l_])) - v80[0])) * (float((float(v84[o_ * 1024 + l_])) - v80[0])))), (v61)));
+          const float x0_ = (tsr::sel((uint8_t((tsr::wadd((v92), (int32_t(0 + o_ * 1024 + l_)))) < (v7))), (float((float((float(v82[o_ * 1024 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + l_])) - v78[0])))), (v59)));
           a0_ += x0_;
-          const float x1_ = (tsr::sel(v95[o_ * 1024 + 512 + l_], (float((float((float(v84[o_ * 1024 + 512 + l_])) - v80[0])) * (float((float(v84[o_ * 1024 + 512 + l_])) - v80[0])))), (v61)));
+          const float x1_ = (tsr::sel((uint8_t((tsr::wadd((v92), (int32_t(0 + o_ * 1024 + 512 + l_)))) < (v7))), (float((float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])) * (float((float(v82[o_ * 1024 + 512 + l_])) - v78[0])))), (v59)));
           a1_ += x1_;
         }
-        v97[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v93[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c82)
-      for (int64_t i98 = 0; i98 < 1; ++i98) c82[i98] = float(c82[i98] + v97[i98]);
+      // (written into the carried c80)
+      for (int64_t i94 = 0; i94 < 1; ++i94) c80[i94] = float(c80[i94] + v93[i94]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v99 = float(0x1.4f8b588e368f1p-17);
+    const float v95 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v100[1];
-    for (int64_t i101 = 0; i101 < 1; ++i101) v100[i101] = float(1.0f / tsr::sqrt((float((float(c82[i101] / v12)) + (v99)))));
+    alignas(64) float v96[1];
+    for (int64_t i97 = 0; i97 < 1; ++i97) v96[i97] = float(1.0f / tsr::sqrt((float((float(c80[i97] / v12)) + (v95)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv102_ = v64; v5 > 0 && iv102_ < v11; iv102_ += v5) {
-      const int32_t iv102 = int32_t(iv102_);
+    for (int64_t iv98_ = v62; v5 > 0 && iv98_ < v11; iv98_ += v5) {
+      const int32_t iv98 = int32_t(iv98_);
       // %87 = load_tile %x, %6, %86 : tile<bf16, [1, 1024]>
-      alignas(64) uint16_t v103_pad[1024];
-      tsr::bf16_row v103{v103_pad};
+      alignas(64) uint16_t v99_pad[1024];
+      tsr::bf16_row v99{v99_pad};
       {
-        const int64_t o104 = int64_t(v6) * 1;
-        const int64_t o105 = int64_t(iv102) * 1024;
-        if (o104 >= 0 && o104 + 1 <= A.d0_0 && o105 >= 0 && o105 + 1024 <= A.d0_1) {
-          for (int64_t i106 = 0; i106 < 1; ++i106) {
-            v103.p = A.p0 + (o104 + i106) * A.s0_0 + o105;
+        const int64_t o100 = int64_t(v6) * 1;
+        const int64_t o101 = int64_t(iv98) * 1024;
+        if (o100 >= 0 && o100 + 1 <= A.d0_0 && o101 >= 0 && o101 + 1024 <= A.d0_1) {
+          for (int64_t i102 = 0; i102 < 1; ++i102) {
+            v99.p = A.p0 + (o100 + i102) * A.s0_0 + o101;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo108 = o105 >= 0 ? 0 : -o105 < 1024 ? -o105 : 1024;
-          const int64_t hi109 = A.d0_1 - o105 >= 1024 ? 1024 : A.d0_1 - o105 > lo108 ? A.d0_1 - o105 : lo108;
-          for (int64_t i110 = 0; i110 < 1; ++i110) {
-            if ((o104 + i110) >= 0 && (o104 + i110) < A.d0_0) tsr::load_row<tsr::ld_same>(v103_pad + (i110) * 1024, A.p0 + (o104 + i110) * A.s0_0, o105, lo108, hi109, 1024, tsr::f2bf(float(0x0p+0)));
-            else tsr::load_row<tsr::ld_same>(v103_pad + (i110) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo104 = o101 >= 0 ? 0 : -o101 < 1024 ? -o101 : 1024;
+          const int64_t hi105 = A.d0_1 - o101 >= 1024 ? 1024 : A.d0_1 - o101 > lo104 ? A.d0_1 - o101 : lo104;
+          for (int64_t i106 = 0; i106 < 1; ++i106) {
+            if ((o100 + i106) >= 0 && (o100 + i106) < A.d0_0) tsr::load_row<tsr::ld_same>(v99_pad + (i106) * 1024, A.p0 + (o100 + i106) * A.s0_0, o101, lo104, hi105, 1024, tsr::f2bf(float(0x0p+0)));
+            else tsr::load_row<tsr::ld_same>(v99_pad + (i106) * 1024, A.p0, 0, 0, 0, 1024, tsr::f2bf(float(0x0p+0)));
           }
         }
       }
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v112_pad[1024];
-      tsr::bf16_row v112{v112_pad};
+      alignas(64) uint16_t v108_pad[1024];
+      tsr::bf16_row v108{v108_pad};
       {
-        const int64_t o113 = int64_t(iv102) * 1024;
-        if (o113 >= 0 && o113 + 1024 <= A.d1_0) {
-          v112.p = A.p1 + o113;
+        const int64_t o109 = int64_t(iv98) * 1024;
+        if (o109 >= 0 && o109 + 1024 <= A.d1_0) {
+          v108.p = A.p1 + o109;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo115 = o113 >= 0 ? 0 : -o113 < 1024 ? -o113 : 1024;
-          const int64_t hi116 = A.d1_0 - o113 >= 1024 ? 1024 : A.d1_0 - o113 > lo115 ? A.d1_0 - o113 : lo115;
-          tsr::load_row<tsr::ld_same>(v112_pad, A.p1, o113, lo115, hi116, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo111 = o109 >= 0 ? 0 : -o109 < 1024 ? -o109 : 1024;
+          const int64_t hi112 = A.d1_0 - o109 >= 1024 ? 1024 : A.d1_0 - o109 > lo111 ? A.d1_0 - o109 : lo111;
+          tsr::load_row<tsr::ld_same>(v108_pad, A.p1, o109, lo111, hi112, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %91 = load_tile %b, %86 : tile<bf16, [1024]>
-      alignas(64) uint16_t v118_pad[1024];
-      tsr::bf16_row v118{v118_pad};
+      alignas(64) uint16_t v114_pad[1024];
+      tsr::bf16_row v114{v114_pad};
       {
-        const int64_t o119 = int64_t(iv102) * 1024;
-        if (o119 >= 0 && o119 + 1024 <= A.d2_0) {
-          v118.p = A.p2 + o119;
+        const int64_t o115 = int64_t(iv98) * 1024;
+        if (o115 >= 0 && o115 + 1024 <= A.d2_0) {
+          v114.p = A.p2 + o115;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo121 = o119 >= 0 ? 0 : -o119 < 1024 ? -o119 : 1024;
-          const int64_t hi122 = A.d2_0 - o119 >= 1024 ? 1024 : A.d2_0 - o119 > lo121 ? A.d2_0 - o119 : lo121;
-          tsr::load_row<tsr::ld_same>(v118_pad, A.p2, o119, lo121, hi122, 1024, tsr::f2bf(float(0x0p+0)));
+          const int64_t lo117 = o115 >= 0 ? 0 : -o115 < 1024 ? -o115 : 1024;
+          const int64_t hi118 = A.d2_0 - o115 >= 1024 ? 1024 : A.d2_0 - o115 > lo117 ? A.d2_0 - o115 : lo117;
+          tsr::load_row<tsr::ld_same>(v114_pad, A.p2, o115, lo117, hi118, 1024, tsr::f2bf(float(0x0p+0)));
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v124[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v124[i_] = v80[0];
+      alignas(64) float v120[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v120[i_] = v78[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v125[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v125[i_] = v100[0];
+      alignas(64) float v121[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v121[i_] = v96[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -489,31 +487,31 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o126 = int64_t(v6) * 1;
-        const int64_t o127 = int64_t(iv102) * 1024;
-        if (o126 >= 0 && o126 + 1 <= A.d3_0 && o127 >= 0 && o127 + 1024 <= A.d3_1) {
-          for (int64_t i128 = 0; i128 < 1; ++i128) {
+        const int64_t o122 = int64_t(v6) * 1;
+        const int64_t o123 = int64_t(iv98) * 1024;
+        if (o122 >= 0 && o122 + 1 <= A.d3_0 && o123 >= 0 && o123 + 1024 <= A.d3_1) {
+          for (int64_t i124 = 0; i124 < 1; ++i124) {
             if (tsr_stream3) {
-              alignas(64) float st130[256];
-              for (int64_t c131 = 0; c131 < 1024; c131 += 256) {
-                for (int64_t i129 = c131; i129 < c131 + 256; ++i129) st130[i129 - c131] = (float((float((float((float((float((float(v103[(i128) * 1024 + i129])) - v80[0])) * v100[0])) * v112[(i128) * 1024 + i129])) + v118[(i128) * 1024 + i129]))));
-                tsr::stream_bf16(A.p3 + (o126 + i128) * A.s3_0 + o127 + c131, st130, 256);
+              alignas(64) float st126[256];
+              for (int64_t c127 = 0; c127 < 1024; c127 += 256) {
+                for (int64_t i125 = c127; i125 < c127 + 256; ++i125) st126[i125 - c127] = (float((float((float((float((float((float(v99[(i124) * 1024 + i125])) - v78[0])) * v96[0])) * (float(v108[(i124) * 1024 + i125])))) + (float(v114[(i124) * 1024 + i125]))))));
+                tsr::stream_bf16(A.p3 + (o122 + i124) * A.s3_0 + o123 + c127, st126, 256);
               }
             } else {
-              alignas(64) float st132[256];
-              for (int64_t c133 = 0; c133 < 1024; c133 += 256) {
-                for (int64_t i129 = c133; i129 < c133 + 256; ++i129) st132[i129 - c133] = (float((float((float((float((float((float(v103[(i128) * 1024 + i129])) - v80[0])) * v100[0])) * v112[(i128) * 1024 + i129])) + v118[(i128) * 1024 + i129]))));
-                tsr::store_bf16(A.p3 + (o126 + i128) * A.s3_0 + o127 + c133, st132, 256);
+              alignas(64) float st128[256];
+              for (int64_t c129 = 0; c129 < 1024; c129 += 256) {
+                for (int64_t i125 = c129; i125 < c129 + 256; ++i125) st128[i125 - c129] = (float((float((float((float((float((float(v99[(i124) * 1024 + i125])) - v78[0])) * v96[0])) * (float(v108[(i124) * 1024 + i125])))) + (float(v114[(i124) * 1024 + i125]))))));
+                tsr::store_bf16(A.p3 + (o122 + i124) * A.s3_0 + o123 + c129, st128, 256);
               }
             }
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
-          const int64_t lo134 = o127 >= 0 ? 0 : -o127 < 1024 ? -o127 : 1024;
-          const int64_t hi135 = A.d3_1 - o127 >= 1024 ? 1024 : A.d3_1 - o127 > lo134 ? A.d3_1 - o127 : lo134;
-          for (int64_t i136 = 0; i136 < 1; ++i136) {
-            if ((o126 + i136) >= 0 && (o126 + i136) < A.d3_0)
-              for (int64_t i137 = lo134; i137 < hi135; ++i137) A.p3[(o126 + i136) * A.s3_0 + o127 + i137] = tsr::f2bf((float((float((float((float((float((float(v103[(i136) * 1024 + i137])) - v80[0])) * v100[0])) * v112[(i136) * 1024 + i137])) + v118[(i136) * 1024 + i137])))));
+          const int64_t lo130 = o123 >= 0 ? 0 : -o123 < 1024 ? -o123 : 1024;
+          const int64_t hi131 = A.d3_1 - o123 >= 1024 ? 1024 : A.d3_1 - o123 > lo130 ? A.d3_1 - o123 : lo130;
+          for (int64_t i132 = 0; i132 < 1; ++i132) {
+            if ((o122 + i132) >= 0 && (o122 + i132) < A.d3_0)
+              for (int64_t i133 = lo130; i133 < hi131; ++i133) A.p3[(o122 + i132) * A.s3_0 + o123 + i133] = tsr::f2bf((float((float((float((float((float((float(v99[(i132) * 1024 + i133])) - v78[0])) * v96[0])) * (float(v108[(i132) * 1024 + i133])))) + (float(v114[(i132) * 1024 + i133])))))));
           }
         }
       }

@@ -67,23 +67,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v131 = pn0_;
+    const int32_t v127 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v132 = int32_t(INT64_C(0));
+    const int32_t v128 = int32_t(INT64_C(0));
     {
-      const int64_t o133 = int64_t(v131) * 1;
-      const int64_t o134 = int64_t(v132) * 1024;
-      if (o133 >= 0 && o133 + 1 <= A.d0_0 && o134 >= 0 && o134 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o133 * A.s0_0 + o134);
+      const int64_t o129 = int64_t(v127) * 1;
+      const int64_t o130 = int64_t(v128) * 1024;
+      if (o129 >= 0 && o129 + 1 <= A.d0_0 && o130 >= 0 && o130 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o129 * A.s0_0 + o130);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 2048);
       }
     }
     {
-      const int64_t o135 = int64_t(v131) * 1;
-      const int64_t o136 = int64_t(v132) * 1024;
-      if (o135 >= 0 && o135 + 1 <= A.d3_0 && o136 >= 0 && o136 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o135 * A.s3_0 + o136);
+      const int64_t o131 = int64_t(v127) * 1;
+      const int64_t o132 = int64_t(v128) * 1024;
+      if (o131 >= 0 && o131 + 1 <= A.d3_0 && o132 >= 0 && o132 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o131 * A.s3_0 + o132);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 2048);
       }
@@ -146,7 +146,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %18 = cast %17 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %19 = load_tile %b, %14 : tile<f16, [1024]>
     alignas(64) float v30[1024];
     {
@@ -161,7 +161,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %20 = cast %19 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %21 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v36[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) v36[o_ * 1 + 0] = float(tsr::row_sum4<256>(v15, o_ * 1024));
@@ -177,12 +177,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %26 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %27 = cmp %25, %26 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v41[1024];
-    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
+    // (computed inside its user)
     // %28 = expand_dims %27 {axis = 0} : tile<i1, [1, 1024]>
     // %29 = broadcast %24 : tile<f32, [1, 1024]>
-    alignas(64) float v43[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
+    alignas(64) float v41[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v41[i_] = v39[0];
     // %30 = where %28, %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %31 = sub %30, %29 : tile<f32, [1, 1024]>
@@ -190,36 +189,36 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %32 = mul %31, %31 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %33 = reduce %32 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v44[1];
+    alignas(64) float v42[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_)
       for (int64_t l_ = 0; l_ < 512; ++l_) {
-        const float x0_ = (float((float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
+        const float x0_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
+        const float x1_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
         a1_ += x1_;
       }
-      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+      v42[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %34 = div %33, %22 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = const {value = 1e-05} : f32
-    const float v45 = float(0x1.4f8b588e368f1p-17);
+    const float v43 = float(0x1.4f8b588e368f1p-17);
     // %36 = splat %35 : tile<f32, [1]>
     // (computed inside its user)
     // %37 = add %34, %36 : tile<f32, [1]>
     // (computed inside its user)
     // %38 = rsqrt %37 : tile<f32, [1]>
-    alignas(64) float v46[1];
-    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
+    alignas(64) float v44[1];
+    for (int64_t i45 = 0; i45 < 1; ++i45) v44[i45] = float(1.0f / tsr::sqrt((float((float(v42[i45] / v12)) + (v43)))));
     // %39 = expand_dims %38 {axis = 1} : tile<f32, [1, 1]>
     // %40 = sub %16, %29 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %41 = broadcast %39 : tile<f32, [1, 1024]>
-    alignas(64) float v48[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
+    alignas(64) float v46[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v46[i_] = v44[0];
     // %42 = mul %40, %41 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %43 = expand_dims %18 {axis = 0} : tile<f32, [1, 1024]>
@@ -232,122 +231,122 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %47, %6, %14
     {
-      const int64_t o49 = int64_t(v6) * 1;
-      const int64_t o50 = int64_t(v14) * 1024;
-      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
-        for (int64_t i51 = 0; i51 < 1; ++i51) {
-          for (int64_t c53 = 0; c53 < 1024; c53 += 256) {
-            tsr::prefetch_part(pf0_, pfl0_, c53 / 256, 4);
-            tsr::prefetch_part_w(pf1_, pfl1_, c53 / 256, 4);
-            for (int64_t i52 = c53; i52 < c53 + 256; ++i52) A.p3[(o49 + i51) * A.s3_0 + o50 + i52] = tsr::f2h((float((float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52])))));
+      const int64_t o47 = int64_t(v6) * 1;
+      const int64_t o48 = int64_t(v14) * 1024;
+      if (o47 >= 0 && o47 + 1 <= A.d3_0 && o48 >= 0 && o48 + 1024 <= A.d3_1) {
+        for (int64_t i49 = 0; i49 < 1; ++i49) {
+          for (int64_t c51 = 0; c51 < 1024; c51 += 256) {
+            tsr::prefetch_part(pf0_, pfl0_, c51 / 256, 4);
+            tsr::prefetch_part_w(pf1_, pfl1_, c51 / 256, 4);
+            for (int64_t i50 = c51; i50 < c51 + 256; ++i50) A.p3[(o47 + i49) * A.s3_0 + o48 + i50] = tsr::f2h((float((float((float((float((float(v15[(i49) * 1024 + i50] - v39[0])) * v44[0])) * (float(v24[(i49) * 1024 + i50])))) + (float(v30[(i49) * 1024 + i50])))))));
           }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
-        const int64_t lo54 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
-        const int64_t hi55 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo54 ? A.d3_1 - o50 : lo54;
-        for (int64_t i56 = 0; i56 < 1; ++i56) {
-          if ((o49 + i56) >= 0 && (o49 + i56) < A.d3_0)
-            for (int64_t i57 = lo54; i57 < hi55; ++i57) A.p3[(o49 + i56) * A.s3_0 + o50 + i57] = tsr::f2h((float((float((float((float((float(v15[(i56) * 1024 + i57] - v39[0])) * v46[0])) * v24[(i56) * 1024 + i57])) + v30[(i56) * 1024 + i57])))));
+        const int64_t lo52 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
+        const int64_t hi53 = A.d3_1 - o48 >= 1024 ? 1024 : A.d3_1 - o48 > lo52 ? A.d3_1 - o48 : lo52;
+        for (int64_t i54 = 0; i54 < 1; ++i54) {
+          if ((o47 + i54) >= 0 && (o47 + i54) < A.d3_0)
+            for (int64_t i55 = lo52; i55 < hi53; ++i55) A.p3[(o47 + i54) * A.s3_0 + o48 + i55] = tsr::f2h((float((float((float((float((float(v15[(i54) * 1024 + i55] - v39[0])) * v44[0])) * (float(v24[(i54) * 1024 + i55])))) + (float(v30[(i54) * 1024 + i55])))))));
         }
       }
     }
     // yield
   } else {
     // %48 = const {value = 0.0} : f32
-    const float v58 = float(0x0p+0);
+    const float v56 = float(0x0p+0);
     // %49 = splat %48 : tile<f32, [1]>
-    alignas(64) float v59[1];
-    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = v58;
+    alignas(64) float v57[1];
+    for (int64_t i58 = 0; i58 < 1; ++i58) v57[i58] = v56;
     // %50 = const {value = 0} : i32
-    const int32_t v61 = int32_t(INT64_C(0));
+    const int32_t v59 = int32_t(INT64_C(0));
     // %51 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c62[1];
-    __builtin_memcpy(c62, v59, sizeof(c62));
-    for (int64_t iv63_ = v61; v5 > 0 && iv63_ < v11; iv63_ += v5) {
-      const int32_t iv63 = int32_t(iv63_);
+    alignas(64) float c60[1];
+    __builtin_memcpy(c60, v57, sizeof(c60));
+    for (int64_t iv61_ = v59; v5 > 0 && iv61_ < v11; iv61_ += v5) {
+      const int32_t iv61 = int32_t(iv61_);
       // %54 = load_tile %x, %6, %52 : tile<f16, [1, 1024]>
-      alignas(64) float v64[1024];
+      alignas(64) float v62[1024];
       {
-        const int64_t o65 = int64_t(v6) * 1;
-        const int64_t o66 = int64_t(iv63) * 1024;
-        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
-          for (int64_t i67 = 0; i67 < 1; ++i67) {
-            tsr::load_row<tsr::ld_f16>(v64 + (i67) * 1024, A.p0, (o65 + i67) * A.s0_0 + o66, 0, 1024, 1024, float(0x0p+0));
+        const int64_t o63 = int64_t(v6) * 1;
+        const int64_t o64 = int64_t(iv61) * 1024;
+        if (o63 >= 0 && o63 + 1 <= A.d0_0 && o64 >= 0 && o64 + 1024 <= A.d0_1) {
+          for (int64_t i65 = 0; i65 < 1; ++i65) {
+            tsr::load_row<tsr::ld_f16>(v62 + (i65) * 1024, A.p0, (o63 + i65) * A.s0_0 + o64, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
-          const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
-          for (int64_t i71 = 0; i71 < 1; ++i71) {
-            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0 + (o65 + i71) * A.s0_0, o66, lo69, hi70, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_f16>(v64 + (i71) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo67 = o64 >= 0 ? 0 : -o64 < 1024 ? -o64 : 1024;
+          const int64_t hi68 = A.d0_1 - o64 >= 1024 ? 1024 : A.d0_1 - o64 > lo67 ? A.d0_1 - o64 : lo67;
+          for (int64_t i69 = 0; i69 < 1; ++i69) {
+            if ((o63 + i69) >= 0 && (o63 + i69) < A.d0_0) tsr::load_row<tsr::ld_f16>(v62 + (i69) * 1024, A.p0 + (o63 + i69) * A.s0_0, o64, lo67, hi68, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v62 + (i69) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %55 = cast %54 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %56 = reduce %55 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v73[1];
+      alignas(64) float v71[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (float(v64[o_ * 1024 + l_]));
+          const float x0_ = (float(v62[o_ * 1024 + l_]));
           a0_ += x0_;
-          const float x1_ = (float(v64[o_ * 1024 + 512 + l_]));
+          const float x1_ = (float(v62[o_ * 1024 + 512 + l_]));
           a1_ += x1_;
         }
-        v73[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v71[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %57 = add %53, %56 : tile<f32, [1]>
-      // (written into the carried c62)
-      for (int64_t i74 = 0; i74 < 1; ++i74) c62[i74] = float(c62[i74] + v73[i74]);
+      // (written into the carried c60)
+      for (int64_t i72 = 0; i72 < 1; ++i72) c60[i72] = float(c60[i72] + v71[i72]);
       // yield %57
     }
     // %58 = splat %12 : tile<f32, [1]>
-    alignas(64) float v75[1];
-    for (int64_t i76 = 0; i76 < 1; ++i76) v75[i76] = v12;
+    alignas(64) float v73[1];
+    for (int64_t i74 = 0; i74 < 1; ++i74) v73[i74] = v12;
     // %59 = div %51, %58 : tile<f32, [1]>
-    alignas(64) float v77[1];
-    for (int64_t i78 = 0; i78 < 1; ++i78) v77[i78] = float(c62[i78] / v12);
+    alignas(64) float v75[1];
+    for (int64_t i76 = 0; i76 < 1; ++i76) v75[i76] = float(c60[i76] / v12);
     // %60 = expand_dims %59 {axis = 1} : tile<f32, [1, 1]>
     // %61 = for %50, %11, %5, %49 : tile<f32, [1]> {...}
-    alignas(64) float c79[1];
-    __builtin_memcpy(c79, v59, sizeof(c79));
-    for (int64_t iv80_ = v61; v5 > 0 && iv80_ < v11; iv80_ += v5) {
-      const int32_t iv80 = int32_t(iv80_);
+    alignas(64) float c77[1];
+    __builtin_memcpy(c77, v57, sizeof(c77));
+    for (int64_t iv78_ = v59; v5 > 0 && iv78_ < v11; iv78_ += v5) {
+      const int32_t iv78 = int32_t(iv78_);
       // %64 = load_tile %x, %6, %62 : tile<f16, [1, 1024]>
-      alignas(64) float v81[1024];
+      alignas(64) float v79[1024];
       {
-        const int64_t o82 = int64_t(v6) * 1;
-        const int64_t o83 = int64_t(iv80) * 1024;
-        if (o82 >= 0 && o82 + 1 <= A.d0_0 && o83 >= 0 && o83 + 1024 <= A.d0_1) {
-          for (int64_t i84 = 0; i84 < 1; ++i84) {
-            tsr::load_row<tsr::ld_f16>(v81 + (i84) * 1024, A.p0, (o82 + i84) * A.s0_0 + o83, 0, 1024, 1024, float(0x0p+0));
+        const int64_t o80 = int64_t(v6) * 1;
+        const int64_t o81 = int64_t(iv78) * 1024;
+        if (o80 >= 0 && o80 + 1 <= A.d0_0 && o81 >= 0 && o81 + 1024 <= A.d0_1) {
+          for (int64_t i82 = 0; i82 < 1; ++i82) {
+            tsr::load_row<tsr::ld_f16>(v79 + (i82) * 1024, A.p0, (o80 + i82) * A.s0_0 + o81, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo86 = o83 >= 0 ? 0 : -o83 < 1024 ? -o83 : 1024;
-          const int64_t hi87 = A.d0_1 - o83 >= 1024 ? 1024 : A.d0_1 - o83 > lo86 ? A.d0_1 - o83 : lo86;
-          for (int64_t i88 = 0; i88 < 1; ++i88) {
-            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0 + (o82 + i88) * A.s0_0, o83, lo86, hi87, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_f16>(v81 + (i88) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo84 = o81 >= 0 ? 0 : -o81 < 1024 ? -o81 : 1024;
+          const int64_t hi85 = A.d0_1 - o81 >= 1024 ? 1024 : A.d0_1 - o81 > lo84 ? A.d0_1 - o81 : lo84;
+          for (int64_t i86 = 0; i86 < 1; ++i86) {
+            if ((o80 + i86) >= 0 && (o80 + i86) < A.d0_0) tsr::load_row<tsr::ld_f16>(v79 + (i86) * 1024, A.p0 + (o80 + i86) * A.s0_0, o81, lo84, hi85, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v79 + (i86) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %65 = cast %64 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %66 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v90[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v90[i_] = v77[0];
+      alignas(64) float v88[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v88[i_] = v75[0];
       // %67 = sub %65, %66 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %68 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %69 = mul %62, %8 : i32
-      const int32_t v91 = tsr::wmul(iv80, v8);
+      const int32_t v89 = tsr::wmul(iv78, v8);
       // %70 = splat %69 : tile<i32, [1024]>
       // (computed inside its user)
       // %71 = add %70, %68 : tile<i32, [1024]>
@@ -355,8 +354,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %72 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %73 = cmp %71, %72 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v92[1024];
-      for (int64_t i93 = 0; i93 < 1024; ++i93) v92[i93] = uint8_t((tsr::wadd((v91), (int32_t(0 + i93)))) < (v7));
+      // (computed inside its user)
       // %74 = expand_dims %73 {axis = 0} : tile<i1, [1, 1024]>
       // %75 = mul %67, %67 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -365,98 +363,98 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %77 = where %74, %75, %76 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %78 = reduce %77 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v94[1];
+      alignas(64) float v90[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (tsr::sel(v92[o_ * 1024 + l_], (float((float((float(v81[o_ * 1024 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + l_])) - v77[0])))), (v58)));
+          const float x0_ = (tsr::sel((uint8_t((tsr::wadd((v89), (int32_t(0 + o_ * 1024 + l_)))) < (v7))), (float((float((float(v79[o_ * 1024 + l_])) - v75[0])) * (float((float(v79[o_ * 1024 + l_])) - v75[0])))), (v56)));
           a0_ += x0_;
-          const float x1_ = (tsr::sel(v92[o_ * 1024 + 512 + l_], (float((float((float(v81[o_ * 1024 + 512 + l_])) - v77[0])) * (float((float(v81[o_ * 1024 + 512 + l_])) - v77[0])))), (v58)));
+          const float x1_ = (tsr::sel((uint8_t((tsr::wadd((v89), (int32_t(0 + o_ * 1024 + 512 + l_)))) < (v7))), (float((float((float(v79[o_ * 1024 + 512 + l_])) - v75[0])) * (float((float(v79[o_ * 1024 + 512 + l_])) - v75[0])))), (v56)));
           a1_ += x1_;
         }
-        v94[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v90[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %79 = add %63, %78 : tile<f32, [1]>
-      // (written into the carried c79)
-      for (int64_t i95 = 0; i95 < 1; ++i95) c79[i95] = float(c79[i95] + v94[i95]);
+      // (written into the carried c77)
+      for (int64_t i91 = 0; i91 < 1; ++i91) c77[i91] = float(c77[i91] + v90[i91]);
       // yield %79
     }
     // %80 = div %61, %58 : tile<f32, [1]>
     // (computed inside its user)
     // %81 = const {value = 1e-05} : f32
-    const float v96 = float(0x1.4f8b588e368f1p-17);
+    const float v92 = float(0x1.4f8b588e368f1p-17);
     // %82 = splat %81 : tile<f32, [1]>
     // (computed inside its user)
     // %83 = add %80, %82 : tile<f32, [1]>
     // (computed inside its user)
     // %84 = rsqrt %83 : tile<f32, [1]>
-    alignas(64) float v97[1];
-    for (int64_t i98 = 0; i98 < 1; ++i98) v97[i98] = float(1.0f / tsr::sqrt((float((float(c79[i98] / v12)) + (v96)))));
+    alignas(64) float v93[1];
+    for (int64_t i94 = 0; i94 < 1; ++i94) v93[i94] = float(1.0f / tsr::sqrt((float((float(c77[i94] / v12)) + (v92)))));
     // %85 = expand_dims %84 {axis = 1} : tile<f32, [1, 1]>
     // for %50, %11, %5 {...}
-    for (int64_t iv99_ = v61; v5 > 0 && iv99_ < v11; iv99_ += v5) {
-      const int32_t iv99 = int32_t(iv99_);
+    for (int64_t iv95_ = v59; v5 > 0 && iv95_ < v11; iv95_ += v5) {
+      const int32_t iv95 = int32_t(iv95_);
       // %87 = load_tile %x, %6, %86 : tile<f16, [1, 1024]>
-      alignas(64) float v100[1024];
+      alignas(64) float v96[1024];
       {
-        const int64_t o101 = int64_t(v6) * 1;
-        const int64_t o102 = int64_t(iv99) * 1024;
-        if (o101 >= 0 && o101 + 1 <= A.d0_0 && o102 >= 0 && o102 + 1024 <= A.d0_1) {
-          for (int64_t i103 = 0; i103 < 1; ++i103) {
-            tsr::load_row<tsr::ld_f16>(v100 + (i103) * 1024, A.p0, (o101 + i103) * A.s0_0 + o102, 0, 1024, 1024, float(0x0p+0));
+        const int64_t o97 = int64_t(v6) * 1;
+        const int64_t o98 = int64_t(iv95) * 1024;
+        if (o97 >= 0 && o97 + 1 <= A.d0_0 && o98 >= 0 && o98 + 1024 <= A.d0_1) {
+          for (int64_t i99 = 0; i99 < 1; ++i99) {
+            tsr::load_row<tsr::ld_f16>(v96 + (i99) * 1024, A.p0, (o97 + i99) * A.s0_0 + o98, 0, 1024, 1024, float(0x0p+0));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo105 = o102 >= 0 ? 0 : -o102 < 1024 ? -o102 : 1024;
-          const int64_t hi106 = A.d0_1 - o102 >= 1024 ? 1024 : A.d0_1 - o102 > lo105 ? A.d0_1 - o102 : lo105;
-          for (int64_t i107 = 0; i107 < 1; ++i107) {
-            if ((o101 + i107) >= 0 && (o101 + i107) < A.d0_0) tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0 + (o101 + i107) * A.s0_0, o102, lo105, hi106, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_f16>(v100 + (i107) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo101 = o98 >= 0 ? 0 : -o98 < 1024 ? -o98 : 1024;
+          const int64_t hi102 = A.d0_1 - o98 >= 1024 ? 1024 : A.d0_1 - o98 > lo101 ? A.d0_1 - o98 : lo101;
+          for (int64_t i103 = 0; i103 < 1; ++i103) {
+            if ((o97 + i103) >= 0 && (o97 + i103) < A.d0_0) tsr::load_row<tsr::ld_f16>(v96 + (i103) * 1024, A.p0 + (o97 + i103) * A.s0_0, o98, lo101, hi102, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_f16>(v96 + (i103) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %88 = cast %87 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %89 = load_tile %w, %86 : tile<f16, [1024]>
-      alignas(64) float v109[1024];
+      alignas(64) float v105[1024];
       {
-        const int64_t o110 = int64_t(iv99) * 1024;
-        if (o110 >= 0 && o110 + 1024 <= A.d1_0) {
-          tsr::load_row<tsr::ld_f16>(v109, A.p1, o110, 0, 1024, 1024, float(0x0p+0));
+        const int64_t o106 = int64_t(iv95) * 1024;
+        if (o106 >= 0 && o106 + 1024 <= A.d1_0) {
+          tsr::load_row<tsr::ld_f16>(v105, A.p1, o106, 0, 1024, 1024, float(0x0p+0));
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo112 = o110 >= 0 ? 0 : -o110 < 1024 ? -o110 : 1024;
-          const int64_t hi113 = A.d1_0 - o110 >= 1024 ? 1024 : A.d1_0 - o110 > lo112 ? A.d1_0 - o110 : lo112;
-          tsr::load_row<tsr::ld_f16>(v109, A.p1, o110, lo112, hi113, 1024, float(0x0p+0));
+          const int64_t lo108 = o106 >= 0 ? 0 : -o106 < 1024 ? -o106 : 1024;
+          const int64_t hi109 = A.d1_0 - o106 >= 1024 ? 1024 : A.d1_0 - o106 > lo108 ? A.d1_0 - o106 : lo108;
+          tsr::load_row<tsr::ld_f16>(v105, A.p1, o106, lo108, hi109, 1024, float(0x0p+0));
         }
       }
       // %90 = cast %89 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %91 = load_tile %b, %86 : tile<f16, [1024]>
-      alignas(64) float v115[1024];
+      alignas(64) float v111[1024];
       {
-        const int64_t o116 = int64_t(iv99) * 1024;
-        if (o116 >= 0 && o116 + 1024 <= A.d2_0) {
-          tsr::load_row<tsr::ld_f16>(v115, A.p2, o116, 0, 1024, 1024, float(0x0p+0));
+        const int64_t o112 = int64_t(iv95) * 1024;
+        if (o112 >= 0 && o112 + 1024 <= A.d2_0) {
+          tsr::load_row<tsr::ld_f16>(v111, A.p2, o112, 0, 1024, 1024, float(0x0p+0));
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo118 = o116 >= 0 ? 0 : -o116 < 1024 ? -o116 : 1024;
-          const int64_t hi119 = A.d2_0 - o116 >= 1024 ? 1024 : A.d2_0 - o116 > lo118 ? A.d2_0 - o116 : lo118;
-          tsr::load_row<tsr::ld_f16>(v115, A.p2, o116, lo118, hi119, 1024, float(0x0p+0));
+          const int64_t lo114 = o112 >= 0 ? 0 : -o112 < 1024 ? -o112 : 1024;
+          const int64_t hi115 = A.d2_0 - o112 >= 1024 ? 1024 : A.d2_0 - o112 > lo114 ? A.d2_0 - o112 : lo114;
+          tsr::load_row<tsr::ld_f16>(v111, A.p2, o112, lo114, hi115, 1024, float(0x0p+0));
         }
       }
       // %92 = cast %91 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %93 = broadcast %60 : tile<f32, [1, 1024]>
-      alignas(64) float v121[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v121[i_] = v77[0];
+      alignas(64) float v117[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v117[i_] = v75[0];
       // %94 = sub %88, %93 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %95 = broadcast %85 : tile<f32, [1, 1024]>
-      alignas(64) float v122[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v122[i_] = v97[0];
+      alignas(64) float v118[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v118[i_] = v93[0];
       // %96 = mul %94, %95 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %97 = expand_dims %90 {axis = 0} : tile<f32, [1, 1024]>
@@ -469,19 +467,19 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %101, %6, %86
       {
-        const int64_t o123 = int64_t(v6) * 1;
-        const int64_t o124 = int64_t(iv99) * 1024;
-        if (o123 >= 0 && o123 + 1 <= A.d3_0 && o124 >= 0 && o124 + 1024 <= A.d3_1) {
-          for (int64_t i125 = 0; i125 < 1; ++i125) {
-            for (int64_t i126 = 0; i126 < 1024; ++i126) A.p3[(o123 + i125) * A.s3_0 + o124 + i126] = tsr::f2h((float((float((float((float((float((float(v100[(i125) * 1024 + i126])) - v77[0])) * v97[0])) * v109[(i125) * 1024 + i126])) + v115[(i125) * 1024 + i126])))));
+        const int64_t o119 = int64_t(v6) * 1;
+        const int64_t o120 = int64_t(iv95) * 1024;
+        if (o119 >= 0 && o119 + 1 <= A.d3_0 && o120 >= 0 && o120 + 1024 <= A.d3_1) {
+          for (int64_t i121 = 0; i121 < 1; ++i121) {
+            for (int64_t i122 = 0; i122 < 1024; ++i122) A.p3[(o119 + i121) * A.s3_0 + o120 + i122] = tsr::f2h((float((float((float((float((float((float(v96[(i121) * 1024 + i122])) - v75[0])) * v93[0])) * (float(v105[(i121) * 1024 + i122])))) + (float(v111[(i121) * 1024 + i122])))))));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
-          const int64_t lo127 = o124 >= 0 ? 0 : -o124 < 1024 ? -o124 : 1024;
-          const int64_t hi128 = A.d3_1 - o124 >= 1024 ? 1024 : A.d3_1 - o124 > lo127 ? A.d3_1 - o124 : lo127;
-          for (int64_t i129 = 0; i129 < 1; ++i129) {
-            if ((o123 + i129) >= 0 && (o123 + i129) < A.d3_0)
-              for (int64_t i130 = lo127; i130 < hi128; ++i130) A.p3[(o123 + i129) * A.s3_0 + o124 + i130] = tsr::f2h((float((float((float((float((float((float(v100[(i129) * 1024 + i130])) - v77[0])) * v97[0])) * v109[(i129) * 1024 + i130])) + v115[(i129) * 1024 + i130])))));
+          const int64_t lo123 = o120 >= 0 ? 0 : -o120 < 1024 ? -o120 : 1024;
+          const int64_t hi124 = A.d3_1 - o120 >= 1024 ? 1024 : A.d3_1 - o120 > lo123 ? A.d3_1 - o120 : lo123;
+          for (int64_t i125 = 0; i125 < 1; ++i125) {
+            if ((o119 + i125) >= 0 && (o119 + i125) < A.d3_0)
+              for (int64_t i126 = lo123; i126 < hi124; ++i126) A.p3[(o119 + i125) * A.s3_0 + o120 + i126] = tsr::f2h((float((float((float((float((float((float(v96[(i125) * 1024 + i126])) - v75[0])) * v93[0])) * (float(v105[(i125) * 1024 + i126])))) + (float(v111[(i125) * 1024 + i126])))))));
           }
         }
       }

@@ -68,23 +68,23 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
   if (int64_t(pid0) + 1 < int64_t(np0)) {
     const int32_t pn0_ = pid0 + 1;
     // %6 = program_id {axis = 0} : i32
-    const int32_t v135 = pn0_;
+    const int32_t v131 = pn0_;
     // %14 = const {value = 0} : i32
-    const int32_t v136 = int32_t(INT64_C(0));
+    const int32_t v132 = int32_t(INT64_C(0));
     {
-      const int64_t o137 = int64_t(v135) * 1;
-      const int64_t o138 = int64_t(v136) * 1024;
-      if (o137 >= 0 && o137 + 1 <= A.d0_0 && o138 >= 0 && o138 + 1024 <= A.d0_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p0 + o137 * A.s0_0 + o138);
+      const int64_t o133 = int64_t(v131) * 1;
+      const int64_t o134 = int64_t(v132) * 1024;
+      if (o133 >= 0 && o133 + 1 <= A.d0_0 && o134 >= 0 && o134 + 1024 <= A.d0_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p0 + o133 * A.s0_0 + o134);
         pf0_ = tsr::line_start(p_);
         pfl0_ = tsr::line_count(p_, 4096);
       }
     }
     {
-      const int64_t o139 = int64_t(v135) * 1;
-      const int64_t o140 = int64_t(v136) * 1024;
-      if (o139 >= 0 && o139 + 1 <= A.d3_0 && o140 >= 0 && o140 + 1024 <= A.d3_1) {
-        const char* p_ = reinterpret_cast<const char*>(A.p3 + o139 * A.s3_0 + o140);
+      const int64_t o135 = int64_t(v131) * 1;
+      const int64_t o136 = int64_t(v132) * 1024;
+      if (o135 >= 0 && o135 + 1 <= A.d3_0 && o136 >= 0 && o136 + 1024 <= A.d3_1) {
+        const char* p_ = reinterpret_cast<const char*>(A.p3 + o135 * A.s3_0 + o136);
         pf1_ = tsr::line_start(p_);
         pfl1_ = tsr::line_count(p_, 4096);
       }
@@ -175,12 +175,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %23 = splat %7 : tile<i32, [1024]>
     // (computed inside its user)
     // %24 = cmp %22, %23 {pred = "lt"} : tile<i1, [1024]>
-    alignas(64) uint8_t v41[1024];
-    for (int64_t i42 = 0; i42 < 1024; ++i42) v41[i42] = uint8_t((int32_t(0 + i42)) < (v7));
+    // (computed inside its user)
     // %25 = expand_dims %24 {axis = 0} : tile<i1, [1, 1024]>
     // %26 = broadcast %21 : tile<f32, [1, 1024]>
-    alignas(64) float v43[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v43[i_] = v39[0];
+    alignas(64) float v41[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v41[i_] = v39[0];
     // %27 = where %25, %15, %26 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %28 = sub %27, %26 : tile<f32, [1, 1024]>
@@ -188,36 +187,36 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // %29 = mul %28, %28 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %30 = reduce %29 {axis = 1, kind = "sum"} : tile<f32, [1]>
-    alignas(64) float v44[1];
+    alignas(64) float v42[1];
     for (int64_t o_ = 0; o_ < 1; ++o_) {
       float a0_ = float(0), a1_ = float(0);
       int nan_ = 0;
       #pragma omp simd reduction(+:a0_,a1_)
       for (int64_t l_ = 0; l_ < 512; ++l_) {
-        const float x0_ = (float((float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + l_], v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
+        const float x0_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + l_)) < (v7))), v15[o_ * 1024 + l_], v39[0])) - v39[0]))));
         a0_ += x0_;
-        const float x1_ = (float((float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel(v41[o_ * 1024 + 512 + l_], v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
+        const float x1_ = (float((float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0])) * (float((tsr::sel((uint8_t((int32_t(0 + o_ * 1024 + 512 + l_)) < (v7))), v15[o_ * 1024 + 512 + l_], v39[0])) - v39[0]))));
         a1_ += x1_;
       }
-      v44[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+      v42[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
     }
     // %31 = div %30, %19 : tile<f32, [1]>
     // (computed inside its user)
     // %32 = const {value = 1e-05} : f32
-    const float v45 = float(0x1.4f8b588e368f1p-17);
+    const float v43 = float(0x1.4f8b588e368f1p-17);
     // %33 = splat %32 : tile<f32, [1]>
     // (computed inside its user)
     // %34 = add %31, %33 : tile<f32, [1]>
     // (computed inside its user)
     // %35 = rsqrt %34 : tile<f32, [1]>
-    alignas(64) float v46[1];
-    for (int64_t i47 = 0; i47 < 1; ++i47) v46[i47] = float(1.0f / tsr::sqrt((float((float(v44[i47] / v12)) + (v45)))));
+    alignas(64) float v44[1];
+    for (int64_t i45 = 0; i45 < 1; ++i45) v44[i45] = float(1.0f / tsr::sqrt((float((float(v42[i45] / v12)) + (v43)))));
     // %36 = expand_dims %35 {axis = 1} : tile<f32, [1, 1]>
     // %37 = sub %15, %26 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %38 = broadcast %36 : tile<f32, [1, 1024]>
-    alignas(64) float v48[1024];
-    for (int64_t i_ = 0; i_ < 1024; ++i_) v48[i_] = v46[0];
+    alignas(64) float v46[1024];
+    for (int64_t i_ = 0; i_ < 1024; ++i_) v46[i_] = v44[0];
     // %39 = mul %37, %38 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %40 = expand_dims %16 {axis = 0} : tile<f32, [1, 1024]>
@@ -228,118 +227,118 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     // (computed inside its user)
     // store_tile %y, %43, %6, %14
     {
-      const int64_t o49 = int64_t(v6) * 1;
-      const int64_t o50 = int64_t(v14) * 1024;
-      if (o49 >= 0 && o49 + 1 <= A.d3_0 && o50 >= 0 && o50 + 1024 <= A.d3_1) {
-        for (int64_t i51 = 0; i51 < 1; ++i51) {
+      const int64_t o47 = int64_t(v6) * 1;
+      const int64_t o48 = int64_t(v14) * 1024;
+      if (o47 >= 0 && o47 + 1 <= A.d3_0 && o48 >= 0 && o48 + 1024 <= A.d3_1) {
+        for (int64_t i49 = 0; i49 < 1; ++i49) {
           if (tsr_stream3) {
-            alignas(64) float st53[256];
-            for (int64_t c54 = 0; c54 < 1024; c54 += 256) {
-              tsr::prefetch_part(pf0_, pfl0_, c54 / 256, 4);
-              for (int64_t i52 = c54; i52 < c54 + 256; ++i52) st53[i52 - c54] = (float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]));
-              tsr::stream_f32(A.p3 + (o49 + i51) * A.s3_0 + o50 + c54, st53, 256);
+            alignas(64) float st51[256];
+            for (int64_t c52 = 0; c52 < 1024; c52 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c52 / 256, 4);
+              for (int64_t i50 = c52; i50 < c52 + 256; ++i50) st51[i50 - c52] = (float((float((float((float(v15[(i49) * 1024 + i50] - v39[0])) * v44[0])) * v24[(i49) * 1024 + i50])) + v30[(i49) * 1024 + i50]));
+              tsr::stream_f32(A.p3 + (o47 + i49) * A.s3_0 + o48 + c52, st51, 256);
             }
           } else {
-            for (int64_t c55 = 0; c55 < 1024; c55 += 256) {
-              tsr::prefetch_part(pf0_, pfl0_, c55 / 256, 4);
-              if (!tsr_stream3) tsr::prefetch_part_w(pf1_, pfl1_, c55 / 256, 4);
-              for (int64_t i52 = c55; i52 < c55 + 256; ++i52) A.p3[(o49 + i51) * A.s3_0 + o50 + i52] = (float((float((float((float(v15[(i51) * 1024 + i52] - v39[0])) * v46[0])) * v24[(i51) * 1024 + i52])) + v30[(i51) * 1024 + i52]));
+            for (int64_t c53 = 0; c53 < 1024; c53 += 256) {
+              tsr::prefetch_part(pf0_, pfl0_, c53 / 256, 4);
+              if (!tsr_stream3) tsr::prefetch_part_w(pf1_, pfl1_, c53 / 256, 4);
+              for (int64_t i50 = c53; i50 < c53 + 256; ++i50) A.p3[(o47 + i49) * A.s3_0 + o48 + i50] = (float((float((float((float(v15[(i49) * 1024 + i50] - v39[0])) * v44[0])) * v24[(i49) * 1024 + i50])) + v30[(i49) * 1024 + i50]));
             }
           }
         }
       } else {
         // partly outside: each row copies its columns inside [lo, hi)
-        const int64_t lo56 = o50 >= 0 ? 0 : -o50 < 1024 ? -o50 : 1024;
-        const int64_t hi57 = A.d3_1 - o50 >= 1024 ? 1024 : A.d3_1 - o50 > lo56 ? A.d3_1 - o50 : lo56;
-        for (int64_t i58 = 0; i58 < 1; ++i58) {
-          if ((o49 + i58) >= 0 && (o49 + i58) < A.d3_0)
-            for (int64_t i59 = lo56; i59 < hi57; ++i59) A.p3[(o49 + i58) * A.s3_0 + o50 + i59] = (float((float((float((float(v15[(i58) * 1024 + i59] - v39[0])) * v46[0])) * v24[(i58) * 1024 + i59])) + v30[(i58) * 1024 + i59]));
+        const int64_t lo54 = o48 >= 0 ? 0 : -o48 < 1024 ? -o48 : 1024;
+        const int64_t hi55 = A.d3_1 - o48 >= 1024 ? 1024 : A.d3_1 - o48 > lo54 ? A.d3_1 - o48 : lo54;
+        for (int64_t i56 = 0; i56 < 1; ++i56) {
+          if ((o47 + i56) >= 0 && (o47 + i56) < A.d3_0)
+            for (int64_t i57 = lo54; i57 < hi55; ++i57) A.p3[(o47 + i56) * A.s3_0 + o48 + i57] = (float((float((float((float(v15[(i56) * 1024 + i57] - v39[0])) * v44[0])) * v24[(i56) * 1024 + i57])) + v30[(i56) * 1024 + i57]));
         }
       }
     }
     // yield
   } else {
     // %44 = const {value = 0.0} : f32
-    const float v60 = float(0x0p+0);
+    const float v58 = float(0x0p+0);
     // %45 = splat %44 : tile<f32, [1]>
-    alignas(64) float v61[1];
-    for (int64_t i62 = 0; i62 < 1; ++i62) v61[i62] = v60;
+    alignas(64) float v59[1];
+    for (int64_t i60 = 0; i60 < 1; ++i60) v59[i60] = v58;
     // %46 = const {value = 0} : i32
-    const int32_t v63 = int32_t(INT64_C(0));
+    const int32_t v61 = int32_t(INT64_C(0));
     // %47 = for %46, %11, %5, %45 : tile<f32, [1]> {...}
-    alignas(64) float c64[1];
-    __builtin_memcpy(c64, v61, sizeof(c64));
-    for (int64_t iv65_ = v63; v5 > 0 && iv65_ < v11; iv65_ += v5) {
-      const int32_t iv65 = int32_t(iv65_);
+    alignas(64) float c62[1];
+    __builtin_memcpy(c62, v59, sizeof(c62));
+    for (int64_t iv63_ = v61; v5 > 0 && iv63_ < v11; iv63_ += v5) {
+      const int32_t iv63 = int32_t(iv63_);
       // %50 = load_tile %x, %6, %48 : tile<f32, [1, 1024]>
-      alignas(64) float v66_pad[1024];
-      const float* v66 = v66_pad;
+      alignas(64) float v64_pad[1024];
+      const float* v64 = v64_pad;
       {
-        const int64_t o67 = int64_t(v6) * 1;
-        const int64_t o68 = int64_t(iv65) * 1024;
-        if (o67 >= 0 && o67 + 1 <= A.d0_0 && o68 >= 0 && o68 + 1024 <= A.d0_1) {
-          for (int64_t i69 = 0; i69 < 1; ++i69) {
-            v66 = A.p0 + (o67 + i69) * A.s0_0 + o68;
+        const int64_t o65 = int64_t(v6) * 1;
+        const int64_t o66 = int64_t(iv63) * 1024;
+        if (o65 >= 0 && o65 + 1 <= A.d0_0 && o66 >= 0 && o66 + 1024 <= A.d0_1) {
+          for (int64_t i67 = 0; i67 < 1; ++i67) {
+            v64 = A.p0 + (o65 + i67) * A.s0_0 + o66;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo71 = o68 >= 0 ? 0 : -o68 < 1024 ? -o68 : 1024;
-          const int64_t hi72 = A.d0_1 - o68 >= 1024 ? 1024 : A.d0_1 - o68 > lo71 ? A.d0_1 - o68 : lo71;
-          for (int64_t i73 = 0; i73 < 1; ++i73) {
-            if ((o67 + i73) >= 0 && (o67 + i73) < A.d0_0) tsr::load_row<tsr::ld_same>(v66_pad + (i73) * 1024, A.p0 + (o67 + i73) * A.s0_0, o68, lo71, hi72, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(v66_pad + (i73) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo69 = o66 >= 0 ? 0 : -o66 < 1024 ? -o66 : 1024;
+          const int64_t hi70 = A.d0_1 - o66 >= 1024 ? 1024 : A.d0_1 - o66 > lo69 ? A.d0_1 - o66 : lo69;
+          for (int64_t i71 = 0; i71 < 1; ++i71) {
+            if ((o65 + i71) >= 0 && (o65 + i71) < A.d0_0) tsr::load_row<tsr::ld_same>(v64_pad + (i71) * 1024, A.p0 + (o65 + i71) * A.s0_0, o66, lo69, hi70, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(v64_pad + (i71) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %51 = reduce %50 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v75[1];
-      for (int64_t o_ = 0; o_ < 1; ++o_) v75[o_ * 1 + 0] = float(tsr::row_sum4<256>(v66, o_ * 1024));
+      alignas(64) float v73[1];
+      for (int64_t o_ = 0; o_ < 1; ++o_) v73[o_ * 1 + 0] = float(tsr::row_sum4<256>(v64, o_ * 1024));
       // %52 = add %49, %51 : tile<f32, [1]>
-      // (written into the carried c64)
-      for (int64_t i76 = 0; i76 < 1; ++i76) c64[i76] = float(c64[i76] + v75[i76]);
+      // (written into the carried c62)
+      for (int64_t i74 = 0; i74 < 1; ++i74) c62[i74] = float(c62[i74] + v73[i74]);
       // yield %52
     }
     // %53 = splat %12 : tile<f32, [1]>
-    alignas(64) float v77[1];
-    for (int64_t i78 = 0; i78 < 1; ++i78) v77[i78] = v12;
+    alignas(64) float v75[1];
+    for (int64_t i76 = 0; i76 < 1; ++i76) v75[i76] = v12;
     // %54 = div %47, %53 : tile<f32, [1]>
-    alignas(64) float v79[1];
-    for (int64_t i80 = 0; i80 < 1; ++i80) v79[i80] = float(c64[i80] / v12);
+    alignas(64) float v77[1];
+    for (int64_t i78 = 0; i78 < 1; ++i78) v77[i78] = float(c62[i78] / v12);
     // %55 = expand_dims %54 {axis = 1} : tile<f32, [1, 1]>
     // %56 = for %46, %11, %5, %45 : tile<f32, [1]> {...}
-    alignas(64) float c81[1];
-    __builtin_memcpy(c81, v61, sizeof(c81));
-    for (int64_t iv82_ = v63; v5 > 0 && iv82_ < v11; iv82_ += v5) {
-      const int32_t iv82 = int32_t(iv82_);
+    alignas(64) float c79[1];
+    __builtin_memcpy(c79, v59, sizeof(c79));
+    for (int64_t iv80_ = v61; v5 > 0 && iv80_ < v11; iv80_ += v5) {
+      const int32_t iv80 = int32_t(iv80_);
       // %59 = load_tile %x, %6, %57 : tile<f32, [1, 1024]>
-      alignas(64) float v83_pad[1024];
-      const float* v83 = v83_pad;
+      alignas(64) float v81_pad[1024];
+      const float* v81 = v81_pad;
       {
-        const int64_t o84 = int64_t(v6) * 1;
-        const int64_t o85 = int64_t(iv82) * 1024;
-        if (o84 >= 0 && o84 + 1 <= A.d0_0 && o85 >= 0 && o85 + 1024 <= A.d0_1) {
-          for (int64_t i86 = 0; i86 < 1; ++i86) {
-            v83 = A.p0 + (o84 + i86) * A.s0_0 + o85;
+        const int64_t o82 = int64_t(v6) * 1;
+        const int64_t o83 = int64_t(iv80) * 1024;
+        if (o82 >= 0 && o82 + 1 <= A.d0_0 && o83 >= 0 && o83 + 1024 <= A.d0_1) {
+          for (int64_t i84 = 0; i84 < 1; ++i84) {
+            v81 = A.p0 + (o82 + i84) * A.s0_0 + o83;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo88 = o85 >= 0 ? 0 : -o85 < 1024 ? -o85 : 1024;
-          const int64_t hi89 = A.d0_1 - o85 >= 1024 ? 1024 : A.d0_1 - o85 > lo88 ? A.d0_1 - o85 : lo88;
-          for (int64_t i90 = 0; i90 < 1; ++i90) {
-            if ((o84 + i90) >= 0 && (o84 + i90) < A.d0_0) tsr::load_row<tsr::ld_same>(v83_pad + (i90) * 1024, A.p0 + (o84 + i90) * A.s0_0, o85, lo88, hi89, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(v83_pad + (i90) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo86 = o83 >= 0 ? 0 : -o83 < 1024 ? -o83 : 1024;
+          const int64_t hi87 = A.d0_1 - o83 >= 1024 ? 1024 : A.d0_1 - o83 > lo86 ? A.d0_1 - o83 : lo86;
+          for (int64_t i88 = 0; i88 < 1; ++i88) {
+            if ((o82 + i88) >= 0 && (o82 + i88) < A.d0_0) tsr::load_row<tsr::ld_same>(v81_pad + (i88) * 1024, A.p0 + (o82 + i88) * A.s0_0, o83, lo86, hi87, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(v81_pad + (i88) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %60 = broadcast %55 : tile<f32, [1, 1024]>
-      alignas(64) float v92[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v92[i_] = v79[0];
+      alignas(64) float v90[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v90[i_] = v77[0];
       // %61 = sub %59, %60 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %62 = arange : tile<i32, [1024]>
       // (computed inside its user)
       // %63 = mul %57, %8 : i32
-      const int32_t v93 = tsr::wmul(iv82, v8);
+      const int32_t v91 = tsr::wmul(iv80, v8);
       // %64 = splat %63 : tile<i32, [1024]>
       // (computed inside its user)
       // %65 = add %64, %62 : tile<i32, [1024]>
@@ -347,8 +346,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %66 = splat %7 : tile<i32, [1024]>
       // (computed inside its user)
       // %67 = cmp %65, %66 {pred = "lt"} : tile<i1, [1024]>
-      alignas(64) uint8_t v94[1024];
-      for (int64_t i95 = 0; i95 < 1024; ++i95) v94[i95] = uint8_t((tsr::wadd((v93), (int32_t(0 + i95)))) < (v7));
+      // (computed inside its user)
       // %68 = expand_dims %67 {axis = 0} : tile<i1, [1, 1024]>
       // %69 = mul %61, %61 : tile<f32, [1, 1024]>
       // (computed inside its user)
@@ -357,95 +355,95 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // %71 = where %68, %69, %70 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %72 = reduce %71 {axis = 1, kind = "sum"} : tile<f32, [1]>
-      alignas(64) float v96[1];
+      alignas(64) float v92[1];
       for (int64_t o_ = 0; o_ < 1; ++o_) {
         float a0_ = float(0), a1_ = float(0);
         int nan_ = 0;
         #pragma omp simd reduction(+:a0_,a1_)
         for (int64_t l_ = 0; l_ < 512; ++l_) {
-          const float x0_ = (tsr::sel(v94[o_ * 1024 + l_], (float((float(v83[o_ * 1024 + l_] - v79[0])) * (float(v83[o_ * 1024 + l_] - v79[0])))), (v60)));
+          const float x0_ = (tsr::sel((uint8_t((tsr::wadd((v91), (int32_t(0 + o_ * 1024 + l_)))) < (v7))), (float((float(v81[o_ * 1024 + l_] - v77[0])) * (float(v81[o_ * 1024 + l_] - v77[0])))), (v58)));
           a0_ += x0_;
-          const float x1_ = (tsr::sel(v94[o_ * 1024 + 512 + l_], (float((float(v83[o_ * 1024 + 512 + l_] - v79[0])) * (float(v83[o_ * 1024 + 512 + l_] - v79[0])))), (v60)));
+          const float x1_ = (tsr::sel((uint8_t((tsr::wadd((v91), (int32_t(0 + o_ * 1024 + 512 + l_)))) < (v7))), (float((float(v81[o_ * 1024 + 512 + l_] - v77[0])) * (float(v81[o_ * 1024 + 512 + l_] - v77[0])))), (v58)));
           a1_ += x1_;
         }
-        v96[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
+        v92[o_ * 1 + 0] = nan_ ? float(NAN) : float(a0_ + a1_);
       }
       // %73 = add %58, %72 : tile<f32, [1]>
-      // (written into the carried c81)
-      for (int64_t i97 = 0; i97 < 1; ++i97) c81[i97] = float(c81[i97] + v96[i97]);
+      // (written into the carried c79)
+      for (int64_t i93 = 0; i93 < 1; ++i93) c79[i93] = float(c79[i93] + v92[i93]);
       // yield %73
     }
     // %74 = div %56, %53 : tile<f32, [1]>
     // (computed inside its user)
     // %75 = const {value = 1e-05} : f32
-    const float v98 = float(0x1.4f8b588e368f1p-17);
+    const float v94 = float(0x1.4f8b588e368f1p-17);
     // %76 = splat %75 : tile<f32, [1]>
     // (computed inside its user)
     // %77 = add %74, %76 : tile<f32, [1]>
     // (computed inside its user)
     // %78 = rsqrt %77 : tile<f32, [1]>
-    alignas(64) float v99[1];
-    for (int64_t i100 = 0; i100 < 1; ++i100) v99[i100] = float(1.0f / tsr::sqrt((float((float(c81[i100] / v12)) + (v98)))));
+    alignas(64) float v95[1];
+    for (int64_t i96 = 0; i96 < 1; ++i96) v95[i96] = float(1.0f / tsr::sqrt((float((float(c79[i96] / v12)) + (v94)))));
     // %79 = expand_dims %78 {axis = 1} : tile<f32, [1, 1]>
     // for %46, %11, %5 {...}
-    for (int64_t iv101_ = v63; v5 > 0 && iv101_ < v11; iv101_ += v5) {
-      const int32_t iv101 = int32_t(iv101_);
+    for (int64_t iv97_ = v61; v5 > 0 && iv97_ < v11; iv97_ += v5) {
+      const int32_t iv97 = int32_t(iv97_);
       // %81 = load_tile %x, %6, %80 : tile<f32, [1, 1024]>
-      alignas(64) float v102_pad[1024];
-      const float* v102 = v102_pad;
+      alignas(64) float v98_pad[1024];
+      const float* v98 = v98_pad;
       {
-        const int64_t o103 = int64_t(v6) * 1;
-        const int64_t o104 = int64_t(iv101) * 1024;
-        if (o103 >= 0 && o103 + 1 <= A.d0_0 && o104 >= 0 && o104 + 1024 <= A.d0_1) {
-          for (int64_t i105 = 0; i105 < 1; ++i105) {
-            v102 = A.p0 + (o103 + i105) * A.s0_0 + o104;
+        const int64_t o99 = int64_t(v6) * 1;
+        const int64_t o100 = int64_t(iv97) * 1024;
+        if (o99 >= 0 && o99 + 1 <= A.d0_0 && o100 >= 0 && o100 + 1024 <= A.d0_1) {
+          for (int64_t i101 = 0; i101 < 1; ++i101) {
+            v98 = A.p0 + (o99 + i101) * A.s0_0 + o100;
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo107 = o104 >= 0 ? 0 : -o104 < 1024 ? -o104 : 1024;
-          const int64_t hi108 = A.d0_1 - o104 >= 1024 ? 1024 : A.d0_1 - o104 > lo107 ? A.d0_1 - o104 : lo107;
-          for (int64_t i109 = 0; i109 < 1; ++i109) {
-            if ((o103 + i109) >= 0 && (o103 + i109) < A.d0_0) tsr::load_row<tsr::ld_same>(v102_pad + (i109) * 1024, A.p0 + (o103 + i109) * A.s0_0, o104, lo107, hi108, 1024, float(0x0p+0));
-            else tsr::load_row<tsr::ld_same>(v102_pad + (i109) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
+          const int64_t lo103 = o100 >= 0 ? 0 : -o100 < 1024 ? -o100 : 1024;
+          const int64_t hi104 = A.d0_1 - o100 >= 1024 ? 1024 : A.d0_1 - o100 > lo103 ? A.d0_1 - o100 : lo103;
+          for (int64_t i105 = 0; i105 < 1; ++i105) {
+            if ((o99 + i105) >= 0 && (o99 + i105) < A.d0_0) tsr::load_row<tsr::ld_same>(v98_pad + (i105) * 1024, A.p0 + (o99 + i105) * A.s0_0, o100, lo103, hi104, 1024, float(0x0p+0));
+            else tsr::load_row<tsr::ld_same>(v98_pad + (i105) * 1024, A.p0, 0, 0, 0, 1024, float(0x0p+0));
           }
         }
       }
       // %82 = load_tile %w, %80 : tile<f32, [1024]>
-      alignas(64) float v111_pad[1024];
-      const float* v111 = v111_pad;
+      alignas(64) float v107_pad[1024];
+      const float* v107 = v107_pad;
       {
-        const int64_t o112 = int64_t(iv101) * 1024;
-        if (o112 >= 0 && o112 + 1024 <= A.d1_0) {
-          v111 = A.p1 + o112;
+        const int64_t o108 = int64_t(iv97) * 1024;
+        if (o108 >= 0 && o108 + 1024 <= A.d1_0) {
+          v107 = A.p1 + o108;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo114 = o112 >= 0 ? 0 : -o112 < 1024 ? -o112 : 1024;
-          const int64_t hi115 = A.d1_0 - o112 >= 1024 ? 1024 : A.d1_0 - o112 > lo114 ? A.d1_0 - o112 : lo114;
-          tsr::load_row<tsr::ld_same>(v111_pad, A.p1, o112, lo114, hi115, 1024, float(0x0p+0));
+          const int64_t lo110 = o108 >= 0 ? 0 : -o108 < 1024 ? -o108 : 1024;
+          const int64_t hi111 = A.d1_0 - o108 >= 1024 ? 1024 : A.d1_0 - o108 > lo110 ? A.d1_0 - o108 : lo110;
+          tsr::load_row<tsr::ld_same>(v107_pad, A.p1, o108, lo110, hi111, 1024, float(0x0p+0));
         }
       }
       // %83 = load_tile %b, %80 : tile<f32, [1024]>
-      alignas(64) float v117_pad[1024];
-      const float* v117 = v117_pad;
+      alignas(64) float v113_pad[1024];
+      const float* v113 = v113_pad;
       {
-        const int64_t o118 = int64_t(iv101) * 1024;
-        if (o118 >= 0 && o118 + 1024 <= A.d2_0) {
-          v117 = A.p2 + o118;
+        const int64_t o114 = int64_t(iv97) * 1024;
+        if (o114 >= 0 && o114 + 1024 <= A.d2_0) {
+          v113 = A.p2 + o114;
         } else {
           // partly outside: each row copies its columns inside [lo, hi) and pads the rest
-          const int64_t lo120 = o118 >= 0 ? 0 : -o118 < 1024 ? -o118 : 1024;
-          const int64_t hi121 = A.d2_0 - o118 >= 1024 ? 1024 : A.d2_0 - o118 > lo120 ? A.d2_0 - o118 : lo120;
-          tsr::load_row<tsr::ld_same>(v117_pad, A.p2, o118, lo120, hi121, 1024, float(0x0p+0));
+          const int64_t lo116 = o114 >= 0 ? 0 : -o114 < 1024 ? -o114 : 1024;
+          const int64_t hi117 = A.d2_0 - o114 >= 1024 ? 1024 : A.d2_0 - o114 > lo116 ? A.d2_0 - o114 : lo116;
+          tsr::load_row<tsr::ld_same>(v113_pad, A.p2, o114, lo116, hi117, 1024, float(0x0p+0));
         }
       }
       // %84 = broadcast %55 : tile<f32, [1, 1024]>
-      alignas(64) float v123[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v123[i_] = v79[0];
+      alignas(64) float v119[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v119[i_] = v77[0];
       // %85 = sub %81, %84 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %86 = broadcast %79 : tile<f32, [1, 1024]>
-      alignas(64) float v124[1024];
-      for (int64_t i_ = 0; i_ < 1024; ++i_) v124[i_] = v99[0];
+      alignas(64) float v120[1024];
+      for (int64_t i_ = 0; i_ < 1024; ++i_) v120[i_] = v95[0];
       // %87 = mul %85, %86 : tile<f32, [1, 1024]>
       // (computed inside its user)
       // %88 = expand_dims %82 {axis = 0} : tile<f32, [1, 1024]>
@@ -456,27 +454,27 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       // (computed inside its user)
       // store_tile %y, %91, %6, %80
       {
-        const int64_t o125 = int64_t(v6) * 1;
-        const int64_t o126 = int64_t(iv101) * 1024;
-        if (o125 >= 0 && o125 + 1 <= A.d3_0 && o126 >= 0 && o126 + 1024 <= A.d3_1) {
-          for (int64_t i127 = 0; i127 < 1; ++i127) {
+        const int64_t o121 = int64_t(v6) * 1;
+        const int64_t o122 = int64_t(iv97) * 1024;
+        if (o121 >= 0 && o121 + 1 <= A.d3_0 && o122 >= 0 && o122 + 1024 <= A.d3_1) {
+          for (int64_t i123 = 0; i123 < 1; ++i123) {
             if (tsr_stream3) {
-              alignas(64) float st129[256];
-              for (int64_t c130 = 0; c130 < 1024; c130 += 256) {
-                for (int64_t i128 = c130; i128 < c130 + 256; ++i128) st129[i128 - c130] = (float((float((float((float(v102[(i127) * 1024 + i128] - v79[0])) * v99[0])) * v111[(i127) * 1024 + i128])) + v117[(i127) * 1024 + i128]));
-                tsr::stream_f32(A.p3 + (o125 + i127) * A.s3_0 + o126 + c130, st129, 256);
+              alignas(64) float st125[256];
+              for (int64_t c126 = 0; c126 < 1024; c126 += 256) {
+                for (int64_t i124 = c126; i124 < c126 + 256; ++i124) st125[i124 - c126] = (float((float((float((float(v98[(i123) * 1024 + i124] - v77[0])) * v95[0])) * v107[(i123) * 1024 + i124])) + v113[(i123) * 1024 + i124]));
+                tsr::stream_f32(A.p3 + (o121 + i123) * A.s3_0 + o122 + c126, st125, 256);
               }
             } else {
-              for (int64_t i128 = 0; i128 < 1024; ++i128) A.p3[(o125 + i127) * A.s3_0 + o126 + i128] = (float((float((float((float(v102[(i127) * 1024 + i128] - v79[0])) * v99[0])) * v111[(i127) * 1024 + i128])) + v117[(i127) * 1024 + i128]));
+              for (int64_t i124 = 0; i124 < 1024; ++i124) A.p3[(o121 + i123) * A.s3_0 + o122 + i124] = (float((float((float((float(v98[(i123) * 1024 + i124] - v77[0])) * v95[0])) * v107[(i123) * 1024 + i124])) + v113[(i123) * 1024 + i124]));
             }
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
-          const int64_t lo131 = o126 >= 0 ? 0 : -o126 < 1024 ? -o126 : 1024;
-          const int64_t hi132 = A.d3_1 - o126 >= 1024 ? 1024 : A.d3_1 - o126 > lo131 ? A.d3_1 - o126 : lo131;
-          for (int64_t i133 = 0; i133 < 1; ++i133) {
-            if ((o125 + i133) >= 0 && (o125 + i133) < A.d3_0)
-              for (int64_t i134 = lo131; i134 < hi132; ++i134) A.p3[(o125 + i133) * A.s3_0 + o126 + i134] = (float((float((float((float(v102[(i133) * 1024 + i134] - v79[0])) * v99[0])) * v111[(i133) * 1024 + i134])) + v117[(i133) * 1024 + i134]));
+          const int64_t lo127 = o122 >= 0 ? 0 : -o122 < 1024 ? -o122 : 1024;
+          const int64_t hi128 = A.d3_1 - o122 >= 1024 ? 1024 : A.d3_1 - o122 > lo127 ? A.d3_1 - o122 : lo127;
+          for (int64_t i129 = 0; i129 < 1; ++i129) {
+            if ((o121 + i129) >= 0 && (o121 + i129) < A.d3_0)
+              for (int64_t i130 = lo127; i130 < hi128; ++i130) A.p3[(o121 + i129) * A.s3_0 + o122 + i130] = (float((float((float((float(v98[(i129) * 1024 + i130] - v77[0])) * v95[0])) * v107[(i129) * 1024 + i130])) + v113[(i129) * 1024 + i130]));
           }
         }
       }

@@ -134,7 +134,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %14 = cast %13 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %15 = mul %12, %12 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
@@ -185,7 +185,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             alignas(64) float st35[256];
             for (int64_t c36 = 0; c36 < 1024; c36 += 256) {
               tsr::prefetch_part(pf0_, pfl0_, c36 / 256, 4);
-              for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
+              for (int64_t i34 = c36; i34 < c36 + 256; ++i34) st35[i34 - c36] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * (float(v20[(i33) * 1024 + i34]))))));
               tsr::stream_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c36, st35, 256);
             }
           } else {
@@ -193,7 +193,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             for (int64_t c38 = 0; c38 < 1024; c38 += 256) {
               tsr::prefetch_part(pf0_, pfl0_, c38 / 256, 4);
               if (!tsr_stream2) tsr::prefetch_part_w(pf1_, pfl1_, c38 / 256, 4);
-              for (int64_t i34 = c38; i34 < c38 + 256; ++i34) st37[i34 - c38] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34]))));
+              for (int64_t i34 = c38; i34 < c38 + 256; ++i34) st37[i34 - c38] = (float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * (float(v20[(i33) * 1024 + i34]))))));
               tsr::store_bf16(A.p2 + (o31 + i33) * A.s2_0 + o32 + c38, st37, 256);
             }
           }
@@ -204,7 +204,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t hi40 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo39 ? A.d2_1 - o32 : lo39;
         for (int64_t i41 = 0; i41 < 1; ++i41) {
           if ((o31 + i41) >= 0 && (o31 + i41) < A.d2_0)
-            for (int64_t i42 = lo39; i42 < hi40; ++i42) A.p2[(o31 + i41) * A.s2_0 + o32 + i42] = tsr::f2bf((float((float((float(v11[(i41) * 1024 + i42] * v28[0])) * v20[(i41) * 1024 + i42])))));
+            for (int64_t i42 = lo39; i42 < hi40; ++i42) A.p2[(o31 + i41) * A.s2_0 + o32 + i42] = tsr::f2bf((float((float((float(v11[(i41) * 1024 + i42] * v28[0])) * (float(v20[(i41) * 1024 + i42])))))));
         }
       }
     }
@@ -318,7 +318,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
       alignas(64) float v79[1024];
@@ -339,13 +339,13 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
             if (tsr_stream2) {
               alignas(64) float st84[256];
               for (int64_t c85 = 0; c85 < 1024; c85 += 256) {
-                for (int64_t i83 = c85; i83 < c85 + 256; ++i83) st84[i83 - c85] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * v73[(i82) * 1024 + i83]))));
+                for (int64_t i83 = c85; i83 < c85 + 256; ++i83) st84[i83 - c85] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * (float(v73[(i82) * 1024 + i83]))))));
                 tsr::stream_bf16(A.p2 + (o80 + i82) * A.s2_0 + o81 + c85, st84, 256);
               }
             } else {
               alignas(64) float st86[256];
               for (int64_t c87 = 0; c87 < 1024; c87 += 256) {
-                for (int64_t i83 = c87; i83 < c87 + 256; ++i83) st86[i83 - c87] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * v73[(i82) * 1024 + i83]))));
+                for (int64_t i83 = c87; i83 < c87 + 256; ++i83) st86[i83 - c87] = (float((float((float((float(v64[(i82) * 1024 + i83])) * v61[0])) * (float(v73[(i82) * 1024 + i83]))))));
                 tsr::store_bf16(A.p2 + (o80 + i82) * A.s2_0 + o81 + c87, st86, 256);
               }
             }
@@ -356,7 +356,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t hi89 = A.d2_1 - o81 >= 1024 ? 1024 : A.d2_1 - o81 > lo88 ? A.d2_1 - o81 : lo88;
           for (int64_t i90 = 0; i90 < 1; ++i90) {
             if ((o80 + i90) >= 0 && (o80 + i90) < A.d2_0)
-              for (int64_t i91 = lo88; i91 < hi89; ++i91) A.p2[(o80 + i90) * A.s2_0 + o81 + i91] = tsr::f2bf((float((float((float((float(v64[(i90) * 1024 + i91])) * v61[0])) * v73[(i90) * 1024 + i91])))));
+              for (int64_t i91 = lo88; i91 < hi89; ++i91) A.p2[(o80 + i90) * A.s2_0 + o81 + i91] = tsr::f2bf((float((float((float((float(v64[(i90) * 1024 + i91])) * v61[0])) * (float(v73[(i90) * 1024 + i91])))))));
           }
         }
       }

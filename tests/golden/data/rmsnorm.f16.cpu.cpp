@@ -131,7 +131,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       }
     }
     // %14 = cast %13 : tile<f32, [1024]>
-    // (the same array as its operand: exact in the compute type)
+    // (computed inside its user)
     // %15 = mul %12, %12 : tile<f32, [1, 1024]>
     // (computed inside its user)
     // %16 = reduce %15 {axis = 1, kind = "sum"} : tile<f32, [1]>
@@ -181,7 +181,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           for (int64_t c35 = 0; c35 < 1024; c35 += 256) {
             tsr::prefetch_part(pf0_, pfl0_, c35 / 256, 4);
             tsr::prefetch_part_w(pf1_, pfl1_, c35 / 256, 4);
-            for (int64_t i34 = c35; i34 < c35 + 256; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = tsr::f2h((float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * v20[(i33) * 1024 + i34])))));
+            for (int64_t i34 = c35; i34 < c35 + 256; ++i34) A.p2[(o31 + i33) * A.s2_0 + o32 + i34] = tsr::f2h((float((float((float(v11[(i33) * 1024 + i34] * v28[0])) * (float(v20[(i33) * 1024 + i34])))))));
           }
         }
       } else {
@@ -190,7 +190,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t hi37 = A.d2_1 - o32 >= 1024 ? 1024 : A.d2_1 - o32 > lo36 ? A.d2_1 - o32 : lo36;
         for (int64_t i38 = 0; i38 < 1; ++i38) {
           if ((o31 + i38) >= 0 && (o31 + i38) < A.d2_0)
-            for (int64_t i39 = lo36; i39 < hi37; ++i39) A.p2[(o31 + i38) * A.s2_0 + o32 + i39] = tsr::f2h((float((float((float(v11[(i38) * 1024 + i39] * v28[0])) * v20[(i38) * 1024 + i39])))));
+            for (int64_t i39 = lo36; i39 < hi37; ++i39) A.p2[(o31 + i38) * A.s2_0 + o32 + i39] = tsr::f2h((float((float((float(v11[(i38) * 1024 + i39] * v28[0])) * (float(v20[(i38) * 1024 + i39])))))));
         }
       }
     }
@@ -301,7 +301,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         }
       }
       // %50 = cast %49 : tile<f32, [1024]>
-      // (the same array as its operand: exact in the compute type)
+      // (computed inside its user)
       // %51 = expand_dims %45 {axis = 0} : tile<f32, [1, 1]>
       // %52 = broadcast %51 : tile<f32, [1, 1024]>
       alignas(64) float v76[1024];
@@ -319,7 +319,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
         const int64_t o78 = int64_t(iv60) * 1024;
         if (o77 >= 0 && o77 + 1 <= A.d2_0 && o78 >= 0 && o78 + 1024 <= A.d2_1) {
           for (int64_t i79 = 0; i79 < 1; ++i79) {
-            for (int64_t i80 = 0; i80 < 1024; ++i80) A.p2[(o77 + i79) * A.s2_0 + o78 + i80] = tsr::f2h((float((float((float((float(v61[(i79) * 1024 + i80])) * v58[0])) * v70[(i79) * 1024 + i80])))));
+            for (int64_t i80 = 0; i80 < 1024; ++i80) A.p2[(o77 + i79) * A.s2_0 + o78 + i80] = tsr::f2h((float((float((float((float(v61[(i79) * 1024 + i80])) * v58[0])) * (float(v70[(i79) * 1024 + i80])))))));
           }
         } else {
           // partly outside: each row copies its columns inside [lo, hi)
@@ -327,7 +327,7 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
           const int64_t hi82 = A.d2_1 - o78 >= 1024 ? 1024 : A.d2_1 - o78 > lo81 ? A.d2_1 - o78 : lo81;
           for (int64_t i83 = 0; i83 < 1; ++i83) {
             if ((o77 + i83) >= 0 && (o77 + i83) < A.d2_0)
-              for (int64_t i84 = lo81; i84 < hi82; ++i84) A.p2[(o77 + i83) * A.s2_0 + o78 + i84] = tsr::f2h((float((float((float((float(v61[(i83) * 1024 + i84])) * v58[0])) * v70[(i83) * 1024 + i84])))));
+              for (int64_t i84 = lo81; i84 < hi82; ++i84) A.p2[(o77 + i83) * A.s2_0 + o78 + i84] = tsr::f2h((float((float((float((float(v61[(i83) * 1024 + i84])) * v58[0])) * (float(v70[(i83) * 1024 + i84])))))));
           }
         }
       }
