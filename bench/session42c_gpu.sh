@@ -6,7 +6,7 @@
 # layout emitter's GPU tests, `run --check` of the kernels it changes at ragged sizes on
 # cuda:sm_90 and cuda:sm_80-compiled paths, and `tessera bench` medians (no L2 flush), three
 # rounds alternated: planning emitter / layouts (swizzled) / layouts with
-# TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 (padded, as before), for the mma.sync matmul, matmul_struct
+# --disable-pass swizzle-mma-operands (padded, as before; TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 when it ran), for the mma.sync matmul, matmul_struct
 # and FlashAttention bf16 on cuda:sm_90.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,13 +38,13 @@ for round in a b c; do
     a="$k -b cuda:sm_90 --dtype bf16 --size M=4096,N=4096,K=4096 --reps 30"
     p=$(TESSERA_CUDA_FROM_LAYOUTS=0 run_ms $T bench $a)
     l=$(run_ms $T bench $a)
-    n=$(TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 run_ms $T bench $a)
+    n=$(run_ms $T bench $a --disable-pass swizzle-mma-operands)
     echo "$k 4096^3 cuda:sm_90 round $round: planning $p swizzled $l padded $n"
   done
   a="tests/corpus/flash_attention_bf16.tile -b cuda:sm_90 --size H=64,S=4096,T=4096,DH=64 --reps 10"
   p=$(TESSERA_CUDA_FROM_LAYOUTS=0 run_ms $T bench $a)
   l=$(run_ms $T bench $a)
-  n=$(TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 run_ms $T bench $a)
+  n=$(run_ms $T bench $a --disable-pass swizzle-mma-operands)
   echo "flash_attention_bf16 H=64 S=T=4096 D=64 cuda:sm_90 round $round: planning $p swizzled $l padded $n"
 done
 echo "[$(( $(date +%s) - S0 )) s] done"

@@ -46,13 +46,14 @@ std::vector<uint64_t> upload(const std::vector<KernelArg>& args, std::vector<cud
 
 class CudaRunner : public Runner {
  public:
-  CudaRunner(const Kernel& k, const std::string& backend) {
+  CudaRunner(const Kernel& k, const std::string& backend, const std::vector<std::string>& disabled) {
     std::string why;
     if (!nvrtc_available(&why)) throw TesseraError("backend '" + backend + "' is not available here: " + why);
     if (!cuda_device_available(&why)) throw TesseraError("backend '" + backend + "' cannot run here: " + why);
     CudaOptions o;
     o.target = cuda_backend_target(backend);  // the device's own architecture, or the one asked
     o.target_from_device = false;
+    o.target.disabled_passes = disabled;  // the GPU lowering's, for the layout emitter
     compiled_ = compile_cuda(k, o);
     compile_seconds = compiled_->compile_seconds;
     detail = cuda::device().name + " " + compiled_->target.str();
@@ -88,7 +89,7 @@ class StagedRunner : public Runner {
       po.config = s.config;
       po.disabled = disabled;
       bound_.push_back(run_pipeline(*s.build(dtype), po));
-      runners_.push_back(make_runner(backend, *bound_.back()));
+      runners_.push_back(make_runner(backend, *bound_.back(), disabled));
       compile_seconds += runners_.back()->compile_seconds;
     }
     detail = runners_.front()->detail;
@@ -138,7 +139,7 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
     LibraryStages st = lib->stages(dtype, backend_target(backend), sizes, given);
     if (!st.stages.empty()) return std::make_unique<StagedRunner>(backend, std::move(st), dtype, disabled);
   }
-  return make_runner(backend, bound);
+  return make_runner(backend, bound, disabled);
 }
 
 bool is_cuda_backend(const std::string& backend) { return backend == "cuda" || backend.rfind("cuda:", 0) == 0; }
@@ -170,10 +171,11 @@ std::string backend_target(const std::string& backend) {
   return "";
 }
 
-std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound) {
+std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound,
+                                    const std::vector<std::string>& disabled) {
   if (backend == "interp") return std::make_unique<InterpRunner>(bound);
   if (backend == "cpu") return std::make_unique<CpuRunner>(bound);
-  if (is_cuda_backend(backend)) return std::make_unique<CudaRunner>(bound, backend);
+  if (is_cuda_backend(backend)) return std::make_unique<CudaRunner>(bound, backend, disabled);
   throw TesseraError("unknown backend '" + backend + "' (expected interp, cpu, cuda or cuda:sm_XY[a])");
 }
 

@@ -55,7 +55,10 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
                                             const std::vector<std::string>& disabled);
 
 // "interp", "cpu", "cuda" or "cuda:sm_XY[a]". `bound` must outlive the runner. Throws TesseraError when the
-// backend cannot be used here (cuda without NVRTC or without a device).
-std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound);
+// backend cannot be used here (cuda without NVRTC or without a device). `disabled`: the
+// `--disable-pass` names, of which cuda's layout emitter leaves the GPU lowering's out
+// (CudaTarget::disabled_passes).
+std::unique_ptr<Runner> make_runner(const std::string& backend, const Kernel& bound,
+                                    const std::vector<std::string>& disabled = {});
 
 }  // namespace tessera::cli

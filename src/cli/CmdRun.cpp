@@ -109,8 +109,8 @@ bool run_split_one(const KernelPlan& plan, const RunOptions& o) {
   PassStats stats;
   SplitKernels s = split_reduction(*bound, stats);
   if (!s.partial) throw TesseraError(k.loc, "--split: kernel '" + k.name + "' has no reduction to split: " + s.why);
-  auto partial = make_runner(o.backend, *s.partial);
-  auto merge = make_runner(o.backend, *s.merge);
+  auto partial = make_runner(o.backend, *s.partial, o.k.disable_passes);
+  auto merge = make_runner(o.backend, *s.merge, o.k.disable_passes);
   std::vector<Tensor> got = make_random_tensors(*bound, plan.sizes, o.k.seed);
   std::vector<Tensor> want;
   if (o.check) want = got;

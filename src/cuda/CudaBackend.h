@@ -41,6 +41,9 @@ struct CudaTarget {
   // print yet is emitted as without, with a note that says why. Off by default; parse() turns
   // it on when the environment has TESSERA_CUDA_FROM_LAYOUTS=1.
   bool from_layouts = false;
+  // GPU lowering passes left out of the lowering the layout emitter prints (`--disable-pass`,
+  // disableable_gpu_lowering_pass): an A/B switch per decision. The planning emitter ignores it.
+  std::vector<std::string> disabled_passes{};
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
   std::string str() const;                        // "sm_90a"
 };

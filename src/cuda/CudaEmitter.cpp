@@ -1427,7 +1427,9 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
     std::string wgmma_note;
     for (bool wgmma : {true, false}) {
       if (wgmma && !(target.arch_specific && target.tma)) continue;
-      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, {}, nullptr);
+      PipelineOptions lowering_options;
+      lowering_options.disabled = target.disabled_passes;
+      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, lowering_options, nullptr);
       try {
         const bool on_wgmma = has_mma_dot(*lowered->body, 3);
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it

@@ -72,6 +72,7 @@ std::string emission_key(const Kernel& k, const CudaTarget& t) {
   std::string in = std::string(kCudaCodegenVersion) + "\n" + t.str() + " tma=" + std::to_string(t.tma) +
                    " split_k=" + std::to_string(t.split_k) + " stream_k=" + std::to_string(t.stream_k) +
                    " layouts=" + std::to_string(t.from_layouts) + "\n";
+  for (const std::string& d : t.disabled_passes) in += "disabled " + d + "\n";
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e)
     if (std::strncmp(*e, "TESSERA_", 8) == 0) env.emplace_back(*e);

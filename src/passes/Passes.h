@@ -38,13 +38,18 @@ struct PipelineOptions {
   // Where dumps go (default: stderr). Called with the pass name and the printed IR.
   std::function<void(const std::string& pass, const std::string& ir)> dump;
   // Passes not to run (`--disable-pass NAME`, for before/after figures); only the optional
-  // ones (disableable_pass).
+  // ones (disableable_pass; a GPU lowering pass's name is accepted by run_pipeline and left
+  // out by run_gpu_lowering, disableable_gpu_lowering_pass).
   std::vector<std::string> disabled;
 };
 
 // Whether a pass may be left out of the pipeline: not verify, bind-constexprs or verify-bound,
 // which every backend relies on.
 bool disableable_pass(const std::string& name);
+// Whether a GPU lowering pass may be left out (`--disable-pass` reaches the lowering the layout
+// emitter prints, through CudaTarget::disabled_passes): not assign-launch-shape,
+// assign-layouts or verify-lowered.
+bool disableable_gpu_lowering_pass(const std::string& name);
 
 // The passes one by one, in place (tests and tools that run a single pass). Each counts what
 // it changed in `stats` ("cse.removed", "dce.removed", "canonicalize.folded", ...).

@@ -82,6 +82,9 @@ std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringO
   PassStats& st = stats ? *stats : local;
   auto out = bound.clone();
   for (const Pass& p : gpu_lowering_passes(o)) {
+    if (std::find(opts.disabled.begin(), opts.disabled.end(), p.name) != opts.disabled.end() &&
+        disableable_gpu_lowering_pass(p.name))
+      continue;
     p.run(*out, st);
     if (opts.dump_after == "all" || opts.dump_after == p.name) dump(p.name, print_kernel(*out));
   }
@@ -90,6 +93,13 @@ std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringO
 
 bool disableable_pass(const std::string& name) {
   return name != "verify" && name != "bind-constexprs" && name != "verify-bound";
+}
+
+// The layout emitter needs a launch shape and a layout on every tile, and the lowered IR
+// verified; every other lowering pass is a decision it prints when made (each left out is the
+// kernel without that decision: no swizzle, no ring, no producer warps, ...).
+bool disableable_gpu_lowering_pass(const std::string& name) {
+  return name != "assign-launch-shape" && name != "assign-layouts" && name != "verify-lowered";
 }
 
 std::vector<std::string> pipeline_pass_names() {
@@ -101,11 +111,18 @@ std::vector<std::string> pipeline_pass_names() {
 std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opts, PassStats* stats) {
   auto passes = pipeline_passes(opts.config);
   for (const std::string& d : opts.disabled) {
-    auto names = pipeline_pass_names();
-    if (std::find(names.begin(), names.end(), d) == names.end() || !disableable_pass(d)) {
+    // A GPU lowering pass is left out where the lowering runs (run_gpu_lowering).
+    const auto names = pipeline_pass_names(), lowering = gpu_lowering_pass_names();
+    const bool in_lowering = std::find(lowering.begin(), lowering.end(), d) != lowering.end();
+    if (in_lowering ? !disableable_gpu_lowering_pass(d)
+                    : std::find(names.begin(), names.end(), d) == names.end() || !disableable_pass(d)) {
       std::string valid;
       for (const std::string& n : names)
         if (disableable_pass(n)) valid += (valid.empty() ? "" : ", ") + n;
+      valid += "; of the GPU lowering (the layout emitter, TESSERA_CUDA_FROM_LAYOUTS=1): ";
+      bool first = true;
+      for (const std::string& n : lowering)
+        if (disableable_gpu_lowering_pass(n)) valid += (first ? "" : ", ") + n, first = false;
       throw TesseraError("--disable-pass " + d + ": not a pass that can be left out (" + valid + ")");
     }
     std::erase_if(passes, [&](const Pass& p) { return p.name == d; });

@@ -26,8 +26,6 @@
 // of one to a dot operand layout (stage-mma-operands' computed operands, int4_dequant_matmul's
 // B) counts as another reader, though the emitter reads that too with ldmatrix (not done yet:
 // stat `other-readers`).
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 
 #include "ir/IR.h"
@@ -55,9 +53,6 @@ std::unordered_map<const Value*, std::vector<std::pair<Op*, size_t>>> readers_of
 
 void swizzle_mma_operands(Kernel& k, const GpuLoweringOptions&, PassStats& stats) {
   if (has_mma_dot(*k.body, 3)) return;
-  // TESSERA_NO_SWIZZLE_MMA_OPERANDS=1: padded rows as before, and so (pipeline-loops) the ring's
-  // refill in the dot as before (an A/B switch).
-  if (const char* e = std::getenv("TESSERA_NO_SWIZZLE_MMA_OPERANDS"); e && std::strcmp(e, "1") == 0) return;
   const auto readers = readers_of(k);
   std::vector<Value*> roots;  // the tiles written to shared memory: loads and conversions
   walk(*k.body, [&](Op& op) {

@@ -246,4 +246,24 @@ TEST(CliCompileStats, Sm90aShowsTheLoweringTheLayoutEmitterPrinted) {
   EXPECT_THAT(on.err, Not(HasSubstr("swizzle-mma-operands.swizzled")));
 }
 
+// --disable-pass reaches the GPU lowering the layout emitter prints: without
+// swizzle-mma-operands the matmul's mma.sync operands stay in padded rows (no swizzled
+// addresses printed, no stat); the passes it cannot do without are refused by name.
+TEST(CliCompileStats, DisablePassReachesTheGpuLowering) {
+  const std::string a = "matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats";
+  Outcome on = compile_env("TESSERA_CUDA_FROM_LAYOUTS=1 ", a);
+  Outcome off = compile_env("TESSERA_CUDA_FROM_LAYOUTS=1 ", a + " --disable-pass swizzle-mma-operands");
+  ASSERT_EQ(on.status, 0) << on.err;
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_THAT(on.out, HasSubstr("tsr::sw128_index"));
+  EXPECT_THAT(on.err, HasSubstr("swizzle-mma-operands.swizzled = 2"));
+  EXPECT_THAT(off.out, Not(HasSubstr("tsr::sw128_index")));
+  EXPECT_THAT(off.out, HasSubstr("tsr::ldsm_x4"));  // still the layout emitter's mma.sync
+  EXPECT_THAT(off.err, Not(HasSubstr("swizzle-mma-operands.")));
+  Outcome bad = compile_env("TESSERA_CUDA_FROM_LAYOUTS=1 ", a + " --disable-pass assign-layouts");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--disable-pass assign-layouts: not a pass that can be left out"));
+  EXPECT_THAT(bad.err, HasSubstr("of the GPU lowering"));
+}
+
 }  // namespace

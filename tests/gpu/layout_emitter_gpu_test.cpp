@@ -251,6 +251,30 @@ TEST(LayoutEmitterGpu, MatmulFp8OnWgmma) {
   }
 }
 
+// Each GPU lowering pass that --disable-pass may leave out (CudaTarget::disabled_passes) leaves
+// a kernel the layout emitter still prints and that still matches the interpreter: the bf16
+// matmul on the device's target (wgmma, TMA, persistent programs) and on mma.sync (rings,
+// swizzled operands, staged epilogue stores), FlashAttention bf16 (two dots, a carried
+// softmax) on mma.sync, and softmax (row reductions).
+TEST(LayoutEmitterGpu, EachLoweringPassLeftOutStillMatches) {
+  REQUIRE_GPU();
+  auto mm = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
+  auto sm = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::F32), {});
+  const std::string fa_path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile";
+  auto fa_m = parse_file(fa_path);
+  auto fa = bind_constexprs(*fa_m->kernels.at(0), {});
+  for (const std::string& pass : gpu_lowering_pass_names()) {
+    if (!disableable_gpu_lowering_pass(pass)) continue;
+    SCOPED_TRACE("--disable-pass " + pass);
+    CudaOptions own = layout_options(), mma = mma_sync_options();
+    own.target.disabled_passes = mma.target.disabled_passes = {pass};
+    for (const CudaOptions* o : {&own, &mma})
+      expect_matches(*mm, {{"M", 300}, {"N", 520}, {"K", 200}}, *o);
+    expect_matches(*fa, file_sizes(fa_path), mma);
+    expect_matches(*sm, {{"M", 77}, {"N", 3000}}, own);
+  }
+}
+
 // The library kernels the layout emitter prints (all but topk; matmul_fp8 above, with the
 // bf16 tolerance), in each dtype, bound with the device target's preferred config, at ragged
 // sizes (partial tiles in every dim; the wgmma kernels' views there have no tensor maps, so
