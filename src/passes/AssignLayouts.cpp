@@ -22,6 +22,7 @@
 #include "ir/IR.h"
 #include "passes/BlockEdit.h"
 #include "passes/Passes.h"
+#include "support/Env.h"
 
 namespace tessera {
 
@@ -201,7 +202,9 @@ class Assign {
   // 8 elements too, and it does not spill).
   Layout blocked(const Type& t) const {
     auto it = access_bytes_.find(dims(t));
-    const int run = scan_lengths_.count(non_unit(dims(t))) ? 32 : 16;
+    // (TESSERA_SCAN_RUN_BYTES=16: the runs of other tiles, an A/B switch for the GPU.)
+    static const int scan_run = env_int("TESSERA_SCAN_RUN_BYTES").value_or(32) == 16 ? 16 : 32;
+    const int run = scan_lengths_.count(non_unit(dims(t))) ? scan_run : 16;
     return default_blocked_layout(dims(t), it == access_bytes_.end() ? 4 : it->second, warps_, run);
   }
   static std::vector<int64_t> non_unit(std::vector<int64_t> d) {
