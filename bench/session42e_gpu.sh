@@ -5,7 +5,7 @@
 # the layout emitter's GPU tests, `run --check` of matmul_struct at ragged sizes (K not a
 # multiple of 32: the edge copies into the swizzled tile) and the corpus kernels it changes on
 # cuda:sm_90; then `tessera bench` medians (no L2 flush), three rounds alternated, of the
-# planning emitter, the layout emitter (swizzled), with TESSERA_NO_SWIZZLE_MMA_OPERANDS=1
+# planning emitter, the layout emitter (swizzled), with --disable-pass swizzle-mma-operands (TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 when it ran)
 # (padded) and with TESSERA_CUDA_REFILL_AT_TOP=1 (the ring's refill at the iteration's top for
 # every loop: session 42's variant l3 of matmul_struct was 4.5% faster so; session 39 found
 # the big matmul 8% slower so), for matmul_struct, the mma.sync matmul and FlashAttention bf16.
@@ -36,7 +36,7 @@ for round in a b c; do
   for k in matmul_struct matmul; do
     a="$k -b cuda:sm_90 --dtype bf16 --size M=4096,N=4096,K=4096 --reps 30"
     echo "$k 4096^3 cuda:sm_90 round $round: planning $(TESSERA_CUDA_FROM_LAYOUTS=0 run_ms $T bench $a) swizzled $(run_ms $T bench $a)" \
-      "padded $(TESSERA_NO_SWIZZLE_MMA_OPERANDS=1 run_ms $T bench $a) top $(TESSERA_CUDA_REFILL_AT_TOP=1 run_ms $T bench $a)"
+      "padded $(run_ms $T bench $a --disable-pass swizzle-mma-operands) top $(TESSERA_CUDA_REFILL_AT_TOP=1 run_ms $T bench $a)"
   done
   a="tests/corpus/flash_attention_bf16.tile -b cuda:sm_90 --size H=64,S=4096,T=4096,DH=64 --reps 10"
   echo "flash_attention_bf16 H=64 S=T=4096 D=64 cuda:sm_90 round $round: swizzled $(run_ms $T bench $a) top $(TESSERA_CUDA_REFILL_AT_TOP=1 run_ms $T bench $a)"

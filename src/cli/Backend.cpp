@@ -1,5 +1,7 @@
 #include "cli/Backend.h"
 
+#include <iostream>
+
 #include "cpu/CpuBackend.h"
 #include "cuda/CudaBackend.h"
 #include "cuda/Driver.h"
@@ -53,7 +55,8 @@ class CudaRunner : public Runner {
     CudaOptions o;
     o.target = cuda_backend_target(backend);  // the device's own architecture, or the one asked
     o.target_from_device = false;
-    o.target.disabled_passes = disabled;  // the GPU lowering's, for the layout emitter
+    o.target.disabled_passes = gpu_lowering_passes_in(disabled);  // for the layout emitter
+    note_lowering_passes_ignored(o.target);
     compiled_ = compile_cuda(k, o);
     compile_seconds = compiled_->compile_seconds;
     detail = cuda::device().name + " " + compiled_->target.str();
@@ -140,6 +143,16 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
     if (!st.stages.empty()) return std::make_unique<StagedRunner>(backend, std::move(st), dtype, disabled);
   }
   return make_runner(backend, bound, disabled);
+}
+
+void note_lowering_passes_ignored(const CudaTarget& t) {
+  static bool said = false;  // once a process (a staged op has several kernels)
+  if (t.from_layouts || t.disabled_passes.empty() || said) return;
+  said = true;
+  std::string names;
+  for (const std::string& n : t.disabled_passes) names += (names.empty() ? "" : ", ") + n;
+  std::cerr << "note: --disable-pass " << names << ": the GPU lowering's, which only the layout emitter "
+            << "(TESSERA_CUDA_FROM_LAYOUTS=1) prints; the planning emitter, on now, ignores it\n";
 }
 
 bool is_cuda_backend(const std::string& backend) { return backend == "cuda" || backend.rfind("cuda:", 0) == 0; }

@@ -681,6 +681,8 @@ int cmd_tune(const TuneOptions& o) {
     return db_only(o);
   }
   if (o.k.what.empty()) throw TesseraError("tessera tune: name a kernel (or --import/--export a database)");
+  if (!o.k.disable_passes.empty())
+    throw TesseraError("--disable-pass is for compile, run and bench: tune measures the kernel the full pipeline makes");
   if (o.budget == 0) throw TesseraError("--budget 0 measures nothing: give at least 1");
   if (o.budget < -1) throw TesseraError("--budget must be at least 1");
   if (o.time_s < 0 || !std::isfinite(o.time_s)) throw TesseraError("--time must be a positive number of seconds");

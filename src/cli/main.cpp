@@ -48,8 +48,9 @@ void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes, bool kernel
       ->allow_extra_args(false);
   cmd->add_option("--disable-pass", k.disable_passes,
                   "leave this pass out of the pipeline, e.g. repair-reductions for a before/after figure "
-                  "(repeatable; not verify, bind-constexprs or verify-bound; a GPU lowering pass leaves that decision "
-                  "out of what the layout emitter prints, but not assign-launch-shape, assign-layouts or verify-lowered)")
+                  "(repeatable; compile, run and bench; not verify, bind-constexprs or verify-bound; a GPU lowering pass "
+                  "leaves that decision out of what the layout emitter, TESSERA_CUDA_FROM_LAYOUTS=1, prints, but not "
+                  "assign-launch-shape, assign-layouts or verify-lowered)")
       ->allow_extra_args(false);
   if (!sizes) return;
   cmd->add_option("--size", k.sizes,

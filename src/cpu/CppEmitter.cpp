@@ -338,9 +338,12 @@ class Emitter {
   // The op whose code reads r when r is computed inside its user: r's one user, past flat
   // renames that r's expression passes through (each with one user in the same block).
   // Null when r has no such user.
+  // (At most kMaxRenames of them: def_past_renames looks back as far, so that the expression
+  // weight of the user counts the value's expression.)
+  static constexpr int kMaxRenames = 8;
   const Op* deferred_user(const Value* r, const Block* home, bool& several_reads) const {
     several_reads = false;
-    for (int depth = 0;; ++depth) {
+    for (int renames = 0;; ++renames) {
       auto it = users_.find(r);
       if (it == users_.end() || it->second.empty()) return nullptr;
       const Op* u = it->second[0];
@@ -348,15 +351,15 @@ class Emitter {
         if (o != u) return nullptr;
       if (u->parent != home) return nullptr;
       several_reads = several_reads || it->second.size() > 1;
-      if (!is_flat_rename(*u) || depth > 8) return u;
-      if (it->second.size() > 1) return nullptr;
+      if (!is_flat_rename(*u)) return u;
+      if (renames == kMaxRenames) return nullptr;
       r = u->result();
     }
   }
   // v's defining op, past the flat renames between them.
   static const Op* def_past_renames(const Value* v) {
     const Op* d = v->def;
-    for (int depth = 0; d && is_flat_rename(*d) && depth < 8; ++depth) d = d->operand(0)->def;
+    for (int renames = 0; d && is_flat_rename(*d) && renames < kMaxRenames; ++renames) d = d->operand(0)->def;
     return d;
   }
   bool can_defer_here(const Op& op) const {

@@ -50,6 +50,10 @@ bool disableable_pass(const std::string& name);
 // emitter prints, through CudaTarget::disabled_passes): not assign-launch-shape,
 // assign-layouts or verify-lowered.
 bool disableable_gpu_lowering_pass(const std::string& name);
+// The GPU lowering passes among `names` (a --disable-pass list), sorted and without repeats:
+// what CudaTarget::disabled_passes takes (the target-independent ones are left out of the
+// bound kernel already, and would only change the cuda emission's key).
+std::vector<std::string> gpu_lowering_passes_in(const std::vector<std::string>& names);
 
 // The passes one by one, in place (tests and tools that run a single pass). Each counts what
 // it changed in `stats` ("cse.removed", "dce.removed", "canonicalize.folded", ...).

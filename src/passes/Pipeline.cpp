@@ -102,6 +102,16 @@ bool disableable_gpu_lowering_pass(const std::string& name) {
   return name != "assign-launch-shape" && name != "assign-layouts" && name != "verify-lowered";
 }
 
+std::vector<std::string> gpu_lowering_passes_in(const std::vector<std::string>& names) {
+  const auto lowering = gpu_lowering_pass_names();
+  std::vector<std::string> out;
+  for (const std::string& n : names)
+    if (std::find(lowering.begin(), lowering.end(), n) != lowering.end()) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<std::string> pipeline_pass_names() {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes({})) names.push_back(p.name);

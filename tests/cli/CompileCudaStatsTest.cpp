@@ -260,6 +260,13 @@ TEST(CliCompileStats, DisablePassReachesTheGpuLowering) {
   EXPECT_THAT(off.out, Not(HasSubstr("tsr::sw128_index")));
   EXPECT_THAT(off.out, HasSubstr("tsr::ldsm_x4"));  // still the layout emitter's mma.sync
   EXPECT_THAT(off.err, Not(HasSubstr("swizzle-mma-operands.")));
+  // The planning emitter does not run the GPU lowering: it says so, and prints what it would.
+  Outcome planning = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", a + " --disable-pass swizzle-mma-operands");
+  Outcome planning_on = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", a);
+  ASSERT_EQ(planning.status, 0) << planning.err;
+  EXPECT_THAT(planning.err, HasSubstr("note: --disable-pass swizzle-mma-operands: the GPU lowering's, which only the layout emitter"));
+  EXPECT_EQ(planning.out, planning_on.out);
+  EXPECT_THAT(on.err, Not(HasSubstr("note: --disable-pass")));
   Outcome bad = compile_env("TESSERA_CUDA_FROM_LAYOUTS=1 ", a + " --disable-pass assign-layouts");
   EXPECT_NE(bad.status, 0);
   EXPECT_THAT(bad.err, HasSubstr("--disable-pass assign-layouts: not a pass that can be left out"));

@@ -321,8 +321,9 @@ TEST(LayoutEmitter, AbSwitchesPrintWhatTheySayAndCompile) {
 
 // Every GPU lowering pass --disable-pass may leave out (CudaTarget::disabled_passes) leaves a
 // kernel the layout emitter still prints, for sm_80 and sm_90a: the bf16 matmul, FlashAttention
-// bf16 and softmax; and each pass that made a decision in one of them changes what is printed
-// (a pass left out is really out). One exception, with its note: without pipeline-loops the
+// bf16 and softmax; and the passes that decide something in them (those listed at the end:
+// stage-mma-operands, prefetch-programs and pingpong-consumers decide nothing there) change what
+// is printed (a pass left out is really out). One exception, with its note: without pipeline-loops the
 // matmul's written `pipeline = 4` stays (the pass fits the stages to the target), whose ring
 // needs more shared memory than sm_80 has, and the planning emitter prints it.
 // LayoutEmitterGpu.EachLoweringPassLeftOutStillMatches runs them.
