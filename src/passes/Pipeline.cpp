@@ -137,6 +137,9 @@ std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opt
     }
     std::erase_if(passes, [&](const Pass& p) { return p.name == d; });
   }
+  if (std::find(opts.disabled.begin(), opts.disabled.end(), opts.dump_after) != opts.disabled.end())
+    throw TesseraError("--dump-after " + opts.dump_after + ": that pass is left out (--disable-pass " + opts.dump_after +
+                       "): nothing to print after it");
   if (!opts.dump_after.empty() && opts.dump_after != "all") {
     bool known = false;
     std::string valid;

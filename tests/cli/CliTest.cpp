@@ -490,6 +490,13 @@ TEST_F(Cli, RepairReductionsStatsNotesAndDisable) {
   r = tessera("compile softmax --disable-pass verify");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, StartsWith("error: --disable-pass verify: not a pass that can be left out (pipes-to-loads, canonicalize"));
+  // A pass both left out and dumped: said, not an "unknown pass" (a pipeline pass) or nothing
+  // printed (a GPU lowering pass).
+  for (const char* pass : {"cse", "swizzle-mma-operands"}) {
+    r = tessera(std::string("compile matmul -t cuda:sm_80 --disable-pass ") + pass + " --dump-after " + pass);
+    EXPECT_EQ(r.status, 1) << pass;
+    EXPECT_THAT(r.err, HasSubstr(std::string("--dump-after ") + pass + ": that pass is left out")) << pass;
+  }
 }
 
 TEST_F(Cli, CompileUnknownPass) {
