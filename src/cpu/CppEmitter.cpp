@@ -341,7 +341,8 @@ class Emitter {
   // (At most kMaxRenames of them: def_past_renames looks back as far, so that the expression
   // weight of the user counts the value's expression.)
   static constexpr int kMaxRenames = 8;
-  const Op* deferred_user(const Value* r, const Block* home, bool& several_reads) const {
+  // `read`, when given, gets the value that user reads (r, or the last rename's result).
+  const Op* deferred_user(const Value* r, const Block* home, bool& several_reads, const Value** read = nullptr) const {
     several_reads = false;
     for (int renames = 0;; ++renames) {
       auto it = users_.find(r);
@@ -351,6 +352,7 @@ class Emitter {
         if (o != u) return nullptr;
       if (u->parent != home) return nullptr;
       several_reads = several_reads || it->second.size() > 1;
+      if (read) *read = r;
       if (!is_flat_rename(*u)) return u;
       if (renames == kMaxRenames) return nullptr;
       r = u->result();
@@ -366,7 +368,8 @@ class Emitter {
     const Value* r = op.result();
     if (!r->type.is_tile() || vector_exp(op)) return false;
     bool several_reads = false;
-    const Op* u = deferred_user(r, op.parent, several_reads);
+    const Value* read = nullptr;
+    const Op* u = deferred_user(r, op.parent, several_reads, &read);
     if (!u || is_flat_rename(*u)) return false;
     if (several_reads && !cheap_tree(op)) return false;
     switch (u->info().cls) {
@@ -377,7 +380,7 @@ class Emitter {
       case OpClass::Cast:
         return u->result()->type.is_tile() && numel(u->result()) == numel(r);
       case OpClass::Memory:
-        return u->kind == OpKind::StoreTile && u->operand(1) == r && u->operand(0) != r;
+        return u->kind == OpKind::StoreTile && u->operand(1) == read && u->operand(0) != read;
       case OpClass::Reduce:
         return u->kind == OpKind::Reduce && is_float(r->type.elem) && uses_simd_rows(*u);
       default:

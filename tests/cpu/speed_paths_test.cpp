@@ -583,9 +583,9 @@ TEST(CpuSpeedPaths, CheapResultReadTwiceByOneOpIsInlined) {
 }
 
 // A value computed inside its user passes through expand_dims and reshape (the same elements
-// in the same flat order): a compare read over [64] as [8, 8] by a where, an f32 row through
-// two renames into a reduce, and a compare whose rename is read twice is an array of its own
-// (a rename read by two ops is not deferred).
+// in the same flat order): a compare read over [64] as [8, 8] by a where, that where through a
+// reshape into its store, an f32 row through two renames into a reduce, and a compare whose
+// rename is read twice is an array of its own (a rename read by two ops is not deferred).
 TEST(CpuSpeedPaths, DeferredValuesPassThroughFlatRenames) {
   std::string text = std::string(R"(kernel @renames(%x: view<f32, [M, 64]>, %y: view<f32, [M, 64]>, %s: view<f32, [M, 1]>, %u: view<f32, [M, 64]>) {
 )") + kRowHead + R"(  %t = load_tile %x, %pid, %c0 : tile<f32, [1, 64]>
@@ -626,6 +626,7 @@ TEST(CpuSpeedPaths, DeferredValuesPassThroughFlatRenames) {
     return l.substr(l.find_first_not_of(' '));
   };
   EXPECT_EQ(line_after("%in = cmp"), "// (computed inside its user)") << src;
+  EXPECT_EQ(line_after("%w = where"), "// (computed inside its user)") << src;  // by the store, past a reshape
   EXPECT_EQ(line_after("%e = mul"), "// (computed inside its user)") << src;
   EXPECT_NE(line_after("%gt = cmp"), "// (computed inside its user)") << src;
   run_both(*k, {{"M", 7}}, 58, [](std::vector<Tensor>&) {});
