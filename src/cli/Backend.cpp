@@ -55,8 +55,7 @@ class CudaRunner : public Runner {
     CudaOptions o;
     o.target = cuda_backend_target(backend);  // the device's own architecture, or the one asked
     o.target_from_device = false;
-    o.target.disabled_passes = gpu_lowering_passes_in(disabled);  // for the layout emitter
-    note_lowering_passes_ignored(o.target);
+    disable_lowering_passes(o.target, disabled);
     compiled_ = compile_cuda(k, o);
     compile_seconds = compiled_->compile_seconds;
     detail = cuda::device().name + " " + compiled_->target.str();
@@ -145,7 +144,8 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
   return make_runner(backend, bound, disabled);
 }
 
-void note_lowering_passes_ignored(const CudaTarget& t) {
+void disable_lowering_passes(CudaTarget& t, const std::vector<std::string>& disabled) {
+  t.disabled_passes = gpu_lowering_passes_in(disabled);
   static bool said = false;  // once a process (a staged op has several kernels)
   if (t.from_layouts || t.disabled_passes.empty() || said) return;
   said = true;

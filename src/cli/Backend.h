@@ -54,9 +54,10 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
                                             const std::map<std::string, int64_t>& given,
                                             const std::vector<std::string>& disabled);
 
-// A note on stderr (once a process) when `t` leaves out GPU lowering passes but prints with
-// the planning emitter, which does not run them.
-void note_lowering_passes_ignored(const CudaTarget& t);
+// `t` takes the GPU lowering passes among the `--disable-pass` names (gpu_lowering_passes_in),
+// with a note on stderr (once a process) where it prints with the planning emitter, which does
+// not run them.
+void disable_lowering_passes(CudaTarget& t, const std::vector<std::string>& disabled);
 
 // "interp", "cpu", "cuda" or "cuda:sm_XY[a]". `bound` must outlive the runner. Throws TesseraError when the
 // backend cannot be used here (cuda without NVRTC or without a device). `disabled`: the

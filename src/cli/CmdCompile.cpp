@@ -76,8 +76,7 @@ int cmd_compile(const CompileOptions& o) {
     if (o.split_k && !(target.sm == 90 && target.arch_specific))
       throw TesseraError("--split-k is the split-K compilation of wgmma matmuls: it needs --target cuda:sm_90a, not " + o.target);
     target.split_k = o.split_k;
-    target.disabled_passes = gpu_lowering_passes_in(o.k.disable_passes);  // for the layout emitter
-    note_lowering_passes_ignored(target);
+    disable_lowering_passes(target, o.k.disable_passes);  // for the layout emitter
   }
   // The target's preferred configs key on the architecture as CudaTarget prints it.
   const std::string target_key = cuda_target ? "cuda:" + CudaTarget::parse(o.target).str() : o.target;

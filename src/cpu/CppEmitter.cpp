@@ -341,9 +341,11 @@ class Emitter {
   // (At most kMaxRenames of them: def_past_renames looks back as far, so that the expression
   // weight of the user counts the value's expression.)
   static constexpr int kMaxRenames = 8;
-  // `read`, when given, gets the value that user reads (r, or the last rename's result).
-  const Op* deferred_user(const Value* r, const Block* home, bool& several_reads, const Value** read = nullptr) const {
-    several_reads = false;
+  // `several_reads`, when given, says whether some op on the way reads its operand more than
+  // once; `read` gets the value the user reads (r, or the last rename's result).
+  const Op* deferred_user(const Value* r, const Block* home, bool* several_reads = nullptr,
+                          const Value** read = nullptr) const {
+    if (several_reads) *several_reads = false;
     for (int renames = 0;; ++renames) {
       auto it = users_.find(r);
       if (it == users_.end() || it->second.empty()) return nullptr;
@@ -351,7 +353,7 @@ class Emitter {
       for (const Op* o : it->second)
         if (o != u) return nullptr;
       if (u->parent != home) return nullptr;
-      several_reads = several_reads || it->second.size() > 1;
+      if (several_reads && it->second.size() > 1) *several_reads = true;
       if (read) *read = r;
       if (!is_flat_rename(*u)) return u;
       if (renames == kMaxRenames) return nullptr;
@@ -369,7 +371,7 @@ class Emitter {
     if (!r->type.is_tile() || vector_exp(op)) return false;
     bool several_reads = false;
     const Value* read = nullptr;
-    const Op* u = deferred_user(r, op.parent, several_reads, &read);
+    const Op* u = deferred_user(r, op.parent, &several_reads, &read);
     if (!u || is_flat_rename(*u)) return false;
     if (several_reads && !cheap_tree(op)) return false;
     switch (u->info().cls) {
@@ -477,8 +479,7 @@ class Emitter {
         const Op* e = u;
         for (;;) {
           if (!is_elementwise(*e) || !can_defer(*e)) break;
-          bool several_reads = false;
-          e = deferred_user(e->result(), e->parent, several_reads);
+          e = deferred_user(e->result(), e->parent);
         }
         while (e && e->parent != home) e = e->parent ? e->parent->parent : nullptr;
         if (!e || !fn(u, e)) return false;

@@ -197,9 +197,9 @@ class Assign {
   // memory ops' vectors are as wide as that run.
   // A 1-D tile (unit dims aside) of a length a block scan reads takes 32-byte runs: each run is
   // one block-wide step of the scan (a warp scan, a barrier), so topk's [8192] i32 scans on 512
-  // threads print 2 steps instead of 4; at 16-byte runs their registers made the segments
-  // kernel spill 32 bytes under its 64-register bound (ptxas; the planning emitter's runs are
-  // 8 elements too, and it does not spill).
+  // threads print 2 steps instead of 4 (and the f32 segments kernel spills 12 bytes, not 32,
+  // under its 64-register bound). Measured on the H100 against 16-byte runs: bf16 top-k 2.5%
+  // faster, f32 2.5% slower (bench/RESULTS.md, session 43): kept for bf16.
   Layout blocked(const Type& t) const {
     auto it = access_bytes_.find(dims(t));
     // (TESSERA_SCAN_RUN_BYTES=16: the runs of other tiles, an A/B switch for the GPU.)

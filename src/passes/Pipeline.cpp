@@ -12,6 +12,10 @@ namespace tessera {
 
 namespace {
 
+bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // The verifier, now requiring static tile shapes.
 void verify_bound(Kernel& k, PassStats&) {
   VerifyOptions o;
@@ -82,9 +86,7 @@ std::unique_ptr<Kernel> run_gpu_lowering(const Kernel& bound, const GpuLoweringO
   PassStats& st = stats ? *stats : local;
   auto out = bound.clone();
   for (const Pass& p : gpu_lowering_passes(o)) {
-    if (std::find(opts.disabled.begin(), opts.disabled.end(), p.name) != opts.disabled.end() &&
-        disableable_gpu_lowering_pass(p.name))
-      continue;
+    if (listed(opts.disabled, p.name) && disableable_gpu_lowering_pass(p.name)) continue;
     p.run(*out, st);
     if (opts.dump_after == "all" || opts.dump_after == p.name) dump(p.name, print_kernel(*out));
   }
@@ -106,7 +108,7 @@ std::vector<std::string> gpu_lowering_passes_in(const std::vector<std::string>& 
   const auto lowering = gpu_lowering_pass_names();
   std::vector<std::string> out;
   for (const std::string& n : names)
-    if (std::find(lowering.begin(), lowering.end(), n) != lowering.end()) out.push_back(n);
+    if (listed(lowering, n)) out.push_back(n);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -120,12 +122,10 @@ std::vector<std::string> pipeline_pass_names() {
 
 std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opts, PassStats* stats) {
   auto passes = pipeline_passes(opts.config);
+  const auto names = pipeline_pass_names(), lowering = gpu_lowering_pass_names();
   for (const std::string& d : opts.disabled) {
     // A GPU lowering pass is left out where the lowering runs (run_gpu_lowering).
-    const auto names = pipeline_pass_names(), lowering = gpu_lowering_pass_names();
-    const bool in_lowering = std::find(lowering.begin(), lowering.end(), d) != lowering.end();
-    if (in_lowering ? !disableable_gpu_lowering_pass(d)
-                    : std::find(names.begin(), names.end(), d) == names.end() || !disableable_pass(d)) {
+    if (listed(lowering, d) ? !disableable_gpu_lowering_pass(d) : !listed(names, d) || !disableable_pass(d)) {
       std::string valid;
       for (const std::string& n : names)
         if (disableable_pass(n)) valid += (valid.empty() ? "" : ", ") + n;
@@ -137,7 +137,7 @@ std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opt
     }
     std::erase_if(passes, [&](const Pass& p) { return p.name == d; });
   }
-  if (std::find(opts.disabled.begin(), opts.disabled.end(), opts.dump_after) != opts.disabled.end())
+  if (listed(opts.disabled, opts.dump_after))
     throw TesseraError("--dump-after " + opts.dump_after + ": that pass is left out (--disable-pass " + opts.dump_after +
                        "): nothing to print after it");
   if (!opts.dump_after.empty() && opts.dump_after != "all") {
@@ -147,7 +147,7 @@ std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opt
       known = known || p.name == opts.dump_after;
       valid += p.name + ", ";
     }
-    for (const std::string& n : gpu_lowering_pass_names()) known = known || n == opts.dump_after;
+    known = known || listed(lowering, opts.dump_after);
     if (!known) throw TesseraError("unknown pass '" + opts.dump_after + "' for --dump-after (valid: " + valid + "all)");
   }
   auto dump = opts.dump ? opts.dump : [](const std::string& pass, const std::string& ir) {
