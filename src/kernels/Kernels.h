@@ -31,14 +31,18 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // whole-row kernel), then levels over the candidates while a row has more than `merge_limit`,
 // then the merge. `given`: the caller's BLOCK_N, num_warps, RING_GROUP, struct_cp_async for the
 // first level. A segment that is one tile (SEGMENT = BLOCK_N), and a candidate segment or merge
-// row of at most `candidate_tile` candidates, is read once into registers. `row_threshold`:
-// three kernels first count the row's histograms of its keys' first two digits, from which
-// every select stage starts (a segment keeps only the keys at or below the row's threshold;
-// the merge resolves only the digits after those two); slower on the H200 (Topk.cpp says why).
+// row of at most `candidate_tile` candidates, is read once into registers. `threshold`
+// RowHistograms: three kernels first count the row's histograms of its keys' first two digits,
+// from which every select stage starts (a segment keeps only the keys at or below the row's
+// threshold; the merge resolves only the digits after those two); slower on the H200 (Topk.cpp
+// says why). BucketBest: two kernels first find T, the K-th largest of the bests of the row's
+// buckets (each bucket's largest element), and every segment stage keeps only the keys at or
+// below T's where they fit its slots (none where the row has fewer than 32 K columns).
 // `given` may also hold RADIX_BITS: the digits' width (8, or 11 for f32; an error otherwise).
+enum class TopkThreshold { None, RowHistograms, BucketBest };
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
                           const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192,
-                          bool row_threshold = false);
+                          TopkThreshold threshold = TopkThreshold::None);
 
 // c = scale * (a @ b) for row-major a [M, K] and b [K, N] (or b [N, K] read transposed when
 // b_is_nk), M, N, K from `sizes`, summed in double and rounded once to c's dtype: the

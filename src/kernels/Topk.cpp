@@ -108,6 +108,12 @@ struct Form {
   // at most K, else it selects its top K from scratch), the merge resolves only the digits
   // after the two.
   bool row_threshold = false;
+  // A segment form (over x or candidates) that starts from the row's bucket threshold: T, the
+  // K-th largest of the row's bucket bests (topk_stages' TopkThreshold::BucketBest), read from
+  // thr [M, K] (the whole-row select's sorted values over the bests) at column K - 1. A segment
+  // keeps every key at or below T's where they fit its K slots, else selects its own top K
+  // from scratch, as from the row threshold.
+  bool bucket_threshold = false;
   // The digits' width in bits (0: f32 11, bf16 8; topk_stages' RADIX_BITS).
   int radix_bits = 0;
 };
@@ -240,6 +246,9 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   auto key = [&](Val t) { return radix_key(dt, t); };
   std::optional<View> row_hist;
   if (f.row_threshold) row_hist = k.view("hist", ScalarKind::I32, {"M", "H"});
+  if (f.bucket_threshold && !f.segments) throw TesseraError("topk: the bucket threshold is a segment form's");
+  std::optional<View> thr;
+  if (f.bucket_threshold) thr = k.view("thr", dt, {"M", "K"});
   // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
   Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
   // A loop over the row (or segment): body(j, tile j, its keys, its columns; the columns are
@@ -304,7 +313,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   Var &prefix = st.prefix, &wanted = st.wanted, &resolved = st.resolved, &refine = st.refine;
   // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less
   // (from the row threshold, the row's K to start, and the segment's own only from scratch).
-  if (f.segments && !f.row_threshold) wanted = minimum(K, n);
+  if (f.segments && !f.row_threshold && !f.bucket_threshold) wanted = minimum(K, n);
   // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
   auto pass = [&](Val high, Val shift, int64_t nbins) {
     Var hist = zeros({nbins}, ScalarKind::I32);
@@ -340,7 +349,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
       });
     }
   };
-  if (!f.row_threshold) {
+  if (!f.row_threshold && !f.bucket_threshold) {
     passes(0);
   } else if (!f.segments) {
     // The merge: its candidates hold every key of the row's top K, so the row's state holds.
@@ -348,9 +357,15 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     passes(kRowDigits);
   } else {
     // A segment keeps every key at or below the row's threshold T (at the digits the row's
-    // histograms resolved: every key of the row's top K is one) where they fit its K slots;
-    // else (many keys equal to T at those digits: ties) its own top K, from scratch.
-    settle_row(st, g, *row_hist, row);
+    // histograms resolved, or all of the bucket threshold's: every key of the row's top K is
+    // one) where they fit its K slots; else (many keys equal to T at those digits: ties) its
+    // own top K, from scratch.
+    if (f.bucket_threshold) {
+      prefix = key(item(thr->tile({1, 1}).load({row, K.val() - 1})));
+      resolved = zeros({}, ScalarKind::U32);
+    } else {
+      settle_row(st, g, *row_hist, row);
+    }
     Val T = prefix >> resolved;
     Var count = 0;
     over_row([&](Val, Val, Val kk, Val) {
@@ -372,7 +387,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     Val kk = keys >> resolved;
     Val equal = eq(kk, T);
     Val below = kk < T;
-    if (f.row_threshold) {
+    if (f.row_threshold || f.bucket_threshold) {
       // The row's state comes from histograms of the real keys only, so T's resolved bits can
       // be the padding's (an exact fit in the last bin: K = N, -inf or -2^127 and below, 8-bit
       // digits): padding (past n, or column -1) is left out by its key, which no real key has
@@ -458,6 +473,38 @@ std::unique_ptr<Kernel> build_row_histogram(ScalarKind dt, const char* name, int
   return k.finish();
 }
 
+// The value whose key (radix_key) is `key`: radix_key undone (it is its own inverse on the
+// key's bits: the sign bit tells a flipped key from a kept one).
+lang::Val key_value(ScalarKind dt, lang::Val key) {
+  using namespace lang;
+  if (dt == ScalarKind::F32) return bitcast(where(eq(key >> 31, 0), key ^ 0x7FFFFFFF, key), ScalarKind::F32);
+  return bitcast(where(eq(key >> 15, 0), key ^ 0x7FFF, key).to(ScalarKind::U16), ScalarKind::BF16);
+}
+
+// The bucket threshold's first kernel (TopkThreshold::BucketBest): best [M, B] gets, for each
+// bucket of BUCKET consecutive columns of x (B = cdiv(N, BUCKET); the last one may be short),
+// its first element in topk's order: the smallest key, as a value. The K-th largest of a row's
+// bests (the whole-row select over best) is T: K distinct elements of the row have keys at or
+// below T's (the K buckets' bests), so every key of the row's top K does.
+std::unique_ptr<Kernel> build_bucket_best(ScalarKind dt, const char* name) {
+  using namespace lang;
+  KernelBuilder k(name);
+  auto x = k.view("x", dt, {"M", "N"});
+  auto best = k.view("best", dt, {"M", "B"});
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
+  auto BK = k.constexpr_("BUCKET", {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, 128);
+  k.constexpr_("num_warps", {4, 8, 16}, 8);
+  k.grid({x.dim(0), cdiv(x.dim(1), BN)});
+  Val row = program_id(0), j = program_id(1);
+  // Columns past N get the padding's key, past every real key (a bucket holds a real one).
+  Val pad_key = full({}, dt == ScalarKind::F32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
+  Val kk = where(arange(BN) + j * BN < x.dim(1), radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN})), pad_key);
+  Val bests = min(reshape(kk, {Dim(BN) / Dim(BK), BK}), 1);
+  // (Buckets past B, in the row's last tile, fall outside the view: not stored.)
+  best.tile({1, Dim(BN) / Dim(BK)}).store({row, j}, reshape(key_value(dt, bests), {1, Dim(BN) / Dim(BK)}));
+  return k.finish();
+}
+
 }  // namespace
 
 // Row i of args[1] ([M, width]) gets the first `width` elements of row i of args[0] ([M, N]) in
@@ -485,8 +532,9 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 }
 
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
-                          const std::map<std::string, int64_t>& given, int64_t candidate_tile, bool row_threshold) {
+                          const std::map<std::string, int64_t>& given, int64_t candidate_tile, TopkThreshold threshold) {
   LibraryStages st;
+  const bool row_threshold = threshold == TopkThreshold::RowHistograms;
   // RADIX_BITS (given): the digits' width of every select of the plan (8 or 11; bf16 8 only).
   int radix = 0;
   if (auto it = given.find("RADIX_BITS"); it != given.end()) {
@@ -536,14 +584,43 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0, radix); }, ch, {0, hist[0]}});
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, cl, {0, hist[0]}});
   }
+  // The bucket threshold: a kernel writes each bucket's best (build_bucket_best), the whole-row
+  // select over them (one tile where the bests fit one) gives each row's T at column K - 1 of
+  // its sorted values, the last argument of every segment stage after them. Buckets of the
+  // largest power of two that leaves at least 16 K of them (none left: no threshold): about K
+  // keys of a random row at or below T (N * -ln(1 - 1/16) / BUCKET of them).
+  std::vector<int> thr;
+  if (threshold == TopkThreshold::BucketBest) {
+    int64_t bucket = 1;
+    while (bucket < 1024 && N / (2 * bucket) >= 16 * K) bucket *= 2;
+    if (bucket >= 2) {
+      const int64_t buckets = (N + bucket - 1) / bucket, bn = std::min<int64_t>(8192, pow2_at_least(N, 256));
+      st.temporaries.push_back({dt, {M, buckets}});
+      const int best = -int(st.temporaries.size());
+      st.stages.push_back({[](ScalarKind d) { return build_bucket_best(d, "topk_bucket_best"); },
+                           {{"BLOCK_N", bn}, {"BUCKET", bucket}}, {0, best}});
+      const int64_t sel_bn = std::min<int64_t>(8192, pow2_at_least(buckets, 256));
+      const Form sel{.one_tile = sel_bn >= buckets, .radix_bits = radix};
+      const int tv = -1 - int(st.temporaries.size());
+      st.temporaries.push_back({dt, {M, K}});
+      st.temporaries.push_back({ScalarKind::I32, {M, K}});
+      st.stages.push_back({[sel](ScalarKind d) { return build_select(d, sel.one_tile ? "topk_bucket_select_tile" : "topk_bucket_select", sel); },
+                           {{"K", K}, {"BLOCK_N", sel_bn}}, {best, tv, tv - 1}});
+      thr = {tv};
+    }
+  }
   // A select stage of `form` (the plan's row threshold and digits) on arguments `a` (and hist,
-  // last), named `plain`, or `at_threshold` from the row threshold, "_tile" added for one tile.
+  // or thr for a segment form, last), named `plain`, or `at_threshold` from the row threshold
+  // ("_bkt" inserted after "topk" from the bucket threshold), "_tile" added for one tile.
   auto add_select = [&](const std::string& plain, const std::string& at_threshold, Form form,
                         std::map<std::string, int64_t> config, std::vector<int> a) {
     form.row_threshold = row_threshold;
+    form.bucket_threshold = !thr.empty() && form.segments;
     form.radix_bits = radix;
-    const std::string name = (row_threshold ? at_threshold : plain) + (form.one_tile ? "_tile" : "");
+    const std::string name = (row_threshold ? at_threshold : form.bucket_threshold ? "topk_bkt" + plain.substr(4) : plain) +
+                             (form.one_tile ? "_tile" : "");
     a.insert(a.end(), hist.begin(), hist.end());
+    if (form.bucket_threshold) a.insert(a.end(), thr.begin(), thr.end());
     st.stages.push_back({[form, name](ScalarKind d) { return build_select(d, name.c_str(), form); }, std::move(config), std::move(a)});
   };
   int64_t width = (N + segment - 1) / segment * K;
@@ -623,7 +700,10 @@ LibraryKernel topk() {
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS")) g["RADIX_BITS"] = *e;
     if (!g.count("num_warps"))
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS")) g["num_warps"] = *e;
-    return topk_stages(dt, M, N, K, segment, 8192, g, 8192, env_flag("TESSERA_TOPK_ROW_THRESHOLD"));
+    TopkThreshold threshold = TopkThreshold::None;
+    if (env_flag("TESSERA_TOPK_ROW_THRESHOLD")) threshold = TopkThreshold::RowHistograms;
+    else if (env_flag("TESSERA_TOPK_BUCKET_THRESHOLD")) threshold = TopkThreshold::BucketBest;
+    return topk_stages(dt, M, N, K, segment, 8192, g, 8192, threshold);
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {
     return double(s.at("M")) * (double(s.at("N")) * scalar_bytes(dt) + double(s.at("K")) * (scalar_bytes(dt) + 4));

@@ -81,7 +81,8 @@ TEST(CudaSort, SegmentedTopkStagesCompile) {
         Plan{ScalarKind::BF16, "sm_80", {{"BLOCK_N", 4096}}, 2048, false, {0, 1, 4},
              "topk_segments topk_segments_candidates topk_merge"}}) {
     LibraryStages st =
-        kernels::topk_stages(p.dt, 1, int64_t{1} << 24, 1024, 8192, 16384, p.given, p.candidate_tile, p.row_threshold);
+        kernels::topk_stages(p.dt, 1, int64_t{1} << 24, 1024, 8192, 16384, p.given, p.candidate_tile,
+                             p.row_threshold ? kernels::TopkThreshold::RowHistograms : kernels::TopkThreshold::None);
     const size_t selects = p.row_threshold ? 3 : 0;  // the stages before the selects
     ASSERT_EQ(st.stages.size(), 5u + selects);
     std::string names;

@@ -37,18 +37,23 @@ void run_stages(const LibraryStages& st, ScalarKind dt, std::vector<KernelArg>& 
   });
 }
 
-// `row_threshold`: the stages start from the row's digit histograms (three kernels more).
-void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed, bool row_threshold) {
+// `threshold`: the stages start from the row's digit histograms (three kernels more) or its
+// bucket threshold (two more, where the row has 32 K columns or more).
+void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed, kernels::TopkThreshold threshold) {
+  using kernels::TopkThreshold;
   SCOPED_TRACE(backend + " " + std::string(scalar_name(c.dtype)) + " M=" + std::to_string(c.M) +
                " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " segment=" + std::to_string(c.segment) +
-               " row_threshold=" + std::to_string(row_threshold));
+               " threshold=" + std::to_string(int(threshold)));
   const LibraryKernel* lk = find_library_kernel("topk");
   std::map<std::string, int64_t> given;
   if (c.block_n) given["BLOCK_N"] = c.block_n;
   if (c.radix_bits) given["RADIX_BITS"] = c.radix_bits;
   LibraryStages st =
-      kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, row_threshold);
-  ASSERT_EQ(st.stages.size(), c.stages + (row_threshold ? 3 : 0));
+      kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, threshold);
+  const size_t before = threshold == TopkThreshold::RowHistograms ? 3
+                        : threshold == TopkThreshold::BucketBest && c.N >= 32 * c.K ? 2
+                                                                                     : 0;
+  ASSERT_EQ(st.stages.size(), c.stages + before);
   Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
   std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
@@ -84,23 +89,32 @@ const StagesCase kCases[] = {
     // shares at the resolved bits.
     {ScalarKind::BF16, 2, 600, 600, 256, 1 << 20, 2, true},
     {ScalarKind::F32, 2, 600, 600, 256, 1 << 20, 2, true, 0, 8192, 8},
+    // Buckets of 64 for the bucket threshold (a short last bucket): random rows (bf16's have
+    // ties at T), and a candidate level over segments of 512.
+    {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false},
+    {ScalarKind::BF16, 2, 40000, 19, 2048, 1 << 20, 2, false},
+    {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false},
 };
 
 // Each case from the row threshold (random rows: the segments keep only the keys at or below
 // it; rows of a few values: ties at the threshold overflow a segment's slots, which then selects
 // from scratch) and without it.
 TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
+  using kernels::TopkThreshold;
   uint64_t seed = 11;
   for (const StagesCase& c : kCases)
-    for (bool row_threshold : {true, false}) check_stages(c, "interp", seed++, row_threshold);
+    for (TopkThreshold t : {TopkThreshold::RowHistograms, TopkThreshold::BucketBest, TopkThreshold::None})
+      check_stages(c, "interp", seed++, t);
 }
 
 // The cpu backend on the tie-heavy level case (three kernels) in both dtypes, and a random one
 // from the row threshold.
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
-  check_stages(kCases[4], "cpu", 21, true);
-  check_stages(kCases[5], "cpu", 22, false);
-  check_stages(kCases[0], "cpu", 23, true);
+  using kernels::TopkThreshold;
+  check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
+  check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
+  check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
+  check_stages(kCases[std::size(kCases) - 2], "cpu", 24, TopkThreshold::BucketBest);
 }
 
 // The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
