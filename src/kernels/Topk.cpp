@@ -108,12 +108,16 @@ struct Form {
   // at most K, else it selects its top K from scratch), the merge resolves only the digits
   // after the two.
   bool row_threshold = false;
-  // A segment form (over x or candidates) that starts from the row's bucket threshold: T, the
-  // K-th largest of the row's bucket bests (topk_stages' TopkThreshold::BucketBest), read from
-  // thr [M, K] (the whole-row select's sorted values over the bests) at column K - 1. A segment
-  // keeps every key at or below T's where they fit its K slots, else selects its own top K
-  // from scratch, as from the row threshold.
+  // A segment form (over x or candidates) that starts from the row's bucket threshold: a key
+  // T_hi at or past the K-th smallest of the row's bucket bests (topk_stages'
+  // TopkThreshold::BucketBest), read from thr [M, 1] (threshold_out's). A segment keeps every
+  // key at or below it where they fit its K slots, else selects its own top K from scratch,
+  // as from the row threshold.
   bool bucket_threshold = false;
+  // The whole-row form that only finds the row's K-th key T (of the bucket threshold's bests):
+  // thr [M, 1] (i32) gets the largest key whose digits match T's resolved ones (T itself, or
+  // past it where the passes stopped early: still at least K keys at or below it), no values.
+  bool threshold_out = false;
   // The digits' width in bits (0: f32 11, bf16 8; topk_stages' RADIX_BITS).
   int radix_bits = 0;
 };
@@ -202,8 +206,13 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   auto x = k.view(f.candidates ? "cand_values" : "x", dt, {"M", f.candidates ? "C" : "N"});
   std::optional<View> cols;
   if (f.candidates) cols = k.view("cand_indices", ScalarKind::I32, {"M", "C"});
-  auto values = k.view(f.segments ? "seg_values" : "values", dt, {"M", f.segments ? "W" : "K"});
-  auto indices = k.view(f.segments ? "seg_indices" : "indices", ScalarKind::I32, {"M", f.segments ? "W" : "K"});
+  std::optional<View> values, indices, thr_out;
+  if (f.threshold_out) {
+    thr_out = k.view("thr", ScalarKind::I32, {"M", "one"});
+  } else {
+    values = k.view(f.segments ? "seg_values" : "values", dt, {"M", f.segments ? "W" : "K"});
+    indices = k.view(f.segments ? "seg_indices" : "indices", ScalarKind::I32, {"M", f.segments ? "W" : "K"});
+  }
   // K is the output's width: any value from 1 (the size_configs bind it from the sizes).
   auto K = k.constexpr_("K", {}, 64);
   // cuda: one program (CTA) per row; each column tile costs a few barriers (the histogram's),
@@ -248,7 +257,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   if (f.row_threshold) row_hist = k.view("hist", ScalarKind::I32, {"M", "H"});
   if (f.bucket_threshold && !f.segments) throw TesseraError("topk: the bucket threshold is a segment form's");
   std::optional<View> thr;
-  if (f.bucket_threshold) thr = k.view("thr", dt, {"M", "K"});
+  if (f.bucket_threshold) thr = k.view("thr", ScalarKind::I32, {"M", "one"});
   // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
   Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
   // A loop over the row (or segment): body(j, tile j, its keys, its columns; the columns are
@@ -349,6 +358,13 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
       });
     }
   };
+  if (f.threshold_out) {
+    passes(0);
+    // (A shift by 32, no digit resolved, cannot happen: the first pass always runs.)
+    Val mask = (full({}, 1, ScalarKind::U32) << resolved) - 1;
+    thr_out->tile({1, 1}).store({row, 0}, splat(bitcast(prefix | mask, ScalarKind::I32), {1, 1}));
+    return k.finish();
+  }
   if (!f.row_threshold && !f.bucket_threshold) {
     passes(0);
   } else if (!f.segments) {
@@ -361,7 +377,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     // one) where they fit its K slots; else (many keys equal to T at those digits: ties) its
     // own top K, from scratch.
     if (f.bucket_threshold) {
-      prefix = key(item(thr->tile({1, 1}).load({row, K.val() - 1})));
+      prefix = bitcast(item(thr->tile({1, 1}).load({row, 0})), ScalarKind::U32);
       resolved = zeros({}, ScalarKind::U32);
     } else {
       settle_row(st, g, *row_hist, row);
@@ -410,8 +426,8 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
         });
     Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1);
     if (f.segments) at = at + seg * K;  // the segment's slots
-    scatter(values, t, {row, at}, keep);
-    scatter(indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
+    scatter(*values, t, {row, at}, keep);
+    scatter(*indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
     // The equal keys kept: those ranked at most `wanted`, all of them in the first branch.
     kept = kept + n_below + minimum(n_equal, maximum(wanted - kept_equal, 0));
     kept_equal = kept_equal + n_equal;
@@ -420,12 +436,12 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     // The segment's slots past its kept elements (a segment shorter than K) get column -1:
     // other addresses than the scatters' above, so no order between them is needed.
     Val r = arange(K);
-    scatter(indices, full({K}, -1, ScalarKind::I32), {row, r + seg * K}, r >= kept);
+    scatter(*indices, full({K}, -1, ScalarKind::I32), {row, r + seg * K}, r >= kept);
     return k.finish();
   }
-  Sorted best = sort_pairs(values.tile({1, K}).load({row, 0}), indices.tile({1, K}).load({row, 0}), 1, true);
-  values.tile({1, K}).store({row, 0}, best.values);
-  indices.tile({1, K}).store({row, 0}, best.indices);
+  Sorted best = sort_pairs(values->tile({1, K}).load({row, 0}), indices->tile({1, K}).load({row, 0}), 1, true);
+  values->tile({1, K}).store({row, 0}, best.values);
+  indices->tile({1, K}).store({row, 0}, best.indices);
   return k.finish();
 }
 
@@ -585,10 +601,10 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, cl, {0, hist[0]}});
   }
   // The bucket threshold: a kernel writes each bucket's best (build_bucket_best), the whole-row
-  // select over them (one tile where the bests fit one) gives each row's T at column K - 1 of
-  // its sorted values, the last argument of every segment stage after them. Buckets of the
-  // largest power of two that leaves at least 16 K of them (none left: no threshold): about K
-  // keys of a random row at or below T (N * -ln(1 - 1/16) / BUCKET of them).
+  // select over them (one tile where the bests fit one; threshold_out) each row's T_hi, the
+  // last argument of every segment stage after them. Buckets of the largest power of two that
+  // leaves at least 16 K of them (none left: no threshold): about K keys of a random row at or
+  // below T (N * -ln(1 - 1/16) / BUCKET of them).
   std::vector<int> thr;
   if (threshold == TopkThreshold::BucketBest) {
     int64_t bucket = 1;
@@ -600,13 +616,11 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
       st.stages.push_back({[](ScalarKind d) { return build_bucket_best(d, "topk_bucket_best"); },
                            {{"BLOCK_N", bn}, {"BUCKET", bucket}}, {0, best}});
       const int64_t sel_bn = std::min<int64_t>(8192, pow2_at_least(buckets, 256));
-      const Form sel{.one_tile = sel_bn >= buckets, .radix_bits = radix};
-      const int tv = -1 - int(st.temporaries.size());
-      st.temporaries.push_back({dt, {M, K}});
-      st.temporaries.push_back({ScalarKind::I32, {M, K}});
+      const Form sel{.one_tile = sel_bn >= buckets, .threshold_out = true, .radix_bits = radix};
+      st.temporaries.push_back({ScalarKind::I32, {M, 1}});
+      thr = {-int(st.temporaries.size())};
       st.stages.push_back({[sel](ScalarKind d) { return build_select(d, sel.one_tile ? "topk_bucket_select_tile" : "topk_bucket_select", sel); },
-                           {{"K", K}, {"BLOCK_N", sel_bn}}, {best, tv, tv - 1}});
-      thr = {tv};
+                           {{"K", K}, {"BLOCK_N", sel_bn}}, {best, thr[0]}});
     }
   }
   // A select stage of `form` (the plan's row threshold and digits) on arguments `a` (and hist,

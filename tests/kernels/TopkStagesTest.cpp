@@ -27,6 +27,10 @@ struct StagesCase {
   // tile (smaller: their multi-tile loops).
   int64_t block_n = 0, candidate_tile = 8192;
   int64_t radix_bits = 0;  // RADIX_BITS given (0: none, the dtype's default)
+  // K values of 1000 and up planted over a random row, one in each of K buckets: their keys
+  // share the first digit's bin and no other key does, so the bucket threshold's select stops
+  // after one digit.
+  bool planted = false;
 };
 
 // Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors.
@@ -58,6 +62,9 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
   std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
   if (c.few_values) testutil::fill_few_values(got[0], seed);
+  if (c.planted)
+    for (int64_t r = 0; r < c.M; ++r)
+      for (int64_t i = 0; i < c.K; ++i) got[0].set(r * c.N + i * (c.N / c.K) + r, 1000.0 + double(i) / 4);
   std::vector<Tensor> want = got;
   std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
   run_stages(st, c.dtype, ga, backend);
@@ -94,6 +101,8 @@ const StagesCase kCases[] = {
     {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::BF16, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false},
+    {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
+    {ScalarKind::BF16, 2, 4096, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
 };
 
 // Each case from the row threshold (random rows: the segments keep only the keys at or below
@@ -114,7 +123,7 @@ TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
   check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
   check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
-  check_stages(kCases[std::size(kCases) - 2], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[std::size(kCases) - 4], "cpu", 24, TopkThreshold::BucketBest);
 }
 
 // The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
