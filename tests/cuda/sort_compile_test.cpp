@@ -141,5 +141,38 @@ TEST(CudaSort, OneBarrierScansCompile) {
   if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
 }
 
+// The bucket threshold's stages at 64 x 131072, k = 64 (buckets of 128): each bucket's best,
+// the select that writes only the row's threshold (no sort, no scatter), the segments from it
+// and the merge; both emitters print each one (the layout emitter without falling back) and
+// NVRTC compiles them, f32 and bf16 for sm_90a.
+TEST(CudaSort, BucketThresholdStagesCompile) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16}) {
+    LibraryStages st = kernels::topk_stages(dt, 64, 131072, 64, 8192, 8192, {}, 8192, kernels::TopkThreshold::BucketBest);
+    std::string names;
+    for (const LibraryStage& s : st.stages) {
+      auto k = run_pipeline(*s.build(dt), PipelineOptions{s.config, "", nullptr, {}});
+      names += (names.empty() ? "" : " ") + k->name;
+      for (bool layouts : {false, true}) {
+        SCOPED_TRACE(k->name + (layouts ? " layouts" : " planning"));
+        CudaTarget t = CudaTarget::parse("sm_90a");
+        t.from_layouts = layouts;
+        CudaEmission em = emit_cuda_with_info(*k, t);
+        if (layouts)
+          EXPECT_TRUE(std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
+            return n.find("printed from the GPU lowering") != std::string::npos;
+          })) << em.notes.back();
+        const bool select = k->name == "topk_bucket_select_tile";
+        EXPECT_EQ(em.stats["sorts"], k->name == "topk_merge_tile" ? 1 : 0);
+        if (select) EXPECT_EQ(em.source.find("tsr_p2"), std::string::npos) << "the select writes only thr";
+        if (nvrtc) expect_nvrtc_accepts(em, t);
+      }
+    }
+    EXPECT_EQ(names, "topk_bucket_best topk_bucket_select_tile topk_bkt_segments_tile topk_merge_tile");
+  }
+  if (!nvrtc) GTEST_SKIP() << "emitted text checked; not compiled: " << why;
+}
+
 }  // namespace
 }  // namespace tessera::cudatest
