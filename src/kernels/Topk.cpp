@@ -687,19 +687,27 @@ LibraryKernel topk() {
     return std::map<std::string, int64_t>{{"K", s.at("K")}};
   };
   // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than
-  // fill a GPU several times over, run as the segmented top-k (topk_stages). Not on cpu: there
-  // the rows alone keep the cores busy, and the segments' passes cost more (2 cores, 64 x
-  // 131072, k = 64: 92 ms against 63). TESSERA_TOPK_SEGMENT=S sets the segment length on any
-  // backend (0: never).
+  // fill a GPU several times over, run as the segmented top-k (topk_stages). On cpu, rows of at
+  // least four segments and 32 K columns run it from the bucket threshold, whatever the rows
+  // (the interpreter keeps the whole-row kernel):
+  // each element then costs one pass that finds its bucket's best and one that compares it with
+  // T, where the whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32:
+  // 10-11 ms against 22-27 at k = 64, 20-22 against 29-31 at k = 1024; 4096 x 65536, k = 32: 308
+  // against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms
+  // against 63 in session 31). TESSERA_TOPK_SEGMENT=S sets the segment length on any backend
+  // (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0 turns the bucket threshold on or off.
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
+    const bool cuda = target.rfind("cuda:", 0) == 0;
+    const std::optional<int64_t> bucket_env = env_int("TESSERA_TOPK_BUCKET_THRESHOLD");
+    const bool bucket = bucket_env ? *bucket_env != 0 : target == "cpu";
     int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
     if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT")) {
       segment = *e;
       if (segment != 0 && (segment < 256 || segment > kMaxTopkSegment || !std::has_single_bit(uint64_t(segment))))
         throw TesseraError("TESSERA_TOPK_SEGMENT = " + std::to_string(segment) +
                            ": 0 (the whole-row kernel) or a power of two from 256 to " + std::to_string(kMaxTopkSegment));
-    } else if (target.rfind("cuda:", 0) != 0 || M >= 1024 || N < 4 * segment) {
+    } else if (N < 4 * segment || (cuda ? M >= 1024 : target != "cpu" || !bucket || N < 32 * K)) {
       segment = 0;
     }
     // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
@@ -716,7 +724,7 @@ LibraryKernel topk() {
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS")) g["num_warps"] = *e;
     TopkThreshold threshold = TopkThreshold::None;
     if (env_flag("TESSERA_TOPK_ROW_THRESHOLD")) threshold = TopkThreshold::RowHistograms;
-    else if (env_flag("TESSERA_TOPK_BUCKET_THRESHOLD")) threshold = TopkThreshold::BucketBest;
+    else if (bucket) threshold = TopkThreshold::BucketBest;
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, threshold);
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {

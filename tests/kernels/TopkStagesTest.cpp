@@ -130,7 +130,8 @@ TEST(TopkStages, CpuMatchesTheReferenceExactly) {
 // issue's shapes get two kernels (64 x 131072; three at k = 1024) and five (1 x 2^24, k = 1024:
 // levels until a row has at most 8192 candidates); short rows and many rows keep the whole-row kernel.
 TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
-  if (std::getenv("TESSERA_TOPK_SEGMENT")) GTEST_SKIP() << "TESSERA_TOPK_SEGMENT overrides the rule";
+  if (std::getenv("TESSERA_TOPK_SEGMENT") || std::getenv("TESSERA_TOPK_BUCKET_THRESHOLD"))
+    GTEST_SKIP() << "TESSERA_TOPK_SEGMENT or TESSERA_TOPK_BUCKET_THRESHOLD overrides the rule";
   const LibraryKernel* lk = find_library_kernel("topk");
   auto kernels = [&](int64_t M, int64_t N, int64_t K) {
     return lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
@@ -153,8 +154,15 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("topk: RADIX_BITS = 11: 8, or 11 for f32"), std::string::npos) << e.what();
   }
-  // Only on cuda.
-  EXPECT_EQ(lk->stages(ScalarKind::F32, "cpu", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages.size(), 0u);
+  // On cpu only from the bucket threshold (two kernels more): rows of 32 K columns and four
+  // segments, however many rows.
+  auto cpu_kernels = [&](int64_t M, int64_t N, int64_t K) {
+    return lk->stages(ScalarKind::F32, "cpu", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
+  };
+  EXPECT_EQ(cpu_kernels(64, 131072, 64), 4u);
+  EXPECT_EQ(cpu_kernels(4096, 65536, 32), 4u);
+  EXPECT_EQ(cpu_kernels(64, 16384, 64), 0u);
+  EXPECT_EQ(cpu_kernels(64, 40000, 2000), 0u);
   // Every stage binds with its config (each value a candidate of its constexpr).
   LibraryStages st = lk->stages(ScalarKind::BF16, "cpu", {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1000}}, {});
   for (const LibraryStage& s : st.stages) EXPECT_NO_THROW(bind_constexprs(*s.build(ScalarKind::BF16), s.config));
