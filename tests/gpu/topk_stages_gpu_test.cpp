@@ -102,6 +102,43 @@ INSTANTIATE_TEST_SUITE_P(TopkStagesGpu, TopkStagesEveryWay, ::testing::ValuesIn(
                            return n;
                          });
 
+// The bucket threshold's stages (TESSERA_TOPK_BUCKET_THRESHOLD=1: each bucket's best, the
+// row's threshold, segments that keep only what is at or above it, the merge) on both
+// emitters, random f32 rows and bf16 rows of a few values (ties at the threshold: segments
+// select from scratch), exact.
+TEST(TopkStagesGpu, BucketThresholdMatchesTheReference) {
+  REQUIRE_GPU();
+  const testutil::ScopedEnv bucket("TESSERA_TOPK_BUCKET_THRESHOLD", "1");
+  const LibraryKernel* lk = find_library_kernel("topk");
+  struct Case {
+    ScalarKind dt;
+    int64_t M, N, K;
+    bool few_values;
+  };
+  const Case cases[] = {{ScalarKind::F32, 3, 140001, 64, false}, {ScalarKind::BF16, 2, 70001, 64, true}};
+  uint64_t seed = 31;
+  for (const Way& w : {kWays[0], kWays[2]})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(w.name) + " " + std::string(scalar_name(c.dt)) + " N=" + std::to_string(c.N));
+      CudaOptions o = test_options();
+      o.target.from_layouts = w.layouts;
+      const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
+      LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
+      ASSERT_EQ(st.stages.size(), 4u);
+      auto op = bind_constexprs(*lk->build(c.dt), {{"K", c.K}});
+      std::vector<Tensor> got = make_random_tensors(*op, sizes, seed++);
+      if (c.few_values) testutil::fill_few_values(got[0], seed);
+      std::vector<Tensor> want = got;
+      std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
+      testutil::run_topk_stages(st, c.dt, ga, [&](const Kernel& bound, std::vector<KernelArg>& a) {
+        compile_as(bound, w)->run_host(a);
+      });
+      lk->reference(wa, sizes);
+      Comparison cmp = compare_outputs(*op, got, want);
+      EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
+    }
+}
+
 // A sum scan of one line per program on 16 warps: f32 [1000] (the planning emitter's chunks
 // with padding slots past 1000; the layout emitter replicates it and leaves it to the planning
 // one, compile_as) and i64 [256] (in the layout emitter most threads hold copies). Integers exactly as the interpreter's; floats within
