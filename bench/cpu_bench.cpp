@@ -233,7 +233,29 @@ int main(int argc, char** argv) {
     auto ck = compile_cpu(*k, opts);
     ck->run(args);
     double t = median_time([&] { ck->run(args); }, 5);
-    row("topk 64x131072 k=64 f32 cpu", fmt("%.3f ms", t * 1e3), fmt("%.2f GB/s", lk->bytes(s, ScalarKind::F32) / t / 1e9));
+    row("topk 64x131072 k=64 f32 cpu (whole-row kernel)", fmt("%.3f ms", t * 1e3),
+        fmt("%.2f GB/s", lk->bytes(s, ScalarKind::F32) / t / 1e9));
+    // What `tessera run topk -b cpu` runs at this shape: the stages from the bucket threshold.
+    LibraryStages st = lk->stages(ScalarKind::F32, "cpu", s, {});
+    std::vector<Tensor> temps;
+    for (const LibraryTemporary& tmp : st.temporaries) temps.emplace_back(tmp.dtype, tmp.shape);
+    std::vector<KernelArg> targs;
+    for (Tensor& tmp : temps) targs.push_back({&tmp, int64_t{0}});
+    std::vector<std::shared_ptr<CpuKernel>> compiled;
+    for (const LibraryStage& stage : st.stages)
+      compiled.push_back(compile_cpu(*run_pipeline(*stage.build(ScalarKind::F32), PipelineOptions{stage.config, "", nullptr, {}}), opts));
+    auto run_stages = [&] {
+      for (size_t i = 0; i < compiled.size(); ++i) {
+        std::vector<KernelArg> a = stage_args(st.stages[i], args, targs);
+        compiled[i]->run(a);
+      }
+    };
+    if (!compiled.empty()) {
+      run_stages();
+      double ts = median_time(run_stages, 5);
+      const std::string what = "topk 64x131072 k=64 f32 cpu (" + std::to_string(compiled.size()) + " kernels, the default)";
+      row(what.c_str(), fmt("%.3f ms", ts * 1e3), fmt("%.2f GB/s", lk->bytes(s, ScalarKind::F32) / ts / 1e9));
+    }
   }
 
   // Matmul vs OpenBLAS, at 1024^3 and 2048^3.

@@ -36,8 +36,9 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // from which every select stage starts (a segment keeps only the keys at or below the row's
 // threshold; the merge resolves only the digits after those two); slower on the H200 (Topk.cpp
 // says why). BucketBest: two kernels first find T, the K-th largest of the bests of the row's
-// buckets (each bucket's largest element), and every segment stage keeps only the keys at or
-// below T's where they fit its slots (none where the row has fewer than 32 K columns).
+// buckets (each bucket's largest element), and every segment stage keeps only the elements
+// at or above it (keys at or below T_hi: T's key with its unresolved bits set) where they fit
+// its slots (no threshold where the row has fewer than 32 K columns).
 // `given` may also hold RADIX_BITS: the digits' width (8, or 11 for f32; an error otherwise).
 enum class TopkThreshold { None, RowHistograms, BucketBest };
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,

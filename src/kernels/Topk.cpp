@@ -27,7 +27,8 @@
 // so with k <= N it is never kept. Exact for rows up to
 // 2^24 columns (i32 columns and counts).
 //
-// The segmented top-k (topk_stages; LibraryKernel::stages picks it for long rows, few rows):
+// The segmented top-k (topk_stages; LibraryKernel::stages picks it for long rows: on cuda in
+// few rows, on cpu from the bucket threshold in any number):
 // one program per row is one CTA per row on cuda (64 rows: half the H200's SMs; a row of 2^24:
 // one). The same radix select runs instead
 // - on each segment of SEGMENT columns (grid M x segments): the segment's top-min(K, length)
@@ -47,7 +48,8 @@
 // program over the row. Padding slots (column -1) have the key past every real key and the
 // row has at least k real elements (k <= N), so none is kept by the merge.
 //
-// From the row threshold (Form::row_threshold; topk_stages' row_threshold, not the default): a
+// From the row threshold (Form::row_threshold; topk_stages' TopkThreshold::RowHistograms, not
+// the default): a
 // segment's three digit passes cost ~2,300 instructions a thread on the H200 (instruction-
 // bound, not memory-bound), where most of its keys cannot be in the row's top-k. So three
 // small kernels first clear hist [M, 2 * bins], add every tile's histogram of its keys' first
@@ -66,6 +68,19 @@
 // each program's fixed costs (the row histograms' loads and scans, the count, the keep pass)
 // and the two extra reads of x outweigh the digit passes saved. Kept as an option for plans
 // that amortize them (TESSERA_TOPK_ROW_THRESHOLD=1).
+//
+// From the bucket threshold (Form::bucket_threshold; TopkThreshold::BucketBest, the default on
+// cpu): a threshold from one cheap pass instead of the row's histograms. A kernel takes each
+// bucket's best (the smallest key of BUCKET consecutive columns), and the whole-row select over
+// the B bests (Form::threshold_out) writes each row's T_hi: the largest key whose resolved
+// digits are those of the K-th smallest best (the K-th itself unless the passes stopped early).
+// At least K distinct elements of the row (K buckets' bests) have keys at or below T_hi, so
+// every key of the row's top K does: a segment keeps its keys at or below T_hi where they fit
+// its K slots (in column order, as ever), else selects its own top K from scratch, and each
+// level keeps a superset of the row's top K as above. Buckets: the largest power of two (up to
+// 1024) that leaves at least 16 K of them, so that a random row has about
+// B * -ln(1 - K / B) ~ K keys at or below T (66 at 64 x 131072, k = 64, buckets of 128): the
+// merge's real candidates are few as well.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -321,7 +336,8 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   SelectState st(g, K);
   Var &prefix = st.prefix, &wanted = st.wanted, &resolved = st.resolved, &refine = st.refine;
   // How many of the keys matching `prefix` are still wanted: K, or a segment's length if less
-  // (from the row threshold, the row's K to start, and the segment's own only from scratch).
+  // (from the row or bucket threshold, the row's K to start, and the segment's own only from
+  // scratch).
   if (f.segments && !f.row_threshold && !f.bucket_threshold) wanted = minimum(K, n);
   // One pass: the digit of `nbins` bins below bit `high` (0 <= shift = high - log2(nbins)).
   auto pass = [&](Val high, Val shift, int64_t nbins) {
@@ -600,11 +616,11 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_high", 0, radix); }, ch, {0, hist[0]}});
     st.stages.push_back({[radix](ScalarKind d) { return build_row_histogram(d, "topk_histogram_low", 1, radix); }, cl, {0, hist[0]}});
   }
-  // The bucket threshold: a kernel writes each bucket's best (build_bucket_best), the whole-row
-  // select over them (one tile where the bests fit one; threshold_out) each row's T_hi, the
-  // last argument of every segment stage after them. Buckets of the largest power of two that
-  // leaves at least 16 K of them (none left: no threshold): about K keys of a random row at or
-  // below T (N * -ln(1 - 1/16) / BUCKET of them).
+  // The bucket threshold (the file's comment): a kernel writes each bucket's best
+  // (build_bucket_best), the whole-row select over them (one tile where the bests fit one;
+  // threshold_out) each row's T_hi, the last argument of every segment stage after them.
+  // Buckets of the largest power of two up to 1024 that leaves at least 16 K of them (none:
+  // no threshold).
   std::vector<int> thr;
   if (threshold == TopkThreshold::BucketBest) {
     int64_t bucket = 1;
@@ -688,26 +704,32 @@ LibraryKernel topk() {
   };
   // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than
   // fill a GPU several times over, run as the segmented top-k (topk_stages). On cpu, rows of at
-  // least four segments and 32 K columns run it from the bucket threshold, whatever the rows
-  // (the interpreter keeps the whole-row kernel):
-  // each element then costs one pass that finds its bucket's best and one that compares it with
-  // T, where the whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32:
-  // 10-11 ms against 22-27 at k = 64, 20-22 against 29-31 at k = 1024; 4096 x 65536, k = 32: 308
-  // against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms
-  // against 63 in session 31). TESSERA_TOPK_SEGMENT=S sets the segment length on any backend
-  // (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0 turns the bucket threshold on or off.
+  // least four segments (so 32 K columns and more: a segment is at least 8 K) run it from the
+  // bucket threshold, however many rows (the interpreter keeps the whole-row kernel): each
+  // element then costs one pass that finds its bucket's best and one that compares it with T,
+  // where the whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32:
+  // 8.7-10 ms against 19-25 at k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32:
+  // 308 against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu
+  // (92 ms against 63 in session 31). TESSERA_TOPK_SEGMENT=S sets the segment length on any
+  // backend (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0 turns the bucket threshold on or
+  // off wherever the stages run (on the interpreter only with TESSERA_TOPK_SEGMENT);
+  // TESSERA_TOPK_ROW_THRESHOLD=1 takes the row histograms instead (and on cpu, like =0, leaves
+  // the stages to TESSERA_TOPK_SEGMENT).
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
     const bool cuda = target.rfind("cuda:", 0) == 0;
+    const bool row_threshold = env_flag("TESSERA_TOPK_ROW_THRESHOLD");
     const std::optional<int64_t> bucket_env = env_int("TESSERA_TOPK_BUCKET_THRESHOLD");
-    const bool bucket = bucket_env ? *bucket_env != 0 : target == "cpu";
+    if (bucket_env && *bucket_env != 0 && *bucket_env != 1)
+      throw TesseraError("TESSERA_TOPK_BUCKET_THRESHOLD = " + std::to_string(*bucket_env) + ": 0 (off) or 1 (on)");
+    const bool bucket = !row_threshold && (bucket_env ? *bucket_env == 1 : target == "cpu");
     int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
     if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT")) {
       segment = *e;
       if (segment != 0 && (segment < 256 || segment > kMaxTopkSegment || !std::has_single_bit(uint64_t(segment))))
         throw TesseraError("TESSERA_TOPK_SEGMENT = " + std::to_string(segment) +
                            ": 0 (the whole-row kernel) or a power of two from 256 to " + std::to_string(kMaxTopkSegment));
-    } else if (N < 4 * segment || (cuda ? M >= 1024 : target != "cpu" || !bucket || N < 32 * K)) {
+    } else if (N < 4 * segment || (cuda ? M >= 1024 : target != "cpu" || !bucket)) {
       segment = 0;
     }
     // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
@@ -722,9 +744,8 @@ LibraryKernel topk() {
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS")) g["RADIX_BITS"] = *e;
     if (!g.count("num_warps"))
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS")) g["num_warps"] = *e;
-    TopkThreshold threshold = TopkThreshold::None;
-    if (env_flag("TESSERA_TOPK_ROW_THRESHOLD")) threshold = TopkThreshold::RowHistograms;
-    else if (bucket) threshold = TopkThreshold::BucketBest;
+    const TopkThreshold threshold =
+        row_threshold ? TopkThreshold::RowHistograms : bucket ? TopkThreshold::BucketBest : TopkThreshold::None;
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, threshold);
   };
   k.bytes = [](const Sizes& s, ScalarKind dt) {

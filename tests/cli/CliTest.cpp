@@ -413,6 +413,7 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
                                       "topk_thr_segments_tile topk_thr_merge_tile)"));
   EXPECT_EQ(run_bt.status, 0) << run_bt.err;
   EXPECT_THAT(run_bt.out, StartsWith("PASS topk interp M=2,N=1000,K=30 max_abs_err=0 "));
+  EXPECT_EQ(bench_bt.status, 0) << bench_bt.err;
   EXPECT_THAT(bench_bt.out, HasSubstr("(4 kernels: topk_bucket_best topk_bucket_select_tile topk_bkt_segments_tile "
                                       "topk_merge_tile)"));
 }

@@ -159,13 +159,16 @@ TEST(CudaSort, BucketThresholdStagesCompile) {
         CudaTarget t = CudaTarget::parse("sm_90a");
         t.from_layouts = layouts;
         CudaEmission em = emit_cuda_with_info(*k, t);
-        if (layouts)
+        if (layouts) {
           EXPECT_TRUE(std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
             return n.find("printed from the GPU lowering") != std::string::npos;
           })) << em.notes.back();
+        }
         const bool select = k->name == "topk_bucket_select_tile";
         EXPECT_EQ(em.stats["sorts"], k->name == "topk_merge_tile" ? 1 : 0);
-        if (select) EXPECT_EQ(em.source.find("tsr_p2"), std::string::npos) << "the select writes only thr";
+        if (select) {
+          EXPECT_EQ(em.source.find("tsr_p2"), std::string::npos) << "the select writes only thr";
+        }
         if (nvrtc) expect_nvrtc_accepts(em, t);
       }
     }

@@ -13,6 +13,7 @@
 #include "kernels/Kernels.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
+#include "../common/ScopedEnv.h"
 #include "../common/TopkStages.h"
 
 namespace tessera {
@@ -101,13 +102,17 @@ const StagesCase kCases[] = {
     {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::BF16, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false},
+    // 10000 bests: the threshold's select over several tiles.
+    {ScalarKind::F32, 1, 40000, 600, 2048, 1 << 20, 2, false},
+    // The planted K: the threshold's select stops after one digit (these fail if the segments
+    // compare with T's resolved digits alone, without T_hi's low bits set).
     {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
     {ScalarKind::BF16, 2, 4096, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
 };
 
-// Each case from the row threshold (random rows: the segments keep only the keys at or below
-// it; rows of a few values: ties at the threshold overflow a segment's slots, which then selects
-// from scratch) and without it.
+// Each case from the row threshold and from the bucket threshold (random rows: the segments
+// keep only the keys at or below it; rows of a few values: ties at the threshold overflow a
+// segment's slots, which then selects from scratch), and without either.
 TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
   uint64_t seed = 11;
@@ -116,22 +121,27 @@ TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
       check_stages(c, "interp", seed++, t);
 }
 
-// The cpu backend on the tie-heavy level case (three kernels) in both dtypes, and a random one
-// from the row threshold.
+// The cpu backend on the tie-heavy level case (three kernels) in both dtypes, a random one
+// from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level,
+// the planted early stop (f32), ties at the threshold (bf16, a candidate level).
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
+  const size_t n = std::size(kCases);
   check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
   check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
   check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
-  check_stages(kCases[std::size(kCases) - 4], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 5], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 4], "cpu", 25, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 2], "cpu", 26, TopkThreshold::BucketBest);
+  check_stages(kCases[5], "cpu", 27, TopkThreshold::BucketBest);
 }
 
 // The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
 // issue's shapes get two kernels (64 x 131072; three at k = 1024) and five (1 x 2^24, k = 1024:
 // levels until a row has at most 8192 candidates); short rows and many rows keep the whole-row kernel.
 TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
-  if (std::getenv("TESSERA_TOPK_SEGMENT") || std::getenv("TESSERA_TOPK_BUCKET_THRESHOLD"))
-    GTEST_SKIP() << "TESSERA_TOPK_SEGMENT or TESSERA_TOPK_BUCKET_THRESHOLD overrides the rule";
+  for (const char* e : {"TESSERA_TOPK_SEGMENT", "TESSERA_TOPK_BUCKET_THRESHOLD", "TESSERA_TOPK_ROW_THRESHOLD"})
+    if (std::getenv(e)) GTEST_SKIP() << e << " overrides the rule";
   const LibraryKernel* lk = find_library_kernel("topk");
   auto kernels = [&](int64_t M, int64_t N, int64_t K) {
     return lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
@@ -161,8 +171,26 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   };
   EXPECT_EQ(cpu_kernels(64, 131072, 64), 4u);
   EXPECT_EQ(cpu_kernels(4096, 65536, 32), 4u);
-  EXPECT_EQ(cpu_kernels(64, 16384, 64), 0u);
-  EXPECT_EQ(cpu_kernels(64, 40000, 2000), 0u);
+  EXPECT_EQ(cpu_kernels(64, 32768, 64), 4u);
+  EXPECT_EQ(cpu_kernels(64, 32767, 64), 0u);
+  {
+    const testutil::ScopedEnv off("TESSERA_TOPK_BUCKET_THRESHOLD", "0");
+    EXPECT_EQ(cpu_kernels(64, 131072, 64), 0u);
+    EXPECT_EQ(kernels(64, 131072, 64), 2u);
+  }
+  {
+    const testutil::ScopedEnv on("TESSERA_TOPK_BUCKET_THRESHOLD", "1");
+    EXPECT_EQ(cpu_kernels(64, 131072, 64), 4u);
+    EXPECT_EQ(kernels(64, 131072, 64), 4u);
+    EXPECT_EQ(kernels(64, 131072, 1024), 5u);
+    // (The interpreter keeps the whole-row kernel unless TESSERA_TOPK_SEGMENT asks.)
+    EXPECT_EQ(lk->stages(ScalarKind::F32, "interp", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages.size(), 0u);
+  }
+  {
+    // The row histograms instead: on cpu the stages are then TESSERA_TOPK_SEGMENT's to ask for.
+    const testutil::ScopedEnv row("TESSERA_TOPK_ROW_THRESHOLD", "1");
+    EXPECT_EQ(cpu_kernels(64, 131072, 64), 0u);
+  }
   // Every stage binds with its config (each value a candidate of its constexpr).
   LibraryStages st = lk->stages(ScalarKind::BF16, "cpu", {{"M", 1}, {"N", int64_t{1} << 24}, {"K", 1000}}, {});
   for (const LibraryStage& s : st.stages) EXPECT_NO_THROW(bind_constexprs(*s.build(ScalarKind::BF16), s.config));
@@ -185,6 +213,8 @@ TEST(TopkStages, ASegmentLengthThatIsNoCandidateIsAnError) {
       {"TESSERA_TOPK_RADIX_BITS=4294967304", "RADIX_BITS = 4294967304: 8, or 11 for f32"},
       {"TESSERA_TOPK_RADIX_BITS=eleven", "TESSERA_TOPK_RADIX_BITS = 'eleven': not an integer"},
       {"TESSERA_TOPK_SEGMENT_WARPS=4.5", "TESSERA_TOPK_SEGMENT_WARPS = '4.5': not an integer"},
+      {"TESSERA_TOPK_BUCKET_THRESHOLD=yes", "TESSERA_TOPK_BUCKET_THRESHOLD = 'yes': not an integer"},
+      {"TESSERA_TOPK_BUCKET_THRESHOLD=2", "TESSERA_TOPK_BUCKET_THRESHOLD = 2: 0 (off) or 1 (on)"},
   };
   for (const auto& [assignment, message] : cases) {
     const std::string a = assignment, name = a.substr(0, a.find('='));
