@@ -7,6 +7,7 @@
 #include "cuda/Driver.h"
 #include "interp/Interpreter.h"
 #include "passes/Passes.h"
+#include "tune/Measure.h"
 
 namespace tessera::cli {
 
@@ -91,9 +92,17 @@ class StagedRunner : public Runner {
       po.config = s.config;
       po.disabled = disabled;
       bound_.push_back(run_pipeline(*s.build(dtype), po));
-      runners_.push_back(make_runner(backend, *bound_.back(), disabled));
-      compile_seconds += runners_.back()->compile_seconds;
     }
+    // On cpu the stages' compilers run side by side (compile_cpu is thread-safe, as the
+    // tuner's parallel builds use it): `tessera run topk -b cpu` at 64 x 131072 (four kernels)
+    // cold in 0.78 s rather than 0.96 here, one of the 2 cores busy elsewhere. A cuda runner
+    // loads its module into the thread's context: in turn.
+    runners_.resize(bound_.size());
+    auto make = [&](int64_t i) { runners_[size_t(i)] = make_runner(backend, *bound_[size_t(i)], disabled); };
+    if (backend == "cpu") tune::parallel_for(int64_t(bound_.size()), 0, make);
+    else
+      for (size_t i = 0; i < bound_.size(); ++i) make(int64_t(i));
+    for (const auto& r : runners_) compile_seconds += r->compile_seconds;
     detail = runners_.front()->detail;
     detail += (detail.empty() ? "" : ", ") + std::to_string(st_.stages.size()) + " kernels:";
     for (const auto& k : bound_) detail += " " + k->name;
