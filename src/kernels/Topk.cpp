@@ -714,7 +714,12 @@ LibraryKernel topk() {
   // backend (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0 turns the bucket threshold on or
   // off wherever the stages run (on the interpreter only with TESSERA_TOPK_SEGMENT);
   // TESSERA_TOPK_ROW_THRESHOLD=1 takes the row histograms instead (and on cpu, like =0, leaves
-  // the stages to TESSERA_TOPK_SEGMENT).
+  // the stages to TESSERA_TOPK_SEGMENT). Off on cuda: on the H100 it was faster at 64 x 131072
+  // k = 64 only with segments of 4096 (f32 0.077 / 0.068 ms planning / layout emitter, bf16
+  // 0.065 / 0.067, against the plain plan's 0.078 / 0.085) and at 1 x 2^24 (0.194 against 0.230),
+  // 3-5% slower at k = 256 and 1024: the segment kernel's own fixed costs (~50 us of its ~78
+  // there) are what bounds it, not the digit passes the threshold saves (bench/RESULTS.md,
+  // session 44).
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
     const bool cuda = target.rfind("cuda:", 0) == 0;
