@@ -162,6 +162,12 @@ lang::Val radix_key(ScalarKind dt, lang::Val t) {
   return where(eq(u >> 15, 0), u ^ 0x7FFF, u);
 }
 
+// The padding's key, past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16; bitcast
+// makes every NaN the positive canonical one, whose key is small): columns past the row's end.
+lang::Val padding_key(ScalarKind dt) {
+  return lang::full({}, dt == ScalarKind::F32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
+}
+
 // Where a radix select stands: T's digits found so far (`prefix`, the rest 0), the bit from
 // which up they are known (`resolved`), how many keys matching them are still wanted, and
 // whether another digit is needed (`refine`: false once T's bin holds exactly the number
@@ -263,7 +269,6 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   auto at_tile = [&](Val j) { return f.segments ? t0 + j : j; };  // a tile's index in the row
   Val n = f.segments ? minimum(*SEG, x.dim(1) - seg * *SEG) : x.dim(1);
   auto tiles = cdiv(n, BN);
-  const bool f32 = dt == ScalarKind::F32;
   const Digits g = digits_of(dt, f.radix_bits);
   const int key_bits = g.key_bits, digits = g.count, d = g.width;
   const int64_t bins = g.bins;
@@ -273,8 +278,7 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
   if (f.bucket_threshold && !f.segments) throw TesseraError("topk: the bucket threshold is a segment form's");
   std::optional<View> thr;
   if (f.bucket_threshold) thr = k.view("thr", ScalarKind::I32, {"M", "one"});
-  // Past every real key (-inf's is 0xFF800000, or 0xFF80 for bf16): the padding's.
-  Val pad_key = full({}, f32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
+  Val pad_key = padding_key(dt);
   // A loop over the row (or segment): body(j, tile j, its keys, its columns; the columns are
   // only given in the candidate form, else null).
   using Body = std::function<void(Val, Val, Val, Val)>;
@@ -528,8 +532,8 @@ std::unique_ptr<Kernel> build_bucket_best(ScalarKind dt, const char* name) {
   k.constexpr_("num_warps", {4, 8, 16}, 8);
   k.grid({x.dim(0), cdiv(x.dim(1), BN)});
   Val row = program_id(0), j = program_id(1);
-  // Columns past N get the padding's key, past every real key (a bucket holds a real one).
-  Val pad_key = full({}, dt == ScalarKind::F32 ? 4294967295.0 : 65535.0, ScalarKind::U32);
+  // Columns past N get the padding's key (every bucket holds a real one, so none is a best).
+  Val pad_key = padding_key(dt);
   Val kk = where(arange(BN) + j * BN < x.dim(1), radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN})), pad_key);
   Val bests = min(reshape(kk, {Dim(BN) / Dim(BK), BK}), 1);
   // (Buckets past B, in the row's last tile, fall outside the view: not stored.)

@@ -54,44 +54,49 @@ std::shared_ptr<CudaKernel> compile_as(const Kernel& k, const Way& w, bool odd_t
   return c;
 }
 
+struct Case {
+  ScalarKind dt;
+  int64_t M, N, K;
+  bool few_values;
+};
+
+// topk's stages at c's sizes (the rule's, under the environment as it is), compiled the way `w`
+// says, against the reference, exact: `stages` kernels (0: at least two).
+void expect_stages_match(const Way& w, const Case& c, uint64_t seed, size_t stages = 0) {
+  SCOPED_TRACE(std::string(w.name) + " " + std::string(scalar_name(c.dt)) + " M=" + std::to_string(c.M) +
+               " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
+  const LibraryKernel* lk = find_library_kernel("topk");
+  std::optional<testutil::ScopedEnv> one_barrier;
+  if (w.one_barrier) one_barrier.emplace("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
+  CudaOptions o = test_options();
+  o.target.from_layouts = w.layouts;
+  const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
+  LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
+  if (stages) ASSERT_EQ(st.stages.size(), stages);
+  else ASSERT_GE(st.stages.size(), 2u) << "the rule picked the whole-row kernel";
+  auto op = bind_constexprs(*lk->build(c.dt), {{"K", c.K}});
+  std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
+  if (c.few_values) testutil::fill_few_values(got[0], seed + 1);
+  std::vector<Tensor> want = got;
+  std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
+  testutil::run_topk_stages(st, c.dt, ga, [&](const Kernel& bound, std::vector<KernelArg>& a) {
+    compile_as(bound, w, c.K % 64 != 0)->run_host(a);
+  });
+  lk->reference(wa, sizes);
+  Comparison cmp = compare_outputs(*op, got, want);
+  EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
+}
+
 // One test per way, so that ctest runs them side by side: the four in one test took 150 s on
 // the H200 (NVRTC compiles every stage kernel each way) and passed ctest's limit under -j8.
 class TopkStagesEveryWay : public ::testing::TestWithParam<Way> {};
 
 TEST_P(TopkStagesEveryWay, MatchTheReference) {
   REQUIRE_GPU();
-  const Way& w = GetParam();
-  const LibraryKernel* lk = find_library_kernel("topk");
-  struct Case {
-    ScalarKind dt;
-    int64_t M, N, K;
-    bool few_values;
-  };
   // (Two cases: each compiles its two or three kernels, about 20 s of NVRTC a case.)
   const Case cases[] = {{ScalarKind::F32, 3, 100001, 1000, false}, {ScalarKind::BF16, 2, 70001, 64, true}};
   uint64_t seed = 7;
-  for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(w.name) + " " + std::string(scalar_name(c.dt)) + " M=" + std::to_string(c.M) +
-                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
-      std::optional<testutil::ScopedEnv> one_barrier;
-      if (w.one_barrier) one_barrier.emplace("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
-      CudaOptions o = test_options();
-      o.target.from_layouts = w.layouts;
-      const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
-      LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
-      ASSERT_GE(st.stages.size(), 2u) << "the rule picked the whole-row kernel";
-      auto op = bind_constexprs(*lk->build(c.dt), {{"K", c.K}});
-      std::vector<Tensor> got = make_random_tensors(*op, sizes, seed++);
-      if (c.few_values) testutil::fill_few_values(got[0], seed);
-      std::vector<Tensor> want = got;
-      std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
-      testutil::run_topk_stages(st, c.dt, ga, [&](const Kernel& bound, std::vector<KernelArg>& a) {
-        compile_as(bound, w, c.K % 64 != 0)->run_host(a);
-      });
-      lk->reference(wa, sizes);
-      Comparison cmp = compare_outputs(*op, got, want);
-      EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
-    }
+  for (const Case& c : cases) expect_stages_match(GetParam(), c, seed++);
 }
 
 INSTANTIATE_TEST_SUITE_P(TopkStagesGpu, TopkStagesEveryWay, ::testing::ValuesIn(kWays),
@@ -109,34 +114,10 @@ INSTANTIATE_TEST_SUITE_P(TopkStagesGpu, TopkStagesEveryWay, ::testing::ValuesIn(
 TEST(TopkStagesGpu, BucketThresholdMatchesTheReference) {
   REQUIRE_GPU();
   const testutil::ScopedEnv bucket("TESSERA_TOPK_BUCKET_THRESHOLD", "1");
-  const LibraryKernel* lk = find_library_kernel("topk");
-  struct Case {
-    ScalarKind dt;
-    int64_t M, N, K;
-    bool few_values;
-  };
   const Case cases[] = {{ScalarKind::F32, 3, 140001, 64, false}, {ScalarKind::BF16, 2, 70001, 64, true}};
   uint64_t seed = 31;
   for (const Way& w : {kWays[0], kWays[2]})
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(w.name) + " " + std::string(scalar_name(c.dt)) + " N=" + std::to_string(c.N));
-      CudaOptions o = test_options();
-      o.target.from_layouts = w.layouts;
-      const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
-      LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
-      ASSERT_EQ(st.stages.size(), 4u);
-      auto op = bind_constexprs(*lk->build(c.dt), {{"K", c.K}});
-      std::vector<Tensor> got = make_random_tensors(*op, sizes, seed++);
-      if (c.few_values) testutil::fill_few_values(got[0], seed);
-      std::vector<Tensor> want = got;
-      std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
-      testutil::run_topk_stages(st, c.dt, ga, [&](const Kernel& bound, std::vector<KernelArg>& a) {
-        compile_as(bound, w)->run_host(a);
-      });
-      lk->reference(wa, sizes);
-      Comparison cmp = compare_outputs(*op, got, want);
-      EXPECT_TRUE(cmp.ok()) << cmp.mismatches << "/" << cmp.elements << " first: " << cmp.first_mismatch;
-    }
+    for (const Case& c : cases) expect_stages_match(w, c, seed++, 4);
 }
 
 // A sum scan of one line per program on 16 warps: f32 [1000] (the planning emitter's chunks
