@@ -437,7 +437,20 @@ void Emitter::emit_gather_scatter(const Op& op) {
     // Duplicate indices: the thread order decides (the interpreter's "last wins" is not kept).
     if (shape_v->type.is_tile()) {
       Layout L = layout_of(shape_v);
+      // A masked scatter often keeps few elements (a compaction's: topk's segments keep ~2 of
+      // 4096): where none of the thread's slots is kept, one branch skips every slot's address
+      // and bounds arithmetic, which nvcc otherwise predicates slot by slot (~18 instructions
+      // each). Warps whose threads keep nothing skip together.
+      const Value* mask = has_mask ? op.operand(first + R) : nullptr;
+      const bool guard = mask && mask->type.is_tile() && L.slots > 1;
+      if (guard) {
+        std::string any = fresh("any");
+        line("bool " + any + " = false;");
+        slots(L, [&](const std::string& s) { line(any + " |= " + at(mask, s) + " != 0;"); });
+        open("if (" + any + ") {");
+      }
       slots(L, [&](const std::string& s) { access(s, owner_expr(L, s), ""); });
+      if (guard) close();
     } else {
       access("0", "(tsr_tid == 0)", "");
     }

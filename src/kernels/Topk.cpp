@@ -385,12 +385,54 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
     thr_out->tile({1, 1}).store({row, 0}, splat(bitcast(prefix | mask, ScalarKind::I32), {1, 1}));
     return k.finish();
   }
+  // The keep pass: keep the keys below T and the first `wanted` equal to it (at the resolved
+  // digits), scattered in column order to the output row (or the segment's slots) with their
+  // columns; `kept` counts them.
+  Var kept = 0, kept_equal = 0;
+  auto keep_pass = [&] {
+    Val T = prefix >> resolved;
+    over_row([&](Val j, Val t, Val keys, Val c) {
+      Val kk = keys >> resolved;
+      Val equal = eq(kk, T);
+      Val below = kk < T;
+      if (f.row_threshold || f.bucket_threshold) {
+        // The row's state comes from histograms of the real keys only, so T's resolved bits can
+        // be the padding's (an exact fit in the last bin: K = N, -inf or -2^127 and below, 8-bit
+        // digits): padding (past n, or column -1) is left out by its key, which no real key has
+        // (bitcast makes every NaN the positive canonical one).
+        Val real = ne(keys, pad_key);
+        equal = equal & real;
+        below = below & real;
+      }
+      // The tile's equal and below keys counted in one reduction (16-bit fields: BLOCK_N <=
+      // 8192), and so how many it keeps without a reduction of its own over the keep flags.
+      Val counts = sum(where(equal, 1, 0) + where(below, 1 << 16, 0), 0);
+      Val n_equal = counts & 0xFFFF, n_below = counts >> 16;
+      // Usually every equal key of the tile is wanted (always when the passes stopped early);
+      // only a tile where the equal keys run past `wanted` ranks them.
+      Val keep = if_(
+          kept_equal + n_equal <= wanted, [&] { return below | equal; },
+          [&] {
+            Val rank = cumsum(equal.to(ScalarKind::I32), 0) + kept_equal;  // 1-based among the equal keys
+            return below | (equal & (rank <= wanted));
+          });
+      Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1);
+      if (f.segments) at = at + seg * K;  // the segment's slots
+      scatter(*values, t, {row, at}, keep);
+      scatter(*indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
+      // The equal keys kept: those ranked at most `wanted`, all of them in the first branch.
+      kept = kept + n_below + minimum(n_equal, maximum(wanted - kept_equal, 0));
+      kept_equal = kept_equal + n_equal;
+    });
+  };
   if (!f.row_threshold && !f.bucket_threshold) {
     passes(0);
+    keep_pass();
   } else if (!f.segments) {
     // The merge: its candidates hold every key of the row's top K, so the row's state holds.
     settle_row(st, g, *row_hist, row);
     passes(kRowDigits);
+    keep_pass();
   } else {
     // A segment keeps every key at or below the row's threshold T (at the digits the row's
     // histograms resolved, or all of the bucket threshold's: every key of the row's top K is
@@ -403,55 +445,30 @@ std::unique_ptr<Kernel> build_select(ScalarKind dt, const char* name, Form f) {
       settle_row(st, g, *row_hist, row);
     }
     Val T = prefix >> resolved;
+    auto at_or_below = [&](Val kk) { return ((kk >> resolved) <= T) & ne(kk, pad_key); };
     Var count = 0;
-    over_row([&](Val, Val, Val kk, Val) {
-      count = count + sum((((kk >> resolved) <= T) & ne(kk, pad_key)).to(ScalarKind::I32), 0);
-    });
+    over_row([&](Val, Val, Val kk, Val) { count = count + sum(at_or_below(kk).to(ScalarKind::I32), 0); });
     if_(
         count > K,
         [&] {
           st.restart(g, minimum(K, n));
           passes(0);
+          keep_pass();
         },
-        [&] { wanted = K; });  // every key at or below T
-  }
-
-  // Keep the keys below T and the first `wanted` equal to it (at the resolved digits).
-  Val T = prefix >> resolved;
-  Var kept = 0, kept_equal = 0;
-  over_row([&](Val j, Val t, Val keys, Val c) {
-    Val kk = keys >> resolved;
-    Val equal = eq(kk, T);
-    Val below = kk < T;
-    if (f.row_threshold || f.bucket_threshold) {
-      // The row's state comes from histograms of the real keys only, so T's resolved bits can
-      // be the padding's (an exact fit in the last bin: K = N, -inf or -2^127 and below, 8-bit
-      // digits): padding (past n, or column -1) is left out by its key, which no real key has
-      // (bitcast makes every NaN the positive canonical one).
-      Val real = ne(keys, pad_key);
-      equal = equal & real;
-      below = below & real;
-    }
-    // The tile's equal and below keys counted in one reduction (16-bit fields: BLOCK_N <=
-    // 8192), and so how many it keeps without a reduction of its own over the keep flags.
-    Val counts = sum(where(equal, 1, 0) + where(below, 1 << 16, 0), 0);
-    Val n_equal = counts & 0xFFFF, n_below = counts >> 16;
-    // Usually every equal key of the tile is wanted (always when the passes stopped early);
-    // only a tile where the equal keys run past `wanted` ranks them.
-    Val keep = if_(
-        kept_equal + n_equal <= wanted, [&] { return below | equal; },
         [&] {
-          Val rank = cumsum(equal.to(ScalarKind::I32), 0) + kept_equal;  // 1-based among the equal keys
-          return below | (equal & (rank <= wanted));
+          // Every key at or below T, in column order: no ranking of equal keys, no counts (a
+          // segment from the bucket threshold usually keeps a few of thousands: the scatters
+          // below skip most of their work).
+          over_row([&](Val j, Val t, Val kk, Val c) {
+            Val keep = at_or_below(kk);
+            Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1) + seg * K;
+            scatter(*values, t, {row, at}, keep);
+            scatter(*indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
+            if (!f.one_tile) kept = kept + sum(keep.to(ScalarKind::I32), 0);
+          });
+          kept = count;
         });
-    Val at = cumsum(keep.to(ScalarKind::I32), 0) + (kept - 1);
-    if (f.segments) at = at + seg * K;  // the segment's slots
-    scatter(*values, t, {row, at}, keep);
-    scatter(*indices, f.candidates ? c : arange(BN) + at_tile(j) * BN, {row, at}, keep);
-    // The equal keys kept: those ranked at most `wanted`, all of them in the first branch.
-    kept = kept + n_below + minimum(n_equal, maximum(wanted - kept_equal, 0));
-    kept_equal = kept_equal + n_equal;
-  });
+  }
   if (f.segments) {
     // The segment's slots past its kept elements (a segment shorter than K) get column -1:
     // other addresses than the scatters' above, so no order between them is needed.

@@ -1140,47 +1140,61 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
         v354[s355] = v0;
       }
       // scatter %values, %168, %219, %218, %204
+      bool any356 = false;
       #pragma unroll
-      for (int s356 = 0; s356 < 16; ++s356) {
-        if ((v318[s356] != 0) && (int64_t(v354[s356]) >= 0 && int64_t(v354[s356]) < int64_t(tsr_dim_M) && int64_t(v352[s356]) >= 0 && int64_t(v352[s356]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v354[s356]) * tsr_p1_s0 + int64_t(v352[s356]) * tsr_p1_s1] = tsr::f2bf(v249[s356]);
+      for (int s357 = 0; s357 < 16; ++s357) {
+        any356 |= v318[s357] != 0;
+      }
+      if (any356) {
+        #pragma unroll
+        for (int s358 = 0; s358 < 16; ++s358) {
+          if ((v318[s358] != 0) && (int64_t(v354[s358]) >= 0 && int64_t(v354[s358]) < int64_t(tsr_dim_M) && int64_t(v352[s358]) >= 0 && int64_t(v352[s358]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v354[s358]) * tsr_p1_s0 + int64_t(v352[s358]) * tsr_p1_s1] = tsr::f2bf(v249[s358]);
+        }
       }
       // %220 = mul %165, %3 : i32
-      const int32_t v357 = int32_t(uint32_t(v244) * uint32_t(v2));
+      const int32_t v359 = int32_t(uint32_t(v244) * uint32_t(v2));
       // %221 = arange : tile<i32, [8192]>
-      int32_t v358[16];
-      #pragma unroll
-      for (int s359 = 0; s359 < 16; ++s359) {
-        v358[s359] = int32_t(0 + ((s359 / 8) * 4096 + tsr_tid * 8 + (s359 % 8)));
-      }
-      // %222 = splat %220 : tile<i32, [8192]>
       int32_t v360[16];
       #pragma unroll
       for (int s361 = 0; s361 < 16; ++s361) {
-        v360[s361] = v357;
+        v360[s361] = int32_t(0 + ((s361 / 8) * 4096 + tsr_tid * 8 + (s361 % 8)));
       }
-      // %223 = add %221, %222 : tile<i32, [8192]>
+      // %222 = splat %220 : tile<i32, [8192]>
       int32_t v362[16];
       #pragma unroll
       for (int s363 = 0; s363 < 16; ++s363) {
-        v362[s363] = int32_t(uint32_t(v358[s363]) + uint32_t(v360[s363]));
+        v362[s363] = v359;
+      }
+      // %223 = add %221, %222 : tile<i32, [8192]>
+      int32_t v364[16];
+      #pragma unroll
+      for (int s365 = 0; s365 < 16; ++s365) {
+        v364[s365] = int32_t(uint32_t(v360[s365]) + uint32_t(v362[s365]));
       }
       // scatter %indices, %223, %219, %218, %204
+      bool any366 = false;
       #pragma unroll
-      for (int s364 = 0; s364 < 16; ++s364) {
-        if ((v318[s364] != 0) && (int64_t(v354[s364]) >= 0 && int64_t(v354[s364]) < int64_t(tsr_dim_M) && int64_t(v352[s364]) >= 0 && int64_t(v352[s364]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v354[s364]) * tsr_p2_s0 + int64_t(v352[s364]) * tsr_p2_s1] = v362[s364];
+      for (int s367 = 0; s367 < 16; ++s367) {
+        any366 |= v318[s367] != 0;
+      }
+      if (any366) {
+        #pragma unroll
+        for (int s368 = 0; s368 < 16; ++s368) {
+          if ((v318[s368] != 0) && (int64_t(v354[s368]) >= 0 && int64_t(v354[s368]) < int64_t(tsr_dim_M) && int64_t(v352[s368]) >= 0 && int64_t(v352[s368]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v354[s368]) * tsr_p2_s0 + int64_t(v352[s368]) * tsr_p2_s1] = v364[s368];
+        }
       }
       // %224 = sub %20, %164 : i32
-      const int32_t v365 = int32_t(uint32_t(c19) - uint32_t(c242));
+      const int32_t v369 = int32_t(uint32_t(c19) - uint32_t(c242));
       // %225 = max %224, %18 : i32
-      const int32_t v366 = tsr::imax<int32_t>(v365, v17);
+      const int32_t v370 = tsr::imax<int32_t>(v369, v17);
       // %226 = min %200, %225 : i32
-      const int32_t v367 = tsr::imin<int32_t>(v314, v366);
+      const int32_t v371 = tsr::imin<int32_t>(v314, v370);
       // %227 = add %163, %201 : i32
-      const int32_t v368 = int32_t(uint32_t(c241) + uint32_t(v315));
+      const int32_t v372 = int32_t(uint32_t(c241) + uint32_t(v315));
       // %228 = add %227, %226 : i32
-      const int32_t v369 = int32_t(uint32_t(v368) + uint32_t(v367));
+      const int32_t v373 = int32_t(uint32_t(v372) + uint32_t(v371));
       // yield %228, %202
-      c241 = v369;
+      c241 = v373;
       c242 = v316;
     }
     // yield %160, %161
@@ -1189,39 +1203,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   }
   // %229 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v370[1];
+  int32_t v374[1];
   {
-    const int64_t o371 = int64_t(v0) * 1;
-    const int64_t o372 = int64_t(v17) * 64;
+    const int64_t o375 = int64_t(v0) * 1;
+    const int64_t o376 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s373 = 0; s373 < 1; ++s373) {
-      const int e374 = (s373 * 512 + tsr_tid);
-      v370[s373] = ((s373 * 512 + tsr_tid) < 64) && ((o371 + 0) >= 0 && (o371 + 0) < int64_t(tsr_dim_M) && (o372 + (e374)) >= 0 && (o372 + (e374)) < int64_t(tsr_dim_K)) ? tsr_p2[(o371 + 0) * tsr_p2_s0 + (o372 + (e374)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s377 = 0; s377 < 1; ++s377) {
+      const int e378 = (s377 * 512 + tsr_tid);
+      v374[s377] = ((s377 * 512 + tsr_tid) < 64) && ((o375 + 0) >= 0 && (o375 + 0) < int64_t(tsr_dim_M) && (o376 + (e378)) >= 0 && (o376 + (e378)) < int64_t(tsr_dim_K)) ? tsr_p2[(o375 + 0) * tsr_p2_s0 + (o376 + (e378)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %230 = load_tile %values, %1, %18 : tile<bf16, [1, 64]>
-  float v375[1];
+  float v379[1];
   {
-    const int64_t o376 = int64_t(v0) * 1;
-    const int64_t o377 = int64_t(v17) * 64;
+    const int64_t o380 = int64_t(v0) * 1;
+    const int64_t o381 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s378 = 0; s378 < 1; ++s378) {
-      const int e379 = (s378 * 512 + tsr_tid);
-      v375[s378] = ((s378 * 512 + tsr_tid) < 64) && ((o376 + 0) >= 0 && (o376 + 0) < int64_t(tsr_dim_M) && (o377 + (e379)) >= 0 && (o377 + (e379)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o376 + 0) * tsr_p1_s0 + (o377 + (e379)) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s382 = 0; s382 < 1; ++s382) {
+      const int e383 = (s382 * 512 + tsr_tid);
+      v379[s382] = ((s382 * 512 + tsr_tid) < 64) && ((o380 + 0) >= 0 && (o380 + 0) < int64_t(tsr_dim_M) && (o381 + (e383)) >= 0 && (o381 + (e383)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p1[(o380 + 0) * tsr_p1_s0 + (o381 + (e383)) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
   // %231, %232 = sort %230, %229 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v380[1];
-  int32_t v381[1];
+  float v384[1];
+  int32_t v385[1];
   __syncthreads();
   #pragma unroll
-  for (int s382 = 0; s382 < 1; ++s382) {
-    if (((s382 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s382 * 512 + tsr_tid)] = v375[s382];
+  for (int s386 = 0; s386 < 1; ++s386) {
+    if (((s386 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s386 * 512 + tsr_tid)] = v379[s386];
   }
   __syncthreads();
   #pragma unroll
-  for (int s383 = 0; s383 < 1; ++s383) {
-    if (((s383 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s383 * 512 + tsr_tid)] = v370[s383];
+  for (int s387 = 0; s387 < 1; ++s387) {
+    if (((s387 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s387 * 512 + tsr_tid)] = v374[s387];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1247,33 +1261,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s384 = 0; s384 < 1; ++s384) {
-    const int e385 = (s384 * 512 + tsr_tid);
-    v380[s384] = ((s384 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e385) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e385) / 64) * 1 + ((e385) % 1)) * 64 + (((e385) / 1) % 64)]) * 1 + ((e385) % 1)]) : float(0);
+  for (int s388 = 0; s388 < 1; ++s388) {
+    const int e389 = (s388 * 512 + tsr_tid);
+    v384[s388] = ((s388 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e389) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e389) / 64) * 1 + ((e389) % 1)) * 64 + (((e389) / 1) % 64)]) * 1 + ((e389) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s386 = 0; s386 < 1; ++s386) {
-    const int e387 = (s386 * 512 + tsr_tid);
-    v381[s386] = ((s386 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e387) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e387) / 64) * 1 + ((e387) % 1)) * 64 + (((e387) / 1) % 64)]) * 1 + ((e387) % 1)]) : int32_t(0);
+  for (int s390 = 0; s390 < 1; ++s390) {
+    const int e391 = (s390 * 512 + tsr_tid);
+    v385[s390] = ((s390 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e391) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e391) / 64) * 1 + ((e391) % 1)) * 64 + (((e391) / 1) % 64)]) * 1 + ((e391) % 1)]) : int32_t(0);
   }
   // store_tile %values, %231, %1, %18
-  {
-    const int64_t o388 = int64_t(v0) * 1;
-    const int64_t o389 = int64_t(v17) * 64;
-    #pragma unroll
-    for (int s390 = 0; s390 < 1; ++s390) {
-      const int e391 = (s390 * 512 + tsr_tid);
-      if (((s390 * 512 + tsr_tid) < 64) && ((o388 + 0) >= 0 && (o388 + 0) < int64_t(tsr_dim_M) && (o389 + (e391)) >= 0 && (o389 + (e391)) < int64_t(tsr_dim_K))) tsr_p1[(o388 + 0) * tsr_p1_s0 + (o389 + (e391)) * tsr_p1_s1] = tsr::f2bf(v380[s390]);
-    }
-  }
-  // store_tile %indices, %232, %1, %18
   {
     const int64_t o392 = int64_t(v0) * 1;
     const int64_t o393 = int64_t(v17) * 64;
     #pragma unroll
     for (int s394 = 0; s394 < 1; ++s394) {
       const int e395 = (s394 * 512 + tsr_tid);
-      if (((s394 * 512 + tsr_tid) < 64) && ((o392 + 0) >= 0 && (o392 + 0) < int64_t(tsr_dim_M) && (o393 + (e395)) >= 0 && (o393 + (e395)) < int64_t(tsr_dim_K))) tsr_p2[(o392 + 0) * tsr_p2_s0 + (o393 + (e395)) * tsr_p2_s1] = v381[s394];
+      if (((s394 * 512 + tsr_tid) < 64) && ((o392 + 0) >= 0 && (o392 + 0) < int64_t(tsr_dim_M) && (o393 + (e395)) >= 0 && (o393 + (e395)) < int64_t(tsr_dim_K))) tsr_p1[(o392 + 0) * tsr_p1_s0 + (o393 + (e395)) * tsr_p1_s1] = tsr::f2bf(v384[s394]);
+    }
+  }
+  // store_tile %indices, %232, %1, %18
+  {
+    const int64_t o396 = int64_t(v0) * 1;
+    const int64_t o397 = int64_t(v17) * 64;
+    #pragma unroll
+    for (int s398 = 0; s398 < 1; ++s398) {
+      const int e399 = (s398 * 512 + tsr_tid);
+      if (((s398 * 512 + tsr_tid) < 64) && ((o396 + 0) >= 0 && (o396 + 0) < int64_t(tsr_dim_M) && (o397 + (e399)) >= 0 && (o397 + (e399)) < int64_t(tsr_dim_K))) tsr_p2[(o396 + 0) * tsr_p2_s0 + (o397 + (e399)) * tsr_p2_s1] = v385[s398];
     }
   }
 }

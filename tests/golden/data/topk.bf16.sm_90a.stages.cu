@@ -790,85 +790,99 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     v238[s239] = v2;
   }
   // scatter %seg_values, %20, %151, %150, %134
+  bool any240 = false;
   #pragma unroll
-  for (int s240 = 0; s240 < 16; ++s240) {
-    if ((v199[s240] != 0) && (int64_t(v238[s240]) >= 0 && int64_t(v238[s240]) < int64_t(tsr_dim_M) && int64_t(v236[s240]) >= 0 && int64_t(v236[s240]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v238[s240]) * tsr_p1_s0 + int64_t(v236[s240]) * tsr_p1_s1] = tsr::f2bf(v23[s240]);
+  for (int s241 = 0; s241 < 16; ++s241) {
+    any240 |= v199[s241] != 0;
+  }
+  if (any240) {
+    #pragma unroll
+    for (int s242 = 0; s242 < 16; ++s242) {
+      if ((v199[s242] != 0) && (int64_t(v238[s242]) >= 0 && int64_t(v238[s242]) < int64_t(tsr_dim_M) && int64_t(v236[s242]) >= 0 && int64_t(v236[s242]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v238[s242]) * tsr_p1_s0 + int64_t(v236[s242]) * tsr_p1_s1] = tsr::f2bf(v23[s242]);
+    }
   }
   // %152 = mul %18, %7 : i32
-  const int32_t v241 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v243 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %153 = splat %152 : tile<i32, [8192]>
-  int32_t v242[16];
-  #pragma unroll
-  for (int s243 = 0; s243 < 16; ++s243) {
-    v242[s243] = v241;
-  }
-  // %154 = add %33, %153 : tile<i32, [8192]>
   int32_t v244[16];
   #pragma unroll
   for (int s245 = 0; s245 < 16; ++s245) {
-    v244[s245] = int32_t(uint32_t(v46[s245]) + uint32_t(v242[s245]));
+    v244[s245] = v243;
+  }
+  // %154 = add %33, %153 : tile<i32, [8192]>
+  int32_t v246[16];
+  #pragma unroll
+  for (int s247 = 0; s247 < 16; ++s247) {
+    v246[s247] = int32_t(uint32_t(v46[s247]) + uint32_t(v244[s247]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
+  bool any248 = false;
   #pragma unroll
-  for (int s246 = 0; s246 < 16; ++s246) {
-    if ((v199[s246] != 0) && (int64_t(v238[s246]) >= 0 && int64_t(v238[s246]) < int64_t(tsr_dim_M) && int64_t(v236[s246]) >= 0 && int64_t(v236[s246]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v238[s246]) * tsr_p2_s0 + int64_t(v236[s246]) * tsr_p2_s1] = v244[s246];
+  for (int s249 = 0; s249 < 16; ++s249) {
+    any248 |= v199[s249] != 0;
+  }
+  if (any248) {
+    #pragma unroll
+    for (int s250 = 0; s250 < 16; ++s250) {
+      if ((v199[s250] != 0) && (int64_t(v238[s250]) >= 0 && int64_t(v238[s250]) < int64_t(tsr_dim_M) && int64_t(v236[s250]) >= 0 && int64_t(v236[s250]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v238[s250]) * tsr_p2_s0 + int64_t(v236[s250]) * tsr_p2_s1] = v246[s250];
+    }
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v247 = int32_t(uint32_t(c62) - uint32_t(v10));
+  const int32_t v251 = int32_t(uint32_t(c62) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v248 = tsr::imax<int32_t>(v247, v10);
+  const int32_t v252 = tsr::imax<int32_t>(v251, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v249 = tsr::imin<int32_t>(v194, v248);
+  const int32_t v253 = tsr::imin<int32_t>(v194, v252);
   // %158 = add %17, %131 : i32
-  const int32_t v250 = int32_t(uint32_t(v10) + uint32_t(v196));
+  const int32_t v254 = int32_t(uint32_t(v10) + uint32_t(v196));
   // %159 = add %158, %157 : i32
-  const int32_t v251 = int32_t(uint32_t(v250) + uint32_t(v249));
+  const int32_t v255 = int32_t(uint32_t(v254) + uint32_t(v253));
   // %160 = arange : tile<i32, [64]>
-  int32_t v252[1];
-  #pragma unroll
-  for (int s253 = 0; s253 < 1; ++s253) {
-    v252[s253] = int32_t(0 + (s253 * 512 + tsr_tid));
-  }
-  // %161 = splat %159 : tile<i32, [64]>
-  int32_t v254[1];
-  #pragma unroll
-  for (int s255 = 0; s255 < 1; ++s255) {
-    v254[s255] = v251;
-  }
-  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64]>
-  uint8_t v256[1];
+  int32_t v256[1];
   #pragma unroll
   for (int s257 = 0; s257 < 1; ++s257) {
-    v256[s257] = uint8_t(v252[s257] >= v254[s257]);
+    v256[s257] = int32_t(0 + (s257 * 512 + tsr_tid));
   }
-  // %163 = splat %148 : tile<i32, [64]>
+  // %161 = splat %159 : tile<i32, [64]>
   int32_t v258[1];
   #pragma unroll
   for (int s259 = 0; s259 < 1; ++s259) {
-    v258[s259] = v233;
+    v258[s259] = v255;
   }
-  // %164 = add %160, %163 : tile<i32, [64]>
-  int32_t v260[1];
+  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64]>
+  uint8_t v260[1];
   #pragma unroll
   for (int s261 = 0; s261 < 1; ++s261) {
-    v260[s261] = int32_t(uint32_t(v252[s261]) + uint32_t(v258[s261]));
+    v260[s261] = uint8_t(v256[s261] >= v258[s261]);
   }
-  // %165 = splat %143 : tile<i32, [64]>
+  // %163 = splat %148 : tile<i32, [64]>
   int32_t v262[1];
   #pragma unroll
   for (int s263 = 0; s263 < 1; ++s263) {
-    v262[s263] = v221;
+    v262[s263] = v233;
   }
-  // %166 = splat %9 : tile<i32, [64]>
+  // %164 = add %160, %163 : tile<i32, [64]>
   int32_t v264[1];
   #pragma unroll
   for (int s265 = 0; s265 < 1; ++s265) {
-    v264[s265] = v2;
+    v264[s265] = int32_t(uint32_t(v256[s265]) + uint32_t(v262[s265]));
+  }
+  // %165 = splat %143 : tile<i32, [64]>
+  int32_t v266[1];
+  #pragma unroll
+  for (int s267 = 0; s267 < 1; ++s267) {
+    v266[s267] = v221;
+  }
+  // %166 = splat %9 : tile<i32, [64]>
+  int32_t v268[1];
+  #pragma unroll
+  for (int s269 = 0; s269 < 1; ++s269) {
+    v268[s269] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s266 = 0; s266 < 1; ++s266) {
-    if (((s266 * 512 + tsr_tid) < 64) && (v256[s266] != 0) && (int64_t(v264[s266]) >= 0 && int64_t(v264[s266]) < int64_t(tsr_dim_M) && int64_t(v260[s266]) >= 0 && int64_t(v260[s266]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v264[s266]) * tsr_p2_s0 + int64_t(v260[s266]) * tsr_p2_s1] = v262[s266];
+  for (int s270 = 0; s270 < 1; ++s270) {
+    if (((s270 * 512 + tsr_tid) < 64) && (v260[s270] != 0) && (int64_t(v268[s270]) >= 0 && int64_t(v268[s270]) < int64_t(tsr_dim_M) && int64_t(v264[s270]) >= 0 && int64_t(v264[s270]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v268[s270]) * tsr_p2_s0 + int64_t(v264[s270]) * tsr_p2_s1] = v266[s270];
   }
 }
 
@@ -1597,50 +1611,64 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     v231[s232] = v0;
   }
   // scatter %values, %6, %131, %130, %117
-  #pragma unroll
-  for (int s233 = 0; s233 < 2; ++s233) {
-    if ((v197[s233] != 0) && (int64_t(v231[s233]) >= 0 && int64_t(v231[s233]) < int64_t(tsr_dim_M) && int64_t(v229[s233]) >= 0 && int64_t(v229[s233]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v231[s233]) * tsr_p2_s0 + int64_t(v229[s233]) * tsr_p2_s1] = tsr::f2bf(v15[s233]);
-  }
-  // scatter %indices, %8, %131, %130, %117
+  bool any233 = false;
   #pragma unroll
   for (int s234 = 0; s234 < 2; ++s234) {
-    if ((v197[s234] != 0) && (int64_t(v231[s234]) >= 0 && int64_t(v231[s234]) < int64_t(tsr_dim_M) && int64_t(v229[s234]) >= 0 && int64_t(v229[s234]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v231[s234]) * tsr_p3_s0 + int64_t(v229[s234]) * tsr_p3_s1] = v28[s234];
+    any233 |= v197[s234] != 0;
+  }
+  if (any233) {
+    #pragma unroll
+    for (int s235 = 0; s235 < 2; ++s235) {
+      if ((v197[s235] != 0) && (int64_t(v231[s235]) >= 0 && int64_t(v231[s235]) < int64_t(tsr_dim_M) && int64_t(v229[s235]) >= 0 && int64_t(v229[s235]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v231[s235]) * tsr_p2_s0 + int64_t(v229[s235]) * tsr_p2_s1] = tsr::f2bf(v15[s235]);
+    }
+  }
+  // scatter %indices, %8, %131, %130, %117
+  bool any236 = false;
+  #pragma unroll
+  for (int s237 = 0; s237 < 2; ++s237) {
+    any236 |= v197[s237] != 0;
+  }
+  if (any236) {
+    #pragma unroll
+    for (int s238 = 0; s238 < 2; ++s238) {
+      if ((v197[s238] != 0) && (int64_t(v231[s238]) >= 0 && int64_t(v231[s238]) < int64_t(tsr_dim_M) && int64_t(v229[s238]) >= 0 && int64_t(v229[s238]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v231[s238]) * tsr_p3_s0 + int64_t(v229[s238]) * tsr_p3_s1] = v28[s238];
+    }
   }
   // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v235[1];
+  int32_t v239[1];
   {
-    const int64_t o236 = int64_t(v0) * 1;
-    const int64_t o237 = int64_t(v3) * 64;
+    const int64_t o240 = int64_t(v0) * 1;
+    const int64_t o241 = int64_t(v3) * 64;
     #pragma unroll
-    for (int s238 = 0; s238 < 1; ++s238) {
-      const int e239 = (s238 * 512 + tsr_tid);
-      v235[s238] = ((s238 * 512 + tsr_tid) < 64) && ((o236 + 0) >= 0 && (o236 + 0) < int64_t(tsr_dim_M) && (o237 + (e239)) >= 0 && (o237 + (e239)) < int64_t(tsr_dim_K)) ? tsr_p3[(o236 + 0) * tsr_p3_s0 + (o237 + (e239)) * tsr_p3_s1] : int32_t(0LL);
+    for (int s242 = 0; s242 < 1; ++s242) {
+      const int e243 = (s242 * 512 + tsr_tid);
+      v239[s242] = ((s242 * 512 + tsr_tid) < 64) && ((o240 + 0) >= 0 && (o240 + 0) < int64_t(tsr_dim_M) && (o241 + (e243)) >= 0 && (o241 + (e243)) < int64_t(tsr_dim_K)) ? tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + (e243)) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64]>
-  float v240[1];
+  float v244[1];
   {
-    const int64_t o241 = int64_t(v0) * 1;
-    const int64_t o242 = int64_t(v3) * 64;
+    const int64_t o245 = int64_t(v0) * 1;
+    const int64_t o246 = int64_t(v3) * 64;
     #pragma unroll
-    for (int s243 = 0; s243 < 1; ++s243) {
-      const int e244 = (s243 * 512 + tsr_tid);
-      v240[s243] = ((s243 * 512 + tsr_tid) < 64) && ((o241 + 0) >= 0 && (o241 + 0) < int64_t(tsr_dim_M) && (o242 + (e244)) >= 0 && (o242 + (e244)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o241 + 0) * tsr_p2_s0 + (o242 + (e244)) * tsr_p2_s1]) : 0x0p+0f;
+    for (int s247 = 0; s247 < 1; ++s247) {
+      const int e248 = (s247 * 512 + tsr_tid);
+      v244[s247] = ((s247 * 512 + tsr_tid) < 64) && ((o245 + 0) >= 0 && (o245 + 0) < int64_t(tsr_dim_M) && (o246 + (e248)) >= 0 && (o246 + (e248)) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o245 + 0) * tsr_p2_s0 + (o246 + (e248)) * tsr_p2_s1]) : 0x0p+0f;
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64]>, tile<i32, [1, 64]>
-  float v245[1];
-  int32_t v246[1];
+  float v249[1];
+  int32_t v250[1];
   __syncthreads();
   #pragma unroll
-  for (int s247 = 0; s247 < 1; ++s247) {
-    if (((s247 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s247 * 512 + tsr_tid)] = v240[s247];
+  for (int s251 = 0; s251 < 1; ++s251) {
+    if (((s251 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s251 * 512 + tsr_tid)] = v244[s251];
   }
   __syncthreads();
   #pragma unroll
-  for (int s248 = 0; s248 < 1; ++s248) {
-    if (((s248 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s248 * 512 + tsr_tid)] = v235[s248];
+  for (int s252 = 0; s252 < 1; ++s252) {
+    if (((s252 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s252 * 512 + tsr_tid)] = v239[s252];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1666,33 +1694,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s249 = 0; s249 < 1; ++s249) {
-    const int e250 = (s249 * 512 + tsr_tid);
-    v245[s249] = ((s249 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e250) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e250) / 64) * 1 + ((e250) % 1)) * 64 + (((e250) / 1) % 64)]) * 1 + ((e250) % 1)]) : float(0);
+  for (int s253 = 0; s253 < 1; ++s253) {
+    const int e254 = (s253 * 512 + tsr_tid);
+    v249[s253] = ((s253 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e254) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e254) / 64) * 1 + ((e254) % 1)) * 64 + (((e254) / 1) % 64)]) * 1 + ((e254) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s251 = 0; s251 < 1; ++s251) {
-    const int e252 = (s251 * 512 + tsr_tid);
-    v246[s251] = ((s251 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e252) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e252) / 64) * 1 + ((e252) % 1)) * 64 + (((e252) / 1) % 64)]) * 1 + ((e252) % 1)]) : int32_t(0);
+  for (int s255 = 0; s255 < 1; ++s255) {
+    const int e256 = (s255 * 512 + tsr_tid);
+    v250[s255] = ((s255 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e256) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e256) / 64) * 1 + ((e256) % 1)) * 64 + (((e256) / 1) % 64)]) * 1 + ((e256) % 1)]) : int32_t(0);
   }
   // store_tile %values, %134, %1, %4
-  {
-    const int64_t o253 = int64_t(v0) * 1;
-    const int64_t o254 = int64_t(v3) * 64;
-    #pragma unroll
-    for (int s255 = 0; s255 < 1; ++s255) {
-      const int e256 = (s255 * 512 + tsr_tid);
-      if (((s255 * 512 + tsr_tid) < 64) && ((o253 + 0) >= 0 && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + (e256)) >= 0 && (o254 + (e256)) < int64_t(tsr_dim_K))) tsr_p2[(o253 + 0) * tsr_p2_s0 + (o254 + (e256)) * tsr_p2_s1] = tsr::f2bf(v245[s255]);
-    }
-  }
-  // store_tile %indices, %135, %1, %4
   {
     const int64_t o257 = int64_t(v0) * 1;
     const int64_t o258 = int64_t(v3) * 64;
     #pragma unroll
     for (int s259 = 0; s259 < 1; ++s259) {
       const int e260 = (s259 * 512 + tsr_tid);
-      if (((s259 * 512 + tsr_tid) < 64) && ((o257 + 0) >= 0 && (o257 + 0) < int64_t(tsr_dim_M) && (o258 + (e260)) >= 0 && (o258 + (e260)) < int64_t(tsr_dim_K))) tsr_p3[(o257 + 0) * tsr_p3_s0 + (o258 + (e260)) * tsr_p3_s1] = v246[s259];
+      if (((s259 * 512 + tsr_tid) < 64) && ((o257 + 0) >= 0 && (o257 + 0) < int64_t(tsr_dim_M) && (o258 + (e260)) >= 0 && (o258 + (e260)) < int64_t(tsr_dim_K))) tsr_p2[(o257 + 0) * tsr_p2_s0 + (o258 + (e260)) * tsr_p2_s1] = tsr::f2bf(v249[s259]);
+    }
+  }
+  // store_tile %indices, %135, %1, %4
+  {
+    const int64_t o261 = int64_t(v0) * 1;
+    const int64_t o262 = int64_t(v3) * 64;
+    #pragma unroll
+    for (int s263 = 0; s263 < 1; ++s263) {
+      const int e264 = (s263 * 512 + tsr_tid);
+      if (((s263 * 512 + tsr_tid) < 64) && ((o261 + 0) >= 0 && (o261 + 0) < int64_t(tsr_dim_M) && (o262 + (e264)) >= 0 && (o262 + (e264)) < int64_t(tsr_dim_K))) tsr_p3[(o261 + 0) * tsr_p3_s0 + (o262 + (e264)) * tsr_p3_s1] = v250[s263];
     }
   }
 }

@@ -840,85 +840,99 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_segments_tile(uin
     v251[s252] = v2;
   }
   // scatter %seg_values, %20, %151, %150, %134
+  bool any253 = false;
   #pragma unroll
-  for (int s253 = 0; s253 < 16; ++s253) {
-    if ((v212[s253] != 0) && (int64_t(v251[s253]) >= 0 && int64_t(v251[s253]) < int64_t(tsr_dim_M) && int64_t(v249[s253]) >= 0 && int64_t(v249[s253]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v251[s253]) * tsr_p1_s0 + int64_t(v249[s253]) * tsr_p1_s1] = tsr::f2bf(v20[s253]);
+  for (int s254 = 0; s254 < 16; ++s254) {
+    any253 |= v212[s254] != 0;
+  }
+  if (any253) {
+    #pragma unroll
+    for (int s255 = 0; s255 < 16; ++s255) {
+      if ((v212[s255] != 0) && (int64_t(v251[s255]) >= 0 && int64_t(v251[s255]) < int64_t(tsr_dim_M) && int64_t(v249[s255]) >= 0 && int64_t(v249[s255]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v251[s255]) * tsr_p1_s0 + int64_t(v249[s255]) * tsr_p1_s1] = tsr::f2bf(v20[s255]);
+    }
   }
   // %152 = mul %18, %7 : i32
-  const int32_t v254 = int32_t(uint32_t(v11) * uint32_t(v0));
+  const int32_t v256 = int32_t(uint32_t(v11) * uint32_t(v0));
   // %153 = splat %152 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
-  int32_t v255[16];
-  #pragma unroll
-  for (int s256 = 0; s256 < 16; ++s256) {
-    v255[s256] = v254;
-  }
-  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
   int32_t v257[16];
   #pragma unroll
   for (int s258 = 0; s258 < 16; ++s258) {
-    v257[s258] = int32_t(uint32_t(v42[s258]) + uint32_t(v255[s258]));
+    v257[s258] = v256;
+  }
+  // %154 = add %33, %153 : tile<i32, [8192], layout = blocked<per_thread = [16], threads = [32], warps = [16], order = [0]>>
+  int32_t v259[16];
+  #pragma unroll
+  for (int s260 = 0; s260 < 16; ++s260) {
+    v259[s260] = int32_t(uint32_t(v42[s260]) + uint32_t(v257[s260]));
   }
   // scatter %seg_indices, %154, %151, %150, %134
+  bool any261 = false;
   #pragma unroll
-  for (int s259 = 0; s259 < 16; ++s259) {
-    if ((v212[s259] != 0) && (int64_t(v251[s259]) >= 0 && int64_t(v251[s259]) < int64_t(tsr_dim_M) && int64_t(v249[s259]) >= 0 && int64_t(v249[s259]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v251[s259]) * tsr_p2_s0 + int64_t(v249[s259]) * tsr_p2_s1] = v257[s259];
+  for (int s262 = 0; s262 < 16; ++s262) {
+    any261 |= v212[s262] != 0;
+  }
+  if (any261) {
+    #pragma unroll
+    for (int s263 = 0; s263 < 16; ++s263) {
+      if ((v212[s263] != 0) && (int64_t(v251[s263]) >= 0 && int64_t(v251[s263]) < int64_t(tsr_dim_M) && int64_t(v249[s263]) >= 0 && int64_t(v249[s263]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v251[s263]) * tsr_p2_s0 + int64_t(v249[s263]) * tsr_p2_s1] = v259[s263];
+    }
   }
   // %155 = sub %44, %17 : i32
-  const int32_t v260 = int32_t(uint32_t(c58) - uint32_t(v10));
+  const int32_t v264 = int32_t(uint32_t(c58) - uint32_t(v10));
   // %156 = max %155, %17 : i32
-  const int32_t v261 = tsr::imax<int32_t>(v260, v10);
+  const int32_t v265 = tsr::imax<int32_t>(v264, v10);
   // %157 = min %129, %156 : i32
-  const int32_t v262 = tsr::imin<int32_t>(v207, v261);
+  const int32_t v266 = tsr::imin<int32_t>(v207, v265);
   // %158 = add %17, %131 : i32
-  const int32_t v263 = int32_t(uint32_t(v10) + uint32_t(v209));
+  const int32_t v267 = int32_t(uint32_t(v10) + uint32_t(v209));
   // %159 = add %158, %157 : i32
-  const int32_t v264 = int32_t(uint32_t(v263) + uint32_t(v262));
+  const int32_t v268 = int32_t(uint32_t(v267) + uint32_t(v266));
   // %160 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v265[1];
-  #pragma unroll
-  for (int s266 = 0; s266 < 1; ++s266) {
-    v265[s266] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
-  }
-  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v267[1];
-  #pragma unroll
-  for (int s268 = 0; s268 < 1; ++s268) {
-    v267[s268] = v264;
-  }
-  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  uint8_t v269[1];
+  int32_t v269[1];
   #pragma unroll
   for (int s270 = 0; s270 < 1; ++s270) {
-    v269[s270] = uint8_t(v265[s270] >= v267[s270]);
+    v269[s270] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
   }
-  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  // %161 = splat %159 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
   int32_t v271[1];
   #pragma unroll
   for (int s272 = 0; s272 < 1; ++s272) {
-    v271[s272] = v246;
+    v271[s272] = v268;
   }
-  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-  int32_t v273[1];
+  // %162 = cmp %160, %161 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  uint8_t v273[1];
   #pragma unroll
   for (int s274 = 0; s274 < 1; ++s274) {
-    v273[s274] = int32_t(uint32_t(v265[s274]) + uint32_t(v271[s274]));
+    v273[s274] = uint8_t(v269[s274] >= v271[s274]);
   }
-  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  // %163 = splat %148 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
   int32_t v275[1];
   #pragma unroll
   for (int s276 = 0; s276 < 1; ++s276) {
-    v275[s276] = v234;
+    v275[s276] = v246;
   }
-  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  // %164 = add %160, %163 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
   int32_t v277[1];
   #pragma unroll
   for (int s278 = 0; s278 < 1; ++s278) {
-    v277[s278] = v2;
+    v277[s278] = int32_t(uint32_t(v269[s278]) + uint32_t(v275[s278]));
+  }
+  // %165 = splat %143 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v279[1];
+  #pragma unroll
+  for (int s280 = 0; s280 < 1; ++s280) {
+    v279[s280] = v234;
+  }
+  // %166 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+  int32_t v281[1];
+  #pragma unroll
+  for (int s282 = 0; s282 < 1; ++s282) {
+    v281[s282] = v2;
   }
   // scatter %seg_indices, %165, %166, %164, %162
   #pragma unroll
-  for (int s279 = 0; s279 < 1; ++s279) {
-    if (((tsr_warp & 14) == 0) && (v269[s279] != 0) && (int64_t(v277[s279]) >= 0 && int64_t(v277[s279]) < int64_t(tsr_dim_M) && int64_t(v273[s279]) >= 0 && int64_t(v273[s279]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v277[s279]) * tsr_p2_s0 + int64_t(v273[s279]) * tsr_p2_s1] = v275[s279];
+  for (int s283 = 0; s283 < 1; ++s283) {
+    if (((tsr_warp & 14) == 0) && (v273[s283] != 0) && (int64_t(v281[s283]) >= 0 && int64_t(v281[s283]) < int64_t(tsr_dim_M) && int64_t(v277[s283]) >= 0 && int64_t(v277[s283]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v281[s283]) * tsr_p2_s0 + int64_t(v277[s283]) * tsr_p2_s1] = v279[s283];
   }
 }
 
@@ -1640,48 +1654,62 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     v233[s234] = v0;
   }
   // scatter %values, %6, %131, %130, %117
-  #pragma unroll
-  for (int s235 = 0; s235 < 2; ++s235) {
-    if ((v199[s235] != 0) && (int64_t(v233[s235]) >= 0 && int64_t(v233[s235]) < int64_t(tsr_dim_M) && int64_t(v231[s235]) >= 0 && int64_t(v231[s235]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v233[s235]) * tsr_p2_s0 + int64_t(v231[s235]) * tsr_p2_s1] = tsr::f2bf(v9[s235]);
-  }
-  // scatter %indices, %8, %131, %130, %117
+  bool any235 = false;
   #pragma unroll
   for (int s236 = 0; s236 < 2; ++s236) {
-    if ((v199[s236] != 0) && (int64_t(v233[s236]) >= 0 && int64_t(v233[s236]) < int64_t(tsr_dim_M) && int64_t(v231[s236]) >= 0 && int64_t(v231[s236]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v233[s236]) * tsr_p3_s0 + int64_t(v231[s236]) * tsr_p3_s1] = v15[s236];
+    any235 |= v199[s236] != 0;
+  }
+  if (any235) {
+    #pragma unroll
+    for (int s237 = 0; s237 < 2; ++s237) {
+      if ((v199[s237] != 0) && (int64_t(v233[s237]) >= 0 && int64_t(v233[s237]) < int64_t(tsr_dim_M) && int64_t(v231[s237]) >= 0 && int64_t(v231[s237]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v233[s237]) * tsr_p2_s0 + int64_t(v231[s237]) * tsr_p2_s1] = tsr::f2bf(v9[s237]);
+    }
+  }
+  // scatter %indices, %8, %131, %130, %117
+  bool any238 = false;
+  #pragma unroll
+  for (int s239 = 0; s239 < 2; ++s239) {
+    any238 |= v199[s239] != 0;
+  }
+  if (any238) {
+    #pragma unroll
+    for (int s240 = 0; s240 < 2; ++s240) {
+      if ((v199[s240] != 0) && (int64_t(v233[s240]) >= 0 && int64_t(v233[s240]) < int64_t(tsr_dim_M) && int64_t(v231[s240]) >= 0 && int64_t(v231[s240]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v233[s240]) * tsr_p3_s0 + int64_t(v231[s240]) * tsr_p3_s1] = v15[s240];
+    }
   }
   // %132 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v237[1];
-  {
-    const int64_t o238 = int64_t(v0) * 1 + 0;
-    const int64_t o239 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
-    #pragma unroll
-    for (int s240 = 0; s240 < 1; ++s240) {
-      v237[s240] = ((o238 + 0) < int64_t(tsr_dim_M) && (o239 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o238 + 0) * tsr_p3_s0 + (o239 + 0) * tsr_p3_s1] : int32_t(0LL);
-    }
-  }
-  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v241[1];
+  int32_t v241[1];
   {
     const int64_t o242 = int64_t(v0) * 1 + 0;
     const int64_t o243 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s244 = 0; s244 < 1; ++s244) {
-      v241[s244] = ((o242 + 0) < int64_t(tsr_dim_M) && (o243 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o242 + 0) * tsr_p2_s0 + (o243 + 0) * tsr_p2_s1]) : 0x0p+0f;
+      v241[s244] = ((o242 + 0) < int64_t(tsr_dim_M) && (o243 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o242 + 0) * tsr_p3_s0 + (o243 + 0) * tsr_p3_s1] : int32_t(0LL);
+    }
+  }
+  // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v245[1];
+  {
+    const int64_t o246 = int64_t(v0) * 1 + 0;
+    const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    #pragma unroll
+    for (int s248 = 0; s248 < 1; ++s248) {
+      v245[s248] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o246 + 0) * tsr_p2_s0 + (o247 + 0) * tsr_p2_s1]) : 0x0p+0f;
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v245[1];
-  int32_t v246[1];
+  float v249[1];
+  int32_t v250[1];
   __syncthreads();
   #pragma unroll
-  for (int s247 = 0; s247 < 1; ++s247) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v241[s247];
+  for (int s251 = 0; s251 < 1; ++s251) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v245[s251];
   }
   __syncthreads();
   #pragma unroll
-  for (int s248 = 0; s248 < 1; ++s248) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v237[s248];
+  for (int s252 = 0; s252 < 1; ++s252) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v241[s252];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1707,31 +1735,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     }
   }
   #pragma unroll
-  for (int s249 = 0; s249 < 1; ++s249) {
-    const int e250 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v245[s249] = reinterpret_cast<float*>(tsr_smem + 0)[(((e250) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e250) / 64) * 1 + ((e250) % 1)) * 64 + (((e250) / 1) % 64)]) * 1 + ((e250) % 1)];
+  for (int s253 = 0; s253 < 1; ++s253) {
+    const int e254 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v249[s253] = reinterpret_cast<float*>(tsr_smem + 0)[(((e254) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e254) / 64) * 1 + ((e254) % 1)) * 64 + (((e254) / 1) % 64)]) * 1 + ((e254) % 1)];
   }
   #pragma unroll
-  for (int s251 = 0; s251 < 1; ++s251) {
-    const int e252 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v246[s251] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e252) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e252) / 64) * 1 + ((e252) % 1)) * 64 + (((e252) / 1) % 64)]) * 1 + ((e252) % 1)];
+  for (int s255 = 0; s255 < 1; ++s255) {
+    const int e256 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v250[s255] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e256) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e256) / 64) * 1 + ((e256) % 1)) * 64 + (((e256) / 1) % 64)]) * 1 + ((e256) % 1)];
   }
   // store_tile %values, %134, %1, %4
   {
-    const int64_t o253 = int64_t(v0) * 1 + 0;
-    const int64_t o254 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o257 = int64_t(v0) * 1 + 0;
+    const int64_t o258 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s255 = 0; s255 < 1; ++s255) {
-      if (((tsr_warp & 14) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o253 + 0) * tsr_p2_s0 + (o254 + 0) * tsr_p2_s1] = tsr::f2bf(v245[s255]);
+    for (int s259 = 0; s259 < 1; ++s259) {
+      if (((tsr_warp & 14) == 0) && (o257 + 0) < int64_t(tsr_dim_M) && (o258 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o257 + 0) * tsr_p2_s0 + (o258 + 0) * tsr_p2_s1] = tsr::f2bf(v249[s259]);
     }
   }
   // store_tile %indices, %135, %1, %4
   {
-    const int64_t o256 = int64_t(v0) * 1 + 0;
-    const int64_t o257 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o260 = int64_t(v0) * 1 + 0;
+    const int64_t o261 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s258 = 0; s258 < 1; ++s258) {
-      if (((tsr_warp & 14) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + 0) * tsr_p3_s1] = v246[s258];
+    for (int s262 = 0; s262 < 1; ++s262) {
+      if (((tsr_warp & 14) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o260 + 0) * tsr_p3_s0 + (o261 + 0) * tsr_p3_s1] = v250[s262];
     }
   }
 }

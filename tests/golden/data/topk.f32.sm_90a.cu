@@ -1139,47 +1139,61 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
         v351[s352] = v0;
       }
       // scatter %values, %168, %218, %217, %203
+      bool any353 = false;
       #pragma unroll
-      for (int s353 = 0; s353 < 16; ++s353) {
-        if ((v315[s353] != 0) && (int64_t(v351[s353]) >= 0 && int64_t(v351[s353]) < int64_t(tsr_dim_M) && int64_t(v349[s353]) >= 0 && int64_t(v349[s353]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v351[s353]) * tsr_p1_s0 + int64_t(v349[s353]) * tsr_p1_s1] = v248[s353];
+      for (int s354 = 0; s354 < 16; ++s354) {
+        any353 |= v315[s354] != 0;
+      }
+      if (any353) {
+        #pragma unroll
+        for (int s355 = 0; s355 < 16; ++s355) {
+          if ((v315[s355] != 0) && (int64_t(v351[s355]) >= 0 && int64_t(v351[s355]) < int64_t(tsr_dim_M) && int64_t(v349[s355]) >= 0 && int64_t(v349[s355]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v351[s355]) * tsr_p1_s0 + int64_t(v349[s355]) * tsr_p1_s1] = v248[s355];
+        }
       }
       // %219 = mul %165, %3 : i32
-      const int32_t v354 = int32_t(uint32_t(v243) * uint32_t(v2));
+      const int32_t v356 = int32_t(uint32_t(v243) * uint32_t(v2));
       // %220 = arange : tile<i32, [8192]>
-      int32_t v355[16];
-      #pragma unroll
-      for (int s356 = 0; s356 < 16; ++s356) {
-        v355[s356] = int32_t(0 + ((s356 / 8) * 4096 + tsr_tid * 8 + (s356 % 8)));
-      }
-      // %221 = splat %219 : tile<i32, [8192]>
       int32_t v357[16];
       #pragma unroll
       for (int s358 = 0; s358 < 16; ++s358) {
-        v357[s358] = v354;
+        v357[s358] = int32_t(0 + ((s358 / 8) * 4096 + tsr_tid * 8 + (s358 % 8)));
       }
-      // %222 = add %220, %221 : tile<i32, [8192]>
+      // %221 = splat %219 : tile<i32, [8192]>
       int32_t v359[16];
       #pragma unroll
       for (int s360 = 0; s360 < 16; ++s360) {
-        v359[s360] = int32_t(uint32_t(v355[s360]) + uint32_t(v357[s360]));
+        v359[s360] = v356;
+      }
+      // %222 = add %220, %221 : tile<i32, [8192]>
+      int32_t v361[16];
+      #pragma unroll
+      for (int s362 = 0; s362 < 16; ++s362) {
+        v361[s362] = int32_t(uint32_t(v357[s362]) + uint32_t(v359[s362]));
       }
       // scatter %indices, %222, %218, %217, %203
+      bool any363 = false;
       #pragma unroll
-      for (int s361 = 0; s361 < 16; ++s361) {
-        if ((v315[s361] != 0) && (int64_t(v351[s361]) >= 0 && int64_t(v351[s361]) < int64_t(tsr_dim_M) && int64_t(v349[s361]) >= 0 && int64_t(v349[s361]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v351[s361]) * tsr_p2_s0 + int64_t(v349[s361]) * tsr_p2_s1] = v359[s361];
+      for (int s364 = 0; s364 < 16; ++s364) {
+        any363 |= v315[s364] != 0;
+      }
+      if (any363) {
+        #pragma unroll
+        for (int s365 = 0; s365 < 16; ++s365) {
+          if ((v315[s365] != 0) && (int64_t(v351[s365]) >= 0 && int64_t(v351[s365]) < int64_t(tsr_dim_M) && int64_t(v349[s365]) >= 0 && int64_t(v349[s365]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v351[s365]) * tsr_p2_s0 + int64_t(v349[s365]) * tsr_p2_s1] = v361[s365];
+        }
       }
       // %223 = sub %21, %164 : i32
-      const int32_t v362 = int32_t(uint32_t(c20) - uint32_t(c241));
+      const int32_t v366 = int32_t(uint32_t(c20) - uint32_t(c241));
       // %224 = max %223, %18 : i32
-      const int32_t v363 = tsr::imax<int32_t>(v362, v17);
+      const int32_t v367 = tsr::imax<int32_t>(v366, v17);
       // %225 = min %199, %224 : i32
-      const int32_t v364 = tsr::imin<int32_t>(v311, v363);
+      const int32_t v368 = tsr::imin<int32_t>(v311, v367);
       // %226 = add %163, %200 : i32
-      const int32_t v365 = int32_t(uint32_t(c240) + uint32_t(v312));
+      const int32_t v369 = int32_t(uint32_t(c240) + uint32_t(v312));
       // %227 = add %226, %225 : i32
-      const int32_t v366 = int32_t(uint32_t(v365) + uint32_t(v364));
+      const int32_t v370 = int32_t(uint32_t(v369) + uint32_t(v368));
       // yield %227, %201
-      c240 = v366;
+      c240 = v370;
       c241 = v313;
     }
     // yield %160, %161
@@ -1188,39 +1202,39 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   }
   // %228 = load_tile %indices, %1, %18 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v367[1];
+  int32_t v371[1];
   {
-    const int64_t o368 = int64_t(v0) * 1;
-    const int64_t o369 = int64_t(v17) * 64;
+    const int64_t o372 = int64_t(v0) * 1;
+    const int64_t o373 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s370 = 0; s370 < 1; ++s370) {
-      const int e371 = (s370 * 512 + tsr_tid);
-      v367[s370] = ((s370 * 512 + tsr_tid) < 64) && ((o368 + 0) >= 0 && (o368 + 0) < int64_t(tsr_dim_M) && (o369 + (e371)) >= 0 && (o369 + (e371)) < int64_t(tsr_dim_K)) ? tsr_p2[(o368 + 0) * tsr_p2_s0 + (o369 + (e371)) * tsr_p2_s1] : int32_t(0LL);
+    for (int s374 = 0; s374 < 1; ++s374) {
+      const int e375 = (s374 * 512 + tsr_tid);
+      v371[s374] = ((s374 * 512 + tsr_tid) < 64) && ((o372 + 0) >= 0 && (o372 + 0) < int64_t(tsr_dim_M) && (o373 + (e375)) >= 0 && (o373 + (e375)) < int64_t(tsr_dim_K)) ? tsr_p2[(o372 + 0) * tsr_p2_s0 + (o373 + (e375)) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %229 = load_tile %values, %1, %18 : tile<f32, [1, 64]>
-  float v372[1];
+  float v376[1];
   {
-    const int64_t o373 = int64_t(v0) * 1;
-    const int64_t o374 = int64_t(v17) * 64;
+    const int64_t o377 = int64_t(v0) * 1;
+    const int64_t o378 = int64_t(v17) * 64;
     #pragma unroll
-    for (int s375 = 0; s375 < 1; ++s375) {
-      const int e376 = (s375 * 512 + tsr_tid);
-      v372[s375] = ((s375 * 512 + tsr_tid) < 64) && ((o373 + 0) >= 0 && (o373 + 0) < int64_t(tsr_dim_M) && (o374 + (e376)) >= 0 && (o374 + (e376)) < int64_t(tsr_dim_K)) ? tsr_p1[(o373 + 0) * tsr_p1_s0 + (o374 + (e376)) * tsr_p1_s1] : 0x0p+0f;
+    for (int s379 = 0; s379 < 1; ++s379) {
+      const int e380 = (s379 * 512 + tsr_tid);
+      v376[s379] = ((s379 * 512 + tsr_tid) < 64) && ((o377 + 0) >= 0 && (o377 + 0) < int64_t(tsr_dim_M) && (o378 + (e380)) >= 0 && (o378 + (e380)) < int64_t(tsr_dim_K)) ? tsr_p1[(o377 + 0) * tsr_p1_s0 + (o378 + (e380)) * tsr_p1_s1] : 0x0p+0f;
     }
   }
   // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v377[1];
-  int32_t v378[1];
+  float v381[1];
+  int32_t v382[1];
   __syncthreads();
   #pragma unroll
-  for (int s379 = 0; s379 < 1; ++s379) {
-    if (((s379 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s379 * 512 + tsr_tid)] = v372[s379];
+  for (int s383 = 0; s383 < 1; ++s383) {
+    if (((s383 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s383 * 512 + tsr_tid)] = v376[s383];
   }
   __syncthreads();
   #pragma unroll
-  for (int s380 = 0; s380 < 1; ++s380) {
-    if (((s380 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s380 * 512 + tsr_tid)] = v367[s380];
+  for (int s384 = 0; s384 < 1; ++s384) {
+    if (((s384 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s384 * 512 + tsr_tid)] = v371[s384];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1246,33 +1260,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s381 = 0; s381 < 1; ++s381) {
-    const int e382 = (s381 * 512 + tsr_tid);
-    v377[s381] = ((s381 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e382) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e382) / 64) * 1 + ((e382) % 1)) * 64 + (((e382) / 1) % 64)]) * 1 + ((e382) % 1)]) : float(0);
+  for (int s385 = 0; s385 < 1; ++s385) {
+    const int e386 = (s385 * 512 + tsr_tid);
+    v381[s385] = ((s385 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e386) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e386) / 64) * 1 + ((e386) % 1)) * 64 + (((e386) / 1) % 64)]) * 1 + ((e386) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s383 = 0; s383 < 1; ++s383) {
-    const int e384 = (s383 * 512 + tsr_tid);
-    v378[s383] = ((s383 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e384) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e384) / 64) * 1 + ((e384) % 1)) * 64 + (((e384) / 1) % 64)]) * 1 + ((e384) % 1)]) : int32_t(0);
+  for (int s387 = 0; s387 < 1; ++s387) {
+    const int e388 = (s387 * 512 + tsr_tid);
+    v382[s387] = ((s387 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e388) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e388) / 64) * 1 + ((e388) % 1)) * 64 + (((e388) / 1) % 64)]) * 1 + ((e388) % 1)]) : int32_t(0);
   }
   // store_tile %values, %230, %1, %18
-  {
-    const int64_t o385 = int64_t(v0) * 1;
-    const int64_t o386 = int64_t(v17) * 64;
-    #pragma unroll
-    for (int s387 = 0; s387 < 1; ++s387) {
-      const int e388 = (s387 * 512 + tsr_tid);
-      if (((s387 * 512 + tsr_tid) < 64) && ((o385 + 0) >= 0 && (o385 + 0) < int64_t(tsr_dim_M) && (o386 + (e388)) >= 0 && (o386 + (e388)) < int64_t(tsr_dim_K))) tsr_p1[(o385 + 0) * tsr_p1_s0 + (o386 + (e388)) * tsr_p1_s1] = v377[s387];
-    }
-  }
-  // store_tile %indices, %231, %1, %18
   {
     const int64_t o389 = int64_t(v0) * 1;
     const int64_t o390 = int64_t(v17) * 64;
     #pragma unroll
     for (int s391 = 0; s391 < 1; ++s391) {
       const int e392 = (s391 * 512 + tsr_tid);
-      if (((s391 * 512 + tsr_tid) < 64) && ((o389 + 0) >= 0 && (o389 + 0) < int64_t(tsr_dim_M) && (o390 + (e392)) >= 0 && (o390 + (e392)) < int64_t(tsr_dim_K))) tsr_p2[(o389 + 0) * tsr_p2_s0 + (o390 + (e392)) * tsr_p2_s1] = v378[s391];
+      if (((s391 * 512 + tsr_tid) < 64) && ((o389 + 0) >= 0 && (o389 + 0) < int64_t(tsr_dim_M) && (o390 + (e392)) >= 0 && (o390 + (e392)) < int64_t(tsr_dim_K))) tsr_p1[(o389 + 0) * tsr_p1_s0 + (o390 + (e392)) * tsr_p1_s1] = v381[s391];
+    }
+  }
+  // store_tile %indices, %231, %1, %18
+  {
+    const int64_t o393 = int64_t(v0) * 1;
+    const int64_t o394 = int64_t(v17) * 64;
+    #pragma unroll
+    for (int s395 = 0; s395 < 1; ++s395) {
+      const int e396 = (s395 * 512 + tsr_tid);
+      if (((s395 * 512 + tsr_tid) < 64) && ((o393 + 0) >= 0 && (o393 + 0) < int64_t(tsr_dim_M) && (o394 + (e396)) >= 0 && (o394 + (e396)) < int64_t(tsr_dim_K))) tsr_p2[(o393 + 0) * tsr_p2_s0 + (o394 + (e396)) * tsr_p2_s1] = v382[s395];
     }
   }
 }

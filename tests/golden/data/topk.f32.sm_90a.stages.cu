@@ -873,85 +873,99 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       v265[s266] = v3;
     }
     // scatter %seg_values, %20, %150, %149, %133
+    bool any267 = false;
     #pragma unroll
-    for (int s267 = 0; s267 < 16; ++s267) {
-      if ((v226[s267] != 0) && (int64_t(v265[s267]) >= 0 && int64_t(v265[s267]) < int64_t(tsr_dim_M) && int64_t(v263[s267]) >= 0 && int64_t(v263[s267]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v265[s267]) * tsr_p1_s0 + int64_t(v263[s267]) * tsr_p1_s1] = v32[s267];
+    for (int s268 = 0; s268 < 16; ++s268) {
+      any267 |= v226[s268] != 0;
+    }
+    if (any267) {
+      #pragma unroll
+      for (int s269 = 0; s269 < 16; ++s269) {
+        if ((v226[s269] != 0) && (int64_t(v265[s269]) >= 0 && int64_t(v265[s269]) < int64_t(tsr_dim_M) && int64_t(v263[s269]) >= 0 && int64_t(v263[s269]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v265[s269]) * tsr_p1_s0 + int64_t(v263[s269]) * tsr_p1_s1] = v32[s269];
+      }
     }
     // %151 = mul %18, %7 : i32
-    const int32_t v268 = int32_t(uint32_t(v12) * uint32_t(v1));
+    const int32_t v270 = int32_t(uint32_t(v12) * uint32_t(v1));
     // %152 = splat %151 : tile<i32, [8192]>
-    int32_t v269[16];
-    #pragma unroll
-    for (int s270 = 0; s270 < 16; ++s270) {
-      v269[s270] = v268;
-    }
-    // %153 = add %32, %152 : tile<i32, [8192]>
     int32_t v271[16];
     #pragma unroll
     for (int s272 = 0; s272 < 16; ++s272) {
-      v271[s272] = int32_t(uint32_t(v53[s272]) + uint32_t(v269[s272]));
+      v271[s272] = v270;
+    }
+    // %153 = add %32, %152 : tile<i32, [8192]>
+    int32_t v273[16];
+    #pragma unroll
+    for (int s274 = 0; s274 < 16; ++s274) {
+      v273[s274] = int32_t(uint32_t(v53[s274]) + uint32_t(v271[s274]));
     }
     // scatter %seg_indices, %153, %150, %149, %133
+    bool any275 = false;
     #pragma unroll
-    for (int s273 = 0; s273 < 16; ++s273) {
-      if ((v226[s273] != 0) && (int64_t(v265[s273]) >= 0 && int64_t(v265[s273]) < int64_t(tsr_dim_M) && int64_t(v263[s273]) >= 0 && int64_t(v263[s273]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v265[s273]) * tsr_p2_s0 + int64_t(v263[s273]) * tsr_p2_s1] = v271[s273];
+    for (int s276 = 0; s276 < 16; ++s276) {
+      any275 |= v226[s276] != 0;
+    }
+    if (any275) {
+      #pragma unroll
+      for (int s277 = 0; s277 < 16; ++s277) {
+        if ((v226[s277] != 0) && (int64_t(v265[s277]) >= 0 && int64_t(v265[s277]) < int64_t(tsr_dim_M) && int64_t(v263[s277]) >= 0 && int64_t(v263[s277]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v265[s277]) * tsr_p2_s0 + int64_t(v263[s277]) * tsr_p2_s1] = v273[s277];
+      }
     }
     // %154 = sub %43, %17 : i32
-    const int32_t v274 = int32_t(uint32_t(c69) - uint32_t(v11));
+    const int32_t v278 = int32_t(uint32_t(c69) - uint32_t(v11));
     // %155 = max %154, %17 : i32
-    const int32_t v275 = tsr::imax<int32_t>(v274, v11);
+    const int32_t v279 = tsr::imax<int32_t>(v278, v11);
     // %156 = min %128, %155 : i32
-    const int32_t v276 = tsr::imin<int32_t>(v221, v275);
+    const int32_t v280 = tsr::imin<int32_t>(v221, v279);
     // %157 = add %17, %130 : i32
-    const int32_t v277 = int32_t(uint32_t(v11) + uint32_t(v223));
+    const int32_t v281 = int32_t(uint32_t(v11) + uint32_t(v223));
     // %158 = add %157, %156 : i32
-    const int32_t v278 = int32_t(uint32_t(v277) + uint32_t(v276));
+    const int32_t v282 = int32_t(uint32_t(v281) + uint32_t(v280));
     // %159 = arange : tile<i32, [64]>
-    int32_t v279[1];
-    #pragma unroll
-    for (int s280 = 0; s280 < 1; ++s280) {
-      v279[s280] = int32_t(0 + (s280 * 512 + tsr_tid));
-    }
-    // %160 = splat %158 : tile<i32, [64]>
-    int32_t v281[1];
-    #pragma unroll
-    for (int s282 = 0; s282 < 1; ++s282) {
-      v281[s282] = v278;
-    }
-    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64]>
-    uint8_t v283[1];
+    int32_t v283[1];
     #pragma unroll
     for (int s284 = 0; s284 < 1; ++s284) {
-      v283[s284] = uint8_t(v279[s284] >= v281[s284]);
+      v283[s284] = int32_t(0 + (s284 * 512 + tsr_tid));
     }
-    // %162 = splat %147 : tile<i32, [64]>
+    // %160 = splat %158 : tile<i32, [64]>
     int32_t v285[1];
     #pragma unroll
     for (int s286 = 0; s286 < 1; ++s286) {
-      v285[s286] = v260;
+      v285[s286] = v282;
     }
-    // %163 = add %159, %162 : tile<i32, [64]>
-    int32_t v287[1];
+    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64]>
+    uint8_t v287[1];
     #pragma unroll
     for (int s288 = 0; s288 < 1; ++s288) {
-      v287[s288] = int32_t(uint32_t(v279[s288]) + uint32_t(v285[s288]));
+      v287[s288] = uint8_t(v283[s288] >= v285[s288]);
     }
-    // %164 = splat %142 : tile<i32, [64]>
+    // %162 = splat %147 : tile<i32, [64]>
     int32_t v289[1];
     #pragma unroll
     for (int s290 = 0; s290 < 1; ++s290) {
-      v289[s290] = v248;
+      v289[s290] = v260;
     }
-    // %165 = splat %9 : tile<i32, [64]>
+    // %163 = add %159, %162 : tile<i32, [64]>
     int32_t v291[1];
     #pragma unroll
     for (int s292 = 0; s292 < 1; ++s292) {
-      v291[s292] = v3;
+      v291[s292] = int32_t(uint32_t(v283[s292]) + uint32_t(v289[s292]));
+    }
+    // %164 = splat %142 : tile<i32, [64]>
+    int32_t v293[1];
+    #pragma unroll
+    for (int s294 = 0; s294 < 1; ++s294) {
+      v293[s294] = v248;
+    }
+    // %165 = splat %9 : tile<i32, [64]>
+    int32_t v295[1];
+    #pragma unroll
+    for (int s296 = 0; s296 < 1; ++s296) {
+      v295[s296] = v3;
     }
     // scatter %seg_indices, %164, %165, %163, %161
     #pragma unroll
-    for (int s293 = 0; s293 < 1; ++s293) {
-      if (((s293 * 512 + tsr_tid) < 64) && (v283[s293] != 0) && (int64_t(v291[s293]) >= 0 && int64_t(v291[s293]) < int64_t(tsr_dim_M) && int64_t(v287[s293]) >= 0 && int64_t(v287[s293]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v291[s293]) * tsr_p2_s0 + int64_t(v287[s293]) * tsr_p2_s1] = v289[s293];
+    for (int s297 = 0; s297 < 1; ++s297) {
+      if (((s297 * 512 + tsr_tid) < 64) && (v287[s297] != 0) && (int64_t(v295[s297]) >= 0 && int64_t(v295[s297]) < int64_t(tsr_dim_M) && int64_t(v291[s297]) >= 0 && int64_t(v291[s297]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v295[s297]) * tsr_p2_s0 + int64_t(v291[s297]) * tsr_p2_s1] = v293[s297];
     }
   }
   tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits
@@ -1691,50 +1705,64 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     v229[s230] = v0;
   }
   // scatter %values, %6, %130, %129, %116
-  #pragma unroll
-  for (int s231 = 0; s231 < 2; ++s231) {
-    if ((v195[s231] != 0) && (int64_t(v229[s231]) >= 0 && int64_t(v229[s231]) < int64_t(tsr_dim_M) && int64_t(v227[s231]) >= 0 && int64_t(v227[s231]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v229[s231]) * tsr_p2_s0 + int64_t(v227[s231]) * tsr_p2_s1] = v15[s231];
-  }
-  // scatter %indices, %8, %130, %129, %116
+  bool any231 = false;
   #pragma unroll
   for (int s232 = 0; s232 < 2; ++s232) {
-    if ((v195[s232] != 0) && (int64_t(v229[s232]) >= 0 && int64_t(v229[s232]) < int64_t(tsr_dim_M) && int64_t(v227[s232]) >= 0 && int64_t(v227[s232]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v229[s232]) * tsr_p3_s0 + int64_t(v227[s232]) * tsr_p3_s1] = v28[s232];
+    any231 |= v195[s232] != 0;
+  }
+  if (any231) {
+    #pragma unroll
+    for (int s233 = 0; s233 < 2; ++s233) {
+      if ((v195[s233] != 0) && (int64_t(v229[s233]) >= 0 && int64_t(v229[s233]) < int64_t(tsr_dim_M) && int64_t(v227[s233]) >= 0 && int64_t(v227[s233]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v229[s233]) * tsr_p2_s0 + int64_t(v227[s233]) * tsr_p2_s1] = v15[s233];
+    }
+  }
+  // scatter %indices, %8, %130, %129, %116
+  bool any234 = false;
+  #pragma unroll
+  for (int s235 = 0; s235 < 2; ++s235) {
+    any234 |= v195[s235] != 0;
+  }
+  if (any234) {
+    #pragma unroll
+    for (int s236 = 0; s236 < 2; ++s236) {
+      if ((v195[s236] != 0) && (int64_t(v229[s236]) >= 0 && int64_t(v229[s236]) < int64_t(tsr_dim_M) && int64_t(v227[s236]) >= 0 && int64_t(v227[s236]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v229[s236]) * tsr_p3_s0 + int64_t(v227[s236]) * tsr_p3_s1] = v28[s236];
+    }
   }
   // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64]>
   __syncthreads();
-  int32_t v233[1];
+  int32_t v237[1];
   {
-    const int64_t o234 = int64_t(v0) * 1;
-    const int64_t o235 = int64_t(v3) * 64;
+    const int64_t o238 = int64_t(v0) * 1;
+    const int64_t o239 = int64_t(v3) * 64;
     #pragma unroll
-    for (int s236 = 0; s236 < 1; ++s236) {
-      const int e237 = (s236 * 512 + tsr_tid);
-      v233[s236] = ((s236 * 512 + tsr_tid) < 64) && ((o234 + 0) >= 0 && (o234 + 0) < int64_t(tsr_dim_M) && (o235 + (e237)) >= 0 && (o235 + (e237)) < int64_t(tsr_dim_K)) ? tsr_p3[(o234 + 0) * tsr_p3_s0 + (o235 + (e237)) * tsr_p3_s1] : int32_t(0LL);
+    for (int s240 = 0; s240 < 1; ++s240) {
+      const int e241 = (s240 * 512 + tsr_tid);
+      v237[s240] = ((s240 * 512 + tsr_tid) < 64) && ((o238 + 0) >= 0 && (o238 + 0) < int64_t(tsr_dim_M) && (o239 + (e241)) >= 0 && (o239 + (e241)) < int64_t(tsr_dim_K)) ? tsr_p3[(o238 + 0) * tsr_p3_s0 + (o239 + (e241)) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64]>
-  float v238[1];
+  float v242[1];
   {
-    const int64_t o239 = int64_t(v0) * 1;
-    const int64_t o240 = int64_t(v3) * 64;
+    const int64_t o243 = int64_t(v0) * 1;
+    const int64_t o244 = int64_t(v3) * 64;
     #pragma unroll
-    for (int s241 = 0; s241 < 1; ++s241) {
-      const int e242 = (s241 * 512 + tsr_tid);
-      v238[s241] = ((s241 * 512 + tsr_tid) < 64) && ((o239 + 0) >= 0 && (o239 + 0) < int64_t(tsr_dim_M) && (o240 + (e242)) >= 0 && (o240 + (e242)) < int64_t(tsr_dim_K)) ? tsr_p2[(o239 + 0) * tsr_p2_s0 + (o240 + (e242)) * tsr_p2_s1] : 0x0p+0f;
+    for (int s245 = 0; s245 < 1; ++s245) {
+      const int e246 = (s245 * 512 + tsr_tid);
+      v242[s245] = ((s245 * 512 + tsr_tid) < 64) && ((o243 + 0) >= 0 && (o243 + 0) < int64_t(tsr_dim_M) && (o244 + (e246)) >= 0 && (o244 + (e246)) < int64_t(tsr_dim_K)) ? tsr_p2[(o243 + 0) * tsr_p2_s0 + (o244 + (e246)) * tsr_p2_s1] : 0x0p+0f;
     }
   }
   // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64]>, tile<i32, [1, 64]>
-  float v243[1];
-  int32_t v244[1];
+  float v247[1];
+  int32_t v248[1];
   __syncthreads();
   #pragma unroll
-  for (int s245 = 0; s245 < 1; ++s245) {
-    if (((s245 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s245 * 512 + tsr_tid)] = v238[s245];
+  for (int s249 = 0; s249 < 1; ++s249) {
+    if (((s249 * 512 + tsr_tid) < 64)) reinterpret_cast<float*>(tsr_smem + 0)[(s249 * 512 + tsr_tid)] = v242[s249];
   }
   __syncthreads();
   #pragma unroll
-  for (int s246 = 0; s246 < 1; ++s246) {
-    if (((s246 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s246 * 512 + tsr_tid)] = v233[s246];
+  for (int s250 = 0; s250 < 1; ++s250) {
+    if (((s250 * 512 + tsr_tid) < 64)) reinterpret_cast<int32_t*>(tsr_smem + 256)[(s250 * 512 + tsr_tid)] = v237[s250];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1760,33 +1788,33 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     }
   }
   #pragma unroll
-  for (int s247 = 0; s247 < 1; ++s247) {
-    const int e248 = (s247 * 512 + tsr_tid);
-    v243[s247] = ((s247 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e248) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e248) / 64) * 1 + ((e248) % 1)) * 64 + (((e248) / 1) % 64)]) * 1 + ((e248) % 1)]) : float(0);
+  for (int s251 = 0; s251 < 1; ++s251) {
+    const int e252 = (s251 * 512 + tsr_tid);
+    v247[s251] = ((s251 * 512 + tsr_tid) < 64) ? float(reinterpret_cast<float*>(tsr_smem + 0)[(((e252) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e252) / 64) * 1 + ((e252) % 1)) * 64 + (((e252) / 1) % 64)]) * 1 + ((e252) % 1)]) : float(0);
   }
   #pragma unroll
-  for (int s249 = 0; s249 < 1; ++s249) {
-    const int e250 = (s249 * 512 + tsr_tid);
-    v244[s249] = ((s249 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e250) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e250) / 64) * 1 + ((e250) % 1)) * 64 + (((e250) / 1) % 64)]) * 1 + ((e250) % 1)]) : int32_t(0);
+  for (int s253 = 0; s253 < 1; ++s253) {
+    const int e254 = (s253 * 512 + tsr_tid);
+    v248[s253] = ((s253 * 512 + tsr_tid) < 64) ? int32_t(reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e254) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e254) / 64) * 1 + ((e254) % 1)) * 64 + (((e254) / 1) % 64)]) * 1 + ((e254) % 1)]) : int32_t(0);
   }
   // store_tile %values, %133, %1, %4
-  {
-    const int64_t o251 = int64_t(v0) * 1;
-    const int64_t o252 = int64_t(v3) * 64;
-    #pragma unroll
-    for (int s253 = 0; s253 < 1; ++s253) {
-      const int e254 = (s253 * 512 + tsr_tid);
-      if (((s253 * 512 + tsr_tid) < 64) && ((o251 + 0) >= 0 && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + (e254)) >= 0 && (o252 + (e254)) < int64_t(tsr_dim_K))) tsr_p2[(o251 + 0) * tsr_p2_s0 + (o252 + (e254)) * tsr_p2_s1] = v243[s253];
-    }
-  }
-  // store_tile %indices, %134, %1, %4
   {
     const int64_t o255 = int64_t(v0) * 1;
     const int64_t o256 = int64_t(v3) * 64;
     #pragma unroll
     for (int s257 = 0; s257 < 1; ++s257) {
       const int e258 = (s257 * 512 + tsr_tid);
-      if (((s257 * 512 + tsr_tid) < 64) && ((o255 + 0) >= 0 && (o255 + 0) < int64_t(tsr_dim_M) && (o256 + (e258)) >= 0 && (o256 + (e258)) < int64_t(tsr_dim_K))) tsr_p3[(o255 + 0) * tsr_p3_s0 + (o256 + (e258)) * tsr_p3_s1] = v244[s257];
+      if (((s257 * 512 + tsr_tid) < 64) && ((o255 + 0) >= 0 && (o255 + 0) < int64_t(tsr_dim_M) && (o256 + (e258)) >= 0 && (o256 + (e258)) < int64_t(tsr_dim_K))) tsr_p2[(o255 + 0) * tsr_p2_s0 + (o256 + (e258)) * tsr_p2_s1] = v247[s257];
+    }
+  }
+  // store_tile %indices, %134, %1, %4
+  {
+    const int64_t o259 = int64_t(v0) * 1;
+    const int64_t o260 = int64_t(v3) * 64;
+    #pragma unroll
+    for (int s261 = 0; s261 < 1; ++s261) {
+      const int e262 = (s261 * 512 + tsr_tid);
+      if (((s261 * 512 + tsr_tid) < 64) && ((o259 + 0) >= 0 && (o259 + 0) < int64_t(tsr_dim_M) && (o260 + (e262)) >= 0 && (o260 + (e262)) < int64_t(tsr_dim_K))) tsr_p3[(o259 + 0) * tsr_p3_s0 + (o260 + (e262)) * tsr_p3_s1] = v248[s261];
     }
   }
 }

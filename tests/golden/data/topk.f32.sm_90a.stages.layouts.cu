@@ -892,85 +892,99 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_segments_tile(
       v260[s261] = v3;
     }
     // scatter %seg_values, %20, %150, %149, %133
+    bool any262 = false;
     #pragma unroll
-    for (int s262 = 0; s262 < 16; ++s262) {
-      if ((v221[s262] != 0) && (int64_t(v260[s262]) >= 0 && int64_t(v260[s262]) < int64_t(tsr_dim_M) && int64_t(v258[s262]) >= 0 && int64_t(v258[s262]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v260[s262]) * tsr_p1_s0 + int64_t(v258[s262]) * tsr_p1_s1] = v22[s262];
+    for (int s263 = 0; s263 < 16; ++s263) {
+      any262 |= v221[s263] != 0;
+    }
+    if (any262) {
+      #pragma unroll
+      for (int s264 = 0; s264 < 16; ++s264) {
+        if ((v221[s264] != 0) && (int64_t(v260[s264]) >= 0 && int64_t(v260[s264]) < int64_t(tsr_dim_M) && int64_t(v258[s264]) >= 0 && int64_t(v258[s264]) < int64_t(tsr_dim_W))) tsr_p1[int64_t(v260[s264]) * tsr_p1_s0 + int64_t(v258[s264]) * tsr_p1_s1] = v22[s264];
+      }
     }
     // %151 = mul %18, %7 : i32
-    const int32_t v263 = int32_t(uint32_t(v12) * uint32_t(v1));
+    const int32_t v265 = int32_t(uint32_t(v12) * uint32_t(v1));
     // %152 = splat %151 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-    int32_t v264[16];
-    #pragma unroll
-    for (int s265 = 0; s265 < 16; ++s265) {
-      v264[s265] = v263;
-    }
-    // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
     int32_t v266[16];
     #pragma unroll
     for (int s267 = 0; s267 < 16; ++s267) {
-      v266[s267] = int32_t(uint32_t(v42[s267]) + uint32_t(v264[s267]));
+      v266[s267] = v265;
+    }
+    // %153 = add %32, %152 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+    int32_t v268[16];
+    #pragma unroll
+    for (int s269 = 0; s269 < 16; ++s269) {
+      v268[s269] = int32_t(uint32_t(v42[s269]) + uint32_t(v266[s269]));
     }
     // scatter %seg_indices, %153, %150, %149, %133
+    bool any270 = false;
     #pragma unroll
-    for (int s268 = 0; s268 < 16; ++s268) {
-      if ((v221[s268] != 0) && (int64_t(v260[s268]) >= 0 && int64_t(v260[s268]) < int64_t(tsr_dim_M) && int64_t(v258[s268]) >= 0 && int64_t(v258[s268]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v260[s268]) * tsr_p2_s0 + int64_t(v258[s268]) * tsr_p2_s1] = v266[s268];
+    for (int s271 = 0; s271 < 16; ++s271) {
+      any270 |= v221[s271] != 0;
+    }
+    if (any270) {
+      #pragma unroll
+      for (int s272 = 0; s272 < 16; ++s272) {
+        if ((v221[s272] != 0) && (int64_t(v260[s272]) >= 0 && int64_t(v260[s272]) < int64_t(tsr_dim_M) && int64_t(v258[s272]) >= 0 && int64_t(v258[s272]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v260[s272]) * tsr_p2_s0 + int64_t(v258[s272]) * tsr_p2_s1] = v268[s272];
+      }
     }
     // %154 = sub %43, %17 : i32
-    const int32_t v269 = int32_t(uint32_t(c58) - uint32_t(v11));
+    const int32_t v273 = int32_t(uint32_t(c58) - uint32_t(v11));
     // %155 = max %154, %17 : i32
-    const int32_t v270 = tsr::imax<int32_t>(v269, v11);
+    const int32_t v274 = tsr::imax<int32_t>(v273, v11);
     // %156 = min %128, %155 : i32
-    const int32_t v271 = tsr::imin<int32_t>(v216, v270);
+    const int32_t v275 = tsr::imin<int32_t>(v216, v274);
     // %157 = add %17, %130 : i32
-    const int32_t v272 = int32_t(uint32_t(v11) + uint32_t(v218));
+    const int32_t v276 = int32_t(uint32_t(v11) + uint32_t(v218));
     // %158 = add %157, %156 : i32
-    const int32_t v273 = int32_t(uint32_t(v272) + uint32_t(v271));
+    const int32_t v277 = int32_t(uint32_t(v276) + uint32_t(v275));
     // %159 = arange : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v274[1];
-    #pragma unroll
-    for (int s275 = 0; s275 < 1; ++s275) {
-      v274[s275] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
-    }
-    // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v276[1];
-    #pragma unroll
-    for (int s277 = 0; s277 < 1; ++s277) {
-      v276[s277] = v273;
-    }
-    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    uint8_t v278[1];
+    int32_t v278[1];
     #pragma unroll
     for (int s279 = 0; s279 < 1; ++s279) {
-      v278[s279] = uint8_t(v274[s279] >= v276[s279]);
+      v278[s279] = int32_t(0 + 0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32));
     }
-    // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    // %160 = splat %158 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
     int32_t v280[1];
     #pragma unroll
     for (int s281 = 0; s281 < 1; ++s281) {
-      v280[s281] = v255;
+      v280[s281] = v277;
     }
-    // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-    int32_t v282[1];
+    // %161 = cmp %159, %160 {pred = "ge"} : tile<i1, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    uint8_t v282[1];
     #pragma unroll
     for (int s283 = 0; s283 < 1; ++s283) {
-      v282[s283] = int32_t(uint32_t(v274[s283]) + uint32_t(v280[s283]));
+      v282[s283] = uint8_t(v278[s283] >= v280[s283]);
     }
-    // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    // %162 = splat %147 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
     int32_t v284[1];
     #pragma unroll
     for (int s285 = 0; s285 < 1; ++s285) {
-      v284[s285] = v243;
+      v284[s285] = v255;
     }
-    // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    // %163 = add %159, %162 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
     int32_t v286[1];
     #pragma unroll
     for (int s287 = 0; s287 < 1; ++s287) {
-      v286[s287] = v3;
+      v286[s287] = int32_t(uint32_t(v278[s287]) + uint32_t(v284[s287]));
+    }
+    // %164 = splat %142 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v288[1];
+    #pragma unroll
+    for (int s289 = 0; s289 < 1; ++s289) {
+      v288[s289] = v243;
+    }
+    // %165 = splat %9 : tile<i32, [64], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
+    int32_t v290[1];
+    #pragma unroll
+    for (int s291 = 0; s291 < 1; ++s291) {
+      v290[s291] = v3;
     }
     // scatter %seg_indices, %164, %165, %163, %161
     #pragma unroll
-    for (int s288 = 0; s288 < 1; ++s288) {
-      if (((tsr_warp & 14) == 0) && (v278[s288] != 0) && (int64_t(v286[s288]) >= 0 && int64_t(v286[s288]) < int64_t(tsr_dim_M) && int64_t(v282[s288]) >= 0 && int64_t(v282[s288]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v286[s288]) * tsr_p2_s0 + int64_t(v282[s288]) * tsr_p2_s1] = v284[s288];
+    for (int s292 = 0; s292 < 1; ++s292) {
+      if (((tsr_warp & 14) == 0) && (v282[s292] != 0) && (int64_t(v290[s292]) >= 0 && int64_t(v290[s292]) < int64_t(tsr_dim_M) && int64_t(v286[s292]) >= 0 && int64_t(v286[s292]) < int64_t(tsr_dim_W))) tsr_p2[int64_t(v290[s292]) * tsr_p2_s0 + int64_t(v286[s292]) * tsr_p2_s1] = v288[s292];
     }
   }
   tsr::cp_async_wait<0>();  // nothing in flight when the CTA exits
@@ -1694,48 +1708,62 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     v229[s230] = v0;
   }
   // scatter %values, %6, %130, %129, %116
-  #pragma unroll
-  for (int s231 = 0; s231 < 2; ++s231) {
-    if ((v195[s231] != 0) && (int64_t(v229[s231]) >= 0 && int64_t(v229[s231]) < int64_t(tsr_dim_M) && int64_t(v227[s231]) >= 0 && int64_t(v227[s231]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v229[s231]) * tsr_p2_s0 + int64_t(v227[s231]) * tsr_p2_s1] = v9[s231];
-  }
-  // scatter %indices, %8, %130, %129, %116
+  bool any231 = false;
   #pragma unroll
   for (int s232 = 0; s232 < 2; ++s232) {
-    if ((v195[s232] != 0) && (int64_t(v229[s232]) >= 0 && int64_t(v229[s232]) < int64_t(tsr_dim_M) && int64_t(v227[s232]) >= 0 && int64_t(v227[s232]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v229[s232]) * tsr_p3_s0 + int64_t(v227[s232]) * tsr_p3_s1] = v15[s232];
+    any231 |= v195[s232] != 0;
+  }
+  if (any231) {
+    #pragma unroll
+    for (int s233 = 0; s233 < 2; ++s233) {
+      if ((v195[s233] != 0) && (int64_t(v229[s233]) >= 0 && int64_t(v229[s233]) < int64_t(tsr_dim_M) && int64_t(v227[s233]) >= 0 && int64_t(v227[s233]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v229[s233]) * tsr_p2_s0 + int64_t(v227[s233]) * tsr_p2_s1] = v9[s233];
+    }
+  }
+  // scatter %indices, %8, %130, %129, %116
+  bool any234 = false;
+  #pragma unroll
+  for (int s235 = 0; s235 < 2; ++s235) {
+    any234 |= v195[s235] != 0;
+  }
+  if (any234) {
+    #pragma unroll
+    for (int s236 = 0; s236 < 2; ++s236) {
+      if ((v195[s236] != 0) && (int64_t(v229[s236]) >= 0 && int64_t(v229[s236]) < int64_t(tsr_dim_M) && int64_t(v227[s236]) >= 0 && int64_t(v227[s236]) < int64_t(tsr_dim_K))) tsr_p3[int64_t(v229[s236]) * tsr_p3_s0 + int64_t(v227[s236]) * tsr_p3_s1] = v15[s236];
+    }
   }
   // %131 = load_tile %indices, %1, %4 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v233[1];
-  {
-    const int64_t o234 = int64_t(v0) * 1 + 0;
-    const int64_t o235 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
-    #pragma unroll
-    for (int s236 = 0; s236 < 1; ++s236) {
-      v233[s236] = ((o234 + 0) < int64_t(tsr_dim_M) && (o235 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o234 + 0) * tsr_p3_s0 + (o235 + 0) * tsr_p3_s1] : int32_t(0LL);
-    }
-  }
-  // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v237[1];
+  int32_t v237[1];
   {
     const int64_t o238 = int64_t(v0) * 1 + 0;
     const int64_t o239 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s240 = 0; s240 < 1; ++s240) {
-      v237[s240] = ((o238 + 0) < int64_t(tsr_dim_M) && (o239 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o238 + 0) * tsr_p2_s0 + (o239 + 0) * tsr_p2_s1] : 0x0p+0f;
+      v237[s240] = ((o238 + 0) < int64_t(tsr_dim_M) && (o239 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o238 + 0) * tsr_p3_s0 + (o239 + 0) * tsr_p3_s1] : int32_t(0LL);
+    }
+  }
+  // %132 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
+  float v241[1];
+  {
+    const int64_t o242 = int64_t(v0) * 1 + 0;
+    const int64_t o243 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    #pragma unroll
+    for (int s244 = 0; s244 < 1; ++s244) {
+      v241[s244] = ((o242 + 0) < int64_t(tsr_dim_M) && (o243 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o242 + 0) * tsr_p2_s0 + (o243 + 0) * tsr_p2_s1] : 0x0p+0f;
     }
   }
   // %133, %134 = sort %132, %131 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v241[1];
-  int32_t v242[1];
+  float v245[1];
+  int32_t v246[1];
   __syncthreads();
   #pragma unroll
-  for (int s243 = 0; s243 < 1; ++s243) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v237[s243];
+  for (int s247 = 0; s247 < 1; ++s247) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v241[s247];
   }
   __syncthreads();
   #pragma unroll
-  for (int s244 = 0; s244 < 1; ++s244) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v233[s244];
+  for (int s248 = 0; s248 < 1; ++s248) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v237[s248];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1761,31 +1789,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     }
   }
   #pragma unroll
-  for (int s245 = 0; s245 < 1; ++s245) {
-    const int e246 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v241[s245] = reinterpret_cast<float*>(tsr_smem + 0)[(((e246) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e246) / 64) * 1 + ((e246) % 1)) * 64 + (((e246) / 1) % 64)]) * 1 + ((e246) % 1)];
+  for (int s249 = 0; s249 < 1; ++s249) {
+    const int e250 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v245[s249] = reinterpret_cast<float*>(tsr_smem + 0)[(((e250) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e250) / 64) * 1 + ((e250) % 1)) * 64 + (((e250) / 1) % 64)]) * 1 + ((e250) % 1)];
   }
   #pragma unroll
-  for (int s247 = 0; s247 < 1; ++s247) {
-    const int e248 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v242[s247] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e248) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e248) / 64) * 1 + ((e248) % 1)) * 64 + (((e248) / 1) % 64)]) * 1 + ((e248) % 1)];
+  for (int s251 = 0; s251 < 1; ++s251) {
+    const int e252 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v246[s251] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e252) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e252) / 64) * 1 + ((e252) % 1)) * 64 + (((e252) / 1) % 64)]) * 1 + ((e252) % 1)];
   }
   // store_tile %values, %133, %1, %4
   {
-    const int64_t o249 = int64_t(v0) * 1 + 0;
-    const int64_t o250 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o253 = int64_t(v0) * 1 + 0;
+    const int64_t o254 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s251 = 0; s251 < 1; ++s251) {
-      if (((tsr_warp & 14) == 0) && (o249 + 0) < int64_t(tsr_dim_M) && (o250 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o249 + 0) * tsr_p2_s0 + (o250 + 0) * tsr_p2_s1] = v241[s251];
+    for (int s255 = 0; s255 < 1; ++s255) {
+      if (((tsr_warp & 14) == 0) && (o253 + 0) < int64_t(tsr_dim_M) && (o254 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o253 + 0) * tsr_p2_s0 + (o254 + 0) * tsr_p2_s1] = v245[s255];
     }
   }
   // store_tile %indices, %134, %1, %4
   {
-    const int64_t o252 = int64_t(v0) * 1 + 0;
-    const int64_t o253 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o256 = int64_t(v0) * 1 + 0;
+    const int64_t o257 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s254 = 0; s254 < 1; ++s254) {
-      if (((tsr_warp & 14) == 0) && (o252 + 0) < int64_t(tsr_dim_M) && (o253 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o252 + 0) * tsr_p3_s0 + (o253 + 0) * tsr_p3_s1] = v242[s254];
+    for (int s258 = 0; s258 < 1; ++s258) {
+      if (((tsr_warp & 14) == 0) && (o256 + 0) < int64_t(tsr_dim_M) && (o257 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o256 + 0) * tsr_p3_s0 + (o257 + 0) * tsr_p3_s1] = v246[s258];
     }
   }
 }
