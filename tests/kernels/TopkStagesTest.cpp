@@ -102,6 +102,9 @@ const StagesCase kCases[] = {
     {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::BF16, 2, 40000, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false},
+    // Segments of four tiles from the bucket threshold (random rows: the fast path's running
+    // count over the tiles).
+    {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false, 512},
     // 10000 bests: the threshold's select over several tiles.
     {ScalarKind::F32, 1, 40000, 600, 2048, 1 << 20, 2, false},
     // The planted K: the threshold's select stops after one digit (these fail if the segments
@@ -123,15 +126,17 @@ TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
 
 // The cpu backend on the tie-heavy level case (three kernels) in both dtypes, a random one
 // from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level,
-// the planted early stop (f32), ties at the threshold (bf16, a candidate level).
+// segments of four tiles, the planted early stop (f32), ties at the threshold (bf16, a
+// candidate level).
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
   const size_t n = std::size(kCases);
   check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
   check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
   check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
-  check_stages(kCases[n - 5], "cpu", 24, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 4], "cpu", 25, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 6], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 5], "cpu", 25, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 4], "cpu", 28, TopkThreshold::BucketBest);
   check_stages(kCases[n - 2], "cpu", 26, TopkThreshold::BucketBest);
   check_stages(kCases[5], "cpu", 27, TopkThreshold::BucketBest);
 }
