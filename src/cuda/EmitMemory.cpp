@@ -446,7 +446,10 @@ void Emitter::emit_gather_scatter(const Op& op) {
       if (guard) {
         std::string any = fresh("any");
         line("bool " + any + " = false;");
-        slots(L, [&](const std::string& s) { line(any + " |= " + at(mask, s) + " != 0;"); });
+        slots(L, [&](const std::string& s) {
+          const std::string own = owner_expr(L, s);  // (a slot the thread does not own may be unset)
+          line(any + " |= " + (own == "true" ? "" : own + " && ") + at(mask, s) + " != 0;");
+        });
         open("if (" + any + ") {");
       }
       slots(L, [&](const std::string& s) { access(s, owner_expr(L, s), ""); });

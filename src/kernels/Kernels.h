@@ -38,9 +38,11 @@ void sorted_rows_reference(std::vector<KernelArg>& args, int64_t M, int64_t N, i
 // says why). BucketBest: two kernels first find T, the K-th largest of the bests of the row's
 // buckets (each bucket's largest element), and every segment stage keeps only the elements
 // at or above it (keys at or below T_hi: T's key with its unresolved bits set) where they fit
-// its slots (no threshold where the row has fewer than 32 K columns).
+// its slots (no threshold where a row has fewer than 2 * topk_bucket_bests(K) columns).
 // `given` may also hold RADIX_BITS: the digits' width (8, or 11 for f32; an error otherwise).
 enum class TopkThreshold { None, RowHistograms, BucketBest };
+// How many bucket bests the bucket threshold wants a row to have at least: max(2 K, 1024).
+inline int64_t topk_bucket_bests(int64_t K) { return K > 512 ? 2 * K : 1024; }
 LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_t segment, int64_t merge_limit,
                           const std::map<std::string, int64_t>& given = {}, int64_t candidate_tile = 8192,
                           TopkThreshold threshold = TopkThreshold::None);

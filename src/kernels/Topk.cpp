@@ -70,7 +70,7 @@
 // that amortize them (TESSERA_TOPK_ROW_THRESHOLD=1).
 //
 // From the bucket threshold (Form::bucket_threshold; TopkThreshold::BucketBest, the default on
-// cpu): a threshold from one cheap pass instead of the row's histograms. A kernel takes each
+// cpu and cuda): a threshold from one cheap pass instead of the row's histograms. A kernel takes each
 // bucket's best (the smallest key of BUCKET consecutive columns), and the whole-row select over
 // the B bests (Form::threshold_out) writes each row's T_hi: the largest key whose resolved
 // digits are those of the K-th smallest best (the K-th itself unless the passes stopped early).
@@ -78,9 +78,12 @@
 // every key of the row's top K does: a segment keeps its keys at or below T_hi where they fit
 // its K slots (in column order, as ever), else selects its own top K from scratch, and each
 // level keeps a superset of the row's top K as above. Buckets: the largest power of two (up to
-// 1024) that leaves at least 16 K of them, so that a random row has about
-// B * -ln(1 - K / B) ~ K keys at or below T (66 at 64 x 131072, k = 64, buckets of 128): the
-// merge's real candidates are few as well.
+// 8192) that leaves at least max(2 K, 1024) of them, so that a random row has about
+// B * -ln(1 - K / B) <= 1.39 K keys at or below T (66 at 64 x 131072, k = 64, buckets of 128):
+// the merge's real candidates are few as well. More bests cost the select over them (one CTA a
+// row, of one tile up to 8192: 1 x 2^24 k = 1024 0.179 -> 0.157 ms from 16384 bests to 2048 on
+// the H100), fewer cost the bests' kernel its in-thread `min` (64 x 131072 k = 64: 1024 bests
+// 0.056, 256 0.061; bench/RESULTS.md, session 45).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -545,7 +548,7 @@ std::unique_ptr<Kernel> build_bucket_best(ScalarKind dt, const char* name) {
   auto x = k.view("x", dt, {"M", "N"});
   auto best = k.view("best", dt, {"M", "B"});
   auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
-  auto BK = k.constexpr_("BUCKET", {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, 128);
+  auto BK = k.constexpr_("BUCKET", {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}, 128);
   k.constexpr_("num_warps", {4, 8, 16}, 8);
   k.grid({x.dim(0), cdiv(x.dim(1), BN)});
   Val row = program_id(0), j = program_id(1);
@@ -640,18 +643,21 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   // The bucket threshold (the file's comment): a kernel writes each bucket's best
   // (build_bucket_best), the whole-row select over them (one tile where the bests fit one;
   // threshold_out) each row's T_hi, the last argument of every segment stage after them.
-  // Buckets of the largest power of two up to 1024 that leaves at least 16 K of them (none:
-  // no threshold).
+  // Buckets of the largest power of two up to 8192 that leaves at least topk_bucket_bests(K)
+  // of them (none: no threshold). The bests' kernel reads tiles of 2048 on 4 warps (or one
+  // bucket, if longer): many CTAs, whose loads overlap others' reductions (64 x 131072 k = 64
+  // on the H100: 0.056 -> 0.053 ms against tiles of 8192 on 8 warps, a single wave).
   std::vector<int> thr;
   if (threshold == TopkThreshold::BucketBest) {
     int64_t bucket = 1;
-    while (bucket < 1024 && N / (2 * bucket) >= 16 * K) bucket *= 2;
+    while (bucket < 8192 && N / (2 * bucket) >= topk_bucket_bests(K)) bucket *= 2;
     if (bucket >= 2) {
-      const int64_t buckets = (N + bucket - 1) / bucket, bn = std::min<int64_t>(8192, pow2_at_least(N, 256));
+      const int64_t buckets = (N + bucket - 1) / bucket;
+      const int64_t bn = std::max(bucket, std::min<int64_t>(2048, pow2_at_least(N, 256)));
       st.temporaries.push_back({dt, {M, buckets}});
       const int best = -int(st.temporaries.size());
       st.stages.push_back({[](ScalarKind d) { return build_bucket_best(d, "topk_bucket_best"); },
-                           {{"BLOCK_N", bn}, {"BUCKET", bucket}}, {0, best}});
+                           {{"BLOCK_N", bn}, {"BUCKET", bucket}, {"num_warps", 4}}, {0, best}});
       const int64_t sel_bn = std::min<int64_t>(8192, pow2_at_least(buckets, 256));
       const Form sel{.one_tile = sel_bn >= buckets, .threshold_out = true, .radix_bits = radix};
       st.temporaries.push_back({ScalarKind::I32, {M, 1}});
@@ -724,23 +730,22 @@ LibraryKernel topk() {
     return std::map<std::string, int64_t>{{"K", s.at("K")}};
   };
   // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than
-  // fill a GPU several times over, run as the segmented top-k (topk_stages). On cpu, rows of at
-  // least four segments (so 32 K columns and more: a segment is at least 8 K) run it from the
-  // bucket threshold, however many rows (the interpreter keeps the whole-row kernel): each
-  // element then costs one pass that finds its bucket's best and one that compares it with T,
-  // where the whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32:
-  // 8.7-10 ms against 19-25 at k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32:
-  // 308 against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu
-  // (92 ms against 63 in session 31). TESSERA_TOPK_SEGMENT=S sets the segment length on any
-  // backend (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0 turns the bucket threshold on or
-  // off wherever the stages run (on the interpreter only with TESSERA_TOPK_SEGMENT);
-  // TESSERA_TOPK_ROW_THRESHOLD=1 takes the row histograms instead (and on cpu, like =0, leaves
-  // the stages to TESSERA_TOPK_SEGMENT). Off on cuda: on the H100 it was faster at 64 x 131072
-  // k = 64 only with segments of 4096 (f32 0.077 / 0.068 ms planning / layout emitter, bf16
-  // 0.065 / 0.067, against the plain plan's 0.078 / 0.085) and at 1 x 2^24 (0.194 against 0.230),
-  // 3-5% slower at k = 256 and 1024: the segment kernel's own fixed costs (~50 us of its ~78
-  // there) are what bounds it, not the digit passes the threshold saves (bench/RESULTS.md,
-  // session 44).
+  // fill a GPU several times over, run as the segmented top-k (topk_stages) from the bucket
+  // threshold, in segments of 4096 (or 4 K). On cpu, rows of at least four segments (so 32 K
+  // columns and more: a segment is at least 8 K) run it from the bucket threshold too, however
+  // many rows (the interpreter keeps the whole-row kernel): each element then costs one pass
+  // that finds its bucket's best and one that compares it with T, where the whole-row kernel's
+  // digit passes read it three times (2 cores, 64 x 131072 f32: 8.7-10 ms against 19-25 at
+  // k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32: 308 against 642;
+  // bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms against 63
+  // in session 31). On the H100 (session 45, cuda_bench against the plain segments of 8192) it
+  // wins at every shape of issue 18 (1.07-1.8x: f32 64 x 131072 k = 64 0.0723 -> 0.0612 ms,
+  // k = 1024 0.112 -> 0.105, 1 x 2^24 0.225 -> 0.149) once a segment that fits keeps its keys
+  // with one prefix sum: the segment kernel 65 -> 23 us at 64 x 131072 k = 64 (ncu). TESSERA_TOPK_SEGMENT=S
+  // sets the segment length on any backend (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0
+  // turns the bucket threshold on or off wherever the stages run (on the interpreter only with
+  // TESSERA_TOPK_SEGMENT); TESSERA_TOPK_ROW_THRESHOLD=1 takes the row histograms instead (and
+  // on cpu, like =0, leaves the stages to TESSERA_TOPK_SEGMENT).
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
     const bool cuda = target.rfind("cuda:", 0) == 0;
@@ -748,7 +753,7 @@ LibraryKernel topk() {
     const std::optional<int64_t> bucket_env = env_int("TESSERA_TOPK_BUCKET_THRESHOLD");
     if (bucket_env && *bucket_env != 0 && *bucket_env != 1)
       throw TesseraError("TESSERA_TOPK_BUCKET_THRESHOLD = " + std::to_string(*bucket_env) + ": 0 (off) or 1 (on)");
-    const bool bucket = !row_threshold && (bucket_env ? *bucket_env == 1 : target == "cpu");
+    const bool bucket = !row_threshold && (bucket_env ? *bucket_env == 1 : cuda || target == "cpu");
     int64_t segment = std::max<int64_t>(8192, int64_t(std::bit_ceil(uint64_t(8 * K))));
     if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT")) {
       segment = *e;
@@ -757,6 +762,12 @@ LibraryKernel topk() {
                            ": 0 (the whole-row kernel) or a power of two from 256 to " + std::to_string(kMaxTopkSegment));
     } else if (N < 4 * segment || (cuda ? M >= 1024 : target != "cpu" || !bucket)) {
       segment = 0;
+    } else if (cuda && bucket && K <= 1024) {
+      // From the bucket threshold a segment usually keeps a few keys (one prefix sum): shorter
+      // segments, twice the CTAs, hide more of each one's load (64 x 131072 k = 64 on the H100:
+      // 0.055 ms at 4096, 0.079 at 8192, 0.066 at 2048; session 45). Larger K keep theirs: a
+      // segment writes K slots, and at 4096 the merge would need levels (not measured).
+      segment = 4096;
     }
     // At most 8192 candidates a row for the merge: one tile, read once (64 x 131072, k = 1024:
     // a level of two segments a row, 16384 -> 2048, rather than one CTA a row over 16384).

@@ -398,8 +398,9 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
   Result bench_rt = tessera("bench topk --backend interp --size M=2,N=1000,K=30 --reps 1");
   ::unsetenv("TESSERA_TOPK_ROW_THRESHOLD");
   ::setenv("TESSERA_TOPK_BUCKET_THRESHOLD", "1", 1);
-  Result run_bt = tessera("run topk --backend interp --check --size M=2,N=1000,K=30");
-  Result bench_bt = tessera("bench topk --backend interp --size M=2,N=1000,K=30 --reps 1");
+  // (a threshold wants rows of at least 2 x 1024 buckets of two: topk_bucket_bests)
+  Result run_bt = tessera("run topk --backend interp --check --size M=2,N=5000,K=30");
+  Result bench_bt = tessera("bench topk --backend interp --size M=2,N=5000,K=30 --reps 1");
   ::unsetenv("TESSERA_TOPK_BUCKET_THRESHOLD");
   ::unsetenv("TESSERA_TOPK_SEGMENT");
   EXPECT_EQ(run.status, 0) << run.err;
@@ -412,7 +413,7 @@ TEST_F(Cli, SegmentedTopkRunsItsStages) {
   EXPECT_THAT(bench_rt.out, HasSubstr("(5 kernels: topk_histogram_clear topk_histogram_high topk_histogram_low "
                                       "topk_thr_segments_tile topk_thr_merge_tile)"));
   EXPECT_EQ(run_bt.status, 0) << run_bt.err;
-  EXPECT_THAT(run_bt.out, StartsWith("PASS topk interp M=2,N=1000,K=30 max_abs_err=0 "));
+  EXPECT_THAT(run_bt.out, StartsWith("PASS topk interp M=2,N=5000,K=30 max_abs_err=0 "));
   EXPECT_EQ(bench_bt.status, 0) << bench_bt.err;
   EXPECT_THAT(bench_bt.out, HasSubstr("(4 kernels: topk_bucket_best topk_bucket_select_tile topk_bkt_segments_tile "
                                       "topk_merge_tile)"));

@@ -202,13 +202,16 @@ TEST(CliCompileStats, TimePrintsNvrtcPhasesPerKernel) {
 TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   Outcome r = compile("topk --size M=64,N=131072,K=64 --target cuda:sm_90a --emit cuda");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("note: topk runs as 2 kernels at M=64,N=131072,K=64"));
-  const size_t seg = r.out.find("tessera_topk_segments_tile("), merge = r.out.find("tessera_topk_merge_tile(");
+  // From the bucket threshold: the bests, the threshold's select, the segments, the merge.
+  EXPECT_THAT(r.err, HasSubstr("note: topk runs as 4 kernels at M=64,N=131072,K=64"));
+  const size_t best = r.out.find("tessera_topk_bucket_best("), seg = r.out.find("tessera_topk_bkt_segments_tile("),
+               merge = r.out.find("tessera_topk_merge_tile(");
   ASSERT_NE(seg, std::string::npos) << r.out.substr(0, 2000);
   ASSERT_NE(merge, std::string::npos);
+  EXPECT_LT(best, seg);
   EXPECT_LT(seg, merge);
   // The f32 segment kernel asks for two CTAs per SM (topk_stages' min_blocks).
-  EXPECT_THAT(r.out, HasSubstr("__launch_bounds__(512, 2) tessera_topk_segments_tile("));
+  EXPECT_THAT(r.out, HasSubstr("__launch_bounds__(512, 2) tessera_topk_bkt_segments_tile("));
   Outcome one = compile("topk --size M=64,N=4096,K=64 --target cuda:sm_90a --emit cuda");
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_THAT(one.err, HasSubstr("note: topk runs as one kernel at M=64,N=4096,K=64"));
@@ -217,12 +220,12 @@ TEST(CliCompileStats, SizesPickTheKernelsALibraryOpRuns) {
   // --config reaches the stages, codegen knobs included: min_blocks = 0 asks for nothing.
   Outcome zero = compile("topk --size M=64,N=131072,K=64 --target cuda:sm_90a --emit cuda --config min_blocks=0");
   ASSERT_EQ(zero.status, 0) << zero.err;
-  EXPECT_THAT(zero.out, HasSubstr("__launch_bounds__(512) tessera_topk_segments_tile("));
+  EXPECT_THAT(zero.out, HasSubstr("__launch_bounds__(512) tessera_topk_bkt_segments_tile("));
   // Segments longer than a tile (k = 2048: the ring form, 136 KiB of shared memory, one CTA per
   // SM whatever the registers) ask for nothing either.
   Outcome ring = compile("topk --size M=64,N=131072,K=2048 --target cuda:sm_90a --emit cuda");
   ASSERT_EQ(ring.status, 0) << ring.err;
-  EXPECT_THAT(ring.out, HasSubstr("__launch_bounds__(512) tessera_topk_segments("));
+  EXPECT_THAT(ring.out, HasSubstr("__launch_bounds__(512) tessera_topk_bkt_segments("));
   // The op's size rules apply, as for `run --size`: topk's K follows the size K.
   Outcome k100 = compile("topk --size M=64,N=4096,K=100");
   ASSERT_EQ(k100.status, 0) << k100.err;

@@ -191,7 +191,7 @@ TEST(LayoutEmitter, PrintsTheSegmentedTopk) {
           bool printed = false;
           CudaEmission em = by_layouts(*k, target, &printed);
           EXPECT_TRUE(printed) << em.notes.back();
-          EXPECT_GE(em.stats["block-scans"], 1);
+          if (k->name != "topk_bucket_best") EXPECT_GE(em.stats["block-scans"], 1);  // (the bests: a `min`)
           if (nvrtc && s.at("M") == 64) expect_nvrtc_accepts(em, CudaTarget::parse(target));
         }
       }

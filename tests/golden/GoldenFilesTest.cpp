@@ -131,8 +131,8 @@ std::vector<GoldenCase> golden_cases() {
   add("whole_tile_checks0", "layernorm", SK::F32, "sm_80", {.knobs = {{"whole_tile_checks", 0}}});
   add("num_warps8", "vector_add", SK::F16, "sm_80", {.knobs = {{"num_warps", 8}}});
 
-  // The segmented top-k (topk's stages at issue 18's shape: the segments, the merge), by both
-  // emitters: what runs on cuda at 64 x 131072.
+  // The segmented top-k (topk's stages at issue 18's shape: the bucket bests, the threshold's
+  // select, the segments, the merge), by both emitters: what runs on cuda at 64 x 131072.
   for (ScalarKind dt : {SK::F32, SK::BF16})
     for (bool layouts : {false, true})
       add(layouts ? "stages.layouts" : "stages", "topk", dt, "sm_90a",

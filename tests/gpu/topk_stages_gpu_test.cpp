@@ -93,7 +93,9 @@ class TopkStagesEveryWay : public ::testing::TestWithParam<Way> {};
 
 TEST_P(TopkStagesEveryWay, MatchTheReference) {
   REQUIRE_GPU();
-  // (Two cases: each compiles its two or three kernels, about 20 s of NVRTC a case.)
+  // The plain segments (the bucket threshold, the default, has its own test below). (Two cases:
+  // each compiles its two or three kernels, about 20 s of NVRTC a case.)
+  const testutil::ScopedEnv plain("TESSERA_TOPK_BUCKET_THRESHOLD", "0");
   const Case cases[] = {{ScalarKind::F32, 3, 100001, 1000, false}, {ScalarKind::BF16, 2, 70001, 64, true}};
   uint64_t seed = 7;
   for (const Case& c : cases) expect_stages_match(GetParam(), c, seed++);
@@ -107,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(TopkStagesGpu, TopkStagesEveryWay, ::testing::ValuesIn(
                            return n;
                          });
 
-// The bucket threshold's stages (TESSERA_TOPK_BUCKET_THRESHOLD=1: each bucket's best, the
+// The bucket threshold's stages (the default; each bucket's best, the
 // row's threshold, segments that keep only what is at or above it, the merge) on both
 // emitters, random f32 rows and bf16 rows of a few values (ties at the threshold: segments
 // select from scratch), exact.

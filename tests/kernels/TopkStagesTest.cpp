@@ -43,7 +43,7 @@ void run_stages(const LibraryStages& st, ScalarKind dt, std::vector<KernelArg>& 
 }
 
 // `threshold`: the stages start from the row's digit histograms (three kernels more) or its
-// bucket threshold (two more, where the row has 32 K columns or more).
+// bucket threshold (two more, where a row has 2 * topk_bucket_bests(K) columns or more).
 void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed, kernels::TopkThreshold threshold) {
   using kernels::TopkThreshold;
   SCOPED_TRACE(backend + " " + std::string(scalar_name(c.dtype)) + " M=" + std::to_string(c.M) +
@@ -56,7 +56,7 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   LibraryStages st =
       kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, threshold);
   const size_t before = threshold == TopkThreshold::RowHistograms ? 3
-                        : threshold == TopkThreshold::BucketBest && c.N >= 32 * c.K ? 2
+                        : threshold == TopkThreshold::BucketBest && c.N / 2 >= kernels::topk_bucket_bests(c.K) ? 2
                                                                                      : 0;
   ASSERT_EQ(st.stages.size(), c.stages + before);
   Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
@@ -97,16 +97,20 @@ const StagesCase kCases[] = {
     // shares at the resolved bits.
     {ScalarKind::BF16, 2, 600, 600, 256, 1 << 20, 2, true},
     {ScalarKind::F32, 2, 600, 600, 256, 1 << 20, 2, true, 0, 8192, 8},
-    // Buckets of 64 for the bucket threshold (a short last bucket): random rows (bf16's have
-    // ties at T), and a candidate level over segments of 512.
-    {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false},
-    {ScalarKind::BF16, 2, 40000, 19, 2048, 1 << 20, 2, false},
+    // Buckets of 32 for the bucket threshold (a short last bucket): random rows (bf16's have
+    // ties at T), and a candidate level over segments of 512 (of one tile; of two tiles, as the
+    // first level's, with random rows: the candidate form's fast path over tiles).
+    {ScalarKind::F32, 2, 40001, 19, 2048, 1 << 20, 2, false},
+    {ScalarKind::BF16, 2, 40001, 19, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false},
+    {ScalarKind::F32, 1, 40000, 30, 512, 1000, 3, false, 256, 256},
     // Segments of four tiles from the bucket threshold (random rows: the fast path's running
     // count over the tiles).
     {ScalarKind::F32, 2, 40000, 19, 2048, 1 << 20, 2, false, 512},
-    // 10000 bests: the threshold's select over several tiles.
+    // 1250 bests, one tile; 10000 (K = 4500, a segment shorter than K): the threshold's select
+    // over several tiles.
     {ScalarKind::F32, 1, 40000, 600, 2048, 1 << 20, 2, false},
+    {ScalarKind::F32, 1, 40000, 4500, 8192, 1 << 20, 2, false},
     // The planted K: the threshold's select stops after one digit (these fail if the segments
     // compare with T's resolved digits alone, without T_hi's low bits set).
     {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
@@ -125,25 +129,28 @@ TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
 }
 
 // The cpu backend on the tie-heavy level case (three kernels) in both dtypes, a random one
-// from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level,
-// segments of four tiles, the planted early stop (f32), ties at the threshold (bf16, a
-// candidate level).
+// from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level
+// (of one tile and of two), segments of four tiles, the planted early stop (f32), ties at the
+// threshold (bf16, a candidate level).
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
   const size_t n = std::size(kCases);
   check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
   check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
   check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
-  check_stages(kCases[n - 6], "cpu", 24, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 5], "cpu", 25, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 4], "cpu", 28, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 8], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 7], "cpu", 25, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 6], "cpu", 29, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 5], "cpu", 28, TopkThreshold::BucketBest);
   check_stages(kCases[n - 2], "cpu", 26, TopkThreshold::BucketBest);
   check_stages(kCases[5], "cpu", 27, TopkThreshold::BucketBest);
 }
 
-// The rule: on cuda, rows of four segments or more and fewer than 1024 rows take the stages; the
-// issue's shapes get two kernels (64 x 131072; three at k = 1024) and five (1 x 2^24, k = 1024:
-// levels until a row has at most 8192 candidates); short rows and many rows keep the whole-row kernel.
+// The rule: on cuda, rows of four segments of 8192 (or 8 K) or more and fewer than 1024 rows take
+// the stages, from the bucket threshold (two kernels first) in segments of 4096: the issue's
+// shapes get four kernels (64 x 131072; five at k = 1024, a level over the candidates) and nine
+// (1 x 2^24, k = 1024: levels until a row has at most 8192 candidates); short rows and many
+// rows keep the whole-row kernel.
 TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   for (const char* e : {"TESSERA_TOPK_SEGMENT", "TESSERA_TOPK_BUCKET_THRESHOLD", "TESSERA_TOPK_ROW_THRESHOLD"})
     if (std::getenv(e)) GTEST_SKIP() << e << " overrides the rule";
@@ -151,10 +158,11 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   auto kernels = [&](int64_t M, int64_t N, int64_t K) {
     return lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", M}, {"N", N}, {"K", K}}, {}).stages.size();
   };
-  EXPECT_EQ(kernels(64, 131072, 64), 2u);
-  EXPECT_EQ(kernels(64, 131072, 256), 2u);
-  EXPECT_EQ(kernels(64, 131072, 1024), 3u);
-  EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 5u);
+  EXPECT_EQ(kernels(64, 131072, 64), 4u);
+  EXPECT_EQ(kernels(64, 131072, 256), 4u);
+  EXPECT_EQ(kernels(64, 131072, 1024), 5u);
+  EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 9u);
+  EXPECT_EQ(lk->stages(ScalarKind::F32, "cuda:sm_90a", {{"M", 64}, {"N", 131072}, {"K", 64}}, {}).stages[2].config.at("SEGMENT"), 4096);
   EXPECT_EQ(kernels(64, 4096, 64), 0u);
   EXPECT_EQ(kernels(64, 16384, 64), 0u);
   EXPECT_EQ(kernels(4096, 131072, 64), 0u);
@@ -181,7 +189,8 @@ TEST(TopkStages, TheRuleKeepsShortRowsOnTheWholeRowKernel) {
   {
     const testutil::ScopedEnv off("TESSERA_TOPK_BUCKET_THRESHOLD", "0");
     EXPECT_EQ(cpu_kernels(64, 131072, 64), 0u);
-    EXPECT_EQ(kernels(64, 131072, 64), 2u);
+    EXPECT_EQ(kernels(64, 131072, 64), 2u);  // the plain segments (of 8192)
+    EXPECT_EQ(kernels(1, int64_t{1} << 24, 1024), 5u);
   }
   {
     const testutil::ScopedEnv on("TESSERA_TOPK_BUCKET_THRESHOLD", "1");
