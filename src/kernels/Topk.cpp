@@ -542,20 +542,33 @@ lang::Val key_value(ScalarKind dt, lang::Val key) {
 // its first element in topk's order: the smallest key, as a value. The K-th largest of a row's
 // bests (the whole-row select over best) is T: K distinct elements of the row have keys at or
 // below T's (the K buckets' bests), so every key of the row's top K does.
-std::unique_ptr<Kernel> build_bucket_best(ScalarKind dt, const char* name) {
+//
+// `sampled`: each bucket's best of its first SAMPLE columns only (a gather of [BN / BUCKET,
+// SAMPLE]): still a distinct element of the row per bucket, so T stays exact, only lower (more
+// keys at or below T_hi for the segments to keep), for SAMPLE / BUCKET of the reads.
+std::unique_ptr<Kernel> build_bucket_best(ScalarKind dt, const char* name, bool sampled) {
   using namespace lang;
   KernelBuilder k(name);
   auto x = k.view("x", dt, {"M", "N"});
   auto best = k.view("best", dt, {"M", "B"});
-  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192}, 8192);
+  auto BN = k.constexpr_("BLOCK_N", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}, 8192);
   auto BK = k.constexpr_("BUCKET", {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}, 128);
   k.constexpr_("num_warps", {4, 8, 16}, 8);
   k.grid({x.dim(0), cdiv(x.dim(1), BN)});
   Val row = program_id(0), j = program_id(1);
-  // Columns past N get the padding's key (every bucket holds a real one, so none is a best).
+  // Columns past N get the padding's key (every bucket's first column is a real one, so none
+  // is a best).
   Val pad_key = padding_key(dt);
-  Val kk = where(arange(BN) + j * BN < x.dim(1), radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN})), pad_key);
-  Val bests = min(reshape(kk, {Dim(BN) / Dim(BK), BK}), 1);
+  Val bests;
+  if (!sampled) {
+    Val kk = where(arange(BN) + j * BN < x.dim(1), radix_key(dt, reshape(x.tile({1, BN}).load({row, j}), {BN})), pad_key);
+    bests = min(reshape(kk, {Dim(BN) / Dim(BK), BK}), 1);
+  } else {
+    auto S = k.constexpr_("SAMPLE", {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048}, 32);
+    Val col = expand_dims(arange(Dim(BN) / Dim(BK)) * BK + j * BN, 1) + expand_dims(arange(S), 0);
+    Val real = col < x.dim(1);
+    bests = min(where(real, radix_key(dt, gather(x, {row, col}, real)), pad_key), 1);
+  }
   // (Buckets past B, in the row's last tile, fall outside the view: not stored.)
   best.tile({1, Dim(BN) / Dim(BK)}).store({row, j}, reshape(key_value(dt, bests), {1, Dim(BN) / Dim(BK)}));
   return k.finish();
@@ -644,20 +657,37 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
   // (build_bucket_best), the whole-row select over them (one tile where the bests fit one;
   // threshold_out) each row's T_hi, the last argument of every segment stage after them.
   // Buckets of the largest power of two up to 8192 that leaves at least topk_bucket_bests(K)
-  // of them (none: no threshold). The bests' kernel reads tiles of 2048 on 4 warps (or one
-  // bucket, if longer): many CTAs, whose loads overlap others' reductions (64 x 131072 k = 64
-  // on the H100: 0.056 -> 0.053 ms against tiles of 8192 on 8 warps, a single wave).
+  // of them (none: no threshold). Given BUCKET_SAMPLE = S (0, the default: whole buckets),
+  // each bucket's best is of its first S columns only (a gather): S / BUCKET of the row's
+  // reads for a T that lets a few times more keys through to the segments, which keep them
+  // with one prefix sum while they fit (random rows, 131072 columns, k = 64, buckets of 128:
+  // 242 keys a row at or above T from samples of 32, 66 from whole buckets). Not the default:
+  // on cpu the gather's scalar loads cost more than the reads they save (2 cores, 64 x 131072
+  // f32 k = 64: 9.4-9.8 ms whole, 15.3-15.7 sampled by 32, 11.2-13.5 by 64); not yet timed on
+  // a GPU (bench/session46_gpu.sh). The bests' kernel reads 2048 elements a CTA on 4 warps (or
+  // one bucket's, if more): many CTAs, whose loads overlap others' reductions (64 x 131072
+  // k = 64 on the H100: 0.056 -> 0.053 ms against tiles of 8192 on 8 warps, a single wave).
   std::vector<int> thr;
   if (threshold == TopkThreshold::BucketBest) {
     int64_t bucket = 1;
     while (bucket < 8192 && N / (2 * bucket) >= topk_bucket_bests(K)) bucket *= 2;
+    int64_t sample = 0;
+    if (auto it = given.find("BUCKET_SAMPLE"); it != given.end()) {
+      sample = it->second;
+      if (sample != 0 && (sample < 1 || sample > 2048 || !std::has_single_bit(uint64_t(sample))))
+        throw TesseraError("topk: BUCKET_SAMPLE = " + std::to_string(sample) +
+                           ": 0 (whole buckets) or a power of two up to 2048");
+    }
+    const bool sampled = sample > 0 && sample < bucket;
     if (bucket >= 2) {
       const int64_t buckets = (N + bucket - 1) / bucket;
-      const int64_t bn = std::max(bucket, std::min<int64_t>(2048, pow2_at_least(N, 256)));
+      const int64_t bn = sampled ? std::max(bucket, std::min({2048 * bucket / sample, int64_t(32768), pow2_at_least(N, 256)}))
+                                 : std::max(bucket, std::min<int64_t>(2048, pow2_at_least(N, 256)));
+      std::map<std::string, int64_t> cb{{"BLOCK_N", bn}, {"BUCKET", bucket}, {"num_warps", 4}};
+      if (sampled) cb["SAMPLE"] = sample;
       st.temporaries.push_back({dt, {M, buckets}});
       const int best = -int(st.temporaries.size());
-      st.stages.push_back({[](ScalarKind d) { return build_bucket_best(d, "topk_bucket_best"); },
-                           {{"BLOCK_N", bn}, {"BUCKET", bucket}, {"num_warps", 4}}, {0, best}});
+      st.stages.push_back({[sampled](ScalarKind d) { return build_bucket_best(d, "topk_bucket_best", sampled); }, cb, {0, best}});
       const int64_t sel_bn = std::min<int64_t>(8192, pow2_at_least(buckets, 256));
       const Form sel{.one_tile = sel_bn >= buckets, .threshold_out = true, .radix_bits = radix};
       st.temporaries.push_back({ScalarKind::I32, {M, 1}});
@@ -745,7 +775,8 @@ LibraryKernel topk() {
   // sets the segment length on any backend (0: never); TESSERA_TOPK_BUCKET_THRESHOLD=1 or 0
   // turns the bucket threshold on or off wherever the stages run (on the interpreter only with
   // TESSERA_TOPK_SEGMENT); TESSERA_TOPK_ROW_THRESHOLD=1 takes the row histograms instead (and
-  // on cpu, like =0, leaves the stages to TESSERA_TOPK_SEGMENT).
+  // on cpu, like =0, leaves the stages to TESSERA_TOPK_SEGMENT); TESSERA_TOPK_BUCKET_SAMPLE=S
+  // sets the bests' sampled columns a bucket (0: whole buckets).
   k.stages = [](ScalarKind dt, const std::string& target, const Sizes& s, const std::map<std::string, int64_t>& given) {
     const int64_t M = s.at("M"), N = s.at("N"), K = s.at("K");
     const bool cuda = target.rfind("cuda:", 0) == 0;
@@ -781,6 +812,8 @@ LibraryKernel topk() {
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_RADIX_BITS")) g["RADIX_BITS"] = *e;
     if (!g.count("num_warps"))
       if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_SEGMENT_WARPS")) g["num_warps"] = *e;
+    if (!g.count("BUCKET_SAMPLE"))
+      if (const std::optional<int64_t> e = env_int("TESSERA_TOPK_BUCKET_SAMPLE")) g["BUCKET_SAMPLE"] = *e;
     const TopkThreshold threshold =
         row_threshold ? TopkThreshold::RowHistograms : bucket ? TopkThreshold::BucketBest : TopkThreshold::None;
     return topk_stages(dt, M, N, K, segment, 8192, g, 8192, threshold);

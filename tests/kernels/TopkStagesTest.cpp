@@ -32,6 +32,7 @@ struct StagesCase {
   // share the first digit's bin and no other key does, so the bucket threshold's select stops
   // after one digit.
   bool planted = false;
+  int64_t bucket_sample = 0;  // BUCKET_SAMPLE given (0: none, whole buckets)
 };
 
 // Runs topk's stages on `backend` ("interp" or "cpu") on the op's tensors.
@@ -53,6 +54,7 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   std::map<std::string, int64_t> given;
   if (c.block_n) given["BLOCK_N"] = c.block_n;
   if (c.radix_bits) given["RADIX_BITS"] = c.radix_bits;
+  if (c.bucket_sample) given["BUCKET_SAMPLE"] = c.bucket_sample;
   LibraryStages st =
       kernels::topk_stages(c.dtype, c.M, c.N, c.K, c.segment, c.merge_limit, given, c.candidate_tile, threshold);
   const size_t before = threshold == TopkThreshold::RowHistograms ? 3
@@ -111,6 +113,13 @@ const StagesCase kCases[] = {
     // over several tiles.
     {ScalarKind::F32, 1, 40000, 600, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 4500, 8192, 1 << 20, 2, false},
+    // Bests of samples: the first 4 columns of each bucket of 16 (the last bucket one column),
+    // random rows, and ties at the threshold (bf16); the planted K in sampled columns (at 2048 i
+    // + r), so that T is the smallest of them: this fails if the last bucket's sample counts a
+    // column past N as a best (T would be the second smallest).
+    {ScalarKind::F32, 2, 40001, 19, 2048, 1 << 20, 2, false, 0, 8192, 0, false, 4},
+    {ScalarKind::BF16, 2, 40001, 19, 2048, 1 << 20, 2, true, 0, 8192, 0, false, 4},
+    {ScalarKind::F32, 2, 40961, 20, 2048, 1 << 20, 2, false, 0, 8192, 0, true, 4},
     // The planted K: the threshold's select stops after one digit (these fail if the segments
     // compare with T's resolved digits alone, without T_hi's low bits set).
     {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
@@ -130,19 +139,20 @@ TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
 
 // The cpu backend on the tie-heavy level case (three kernels) in both dtypes, a random one
 // from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level
-// (of one tile and of two), segments of four tiles, the planted early stop (f32), ties at the
-// threshold (bf16, a candidate level).
+// (of one tile and of two), segments of four tiles, the planted early stop (f32), bests of
+// samples (f32), ties at the threshold (bf16, a candidate level).
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
   const size_t n = std::size(kCases);
   check_stages(kCases[4], "cpu", 21, TopkThreshold::RowHistograms);
   check_stages(kCases[5], "cpu", 22, TopkThreshold::None);
   check_stages(kCases[0], "cpu", 23, TopkThreshold::RowHistograms);
-  check_stages(kCases[n - 8], "cpu", 24, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 7], "cpu", 25, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 6], "cpu", 29, TopkThreshold::BucketBest);
-  check_stages(kCases[n - 5], "cpu", 28, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 11], "cpu", 24, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 10], "cpu", 25, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 9], "cpu", 29, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 8], "cpu", 28, TopkThreshold::BucketBest);
   check_stages(kCases[n - 2], "cpu", 26, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 5], "cpu", 30, TopkThreshold::BucketBest);
   check_stages(kCases[5], "cpu", 27, TopkThreshold::BucketBest);
 }
 
@@ -229,6 +239,8 @@ TEST(TopkStages, ASegmentLengthThatIsNoCandidateIsAnError) {
       {"TESSERA_TOPK_SEGMENT_WARPS=4.5", "TESSERA_TOPK_SEGMENT_WARPS = '4.5': not an integer"},
       {"TESSERA_TOPK_BUCKET_THRESHOLD=yes", "TESSERA_TOPK_BUCKET_THRESHOLD = 'yes': not an integer"},
       {"TESSERA_TOPK_BUCKET_THRESHOLD=2", "TESSERA_TOPK_BUCKET_THRESHOLD = 2: 0 (off) or 1 (on)"},
+      {"TESSERA_TOPK_BUCKET_SAMPLE=48", "topk: BUCKET_SAMPLE = 48: 0 (whole buckets) or a power of two up to 2048"},
+      {"TESSERA_TOPK_BUCKET_SAMPLE=4096", "topk: BUCKET_SAMPLE = 4096: 0 (whole buckets) or a power of two"},
   };
   for (const auto& [assignment, message] : cases) {
     const std::string a = assignment, name = a.substr(0, a.find('='));
