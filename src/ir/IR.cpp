@@ -250,6 +250,15 @@ bool const_positive(const Value* v) {
   return c && *c > 0;
 }
 
+bool may_divide_by_zero(const Op& op) {
+  if (op.kind != OpKind::Div && op.kind != OpKind::Rem && op.kind != OpKind::Cdiv) return false;
+  if (is_float(op.result()->type.elem)) return false;
+  const Value* d = op.operand(1);
+  if (d->def && d->def->kind == OpKind::Splat) d = d->def->operand(0);
+  const std::optional<int64_t> c = const_int(d);
+  return !c || *c == 0;
+}
+
 std::string constexpr_range_error(const std::string& name, int64_t value) {
   if (value >= INT32_MIN && value <= INT32_MAX) return {};
   return "constexpr " + name + " = " + std::to_string(value) +

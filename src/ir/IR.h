@@ -144,5 +144,9 @@ std::string constexpr_range_error(const std::string& name, int64_t value);
 // a value > 0 (a `for` step that needs no run-time check).
 std::optional<int64_t> const_int(const Value* v);
 bool const_positive(const Value* v);
+// An integer div, rem or cdiv whose divisor is not a nonzero constant (a `const`, or a splat of
+// one): it fails on a zero divisor, so passes neither remove it unused (dce) nor hoist it where
+// it might not have run (licm).
+bool may_divide_by_zero(const Op& op);
 
 }  // namespace tessera

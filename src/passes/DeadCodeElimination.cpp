@@ -1,9 +1,9 @@
 // dce: remove ops that have no effect: pure ops none of whose results is used, and control flow
 // whose results are unused and whose regions write nothing. An op that may stop the program
 // with an error (docs/semantics.md) stays: a `for` whose step is not a positive constant (a step
-// of 0 or below is an error), a `while` (2^26 iterations are an error), an integer `div` or
-// `rem` by what is not a nonzero constant: removing it would turn an error into a run that
-// succeeds.
+// of 0 or below is an error), a `while` (2^26 iterations are an error), an integer `div`,
+// `rem` or `cdiv` by what is not a nonzero constant (may_divide_by_zero): removing it would
+// turn an error into a run that succeeds.
 #include <unordered_map>
 
 #include "ir/IR.h"
@@ -33,24 +33,14 @@ bool has_side_effect_itself(OpKind k) {
   }
 }
 
-// The divisor is a nonzero constant (a `const`, or a splat of one).
-bool nonzero_constant(const Value* v) {
-  if (v->def && v->def->kind == OpKind::Splat) v = v->def->operands[0];
-  const std::optional<int64_t> c = const_int(v);
-  return c && *c != 0;
-}
-
 bool may_fail(const Op& op) {
   switch (op.kind) {
     case OpKind::For:
       return !const_positive(op.operands[2]);
     case OpKind::While:
       return true;
-    case OpKind::Div:
-    case OpKind::Rem:
-      return is_int(op.operands[1]->type.elem) && !nonzero_constant(op.operands[1]);
     default:
-      return false;
+      return may_divide_by_zero(op);
   }
 }
 

@@ -28,14 +28,6 @@ namespace tessera {
 
 namespace {
 
-bool nonzero_constant(const Value* v) {
-  if (!v->def || v->def->kind != OpKind::Const) return false;
-  const Attr* a = v->def->find_attr("value");
-  if (!a) return false;
-  if (const int64_t* i = std::get_if<int64_t>(a)) return *i != 0;
-  return false;
-}
-
 class Licm {
  public:
   explicit Licm(Kernel& k) {
@@ -86,10 +78,7 @@ class Licm {
       case OpClass::Struct:
         return false;
       case OpClass::Binary:
-        if ((op.kind == OpKind::Div || op.kind == OpKind::Rem || op.kind == OpKind::Cdiv) &&
-            !is_float(op.result()->type.elem))
-          return nonzero_constant(op.operand(1));
-        return true;
+        return !may_divide_by_zero(op);
       default:
         return true;
     }

@@ -188,5 +188,67 @@ TEST(CudaGolden, GridCdivIsEvaluatedOnTheHost) {
   EXPECT_THROW(cuda_grid_size(*k, args), TesseraError);  // cdiv by zero in the grid
 }
 
+// docs/semantics.md's run-time rules on cuda, where they are decided on the host (the grid: the
+// interpreter's located messages; a size of 0 is no error, the launch runs nothing) and in the
+// generated code (a `for` step that is not a positive constant and every `while` trap when
+// broken), in both emitters and after the pass pipeline (dce keeps the unused loops).
+TEST(CudaGolden, RunTimeRulesOnCuda) {
+  auto m = parse_module(R"(kernel @r(%y: view<i32, [N]>, %n: i32, %d: i32) {
+  grid {
+    %k0 = const {value = 0} : i32
+    %g0 = sub %n, %k0 : i32
+    %g1 = div %n, %d : i32
+    %g2 = rem %n, %d : i32
+    yield %g0, %g1, %g2
+  }
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %c7 = const {value = 7} : i32
+  %s = sub %d, %n : i32
+  for %c0, %c7, %s {
+  ^(%i: i32):
+    yield
+  }
+  %w = while %c0 : i32 {
+    ^(%a: i32):
+    %go = cmp %a, %n {pred = "lt"} : i1
+    yield %go
+  } do {
+    ^(%b: i32):
+    %b1 = add %b, %c1 : i32
+    yield %b1
+  }
+  %t = splat %c7 : tile<i32, [1]>
+  store_tile %y, %t, %c0
+}
+)", "r.tile");
+  auto k = run_pipeline(*bind_constexprs(*m->kernels.at(0), {}), {});
+  Tensor y(ScalarKind::I32, {1});
+  std::vector<KernelArg> args(3);
+  args[0].tensor = &y;
+  auto grid = [&](int64_t n, int64_t d) {
+    args[1].scalar = n;
+    args[2].scalar = d;
+    try {
+      auto g = cuda_grid_size(*k, args);
+      return std::to_string(g[0]) + " " + std::to_string(g[1]) + " " + std::to_string(g[2]);
+    } catch (const TesseraError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(grid(7, 2), "7 3 1");
+  EXPECT_EQ(grid(0, 2), "0 0 0");  // no programs: no error
+  EXPECT_EQ(grid(-3, 2), "r.tile:7:5: error: grid size on axis 0 of kernel 'r' is negative (a size of 0 runs no "
+                         "programs; a negative size is an error)");
+  EXPECT_EQ(grid(7, 0), "r.tile:5:5: error: div by zero");
+  for (bool layouts : {false, true}) {
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.from_layouts = layouts;
+    const std::string src = emit_cuda_with_info(*k, t).source;
+    EXPECT_NE(src.find("> 0)) __trap();  // 'for' step is not positive"), std::string::npos) << layouts;
+    EXPECT_NE(src.find(">= 67108864LL) __trap();"), std::string::npos) << layouts;
+  }
+}
+
 }  // namespace
 }  // namespace tessera
