@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "cpu/CpuInternal.h"
+#include "runtime/DiskCache.h"
 
 namespace tessera::cpu {
 
@@ -177,6 +179,33 @@ std::shared_ptr<SharedObject> load_shared(const std::string& path) {
   so->run = reinterpret_cast<RunFn>(::dlsym(h, kRunSymbol));
   if (!so->run) throw TesseraError("cpu backend: '" + path + "' has no entry point " + kRunSymbol);
   return so;
+}
+
+std::string unique_object_name() {
+  // dlopen returns an object already loaded under the same name without reading the file, and
+  // a kernel's object may stay loaded after dlclose (C++'s unique symbols): every object this
+  // process loads gets a name it never had before.
+  static std::atomic<uint64_t> next{0};
+  return "kernel-" + std::to_string(next++) + ".so";
+}
+
+std::shared_ptr<SharedObject> load_shared_bytes(std::string_view bytes, const std::string& what,
+                                               const std::string& parent) {
+  // A copy in a private directory of this process (make_work_dir: mode 0700) is what dlopen
+  // reads: nothing else replaces it between the check of `bytes` and the load.
+  const std::string dir = make_work_dir(parent);
+  const std::string path = dir + "/" + unique_object_name();
+  try {
+    write_whole_file(path, bytes, false);
+    std::shared_ptr<SharedObject> so = load_shared(path);
+    remove_tree(dir);
+    return so;
+  } catch (const TesseraError& e) {
+    remove_tree(dir);
+    std::string m = e.what();
+    for (size_t at; (at = m.find(path)) != std::string::npos;) m.replace(at, path.size(), what);
+    throw TesseraError(m);
+  }
 }
 
 }  // namespace tessera::cpu

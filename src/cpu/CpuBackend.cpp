@@ -179,10 +179,11 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   if (opts.disk_cache) {
     disk.emplace(cpu_cache_dir(opts), "tessera-cpu-cache", ".so");
     std::shared_ptr<SharedObject> so;
-    if (disk->lookup(key)) {
-      // The entry may go (or change) between the check and dlopen: then it is rebuilt.
+    if (std::optional<std::string> bytes = disk->lookup(key)) {
+      // The verified bytes themselves are loaded (not the path, which another process may
+      // replace after the check); an entry that does not load is rebuilt.
       try {
-        so = load_shared(disk->artifact_path(key));
+        so = load_shared_bytes(*bytes, disk->artifact_path(key), disk->dir());
       } catch (const TesseraError&) {
         disk->remove(key);
       }
@@ -209,7 +210,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   try {
     write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
     write_whole_file(work + "/kernel.cpp", src.source, false);
-    const std::string out = work + "/kernel.so", rt = work + "/runtime.o";
+    const std::string out = work + "/" + unique_object_name(), rt = work + "/runtime.o";
     if (runtime) write_whole_file(rt, runtime->bytes, false);
     auto build = [&](bool with_runtime) {
       std::vector<std::string> kernel_flags = flags, inputs;

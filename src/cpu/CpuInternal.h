@@ -101,6 +101,13 @@ struct SharedObject {
   ~SharedObject();
 };
 std::shared_ptr<SharedObject> load_shared(const std::string& path);
+// The shared object whose file's bytes are `bytes` (a disk-cache entry's, verified), loaded
+// from a private copy (in a fresh directory inside `parent`), so that the bytes checked are the
+// bytes run; `what` names it in errors.
+std::shared_ptr<SharedObject> load_shared_bytes(std::string_view bytes, const std::string& what,
+                                               const std::string& parent);
+// A file name for a shared object this process has not loaded under that name before.
+std::string unique_object_name();
 
 // A fresh private directory inside `parent`; throws TesseraError on failure.
 std::string make_work_dir(const std::string& parent);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "CpuTestUtil.h"
+#include "cpu/CpuInternal.h"
 #include "kernels/Library.h"
 #include "runtime/DiskCache.h"
 
@@ -107,6 +108,34 @@ TEST(CpuCache, EntryThatNoLongerLoadsIsRebuilt) {
   clear_cpu_memory_cache();
   EXPECT_TRUE(compile_cpu(*k, o)->from_disk_cache);  // the rebuilt entry is used
   clear_cpu_memory_cache();  // later tests expect kScale not to be loaded
+}
+
+// A disk-cache hit loads the bytes it verified, from a private copy, not the entry's path
+// (which another process could replace between the check and dlopen): the bytes of a built
+// entry load, with their entry point, with the entry's files gone; bytes that are no shared
+// object are an error naming the entry.
+TEST(CpuCache, AHitLoadsTheBytesItChecked) {
+  std::string dir = test_cache_dir() + "/cache-bytes";
+  CpuOptions o;
+  o.cache_dir = dir;
+  auto k = bound(kScale);
+  clear_cpu_memory_cache();
+  compile_cpu(*k, o);
+  auto sos = files_with_ext(dir, ".so");
+  ASSERT_EQ(sos.size(), 1u);
+  const std::string bytes = cpu::read_file(sos[0].string());
+  fs::remove_all(dir);
+  std::shared_ptr<cpu::SharedObject> so = cpu::load_shared_bytes(bytes, "the entry", test_cache_dir());
+  ASSERT_NE(so->handle, nullptr);
+  EXPECT_NE(so->run, nullptr);
+  try {
+    cpu::load_shared_bytes("not an ELF object", "the entry", test_cache_dir());
+    FAIL() << "loaded bytes that are no shared object";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load 'the entry'"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("kernel-"), std::string::npos) << e.what();
+  }
+  clear_cpu_memory_cache();
 }
 
 TEST(CpuCache, BrokenCompilerIsAClearError) {
