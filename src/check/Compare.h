@@ -35,9 +35,9 @@ Comparison compare_outputs(const Kernel& k, const std::vector<Tensor>& got, cons
 // reference to give magnitudes (a .tile file on a backend against the interpreter, a pass's
 // output against its input): when `k` has a rounded reduction (a float dot, reduce or scan of
 // kind sum or prod, reduce_with, scan_with, an atomic add), every float view tensor t gets
-// 2 * gamma_L * max |want_t| per element, L being the largest view dim of `k` at `sizes` (the
-// longest a reduction over one dim can be) and gamma's unit roundoff the coarsest of those
-// reductions' accumulators. Kernels without one get none. docs/checking.md says why.
+// 2 * gamma_L * max |want_t| (one value for all its elements), L being the largest view dim of
+// `k` at `sizes` (the longest a reduction over one dim can be) and gamma's unit roundoff the
+// coarsest of those reductions' accumulators. Kernels without one get none. docs/checking.md says why.
 ErrorBounds tile_error_bounds(const Kernel& k, const Sizes& sizes, const std::vector<Tensor>& want);
 
 }  // namespace tessera

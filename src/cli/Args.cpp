@@ -304,22 +304,34 @@ std::string sizes_str(const Kernel& k, const Sizes& sizes) {
   return out.empty() ? "-" : out;
 }
 
-void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies) {
-  double total = 0;
+void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies, bool output_bounds) {
+  std::set<const Value*> written;  // the views a store, scatter or atomic writes
+  if (output_bounds)
+    walk(const_cast<Kernel&>(k), [&](Op& op) {  // (reads only)
+      if (op.kind == OpKind::StoreTile || op.kind == OpKind::Scatter || op.kind == OpKind::Atomic ||
+          op.kind == OpKind::AtomicCas)
+        written.insert(op.operand(0));
+    });
+  double total = 0, bounds = 0;
   for (const Value* p : k.params) {
     if (!p->type.is_view()) continue;
-    double n = scalar_bytes(p->type.elem);
+    double n = 1;
     for (const Dim& d : p->type.shape) {
       auto it = d.is_static() ? sizes.end() : sizes.find(d.symbol);
       n *= d.is_static() ? static_cast<double>(d.value) : (it == sizes.end() ? 1.0 : double(it->second));
     }
-    total += n * copies;
+    total += n * scalar_bytes(p->type.elem) * copies;
+    if (written.count(p) && is_float(p->type.elem)) bounds += n * sizeof(double);
   }
-  if (total > kMaxHostTensorBytes)
+  total += bounds;
+  if (total > kMaxHostTensorBytes) {
+    std::string held;
+    if (copies > 1) held = std::to_string(copies) + " copies: the inputs are kept for the reference";
+    if (bounds > 0) held += std::string(held.empty() ? "" : ", and ") + "a double per output element for its error bounds";
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
-                       fmt_num(total / (1ull << 30)) + " GiB" +
-                       (copies > 1 ? " (" + std::to_string(copies) + " copies: the inputs are kept for the reference)" : "") +
+                       fmt_num(total / (1ull << 30)) + " GiB" + (held.empty() ? "" : " (" + held + ")") +
                        "; the limit is " + std::to_string(kMaxHostTensorGiB) + " GiB");
+  }
 }
 
 std::vector<KernelArg> make_args(const Kernel& k, std::vector<Tensor>& tensors, uint64_t seed,
@@ -388,7 +400,8 @@ void KernelPlan::set_knobs() {
   kernel = with_knobs.get();
 }
 
-std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies) {
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies,
+                                     bool output_bounds) {
   const bool with_sizes = copies > 0;
   // In first-use order, as the kernels declare them.
   std::vector<std::string> dims, constexprs, scalars;
@@ -463,7 +476,7 @@ std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOption
       for (const auto& [name, v] : size_items)
         if (std::find(kdims.begin(), kdims.end(), name) != kdims.end()) mine.push_back(name + "=" + v);
       p.sizes = resolve_sizes(*k, src.lib, mine);
-      check_tensor_budget(*k, p.sizes, copies);
+      check_tensor_budget(*k, p.sizes, copies, output_bounds);
     }
     p.set_knobs();
     plans.push_back(std::move(p));

@@ -65,7 +65,9 @@ std::string sizes_str(const Kernel& k, const Sizes& sizes);
 
 // Throws when the view tensors, `copies` times over (what the command holds at once), would be
 // too large to allocate sensibly on this host (more than kMaxHostTensorBytes, 16 GiB).
-void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies);
+// `output_bounds`: a double per element of every float view the kernel writes is held too (a
+// library reference's error bounds under --check).
+void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies, bool output_bounds = false);
 
 // Kernel arguments over `tensors` (one per view parameter, in order) and a value for every
 // scalar parameter: `--scalar NAME=VALUE`, else random from `seed` (nonzero, small), so that
@@ -100,8 +102,9 @@ struct KernelPlan {
   std::vector<std::string> scalars;  // NAME=VALUE items of this kernel's scalar parameters
 };
 // `copies`: 0 when the command takes no sizes, else how many copies of the tensors it holds
-// (check_tensor_budget).
-std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies);
+// (check_tensor_budget, with `output_bounds`).
+std::vector<KernelPlan> plan_kernels(const KernelSource& src, const KernelOptions& o, int copies,
+                                     bool output_bounds = false);
 
 // A library kernel's preferred constexpr values for `target` (LibraryKernel::target_configs:
 // "cuda:sm_90a", "cpu", ...; "" for none, and size_configs for the plan's sizes) under each

@@ -146,9 +146,12 @@ int cmd_run(const RunOptions& o) {
   if (!src) return 1;
   const bool files = !o.inputs.empty() || !o.references.empty() || !o.output_dir.empty();
   const bool check = o.check || !o.references.empty();
-  // Copies held at once: the tensors, the reference's, and the data read from files.
-  std::vector<KernelPlan> plans =
-      plan_kernels(*src, o.k, 1 + (check && (src->lib || o.backend != "interp" || !o.references.empty())) + files);
+  // Copies held at once: the tensors, the reference's, the data read from --input files and
+  // from --reference files (each held beside the others), and a library reference's error
+  // bounds (a double per output element).
+  const int copies = 1 + (check && (src->lib || o.backend != "interp" || !o.references.empty())) +
+                     !o.inputs.empty() + !o.references.empty();
+  std::vector<KernelPlan> plans = plan_kernels(*src, o.k, copies, check && src->lib && src->lib->error_bounds);
   if (files && plans.size() > 1) {
     std::string names;
     for (const KernelPlan& p : plans) names += (names.empty() ? "" : ", ") + p.kernel->name;

@@ -69,7 +69,13 @@ inline double gamma_n(int64_t n, ScalarKind acc = ScalarKind::F32) {
 
 // Per-element bounds for a kernel's view tensors, in the order of Kernel::view_params(): an
 // empty vector for a tensor with no bound (inputs, outputs without reductions), else one
-// bound per element, added to the dtype's atol + rtol * |want|.
+// bound per element, or one value for every element (tile_error_bounds': a vector of
+// doubles the size of every float view was twice an f32 run's tensors under --check), added to
+// the dtype's atol + rtol * |want|.
 using ErrorBounds = std::vector<std::vector<double>>;
+// Element i's bound in one tensor's entry of ErrorBounds (0 where it has none).
+inline double error_bound_at(const std::vector<double>& b, int64_t i) {
+  return b.empty() ? 0 : b.at(b.size() == 1 ? 0 : static_cast<size_t>(i));
+}
 
 }  // namespace tessera

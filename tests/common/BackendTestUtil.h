@@ -69,7 +69,7 @@ inline int64_t expect_tensors_match(const std::vector<Tensor>& want, const std::
     for (int64_t i = 0; i < want[t].numel() && bad < 5; ++i, ++compared) {
       if (is_float(dt)) {
         double w = want[t].get(i), g = got[t].get(i);
-        double bound = t < bounds.size() && !bounds[t].empty() ? bounds[t].at(static_cast<size_t>(i)) : 0;
+        double bound = t < bounds.size() ? error_bound_at(bounds[t], i) : 0;
         bool ok = (std::isnan(w) && std::isnan(g)) || w == g ||
                   std::fabs(w - g) <= tol.atol + tol.rtol * std::fabs(w) + bound;
         if (!ok) {
