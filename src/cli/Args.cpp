@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ir/Verifier.h"
+#include "passes/Passes.h"
 #include "tune/Space.h"
 #include "text/Text.h"
 
@@ -305,13 +306,7 @@ std::string sizes_str(const Kernel& k, const Sizes& sizes) {
 }
 
 void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies, bool output_bounds) {
-  std::set<const Value*> written;  // the views a store, scatter or atomic writes
-  if (output_bounds)
-    walk(const_cast<Kernel&>(k), [&](Op& op) {  // (reads only)
-      if (op.kind == OpKind::StoreTile || op.kind == OpKind::Scatter || op.kind == OpKind::Atomic ||
-          op.kind == OpKind::AtomicCas)
-        written.insert(op.operand(0));
-    });
+  const std::set<const Value*> written = output_bounds ? written_views(k) : std::set<const Value*>{};
   double total = 0, bounds = 0;
   for (const Value* p : k.params) {
     if (!p->type.is_view()) continue;
@@ -326,7 +321,7 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies, bool o
   total += bounds;
   if (total > kMaxHostTensorBytes) {
     std::string held;
-    if (copies > 1) held = std::to_string(copies) + " copies: the inputs are kept for the reference";
+    if (copies > 1) held = std::to_string(copies) + " copies at once: the run's, and the reference's or data read from files";
     if (bounds > 0) held += std::string(held.empty() ? "" : ", and ") + "a double per output element for its error bounds";
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
                        fmt_num(total / (1ull << 30)) + " GiB" + (held.empty() ? "" : " (" + held + ")") +

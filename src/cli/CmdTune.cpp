@@ -375,8 +375,9 @@ int tune_shape(const TuneOptions& o, const KernelSource& src, const KernelOption
     if (tune::find_codegen_knob(name) && !declared) codegen_fixed[name] = parse_int(v, "--config value for " + name);
     else ko.config.push_back(name + "=" + v);
   }
-  // The tensors, the reference's, and the inputs kept for every candidate.
-  std::vector<KernelPlan> plans = plan_kernels(src, ko, 3);
+  // The tensors, the reference's, and the inputs kept for every candidate (and a library
+  // reference's error bounds).
+  std::vector<KernelPlan> plans = plan_kernels(src, ko, 3, src.lib && src.lib->error_bounds);
   KernelPlan& plan = plans[0];
   const Kernel& k = *plan.kernel;
   const Sizes& sizes = plan.sizes;

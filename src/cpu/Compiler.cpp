@@ -193,10 +193,20 @@ std::shared_ptr<SharedObject> load_shared_bytes(std::string_view bytes, const st
                                                const std::string& parent) {
   // A copy in a private directory of this process (make_work_dir: mode 0700) is what dlopen
   // reads: nothing else replaces it between the check of `bytes` and the load.
-  const std::string dir = make_work_dir(parent);
+  std::string dir;
+  try {
+    dir = make_work_dir(parent);
+  } catch (const TesseraError&) {
+    return nullptr;
+  }
   const std::string path = dir + "/" + unique_object_name();
   try {
     write_whole_file(path, bytes, false);
+  } catch (const TesseraError&) {
+    remove_tree(dir);
+    return nullptr;
+  }
+  try {
     std::shared_ptr<SharedObject> so = load_shared(path);
     remove_tree(dir);
     return so;

@@ -181,7 +181,8 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     std::shared_ptr<SharedObject> so;
     if (std::optional<std::string> bytes = disk->lookup(key)) {
       // The verified bytes themselves are loaded (not the path, which another process may
-      // replace after the check); an entry that does not load is rebuilt.
+      // replace after the check); an entry that does not load is removed and rebuilt, one whose
+      // copy could not be written (a full disk) only rebuilt.
       try {
         so = load_shared_bytes(*bytes, disk->artifact_path(key), disk->dir());
       } catch (const TesseraError&) {
@@ -210,7 +211,9 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
   try {
     write_whole_file(work + "/tessera_cpu.h", kRuntimeHeader, false);
     write_whole_file(work + "/kernel.cpp", src.source, false);
-    const std::string out = work + "/" + unique_object_name(), rt = work + "/runtime.o";
+    // (A rebuild gets a new name: the object's name is never one the process loaded.)
+    std::string out = work + "/" + unique_object_name();
+    const std::string rt = work + "/runtime.o";
     if (runtime) write_whole_file(rt, runtime->bytes, false);
     auto build = [&](bool with_runtime) {
       std::vector<std::string> kernel_flags = flags, inputs;
@@ -229,6 +232,7 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     auto drop_and_rebuild = [&] {
       drop_runtime_object(*runtime, cache_dir);
       runtime = nullptr;
+      out = work + "/" + unique_object_name();
       r = build(false);
     };
     if (!r.ok && runtime && r.diagnostics.find(rt) != std::string::npos) drop_and_rebuild();

@@ -103,7 +103,8 @@ struct SharedObject {
 std::shared_ptr<SharedObject> load_shared(const std::string& path);
 // The shared object whose file's bytes are `bytes` (a disk-cache entry's, verified), loaded
 // from a private copy (in a fresh directory inside `parent`), so that the bytes checked are the
-// bytes run; `what` names it in errors.
+// bytes run; `what` names it in errors. Null where the copy cannot be written (the bytes were
+// not tried); a TesseraError where they do not load.
 std::shared_ptr<SharedObject> load_shared_bytes(std::string_view bytes, const std::string& what,
                                                const std::string& parent);
 // A file name for a shared object this process has not loaded under that name before.

@@ -761,13 +761,13 @@ LibraryKernel topk() {
   };
   // On cuda, rows of at least four segments (8192 columns, or 8K when more), fewer rows than
   // fill a GPU several times over, run as the segmented top-k (topk_stages) from the bucket
-  // threshold, in segments of 4096 (or 4 K). On cpu, rows of at least four segments (so 32 K
-  // columns and more: a segment is at least 8 K) run it from the bucket threshold too, however
-  // many rows (the interpreter keeps the whole-row kernel): each element then costs one pass
-  // that finds its bucket's best and one that compares it with T, where the whole-row kernel's
-  // digit passes read it three times (2 cores, 64 x 131072 f32: 8.7-10 ms against 19-25 at
-  // k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32: 308 against 642;
-  // bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms against 63
+  // threshold, in segments of 4096 where K <= 1024 (else 8 K). On cpu, rows of at least four
+  // segments (so 32 K columns and more: a segment is at least 8 K) run it from the bucket
+  // threshold too, however many rows (the interpreter keeps the whole-row kernel): each element
+  // then costs one pass that finds its bucket's best and one that compares it with T, where the
+  // whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32: 8.7-10 ms
+  // against 19-25 at k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32: 308
+  // against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms against 63
   // in session 31). On the H100 (session 45, cuda_bench against the plain segments of 8192) it
   // wins at every shape of issue 18 (1.07-1.8x: f32 64 x 131072 k = 64 0.0723 -> 0.0612 ms,
   // k = 1024 0.112 -> 0.105, 1 x 2^24 0.225 -> 0.149) once a segment that fits keeps its keys

@@ -2,8 +2,9 @@
 // whose results are unused and whose regions write nothing. An op that may stop the program
 // with an error (docs/semantics.md) stays: a `for` whose step is not a positive constant (a step
 // of 0 or below is an error), a `while` (2^26 iterations are an error), an integer `div`,
-// `rem` or `cdiv` by what is not a nonzero constant (may_divide_by_zero): removing it would
-// turn an error into a run that succeeds.
+// `rem` or `cdiv` by what is not a nonzero constant (may_divide_by_zero), an `extract_tile` or
+// `insert_tile` at a run-time index (out of range is an error): removing it would turn an
+// error into a run that succeeds.
 #include <unordered_map>
 
 #include "ir/IR.h"
@@ -39,6 +40,11 @@ bool may_fail(const Op& op) {
       return !const_positive(op.operands[2]);
     case OpKind::While:
       return true;
+    case OpKind::ExtractTile:  // a run-time sub-tile index out of range is an error
+    case OpKind::InsertTile:
+      for (size_t i = op.kind == OpKind::ExtractTile ? 1 : 2; i < op.operands.size(); ++i)
+        if (!const_int(op.operands[i])) return true;
+      return false;
     default:
       return may_divide_by_zero(op);
   }

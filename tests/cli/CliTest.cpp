@@ -146,13 +146,13 @@ TEST_F(Cli, CheckRefusesNonRegularAndOversizedFiles) {
 TEST_F(Cli, RunCheckCountsTheReferencesCopy) {
   Result r = tessera("run softmax --backend interp --check --size M=40960,N=32768");
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=40960,N=32768 need 30 GiB (2 copies: the inputs are kept "
-                   "for the reference, and a double per output element for its error bounds); the limit is 16 GiB\n");
+  EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=40960,N=32768 need 30 GiB (2 copies at once: the run's, and "
+                   "the reference's or data read from files, and a double per output element for its error bounds); the limit is 16 GiB\n");
   // Two copies of the tensors alone would fit (12 GiB); the bounds of y (6 GiB) do not.
   r = tessera("run softmax --backend interp --check --size M=24576,N=32768");
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=24576,N=32768 need 18 GiB (2 copies: the inputs are kept "
-                   "for the reference, and a double per output element for its error bounds); the limit is 16 GiB\n");
+  EXPECT_EQ(r.err, "error: the tensors of 'softmax' at M=24576,N=32768 need 18 GiB (2 copies at once: the run's, and "
+                   "the reference's or data read from files, and a double per output element for its error bounds); the limit is 16 GiB\n");
 }
 
 // The sizes field of a PASS line, in the order the kernel's views first name the dims.

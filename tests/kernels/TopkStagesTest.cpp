@@ -28,10 +28,11 @@ struct StagesCase {
   // tile (smaller: their multi-tile loops).
   int64_t block_n = 0, candidate_tile = 8192;
   int64_t radix_bits = 0;  // RADIX_BITS given (0: none, the dtype's default)
-  // K values of 1000 and up planted over a random row, one in each of K buckets: their keys
+  // 1: K values of 1000 and up planted over a random row, one in each of K buckets: their keys
   // share the first digit's bin and no other key does, so the bucket threshold's select stops
-  // after one digit.
-  bool planted = false;
+  // after one digit. 2: K values from -1 up planted over a row of values in [-10, -2], so that a
+  // best of 0 (a padding column read as a value) would rank above every one of them.
+  int planted = 0;
   int64_t bucket_sample = 0;  // BUCKET_SAMPLE given (0: none, whole buckets)
 };
 
@@ -65,9 +66,12 @@ void check_stages(const StagesCase& c, const std::string& backend, uint64_t seed
   auto op = bind_constexprs(*lk->build(c.dtype), {{"K", c.K}});
   std::vector<Tensor> got = make_random_tensors(*op, sizes, seed);
   if (c.few_values) testutil::fill_few_values(got[0], seed);
+  if (c.planted == 2)
+    for (int64_t e = 0; e < got[0].numel(); ++e) got[0].set(e, -2.0 - double((e * 7919) % 800) / 100);
   if (c.planted)
     for (int64_t r = 0; r < c.M; ++r)
-      for (int64_t i = 0; i < c.K; ++i) got[0].set(r * c.N + i * (c.N / c.K) + r, 1000.0 + double(i) / 4);
+      for (int64_t i = 0; i < c.K; ++i)
+        got[0].set(r * c.N + i * (c.N / c.K) + r, c.planted == 1 ? 1000.0 + double(i) / 4 : -1.0 + double(i) / 64);
   std::vector<Tensor> want = got;
   std::vector<KernelArg> ga = make_args(*op, got, sizes), wa = make_args(*op, want, sizes);
   run_stages(st, c.dtype, ga, backend);
@@ -114,16 +118,17 @@ const StagesCase kCases[] = {
     {ScalarKind::F32, 1, 40000, 600, 2048, 1 << 20, 2, false},
     {ScalarKind::F32, 1, 40000, 4500, 8192, 1 << 20, 2, false},
     // Bests of samples: the first 4 columns of each bucket of 16 (the last bucket one column),
-    // random rows, and ties at the threshold (bf16); the planted K in sampled columns (at 2048 i
-    // + r), so that T is the smallest of them: this fails if the last bucket's sample counts a
-    // column past N as a best (T would be the second smallest).
-    {ScalarKind::F32, 2, 40001, 19, 2048, 1 << 20, 2, false, 0, 8192, 0, false, 4},
-    {ScalarKind::BF16, 2, 40001, 19, 2048, 1 << 20, 2, true, 0, 8192, 0, false, 4},
-    {ScalarKind::F32, 2, 40961, 20, 2048, 1 << 20, 2, false, 0, 8192, 0, true, 4},
+    // random rows, and ties at the threshold (bf16); the planted K (below 0) in sampled columns
+    // (at 2048 i + r), so that T is the smallest of them: this fails if the last bucket's
+    // sample counts a column past N as a best (read as 0 or any larger value, T would be the
+    // second smallest planted).
+    {ScalarKind::F32, 2, 40001, 19, 2048, 1 << 20, 2, false, 0, 8192, 0, 0, 4},
+    {ScalarKind::BF16, 2, 40001, 19, 2048, 1 << 20, 2, true, 0, 8192, 0, 0, 4},
+    {ScalarKind::F32, 2, 40961, 20, 2048, 1 << 20, 2, false, 0, 8192, 0, 2, 4},
     // The planted K: the threshold's select stops after one digit (these fail if the segments
     // compare with T's resolved digits alone, without T_hi's low bits set).
-    {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
-    {ScalarKind::BF16, 2, 4096, 20, 256, 1 << 20, 2, false, 0, 8192, 0, true},
+    {ScalarKind::F32, 2, 2048, 20, 256, 1 << 20, 2, false, 0, 8192, 0, 1},
+    {ScalarKind::BF16, 2, 4096, 20, 256, 1 << 20, 2, false, 0, 8192, 0, 1},
 };
 
 // Each case from the row threshold and from the bucket threshold (random rows: the segments
@@ -140,7 +145,7 @@ TEST(TopkStages, InterpreterMatchesTheReferenceExactly) {
 // The cpu backend on the tie-heavy level case (three kernels) in both dtypes, a random one
 // from the row threshold, and from the bucket threshold: random bf16 rows, a candidate level
 // (of one tile and of two), segments of four tiles, the planted early stop (f32), bests of
-// samples (f32), ties at the threshold (bf16, a candidate level).
+// samples (f32: random, planted), ties at the threshold (bf16, a candidate level).
 TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   using kernels::TopkThreshold;
   const size_t n = std::size(kCases);
@@ -153,6 +158,7 @@ TEST(TopkStages, CpuMatchesTheReferenceExactly) {
   check_stages(kCases[n - 8], "cpu", 28, TopkThreshold::BucketBest);
   check_stages(kCases[n - 2], "cpu", 26, TopkThreshold::BucketBest);
   check_stages(kCases[n - 5], "cpu", 30, TopkThreshold::BucketBest);
+  check_stages(kCases[n - 3], "cpu", 31, TopkThreshold::BucketBest);
   check_stages(kCases[5], "cpu", 27, TopkThreshold::BucketBest);
 }
 
