@@ -145,16 +145,22 @@ TEST(CudaSort, OneBarrierScansCompile) {
 // The bucket threshold's stages at 64 x 131072, k = 64 (buckets of 128): each bucket's best,
 // the select that writes only the row's threshold (no sort, no scatter), the segments from it
 // and the merge; both emitters print each one (the layout emitter without falling back) and
-// NVRTC compiles them, f32 and bf16 for sm_90a.
+// NVRTC compiles them, f32 and bf16 for sm_90a; and the bests from samples of 32 (BUCKET_SAMPLE:
+// a gather), whose kernel alone differs.
 TEST(CudaSort, BucketThresholdStagesCompile) {
   std::string why;
   const bool nvrtc = nvrtc_available(&why);
-  for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16}) {
-    LibraryStages st = kernels::topk_stages(dt, 64, 131072, 64, 8192, 8192, {}, 8192, kernels::TopkThreshold::BucketBest);
+  for (ScalarKind dt : {ScalarKind::F32, ScalarKind::BF16})
+  for (int64_t sample : {0, 32}) {
+    std::map<std::string, int64_t> given;
+    if (sample) given["BUCKET_SAMPLE"] = sample;
+    LibraryStages st = kernels::topk_stages(dt, 64, 131072, 64, 8192, 8192, given, 8192, kernels::TopkThreshold::BucketBest);
+    EXPECT_EQ(st.stages.at(0).config.count("SAMPLE"), sample ? 1u : 0u);
     std::string names;
     for (const LibraryStage& s : st.stages) {
       auto k = run_pipeline(*s.build(dt), PipelineOptions{s.config, "", nullptr, {}});
       names += (names.empty() ? "" : " ") + k->name;
+      if (sample && k->name != "topk_bucket_best") continue;
       for (bool layouts : {false, true}) {
         SCOPED_TRACE(k->name + (layouts ? " layouts" : " planning"));
         CudaTarget t = CudaTarget::parse("sm_90a");
