@@ -321,8 +321,10 @@ void check_tensor_budget(const Kernel& k, const Sizes& sizes, int copies, bool o
   total += bounds;
   if (total > kMaxHostTensorBytes) {
     std::string held;
-    if (copies > 1) held = std::to_string(copies) + " copies at once: the run's, and the reference's or data read from files";
-    if (bounds > 0) held += std::string(held.empty() ? "" : ", and ") + "a double per output element for its error bounds";
+    if (copies > 1)
+      held = std::to_string(copies) + " copies at once: the run's, and the reference's or data read from files";
+    if (bounds > 0)
+      held += std::string(held.empty() ? "" : ", and ") + "a double per output element for its error bounds";
     throw TesseraError("the tensors of '" + k.name + "' at " + sizes_str(k, sizes) + " need " +
                        fmt_num(total / (1ull << 30)) + " GiB" + (held.empty() ? "" : " (" + held + ")") +
                        "; the limit is " + std::to_string(kMaxHostTensorGiB) + " GiB");

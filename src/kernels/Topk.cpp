@@ -70,10 +70,11 @@
 // that amortize them (TESSERA_TOPK_ROW_THRESHOLD=1).
 //
 // From the bucket threshold (Form::bucket_threshold; TopkThreshold::BucketBest, the default on
-// cpu and cuda): a threshold from one cheap pass instead of the row's histograms. A kernel takes each
-// bucket's best (the smallest key of BUCKET consecutive columns), and the whole-row select over
-// the B bests (Form::threshold_out) writes each row's T_hi: the largest key whose resolved
-// digits are those of the K-th smallest best (the K-th itself unless the passes stopped early).
+// cpu and cuda): a threshold from one cheap pass instead of the row's histograms. A kernel
+// takes each bucket's best (the smallest key of BUCKET consecutive columns), and the whole-row
+// select over the B bests (Form::threshold_out) writes each row's T_hi: the largest key whose
+// resolved digits are those of the K-th smallest best (the K-th itself unless the passes
+// stopped early).
 // At least K distinct elements of the row (K buckets' bests) have keys at or below T_hi, so
 // every key of the row's top K does: a segment keeps its keys at or below T_hi where they fit
 // its K slots (in column order, as ever), else selects its own top K from scratch, and each
@@ -681,8 +682,9 @@ LibraryStages topk_stages(ScalarKind dt, int64_t M, int64_t N, int64_t K, int64_
     const bool sampled = sample > 0 && sample < bucket;
     if (bucket >= 2) {
       const int64_t buckets = (N + bucket - 1) / bucket;
-      const int64_t bn = sampled ? std::max(bucket, std::min({2048 * bucket / sample, int64_t(32768), pow2_at_least(N, 256)}))
-                                 : std::max(bucket, std::min<int64_t>(2048, pow2_at_least(N, 256)));
+      // (2048 elements read a CTA: of every bucket, or of its sample)
+      const int64_t read = sampled ? sample : bucket;
+      const int64_t bn = std::max(bucket, std::min({2048 * bucket / read, int64_t(32768), pow2_at_least(N, 256)}));
       std::map<std::string, int64_t> cb{{"BLOCK_N", bn}, {"BUCKET", bucket}, {"num_warps", 4}};
       if (sampled) cb["SAMPLE"] = sample;
       st.temporaries.push_back({dt, {M, buckets}});
@@ -767,8 +769,8 @@ LibraryKernel topk() {
   // then costs one pass that finds its bucket's best and one that compares it with T, where the
   // whole-row kernel's digit passes read it three times (2 cores, 64 x 131072 f32: 8.7-10 ms
   // against 19-25 at k = 64, 17-18 against 23-25 at k = 1024; 4096 x 65536, k = 32: 308
-  // against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92 ms against 63
-  // in session 31). On the H100 (session 45, cuda_bench against the plain segments of 8192) it
+  // against 642; bench/RESULTS.md, session 44). Without it the segments cost more on cpu (92
+  // ms against 63 in session 31). On the H100 (session 45, cuda_bench against the plain segments of 8192) it
   // wins at every shape of issue 18 (1.07-1.8x: f32 64 x 131072 k = 64 0.0723 -> 0.0612 ms,
   // k = 1024 0.112 -> 0.105, 1 x 2^24 0.225 -> 0.149) once a segment that fits keeps its keys
   // with one prefix sum: the segment kernel 65 -> 23 us at 64 x 131072 k = 64 (ncu). TESSERA_TOPK_SEGMENT=S
