@@ -98,14 +98,16 @@ std::string flat_index(const std::vector<std::string>& idx, const std::vector<in
 // - `elements`: the elements of every tile its ops produce (a dot: M * N * K), saturating at
 //   2^40 (how much work a grid is: the serial launcher's rule);
 // - `ops` and `bytes`: the same elements weighed as work (a transcendental 15 ops, the
-//   runtime's exp being 13 vector instructions; a sort or topk its merge network's steps over
-//   its operand), and the bytes its load_tile / store_tile ops move (the streamed stores' rule).
+//   runtime's exp being 13 vector instructions; a relaxed exp 8, for its 7; a sort or topk its
+//   merge network's steps over its operand), and the bytes its load_tile / store_tile ops move
+//   (the streamed stores' rule).
 constexpr int64_t kLoopGuess = 4;
 struct ProgramWork {
   int64_t elements = 0;
   double ops = 0, bytes = 0;
 };
-ProgramWork estimate_work(const Block& b) {
+// skip: an op of `b` that counts nothing (branch_work's `if`, one branch of which it adds).
+ProgramWork estimate_work(const Block& b, const Op* skip = nullptr) {
   auto sat = [](int64_t a, int64_t m) { return (a > (int64_t{1} << 40) / std::max<int64_t>(m, 1)) ? (int64_t{1} << 40) : a * m; };
   static const OpKind transcendental[] = {OpKind::Exp, OpKind::Exp2, OpKind::Log,     OpKind::Log2, OpKind::Log1p, OpKind::Expm1,
                                           OpKind::Sin, OpKind::Cos,  OpKind::Tanh,    OpKind::Sigmoid, OpKind::Erf, OpKind::Pow};
@@ -118,7 +120,11 @@ ProgramWork estimate_work(const Block& b) {
         shape_is_static(o->operand(0)->type.shape) && o->operand(0)->type.rank() == 2)
       here = sat(here, static_shape(o->operand(0)->type.shape)[1]);
     double ops = double(here);
-    if (std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental)) ops *= 15;
+    if (std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental))
+      ops *= (o->kind == OpKind::Exp && o->has_attr("max_rel_error") &&
+              o->attr_number("max_rel_error") >= kRelaxedExpError)
+                 ? 8
+                 : 15;
     if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network over the operand: log2(n) (log2(n) + 1) / 2 steps
       const Value* x = o->operand(0);
       double n = double(here);
@@ -132,7 +138,9 @@ ProgramWork estimate_work(const Block& b) {
         w.bytes += double(shape_numel(tile->type.shape)) * scalar_bytes(o->operand(0)->type.elem);
     }
     ProgramWork inner;
-    if (o->kind == OpKind::If) {
+    if (o.get() == skip) {
+      continue;
+    } else if (o->kind == OpKind::If) {
       for (const auto& r : o->regions) {
         ProgramWork x = estimate_work(*r);
         inner.elements = std::max(inner.elements, x.elements);
@@ -155,6 +163,25 @@ ProgramWork estimate_work(const Block& b) {
     w.ops += ops + inner.ops, w.bytes += inner.bytes;
   }
   return w;
+}
+// The work of a program that takes `branch`, a region of an `if` among the body's own ops: the
+// branch's and that of the body's other ops (another `if` counting its costlier branch).
+ProgramWork branch_work(const Block& body, const Block& branch) {
+  ProgramWork w = estimate_work(body, branch.parent), x = estimate_work(branch);
+  w.elements = std::min(int64_t{1} << 40, w.elements + x.elements);
+  w.ops += x.ops, w.bytes += x.bytes;
+  return w;
+}
+// The branch of an `if` among the body's own ops that holds `op`, or null.
+const Block* top_level_branch(const Op& op, const Block& body) {
+  const Block* b = op.parent;
+  while (b && b != &body) {
+    const Op* owner = b->parent;
+    if (!owner) return nullptr;
+    if (owner->kind == OpKind::If && owner->parent == &body) return b;
+    b = owner->parent;
+  }
+  return nullptr;
 }
 // Long f32 / bf16 row stores stream (tsr::stream_f32 / stream_bf16, into views of at least
 // tsr::kStreamBytes) in kernels doing fewer element ops than this per byte they move: there a
@@ -274,6 +301,11 @@ class Emitter {
     const Type& t = op.result()->type;
     return t.is_tile() && shape_is_static(t.shape) && ctype(t.elem) == "float" &&
            shape_numel(t.shape) >= kVectorExpMin;
+  }
+  // An exp that may be within kRelaxedExpError (relax-exp-precision's max_rel_error): its
+  // vectors by tsr::exp16_relaxed, 7 instructions against 13.
+  static bool relaxed_exp(const Op& op) {
+    return op.kind == OpKind::Exp && op.has_attr("max_rel_error") && op.attr_number("max_rel_error") >= kRelaxedExpError;
   }
   // A vector exp (f32) whose one row is also summed along it, by a reduce in the same block: the
   // exp's loop accumulates the sum (tsr::exp_sum_inplace); exp_sum_ maps that reduce to the
@@ -641,7 +673,8 @@ class Emitter {
   std::vector<Prefetch> prefetch_;
   // Views some store_tile of which streams (stream_store): each gets `const bool
   // tsr_stream<j>` at the program's start (the view's size decides at run time).
-  std::vector<int> stream_views_;
+  std::vector<int> stream_views_;              // views with streamed stores (a flag each: tsr::stream_view)
+  std::unordered_set<const Op*> stream_stores_;  // the stores that stream (where their view's flag says so)
   bool stream_store(const Op& store) const;
   std::string stream_flag(int j) const { return "tsr_stream" + std::to_string(j); }
   bool probe_ = true;
@@ -775,7 +808,8 @@ class Emitter {
       // An exp of a float tile: the argument, then the runtime's vector exp over it in place.
       const bool vexp = vector_exp(op);
       auto exp_after = [&](const std::string& start, const std::string& count) {
-        std::string after = "tsr::exp_inplace(" + n + " + " + start + ", " + count + ");";
+        std::string after = std::string(relaxed_exp(op) ? "tsr::exp_inplace<1>(" : "tsr::exp_inplace(") + n + " + " +
+                            start + ", " + count + ");";
         if (is_narrow(r->type.elem))
           after += " for (int64_t " + i + " = " + start + "; " + i + " < " + start + " + " + count + "; ++" + i + ") " + n +
                    "[" + i + "] = " + fround(r->type.elem, n + "[" + i + "]") + ";";
@@ -789,7 +823,9 @@ class Emitter {
           const std::string es = fresh("es");
           exp_sum_[u] = es;
           line("float " + es + " = 0.0f;");
-          loop_with_prefetch(op, numel(r), i, stmt, es + " += tsr::exp_sum_inplace(" + n + " + @C@, @N@);");
+          loop_with_prefetch(op, numel(r), i, stmt,
+                             es + (relaxed_exp(op) ? " += tsr::exp_sum_inplace<1>(" : " += tsr::exp_sum_inplace(") + n +
+                                 " + @C@, @N@);");
           return;
         }
       }
@@ -1019,7 +1055,7 @@ bool streamable_row(const Op& store) {
 bool Emitter::stream_store(const Op& store) const {
   auto v = store.operands.empty() ? view_index_.end() : view_index_.find(store.operand(0));
   return v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) != stream_views_.end() &&
-         streamable_row(store);
+         stream_stores_.count(&store) != 0;
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {
@@ -2416,15 +2452,21 @@ EmittedCpp Emitter::run() {
   // (the A/B switches of bench/RESULTS.md, sessions 31 and 43).
   const char* sw = std::getenv("TESSERA_CPU_STREAM_STORES");
   const std::string stream_switch = sw ? sw : "";
+  // A store inside a branch of one of the body's own `if`s is weighed with the work of the
+  // programs that take that branch (a row kernel's one-tile branch and its looped one differ:
+  // bf16 softmax with a relaxed exp streams its one-tile rows only, bench/RESULTS.md session 47).
   if (k.body && stream_switch != "0") {
-    const ProgramWork pw = estimate_work(*k.body);
-    if (pw.bytes > 0 && (stream_switch == "1" || pw.ops < kStreamOpsPerByte * pw.bytes))
-      walk(*k.body, [&](Op& o) {
-        if (!streamable_row(o)) return;
-        auto v = view_index_.find(o.operand(0));
-        if (v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) == stream_views_.end())
-          stream_views_.push_back(v->second);
-      });
+    const ProgramWork whole = estimate_work(*k.body);
+    walk(*k.body, [&](Op& o) {
+      if (!streamable_row(o)) return;
+      const Block* branch = top_level_branch(o, *k.body);
+      const ProgramWork pw = branch ? branch_work(*k.body, *branch) : whole;
+      if (!(pw.bytes > 0 && (stream_switch == "1" || pw.ops < kStreamOpsPerByte * pw.bytes))) return;
+      stream_stores_.insert(&o);
+      auto v = view_index_.find(o.operand(0));
+      if (v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) == stream_views_.end())
+        stream_views_.push_back(v->second);
+    });
   }
   line("");
   line("Args unpack(void** buf, const int64_t* dims, const int64_t* is, const double* fs) {");

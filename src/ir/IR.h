@@ -137,6 +137,9 @@ void replace_all_uses(Kernel& k, Value* from, Value* to);
 // candidate) is an i32, since constexprs become i32 constants and tile dims; a tile, buffer or
 // pipe holds at most kMaxTileElements elements.
 inline constexpr int64_t kMaxTileElements = int64_t{1} << 24;
+// The relative error of a relaxed exp (`exp {max_rel_error = r}` with r at least this may use
+// one: the cpu backend's tsr::exp16_relaxed; relax-exp-precision writes this value): 2^-16.
+inline constexpr double kRelaxedExpError = 1.0 / 65536.0;
 // Empty when `value` is a valid constexpr value, else the message (naming the limit).
 std::string constexpr_range_error(const std::string& name, int64_t value);
 

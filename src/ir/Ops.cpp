@@ -33,7 +33,7 @@ Extra extra(OpKind k) {
     case OpKind::AtomicCas: return {{}, "atomic compare-and-swap view[idx] (cmp, value); returns the old values"};
     case OpKind::Neg: return {{}, "-x"};
     case OpKind::Not: return {{}, "bitwise not (logical not on i1)"};
-    case OpKind::Exp: return {{}, "e^x"};
+    case OpKind::Exp: return {{opt("max_rel_error", A::Number)}, "e^x (within relative error max_rel_error where given: a backend may compute it faster)"};
     case OpKind::Exp2: return {{}, "2^x"};
     case OpKind::Log: return {{}, "natural logarithm"};
     case OpKind::Log2: return {{}, "base-2 logarithm"};

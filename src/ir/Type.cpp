@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <climits>
+#include <cmath>
 
 namespace tessera {
 
@@ -29,6 +30,18 @@ std::optional<ScalarKind> scalar_from_name(std::string_view s) {
 
 int scalar_bits(ScalarKind k) { return kScalars[static_cast<int>(k)].bits; }
 int scalar_bytes(ScalarKind k) { return k == ScalarKind::I1 ? 1 : scalar_bits(k) / 8; }
+
+double unit_roundoff(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::F64: return std::ldexp(1.0, -53);
+    case ScalarKind::F32: return std::ldexp(1.0, -24);
+    case ScalarKind::F16: return std::ldexp(1.0, -11);
+    case ScalarKind::BF16: return std::ldexp(1.0, -8);
+    case ScalarKind::F8E4M3: return std::ldexp(1.0, -4);
+    case ScalarKind::F8E5M2: return std::ldexp(1.0, -3);
+    default: return 0;
+  }
+}
 
 bool is_float(ScalarKind k) {
   switch (k) {

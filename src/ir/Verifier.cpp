@@ -923,6 +923,10 @@ class Verifier {
         if (!is_float(e)) return fail("needs a float operand, got " + t.str());
     }
     if (rt() != t) fail("result type must be the operand type " + t.str() + ", got " + rt().str());
+    if (op.kind == OpKind::Exp && op.find_attr("max_rel_error")) {
+      const double r = op.attr_number("max_rel_error");
+      if (!(r > 0 && r <= 1)) fail("max_rel_error must be in (0, 1] (a relative error), got " + attr_str(*op.find_attr("max_rel_error")));
+    }
   }
 
   void check_binary(const Op& op) {

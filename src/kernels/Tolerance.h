@@ -44,20 +44,6 @@ inline Tolerance tolerance_for(ScalarKind k) {
   }
 }
 
-// Half the distance from 1 to the next number of the float type: 2^-24 for f32, 2^-53 for
-// f64, 2^-11 for f16, 2^-8 for bf16 (0 for integers, which are exact).
-inline double unit_roundoff(ScalarKind k) {
-  switch (k) {
-    case ScalarKind::F64: return std::ldexp(1.0, -53);
-    case ScalarKind::F32: return std::ldexp(1.0, -24);
-    case ScalarKind::F16: return std::ldexp(1.0, -11);
-    case ScalarKind::BF16: return std::ldexp(1.0, -8);
-    case ScalarKind::F8E4M3: return std::ldexp(1.0, -4);
-    case ScalarKind::F8E5M2: return std::ldexp(1.0, -3);
-    default: return 0;
-  }
-}
-
 // gamma_n = n u / (1 - n u) for n roundings in the accumulator type `acc` (f32 for every
 // library kernel: narrow inputs accumulate in f32). Infinite when n u >= 1: no bound holds then
 // (an f16 accumulator over 2048 terms may be wrong in every digit), and a check says so by

@@ -78,6 +78,9 @@ void chunk_reductions(Kernel& k, PassStats& stats);
 // exp-weighted dots, division by the sum) into one loop with the FlashAttention repair:
 // RepairReductions.cpp, docs/passes.md.
 void repair_reductions(Kernel& k, PassStats& stats);
+// An f32 exp whose result reaches memory only rounded to a narrow float, through ops that keep
+// relative errors relative, gets max_rel_error = kRelaxedExpError: RelaxExpPrecision.cpp.
+void relax_exp_precision(Kernel& k, PassStats& stats);
 // The split schedule (FlashDecoding) of a rolling reduction: a loop of the kernel body carrying
 // a running max and sums rescaled by exp(m_old - m_new) (what repair_reductions writes) becomes
 // two kernels with the parameters of `k` followed by one partial view per carried value,

@@ -47,6 +47,8 @@ std::vector<Pass> pipeline_passes(const ConstexprConfig& config) {
       {"chunk-reductions", chunk_reductions},
       {"repair-reductions", repair_reductions},
       {"dce", dce},
+      // After dce (an unused op reading an exp would keep it exact).
+      {"relax-exp-precision", relax_exp_precision},
       {"verify-bound", verify_bound},
   };
 }

@@ -847,6 +847,68 @@ TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
   EXPECT_GT(sub, 1000);
 }
 
+// An exp marked max_rel_error = 2^-16 (relax-exp-precision's kRelaxedExpError) runs the
+// runtime's relaxed vector exp (exp16_relaxed: vreduceps, a degree-4 polynomial, vscalefps), in
+// both of the emitter's forms (exp_sum_inplace<1> with the row's sum, exp_inplace<1> alone),
+// and stays within 2^-16 of the exact exp (the scalar fast_expf, 1 ulp) over 2^20 arguments
+// in [-110, 110] and the special values: subnormal results within 2^-142, +-inf and NaN
+// alike, the ends of the range (overflow near 88.72) to inf or the largest floats. The sums
+// within 2^-16 plus the f32 sum's own rounding. It must differ from the exact exp somewhere (else
+// the relaxed form did not run).
+TEST(CpuSpeedPaths, RelaxedVectorExpIsWithinItsBound) {
+  if (!__builtin_cpu_supports("avx512dq")) GTEST_SKIP() << "no AVX512DQ here: the relaxed exp is the exact one";
+  const std::string row = "tile<f32, [1, 1024]>";
+  std::string text = "kernel @relaxed(%x: view<f32, [M, 1024]>, %y: view<f32, [M, 1024]>, %s: view<f32, [M, 1]>, %n: view<f32, [M, 1024]>, %z: view<f32, [M, 1024]>) {\n" +
+                     std::string(kRowHead) + "  %t = load_tile %x, %pid, %c0 : " + row + R"(
+  %e = exp %t {max_rel_error = 1.52587890625e-05} : )" + row + R"(
+  store_tile %y, %e, %pid, %c0
+  %sum = reduce %e {axis = 1, kind = "sum"} : tile<f32, [1]>
+  %sum1 = expand_dims %sum {axis = 1} : tile<f32, [1, 1]>
+  store_tile %s, %sum1, %pid, %c0
+  %u = neg %t : )" + row + R"(
+  %f = exp %u {max_rel_error = 1.52587890625e-05} : )" + row + R"(
+  store_tile %n, %f, %pid, %c0
+  %r = raw %t {name = "scalar_exp", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = tsr::fast_expf(in0[i]);"} : )" + row + R"(
+  store_tile %z, %r, %pid, %c0
+}
+)";
+  auto [k, src] = bound_and_emitted(text);
+  ASSERT_NE(src.find("tsr::exp_sum_inplace<1>("), std::string::npos) << src;
+  ASSERT_NE(src.find("tsr::exp_inplace<1>("), std::string::npos) << src;
+  const int64_t M = 1024, W = 1024, n = M * W;
+  std::vector<Tensor> ts = make_random_tensors(*k, Sizes{{"M", M}}, 7);
+  for (int64_t i = 0; i < n; ++i) ts[0].set(i, -110.0 + 220.0 * static_cast<double>(i) / static_cast<double>(n));
+  const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 88.72283, 88.72284, -87.33654, -103.97208, -103.9721, 104.0, -104.0, 1e30, -1e30};
+  for (size_t i = 0; i < std::size(special); ++i) ts[0].set(static_cast<int64_t>(5 + 1031 * i), special[i]);
+  auto args = args_for(*k, ts);
+  compile_cpu(*k, test_options())->run(args);
+  const double bound = std::ldexp(1.0, -16), top = 3.4028234663852886e38 * (1 - std::ldexp(1.0, -15));
+  // got against e^x (ref: fast_expf of x, or 1 / it for e^-x: the reciprocal's rounding is
+  // within the slack of 2^-23 added to the bound).
+  auto within = [&](double got, double ref) {
+    if (std::isnan(ref)) return std::isnan(got);
+    if (std::isinf(ref) || std::isinf(got)) return (std::isinf(ref) || ref >= top) && (std::isinf(got) || got >= top);
+    if (ref < std::ldexp(1.0, -126)) return std::fabs(got - ref) <= std::ldexp(1.0, -142);
+    return std::fabs(got - ref) <= (bound + std::ldexp(1.0, -23)) * ref;
+  };
+  int64_t bad = 0, differs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = ts[0].get(i), ref = ts[4].get(i), got = ts[1].get(i), neg = ts[3].get(i);
+    const double ref_neg = std::isnan(x) ? NAN : static_cast<double>(static_cast<float>(std::exp(-x)));
+    differs += got != ref && !(std::isnan(got) && std::isnan(ref));
+    if (!within(got, ref) && bad++ < 5) ADD_FAILURE() << "exp(" << x << "): relaxed " << got << " exact " << ref;
+    if (!within(neg, ref_neg) && bad++ < 5) ADD_FAILURE() << "exp(-" << x << "): relaxed " << neg << " exact " << ref_neg;
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(differs, 1000) << "the relaxed exp gave the exact exp's bits: did it run?";
+  for (int64_t r = 0; r < M; ++r) {
+    double exact = 0;
+    for (int64_t j = 0; j < W; ++j) exact += ts[4].get(r * W + j);
+    if (!(exact < 1e38)) continue;  // (an f32 sum overflows there)
+    EXPECT_LE(std::fabs(ts[2].get(r) - exact), (bound + 1100 * std::ldexp(1.0, -24)) * exact + 1e-38) << "row " << r;
+  }
+}
+
 // Streamed row stores (tsr::stream_f32 / stream_bf16: non-temporal, into views of at least
 // tsr::kStreamBytes, in kernels that move more bytes than they compute) give the plain stores'
 // bits: 96 programs (enough for the OpenMP launcher, whose threads fence their own stores) of

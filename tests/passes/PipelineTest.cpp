@@ -43,7 +43,7 @@ std::unique_ptr<Kernel> softmax() {
 
 TEST(Pipeline, PassNamesInOrder) {
   EXPECT_EQ(pipeline_pass_names(),
-            (std::vector<std::string>{"verify", "bind-constexprs", "pipes-to-loads", "canonicalize", "tanh-sums-to-sigmoid", "cse", "licm", "chunk-reductions", "repair-reductions", "dce", "verify-bound"}));
+            (std::vector<std::string>{"verify", "bind-constexprs", "pipes-to-loads", "canonicalize", "tanh-sums-to-sigmoid", "cse", "licm", "chunk-reductions", "repair-reductions", "dce", "relax-exp-precision", "verify-bound"}));
 }
 
 TEST(Pipeline, SoftmaxBindsFoldsAndCleansUp) {
@@ -103,7 +103,7 @@ TEST(Pipeline, UnknownDumpAfterNameListsValidNames) {
     FAIL() << "no error";
   } catch (const TesseraError& e) {
     EXPECT_EQ(e.message(),
-              "unknown pass 'fold' for --dump-after (valid: verify, bind-constexprs, pipes-to-loads, canonicalize, tanh-sums-to-sigmoid, cse, licm, chunk-reductions, repair-reductions, dce, "
+              "unknown pass 'fold' for --dump-after (valid: verify, bind-constexprs, pipes-to-loads, canonicalize, tanh-sums-to-sigmoid, cse, licm, chunk-reductions, repair-reductions, dce, relax-exp-precision, "
               "verify-bound, all)");
   }
 }

@@ -119,14 +119,14 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
     for (int64_t i_ = 0; i_ < 1024; ++i_) v20[i_] = v19[0];
     // %15 = sub %11, %14 : tile<f32, [1, 1024]>
     // (computed inside its user)
-    // %16 = exp %15 : tile<f32, [1, 1024]>
+    // %16 = exp %15 {max_rel_error = 1.52587890625e-05} : tile<f32, [1, 1024]>
     alignas(64) float v21[1024];
     float es23 = 0.0f;
     for (int64_t c24 = 0; c24 < 1024; c24 += 256) {
       tsr::prefetch_part(pf0_, pfl0_, c24 / 256, 4);
       tsr::prefetch_part_w(pf1_, pfl1_, c24 / 256, 4);
       for (int64_t i22 = c24; i22 < c24 + 256; ++i22) v21[i22] = (float(v10[i22] - v19[0]));
-      es23 += tsr::exp_sum_inplace(v21 + c24, 256);
+      es23 += tsr::exp_sum_inplace<1>(v21 + c24, 256);
     }
     // %17 = reduce %16 {axis = 1, kind = "sum"} : tile<f32, [1]>
     alignas(64) float v25[1];
@@ -277,10 +277,10 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i_ = 0; i_ < 1024; ++i_) v79[i_] = c45[0];
       // %56 = sub %53, %55 : tile<f32, [1, 1024]>
       // (computed inside its user)
-      // %57 = exp %56 : tile<f32, [1, 1024]>
+      // %57 = exp %56 {max_rel_error = 1.52587890625e-05} : tile<f32, [1, 1024]>
       alignas(64) float v80[1024];
       for (int64_t i81 = 0; i81 < 1024; ++i81) v80[i81] = (float((float(v70[i81])) - c45[0]));
-      tsr::exp_inplace(v80 + 0, 1024);
+      tsr::exp_inplace<1>(v80 + 0, 1024);
       // %58 = expand_dims %50 {axis = 0} : tile<f32, [1, 1]>
       // %59 = broadcast %58 : tile<f32, [1, 1024]>
       alignas(64) float v82[1024];
