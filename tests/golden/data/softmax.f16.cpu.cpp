@@ -219,11 +219,11 @@ void program(const Args& A, int32_t pid0, int32_t pid1, int32_t pid2, int32_t np
       for (int64_t i_ = 0; i_ < 1024; ++i_) v60[i_] = v58[0];
       // %41 = sub %36, %40 : tile<f32, [1, 1024]>
       // (computed inside its user)
-      // %42 = exp %41 : tile<f32, [1, 1024]>
+      // %42 = exp %41 {max_rel_error = 1.52587890625e-05} : tile<f32, [1, 1024]>
       alignas(64) float v61[1024];
       float es63 = 0.0f;
       for (int64_t i62 = 0; i62 < 1024; ++i62) v61[i62] = (float(v48[i62] - v58[0]));
-      es63 += tsr::exp_sum_inplace(v61 + 0, 1024);
+      es63 += tsr::exp_sum_inplace<1>(v61 + 0, 1024);
       // %43 = reduce %42 {axis = 1, kind = "sum"} : tile<f32, [1]>
       alignas(64) float v64[1];
       // (summed by the exp's loop)
