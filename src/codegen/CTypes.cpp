@@ -2,11 +2,6 @@
 
 namespace tessera::codegen {
 
-bool is_narrow(ScalarKind k) {
-  return k == ScalarKind::F16 || k == ScalarKind::BF16 || k == ScalarKind::F8E4M3 ||
-         k == ScalarKind::F8E5M2;
-}
-
 // The C++ type values of kind `k` have while computing.
 std::string ctype(ScalarKind k) {
   switch (k) {

@@ -9,8 +9,7 @@
 
 namespace tessera::codegen {
 
-// f16, bf16 and the f8 kinds: stored narrow, computed as float, rounded after every op.
-bool is_narrow(ScalarKind k);
+// (is_narrow, f16, bf16 and the f8 kinds: ir/Type.h.)
 // The C++ type values of kind `k` have while computing (float for narrow floats).
 std::string ctype(ScalarKind k);
 // The C++ type elements of kind `k` are stored as in memory.

@@ -193,17 +193,13 @@ std::shared_ptr<SharedObject> load_shared_bytes(std::string_view bytes, const st
                                                const std::string& parent) {
   // A copy in a private directory of this process (make_work_dir: mode 0700) is what dlopen
   // reads: nothing else replaces it between the check of `bytes` and the load.
-  std::string dir;
+  std::string dir, path;
   try {
     dir = make_work_dir(parent);
-  } catch (const TesseraError&) {
-    return nullptr;
-  }
-  const std::string path = dir + "/" + unique_object_name();
-  try {
+    path = dir + "/" + unique_object_name();
     write_whole_file(path, bytes, false);
   } catch (const TesseraError&) {
-    remove_tree(dir);
+    if (!dir.empty()) remove_tree(dir);
     return nullptr;
   }
   try {

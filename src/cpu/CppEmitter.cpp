@@ -106,6 +106,11 @@ struct ProgramWork {
   int64_t elements = 0;
   double ops = 0, bytes = 0;
 };
+// An exp that may be within kRelaxedExpError (relax-exp-precision's max_rel_error): its
+// vectors by tsr::exp16_relaxed, 7 instructions against 13.
+bool relaxed_exp(const Op& op) {
+  return op.kind == OpKind::Exp && op.has_attr("max_rel_error") && op.attr_number("max_rel_error") >= kRelaxedExpError;
+}
 // skip: an op of `b` that counts nothing (branch_work's `if`, one branch of which it adds).
 ProgramWork estimate_work(const Block& b, const Op* skip = nullptr) {
   auto sat = [](int64_t a, int64_t m) { return (a > (int64_t{1} << 40) / std::max<int64_t>(m, 1)) ? (int64_t{1} << 40) : a * m; };
@@ -121,10 +126,7 @@ ProgramWork estimate_work(const Block& b, const Op* skip = nullptr) {
       here = sat(here, static_shape(o->operand(0)->type.shape)[1]);
     double ops = double(here);
     if (std::find(std::begin(transcendental), std::end(transcendental), o->kind) != std::end(transcendental))
-      ops *= (o->kind == OpKind::Exp && o->has_attr("max_rel_error") &&
-              o->attr_number("max_rel_error") >= kRelaxedExpError)
-                 ? 8
-                 : 15;
+      ops *= relaxed_exp(*o) ? 8 : 15;
     if (o->kind == OpKind::Sort || o->kind == OpKind::Topk) {  // a merge network over the operand: log2(n) (log2(n) + 1) / 2 steps
       const Value* x = o->operand(0);
       double n = double(here);
@@ -301,11 +303,6 @@ class Emitter {
     const Type& t = op.result()->type;
     return t.is_tile() && shape_is_static(t.shape) && ctype(t.elem) == "float" &&
            shape_numel(t.shape) >= kVectorExpMin;
-  }
-  // An exp that may be within kRelaxedExpError (relax-exp-precision's max_rel_error): its
-  // vectors by tsr::exp16_relaxed, 7 instructions against 13.
-  static bool relaxed_exp(const Op& op) {
-    return op.kind == OpKind::Exp && op.has_attr("max_rel_error") && op.attr_number("max_rel_error") >= kRelaxedExpError;
   }
   // A vector exp (f32) whose one row is also summed along it, by a reduce in the same block: the
   // exp's loop accumulates the sum (tsr::exp_sum_inplace); exp_sum_ maps that reduce to the
@@ -1053,9 +1050,7 @@ bool streamable_row(const Op& store) {
 }
 
 bool Emitter::stream_store(const Op& store) const {
-  auto v = store.operands.empty() ? view_index_.end() : view_index_.find(store.operand(0));
-  return v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) != stream_views_.end() &&
-         stream_stores_.count(&store) != 0;
+  return stream_stores_.count(&store) != 0;  // (each with its view's flag in stream_views_)
 }
 
 void Emitter::emit_prefetch_prologue(const Block& body, size_t at) {
@@ -2457,14 +2452,17 @@ EmittedCpp Emitter::run() {
   // bf16 softmax with a relaxed exp streams its one-tile rows only, bench/RESULTS.md session 47).
   if (k.body && stream_switch != "0") {
     const ProgramWork whole = estimate_work(*k.body);
+    std::unordered_map<const Block*, ProgramWork> per_branch;  // (each branch weighed once)
     walk(*k.body, [&](Op& o) {
       if (!streamable_row(o)) return;
+      auto v = view_index_.find(o.operand(0));
+      if (v == view_index_.end()) return;
       const Block* branch = top_level_branch(o, *k.body);
-      const ProgramWork pw = branch ? branch_work(*k.body, *branch) : whole;
+      if (branch && !per_branch.count(branch)) per_branch[branch] = branch_work(*k.body, *branch);
+      const ProgramWork& pw = branch ? per_branch[branch] : whole;
       if (!(pw.bytes > 0 && (stream_switch == "1" || pw.ops < kStreamOpsPerByte * pw.bytes))) return;
       stream_stores_.insert(&o);
-      auto v = view_index_.find(o.operand(0));
-      if (v != view_index_.end() && std::find(stream_views_.begin(), stream_views_.end(), v->second) == stream_views_.end())
+      if (std::find(stream_views_.begin(), stream_views_.end(), v->second) == stream_views_.end())
         stream_views_.push_back(v->second);
     });
   }

@@ -174,7 +174,8 @@ std::shared_ptr<CpuKernel> compile_cpu(const Kernel& k, const CpuOptions& opts) 
     }
   }
   // The shared disk-cache policy (src/runtime/DiskCache.h): atomic entries with a checksum
-  // sidecar; a verified entry is dlopen'ed in place.
+  // sidecar; a verified entry's bytes are loaded from a private copy (load_shared_bytes), never
+  // from the entry's path, which another process could swap after the check.
   std::optional<DiskCache> disk;
   if (opts.disk_cache) {
     disk.emplace(cpu_cache_dir(opts), "tessera-cpu-cache", ".so");

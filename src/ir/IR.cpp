@@ -250,6 +250,13 @@ bool const_positive(const Value* v) {
   return c && *c > 0;
 }
 
+bool has_runtime_subtile_index(const Op& op) {
+  if (op.kind != OpKind::ExtractTile && op.kind != OpKind::InsertTile) return false;
+  for (size_t i = op.kind == OpKind::ExtractTile ? 1 : 2; i < op.operands.size(); ++i)  // (after the tile[s])
+    if (!const_int(op.operands[i])) return true;
+  return false;
+}
+
 bool may_divide_by_zero(const Op& op) {
   if (op.kind != OpKind::Div && op.kind != OpKind::Rem && op.kind != OpKind::Cdiv) return false;
   if (is_float(op.result()->type.elem)) return false;

@@ -151,5 +151,8 @@ bool const_positive(const Value* v);
 // one): it fails on a zero divisor, so passes neither remove it unused (dce) nor hoist it where
 // it might not have run (licm).
 bool may_divide_by_zero(const Op& op);
+// An extract_tile or insert_tile at a sub-tile index not all constant: out of range, it fails
+// (dce keeps it unused).
+bool has_runtime_subtile_index(const Op& op);
 
 }  // namespace tessera

@@ -43,6 +43,10 @@ double unit_roundoff(ScalarKind k) {
   }
 }
 
+bool is_narrow(ScalarKind k) {
+  return k == ScalarKind::F16 || k == ScalarKind::BF16 || k == ScalarKind::F8E4M3 || k == ScalarKind::F8E5M2;
+}
+
 bool is_float(ScalarKind k) {
   switch (k) {
     case ScalarKind::F8E4M3:

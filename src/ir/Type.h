@@ -53,6 +53,9 @@ std::optional<ScalarKind> scalar_from_name(std::string_view s);
 int scalar_bits(ScalarKind k);
 int scalar_bytes(ScalarKind k);  // storage size in host/device memory (i1 is one byte)
 bool is_float(ScalarKind k);
+// f16, bf16 and the f8 kinds: stored narrow, computed as float (by the backends) and rounded
+// after every op.
+bool is_narrow(ScalarKind k);
 // Half the distance from 1 to the next number of the float type: 2^-24 for f32, 2^-53 for
 // f64, 2^-11 for f16, 2^-8 for bf16 (0 for integers, which are exact).
 double unit_roundoff(ScalarKind k);

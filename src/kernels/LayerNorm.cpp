@@ -101,9 +101,7 @@ ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes)
   std::vector<double> y(static_cast<size_t>(args[3].tensor->numel()));
   layernorm_rows(*args[0].tensor, *args[1].tensor, *args[2].tensor, sizes,
                  [&](int64_t i, double, double bound) { y[static_cast<size_t>(i)] = bound; });
-  ErrorBounds b(4);
-  b[3] = std::move(y);  // (moved: a braced list would copy it twice)
-  return b;
+  return bounds_of_one(4, 3, std::move(y));
 }
 
 }  // namespace

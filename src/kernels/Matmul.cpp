@@ -44,9 +44,7 @@ void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
 
 // c's dot over K terms in f32: gamma_K * (|a| @ |b|) (Tolerance.h).
 ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
-  ErrorBounds b(3);
-  b[2] = matmul_error_bound(*args[0].tensor, *args[1].tensor, sizes);  // (a braced list would copy it)
-  return b;
+  return bounds_of_one(3, 2, matmul_error_bound(*args[0].tensor, *args[1].tensor, sizes));
 }
 
 }  // namespace

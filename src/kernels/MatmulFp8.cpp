@@ -52,9 +52,7 @@ void reference(std::vector<KernelArg>& args, const Sizes& sizes) {
 // The dot over K in f32, then two more roundings: of scale_a * scale_b and of acc * that.
 ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes) {
   double scale = f32_scalar(args[2]) * f32_scalar(args[3]);
-  ErrorBounds b(3);
-  b[2] = matmul_error_bound(*args[0].tensor, *args[1].tensor, sizes, scale, /*b_is_nk=*/true, 2);  // (not copied)
-  return b;
+  return bounds_of_one(3, 2, matmul_error_bound(*args[0].tensor, *args[1].tensor, sizes, scale, /*b_is_nk=*/true, 2));
 }
 
 }  // namespace

@@ -71,9 +71,7 @@ ErrorBounds error_bounds(const std::vector<KernelArg>& args, const Sizes& sizes)
   double g = gamma_n(sizes.at("N")) / 2;
   rmsnorm_rows(*args[0].tensor, *args[1].tensor, sizes,
                [&](int64_t i, double v) { y[static_cast<size_t>(i)] = g * std::fabs(v); });
-  ErrorBounds b(3);
-  b[2] = std::move(y);  // (moved: a braced list would copy it twice)
-  return b;
+  return bounds_of_one(3, 2, std::move(y));
 }
 
 }  // namespace

@@ -59,6 +59,13 @@ inline double gamma_n(int64_t n, ScalarKind acc = ScalarKind::F32) {
 // doubles the size of every float view was twice an f32 run's tensors under --check), added to
 // the dtype's atol + rtol * |want|.
 using ErrorBounds = std::vector<std::vector<double>>;
+// ErrorBounds for `views` tensors with one tensor's bounds, at `index` (moved in: a braced
+// list would copy the vector twice).
+inline ErrorBounds bounds_of_one(size_t views, size_t index, std::vector<double> bounds) {
+  ErrorBounds b(views);
+  b[index] = std::move(bounds);
+  return b;
+}
 // Element i's bound in one tensor's entry of ErrorBounds (0 where it has none).
 inline double error_bound_at(const std::vector<double>& b, int64_t i) {
   return b.empty() ? 0 : b.at(b.size() == 1 ? 0 : static_cast<size_t>(i));

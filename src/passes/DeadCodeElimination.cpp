@@ -42,9 +42,7 @@ bool may_fail(const Op& op) {
       return true;
     case OpKind::ExtractTile:  // a run-time sub-tile index out of range is an error
     case OpKind::InsertTile:
-      for (size_t i = op.kind == OpKind::ExtractTile ? 1 : 2; i < op.operands.size(); ++i)
-        if (!const_int(op.operands[i])) return true;
-      return false;
+      return has_runtime_subtile_index(op);
     default:
       return may_divide_by_zero(op);
   }

@@ -47,10 +47,6 @@ namespace tessera {
 
 namespace {
 
-bool narrow_float(ScalarKind k) {
-  return k == ScalarKind::BF16 || k == ScalarKind::F16 || k == ScalarKind::F8E4M3 || k == ScalarKind::F8E5M2;
-}
-
 bool shape_op(OpKind k) {
   return k == OpKind::Broadcast || k == OpKind::ExpandDims || k == OpKind::Reshape || k == OpKind::Permute ||
          k == OpKind::Splat || k == OpKind::ConvertLayout;
@@ -75,6 +71,11 @@ class Relaxer {
         for (Value* a : b->args) opaque_.push_back(a);
     walk(k_, [&](Op& op) {
       ops_.push_back(&op);
+      for (Value* r : op.results)
+        if (auto src = compute_sources(r); !src.empty()) sources_[r] = std::move(src);
+      for (const auto& region : op.regions)
+        for (Value* a : region->args)
+          if (auto src = compute_sources(a); !src.empty()) sources_[a] = std::move(src);
       for (Value* r : op.results) values_.push_back(r);
       for (const auto& region : op.regions)
         for (Value* a : region->args) values_.push_back(a);
@@ -100,19 +101,13 @@ class Relaxer {
     // keeps that exp exact, found by counting with it alone relaxed; a store over its budget
     // keeps every exp it depends on exact; count again until nothing is left over.
     while (!chosen_.empty()) {
-      Counts c = count_all();
+      Counts c = count_all(chosen_, true);
       const std::vector<const Op*> grow_slice = slice_exps(c.capped), over_slice = slice_exps(c.over);
       if (!grow_slice.empty()) {
         // The exps whose count alone (written exps not counted) reaches the cap: on a cycle.
-        const std::unordered_set<const Op*> all = chosen_;
         std::vector<const Op*> drop;
-        count_written_ = false;
-        for (const Op* e : grow_slice) {
-          chosen_ = {e};
-          if (!count_all().capped.empty()) drop.push_back(e);
-        }
-        count_written_ = true;
-        chosen_ = all;
+        for (const Op* e : grow_slice)
+          if (!count_all({e}, false).capped.empty()) drop.push_back(e);
         for (const Op* e : drop.empty() ? grow_slice : drop) chosen_.erase(e);
         continue;
       }
@@ -136,12 +131,12 @@ class Relaxer {
   // Counts saturate here, over every budget (f8e5m2's, the largest, is 1024): a count that
   // grows around a loop reaches it, which is how growth is found.
   static constexpr int64_t kCap = 1025;
-  bool count_written_ = true;  // whether exps written with max_rel_error count (the solo test: not)
   Kernel& k_;
   std::vector<Op*> ops_;             // every op, in program order (walk's pre-order)
   std::vector<const Value*> values_;  // every result and region argument of an op
   std::vector<const Value*> opaque_;  // the grid's and body's own arguments (none today)
   std::unordered_map<const Value*, std::vector<Use>> uses_;
+  std::unordered_map<const Value*, std::vector<const Value*>> sources_;  // compute_sources, where not empty
   std::unordered_set<const Value*> read_views_;  // views some op reads (not a store_tile or dim)
   std::unordered_map<const Value*, bool> nonneg_, tolerant_;
   std::unordered_set<const Op*> chosen_;
@@ -176,7 +171,7 @@ class Relaxer {
 
   // The values that flow into v (an init and a yield for a loop's argument or result, the
   // branches' yields for an if's result), or null when v is made by an op or an opaque region.
-  std::vector<const Value*> sources(const Value* v) const {
+  static std::vector<const Value*> compute_sources(const Value* v) {
     std::vector<const Value*> src;
     auto yielded = [](const Block& b, size_t i) -> const Value* {
       const Op* y = b.terminator();
@@ -194,6 +189,12 @@ class Relaxer {
     if (std::find(src.begin(), src.end(), nullptr) != src.end()) return {};  // (unverified IR)
     return src;
   }
+  // compute_sources of v, worked out once (the fixpoints ask for it again and again).
+  const std::vector<const Value*>& sources(const Value* v) const {
+    static const std::vector<const Value*> none;
+    auto it = sources_.find(v);
+    return it == sources_.end() ? none : it->second;
+  }
 
   // nonneg: v cannot be negative (NaN aside, which both forms of exp pass through alike). The
   // greatest fixpoint: everything starts non-negative and loses it until nothing changes (a
@@ -201,11 +202,11 @@ class Relaxer {
   bool nonneg_rule(const Value* v) const {
     auto n = [&](const Value* x) { return nonneg_.at(x); };
     if (!is_float(v->type.elem)) return false;  // (integers wrap: a sum of positives may not be)
-    if (!v->def) {
-      std::vector<const Value*> src = sources(v);
+    const Op* d = v->def;
+    if (!d || d->kind == OpKind::For || d->kind == OpKind::If) {  // what flows into it
+      const std::vector<const Value*>& src = sources(v);
       return !src.empty() && std::all_of(src.begin(), src.end(), n);
     }
-    const Op* d = v->def;
     switch (d->kind) {
       case OpKind::Exp: return true;
       case OpKind::Const: {
@@ -225,11 +226,6 @@ class Relaxer {
         return (kind == "sum" || kind == "max" || kind == "min") && n(d->operand(0));
       }
       case OpKind::Cast: return wide_float(d->result()->type.elem) && n(d->operand(0));
-      case OpKind::For:
-      case OpKind::If: {
-        std::vector<const Value*> src = sources(v);
-        return !src.empty() && std::all_of(src.begin(), src.end(), n);
-      }
       default: return shape_op(d->kind) && n(d->operand(0));
     }
   }
@@ -244,9 +240,8 @@ class Relaxer {
       const Op& op = *u.op;
       const Flow f = flow(op, u.index);
       bool ok = false;
-      if (f.opaque) {
-        ok = false;
-      } else if (!f.to.empty()) {
+      if (f.opaque) return false;
+      if (!f.to.empty()) {
         ok = std::all_of(f.to.begin(), f.to.end(), t);
       } else if (op.results.size() != 1) {
         ok = false;
@@ -260,7 +255,7 @@ class Relaxer {
         ok = (kind == "max" || kind == "min" || (kind == "sum" && nonneg_.at(v))) && t(op.result());
       } else if (op.kind == OpKind::Cast && wide_float(op.result()->type.elem)) {
         ok = t(op.result());
-      } else if (op.kind == OpKind::Cast && narrow_float(op.result()->type.elem)) {
+      } else if (op.kind == OpKind::Cast && is_narrow(op.result()->type.elem)) {
         const auto& stores = uses(op.result());
         ok = !stores.empty() && std::all_of(stores.begin(), stores.end(), [&](const Use& s) {
           return s.op->kind == OpKind::StoreTile && s.index == 1 && !read_views_.count(s.op->operand(0));
@@ -325,20 +320,22 @@ class Relaxer {
   struct Counts {
     std::vector<const Value*> capped, over;  // values at kCap; narrow casts over their budget
   };
-  Counts count_all() {
+  // chosen: the exps counted as relaxed; count_written: whether exps written with max_rel_error
+  // count too (not in the test of one exp alone).
+  Counts count_all(const std::unordered_set<const Op*>& chosen, bool count_written) {
     count_.clear();
     auto step = [&](const Value* v) -> int64_t {
       const Op* d = v->def;
-      std::vector<const Value*> src = sources(v);
+      const std::vector<const Value*>& src = sources(v);
       if (!src.empty()) {
         int64_t c = 0;
         for (const Value* x : src) c = std::max(c, counted(x));
         return c;
       }
       if (!d || d->results.size() != 1) return 0;
-      if (d->kind == OpKind::Exp && chosen_.count(d)) return 1;
+      if (d->kind == OpKind::Exp && chosen.count(d)) return 1;
       if (d->kind == OpKind::Exp && d->has_attr("max_rel_error"))  // written so: its own share
-        return count_written_
+        return count_written
                    ? std::min(int64_t(std::ceil(std::min(d->attr_number("max_rel_error"), 1.0) / kRelaxedExpError)), kCap)
                    : 0;
       if (d->kind == OpKind::Mul || d->kind == OpKind::Div)
@@ -358,7 +355,7 @@ class Relaxer {
     Counts c;
     for (const Value* v : values_) {
       if (counted(v) >= kCap) c.capped.push_back(v);
-      if (v->def && v->def->kind == OpKind::Cast && narrow_float(v->type.elem) &&
+      if (v->def && v->def->kind == OpKind::Cast && is_narrow(v->type.elem) &&
           double(counted(v)) * kRelaxedExpError > unit_roundoff(v->type.elem) / 8)
         c.over.push_back(v);
     }

@@ -807,6 +807,19 @@ TEST(CpuSpeedPaths, Bf16StoreOfAScaledRowMultipliesInTheStore) {
   }
 }
 
+// The exp tests' arguments: n values spread densely over [-110, 110], with the ends of the
+// range (overflow near 88.72, subnormal results below -87.3, zero below -103.97), +-inf, NaN
+// and +-0 planted among them.
+void fill_exp_sweep(Tensor& x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x.set(i, -110.0 + 220.0 * static_cast<double>(i) / static_cast<double>(n));
+  const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 88.72283, 88.72284, -87.33654, -103.97208, -103.9721, 104.0, -104.0, 1e30, -1e30};
+  for (size_t i = 0; i < std::size(special); ++i) x.set(static_cast<int64_t>(5 + 1031 * i), special[i]);
+}
+// A raw op computing the scalar fast_expf of its operand (the exact exp's reference), up to its
+// result type.
+constexpr const char* kScalarExpRaw =
+    R"(raw %t {name = "scalar_exp", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = tsr::fast_expf(in0[i]);"} : )";
+
 // The vector exp (exp16: the max / min clamp, vscalefps) gives fast_expf's bits for
 // every input: a 1024-wide f32 row (vector path) against a raw op calling tsr::fast_expf on
 // the same row, over 2^20 arguments spread densely over [-110, 110] with the ends of the range
@@ -817,7 +830,7 @@ TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
                      "  %t = load_tile %x, %pid, %c0 : " + row + R"(
   %e = exp %t : )" + row + R"(
   store_tile %y, %e, %pid, %c0
-  %r = raw %t {name = "scalar_exp", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = tsr::fast_expf(in0[i]);"} : )" + row + R"(
+  %r = )" + std::string(kScalarExpRaw) + row + R"(
   store_tile %z, %r, %pid, %c0
 }
 )";
@@ -826,9 +839,7 @@ TEST(CpuSpeedPaths, Bf16VectorExpGivesTheScalarExpsBits) {
   const int64_t M = 1024, n = M * 1024;
   const Sizes sizes{{"M", M}};
   std::vector<Tensor> ts = make_random_tensors(*k, sizes, 7);
-  for (int64_t i = 0; i < n; ++i) ts[0].set(i, -110.0 + 220.0 * static_cast<double>(i) / static_cast<double>(n));
-  const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 88.72283, 88.72284, -87.33654, -103.97208, -103.9721, 104.0, -104.0, 1e30, -1e30};
-  for (size_t i = 0; i < std::size(special); ++i) ts[0].set(static_cast<int64_t>(5 + 1031 * i), special[i]);
+  fill_exp_sweep(ts[0], n);
   auto args = args_for(*k, ts);
   compile_cpu(*k, test_options())->run(args);
   int64_t bad = 0, inf = 0, sub = 0;
@@ -868,7 +879,7 @@ TEST(CpuSpeedPaths, RelaxedVectorExpIsWithinItsBound) {
   %u = neg %t : )" + row + R"(
   %f = exp %u {max_rel_error = 1.52587890625e-05} : )" + row + R"(
   store_tile %n, %f, %pid, %c0
-  %r = raw %t {name = "scalar_exp", cpp = "for (int64_t i = 0; i < in0_numel; ++i) out0[i] = tsr::fast_expf(in0[i]);"} : )" + row + R"(
+  %r = )" + std::string(kScalarExpRaw) + row + R"(
   store_tile %z, %r, %pid, %c0
 }
 )";
@@ -877,9 +888,7 @@ TEST(CpuSpeedPaths, RelaxedVectorExpIsWithinItsBound) {
   ASSERT_NE(src.find("tsr::exp_inplace<1>("), std::string::npos) << src;
   const int64_t M = 1024, W = 1024, n = M * W;
   std::vector<Tensor> ts = make_random_tensors(*k, Sizes{{"M", M}}, 7);
-  for (int64_t i = 0; i < n; ++i) ts[0].set(i, -110.0 + 220.0 * static_cast<double>(i) / static_cast<double>(n));
-  const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 88.72283, 88.72284, -87.33654, -103.97208, -103.9721, 104.0, -104.0, 1e30, -1e30};
-  for (size_t i = 0; i < std::size(special); ++i) ts[0].set(static_cast<int64_t>(5 + 1031 * i), special[i]);
+  fill_exp_sweep(ts[0], n);
   auto args = args_for(*k, ts);
   compile_cpu(*k, test_options())->run(args);
   const double bound = std::ldexp(1.0, -16), top = 3.4028234663852886e38 * (1 - std::ldexp(1.0, -15));
