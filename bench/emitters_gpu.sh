@@ -51,7 +51,7 @@ if [ "$PART" = 1 ]; then
   for round in a b; do
     for em in planning layouts; do
       for dt in f32 bf16; do
-        ms=$(env $([ $em = layouts ] && echo TESSERA_CUDA_FROM_LAYOUTS=1) timeout 60 "$B/bin/tessera" bench topk -b cuda \
+        ms=$(env TESSERA_CUDA_FROM_LAYOUTS=$([ $em = layouts ] && echo 1 || echo 0) timeout 60 "$B/bin/tessera" bench topk -b cuda \
           --dtype $dt --size M=64,N=131072,K=64 --reps 100 2>&1 | grep -o 'median_ms=[0-9.e+-]*')
         echo "topk $dt 64x131072 k=64 $em round $round: $ms"
       done
@@ -64,7 +64,8 @@ fi
 for round in ${ROUNDS:-a b}; do
   for em in planning layouts; do
     echo "=== cuda_bench, $em emitter, round $round ($(( $(date +%s) - S0 )) s)"
-    if [ $em = layouts ]; then export TESSERA_CUDA_FROM_LAYOUTS=1; else unset TESSERA_CUDA_FROM_LAYOUTS; fi
+    # Each emitter for every kernel (since session 48 the default picks per kernel).
+    if [ $em = layouts ]; then export TESSERA_CUDA_FROM_LAYOUTS=1; else export TESSERA_CUDA_FROM_LAYOUTS=0; fi
     timeout 200 "$B/bin/cuda_bench" --json "$OUTDIR/cuda_bench_${em}_$round.json" > "$OUTDIR/cuda_bench_${em}_$round.txt" 2>&1 ||
       { echo "cuda_bench ($em, $round) failed: tail of its log:"; tail -5 "$OUTDIR/cuda_bench_${em}_$round.txt"; }
   done

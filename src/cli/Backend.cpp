@@ -156,12 +156,12 @@ std::unique_ptr<Runner> make_library_runner(const std::string& backend, const Ke
 void disable_lowering_passes(CudaTarget& t, const std::vector<std::string>& disabled) {
   t.disabled_passes = gpu_lowering_passes_in(disabled);
   static bool said = false;  // once a process (a staged op has several kernels)
-  if (t.from_layouts || t.disabled_passes.empty() || said) return;
+  if (t.emitter != CudaTarget::Emitter::Planning || t.disabled_passes.empty() || said) return;
   said = true;
   std::string names;
   for (const std::string& n : t.disabled_passes) names += (names.empty() ? "" : ", ") + n;
   std::cerr << "note: --disable-pass " << names << ": the GPU lowering's, which only the layout emitter "
-            << "(TESSERA_CUDA_FROM_LAYOUTS=1) prints; the planning emitter, on now, ignores it\n";
+            << "prints; the planning emitter, on now (TESSERA_CUDA_FROM_LAYOUTS=0), ignores it\n";
 }
 
 bool is_cuda_backend(const std::string& backend) { return backend == "cuda" || backend.rfind("cuda:", 0) == 0; }

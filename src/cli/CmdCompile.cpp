@@ -126,8 +126,8 @@ int cmd_compile(const CompileOptions& o) {
     po.config = plan.config;
     PassStats stats;
     std::unique_ptr<Kernel> bound = run_pipeline(*k, po, &stats);
-    // The GPU lowering passes run beside the emitter, which does not read their output yet:
-    // for their dumps and statistics. On sm_90a with wgmma, unless the layout emitter printed
+    // The GPU lowering passes run again here, for their dumps and statistics (the planning
+    // emitter does not read their output). On sm_90a with wgmma, unless the layout emitter printed
     // the kernel from its lowering for mma.sync (what it cannot print with wgmma): then that one.
     // (That emission of the bound kernel is kept for the output below.)
     const auto lowering = gpu_lowering_pass_names();
@@ -135,7 +135,7 @@ int cmd_compile(const CompileOptions& o) {
     if (cuda_target && (o.stats || o.dump_after == "all" ||
                         std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end())) {
       bool wgmma = target.arch_specific && target.tma;
-      if (wgmma && target.from_layouts) {
+      if (wgmma && target.emitter != CudaTarget::Emitter::Planning) {
         bound_em = emit_cuda_with_info(*bound, target);
         wgmma = !bound_em->lowered || bound_em->lowered_with_wgmma;
       }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,25 @@ struct CudaTarget {
   // wins at short last waves (1024x4608x3584: 0.0539 against 0.0763 ms) and loses where whole
   // tiles nearly fill the last wave (4096^3: 0.196 against 0.189; bench/RESULTS.md, session 22).
   bool stream_k = false;
-  // Print the kernel from the GPU lowering's IR (the layout emitter, EmitLowered.cpp): each op
-  // in the layout the passes gave it, with mma.sync dots (no wgmma yet). A kernel it cannot
-  // print yet is emitted as without, with a note that says why. Off by default; parse() turns
-  // it on when the environment has TESSERA_CUDA_FROM_LAYOUTS=1.
-  bool from_layouts = false;
+  // Which emitter prints the kernel (docs/cuda-backend.md, "Two emitters"): the layout
+  // emitter (EmitLowered.cpp) prints the GPU lowering's IR, each op in the layout the passes
+  // gave it; the planning emitter makes its own decisions from the optimized IR (the default,
+  // for now). Auto: the layout emitter, unless the kernel or the compilation asks for what only
+  // the planning emitter does (planning_only_knobs: split_k, stream_k, cluster_m, cluster_size,
+  // ring_stages, swap_operands, the epilogue and mma_* knobs, prefetch_loads; the runtime's
+  // split-K and stream-K compilations). Either way, a kernel the layout emitter cannot print yet
+  // is printed by the planning emitter, with a note that says why. parse() reads
+  // TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts (planning-only knobs ignored, with a note), 0 for
+  // Planning.
+  enum class Emitter { Auto, Layouts, Planning };
+  Emitter emitter = Emitter::Planning;
   // GPU lowering passes left out of the lowering the layout emitter prints (`--disable-pass`,
   // disableable_gpu_lowering_pass): an A/B switch per decision. The planning emitter ignores it.
   std::vector<std::string> disabled_passes{};
   static CudaTarget parse(const std::string& s);  // "cuda:sm_80", "sm_90a", "cuda" (= sm_90a)
+  // TESSERA_CUDA_FROM_LAYOUTS as an emitter: 1 Layouts, 0 Planning, unset nothing; another
+  // value is an error that names it.
+  static std::optional<Emitter> emitter_from_environment();
   std::string str() const;                        // "sm_90a"
 };
 

@@ -1393,11 +1393,13 @@ const Op* first_layout_op(const Block& b) {
 }
 
 // The codegen knobs that only the planning emitter (or the runtime, for its compilations)
-// reads, with the value that asks for nothing: the GPU lowering has no pass that takes them
-// yet (tma_hint_a / tma_hint_b: hint-l2-policy does; prefetch_programs, prefetch_buffers and
-// prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues), so a kernel the layout emitter prints
-// says which of them it was given and ignored, rather than running as if they had been taken.
-std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
+// reads, as "name = value", where the kernel gives one a value that asks for something: the
+// GPU lowering has no pass that takes them yet (tma_hint_a / tma_hint_b: hint-l2-policy does;
+// prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
+// epilogue_overlap: overlap-epilogues). Such a kernel goes to the planning emitter by default;
+// the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
+// running as if they had been taken.
+std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (split_k 1: never split).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
@@ -1406,13 +1408,12 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
       {"tma_store_epilogue", {1}},    {"mma_l2_prefetch", {0}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}}};
-  std::vector<std::string> notes;
+  std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);
         d && std::find(nothing.begin(), nothing.end(), d->value) == nothing.end())
-      notes.push_back("knob " + std::string(name) + " = " + std::to_string(d->value) +
-                      " is read by the planning emitter only: the layout emitter ignores it");
-  return notes;
+      knobs.push_back(std::string(name) + " = " + std::to_string(d->value));
+  return knobs;
 }
 
 }  // namespace
@@ -1420,7 +1421,22 @@ std::vector<std::string> planning_only_knob_notes(const Kernel& k) {
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   check_cluster_size(bound_kernel);  // before either emitter: a located error on both
   std::string why_not, layouts_note;
-  if (target.from_layouts) {
+  // Emitter::Auto: the layout emitter, unless the kernel or the compilation asks for what only
+  // the planning emitter does (then the planning emitter, with a note that says what).
+  const std::vector<std::string> planning_only = planning_only_knobs(bound_kernel);
+  bool layouts = target.emitter == CudaTarget::Emitter::Layouts;
+  if (target.emitter == CudaTarget::Emitter::Auto) {
+    std::string asks;
+    for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
+    if (target.split_k || target.stream_k)
+      layouts_note = std::string("the ") + (target.split_k ? "split-K" : "stream-K") +
+                     " compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
+    else if (!asks.empty())
+      layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
+    else
+      layouts = true;
+  }
+  if (layouts) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
     // atom, say) it tries again lowered for mma.sync.
@@ -1429,7 +1445,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
       if (wgmma && !(target.arch_specific && target.tma)) continue;
       PipelineOptions lowering_options;
       lowering_options.disabled = target.disabled_passes;
-      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, lowering_options, nullptr);
+      PassStats lowering_stats;
+      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, lowering_options, &lowering_stats);
       try {
         const bool on_wgmma = has_mma_dot(*lowered->body, 3);
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
@@ -1496,7 +1513,16 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
-        for (std::string& n : planning_only_knob_notes(bound_kernel)) out.notes.push_back(std::move(n));
+        // Why a dot did not take wgmma, as `tessera compile` says without --stats: the lowering
+        // that was printed (assign-layouts' note), or why its wgmma form could not be printed.
+        for (const std::string& n : lowering_stats.notes)
+          if (const size_t at = n.find("dot at "); at != std::string::npos && n.find(": not wgmma: ") != std::string::npos) {
+            out.wgmma_not_taken = n.substr(at);
+            break;
+          }
+        if (out.wgmma_not_taken.empty() && !wgmma_note.empty()) out.wgmma_not_taken = wgmma_note;
+        for (const std::string& knob : planning_only)
+          out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         out.lowered_with_wgmma = wgmma;

@@ -161,7 +161,7 @@ struct CudaEmission {
   // not ("dot at LOC: not wgmma: ..."; `tessera compile` prints it without --stats); empty when
   // the kernel has no such dot or the dot took the path.
   std::string wgmma_not_taken;
-  // The GPU lowering's output the source was printed from (CudaTarget::from_layouts), which
+  // The GPU lowering's output the source was printed from (by the layout emitter), which
   // line_op points into; null when the source was printed from the kernel given.
   std::shared_ptr<const Kernel> lowered;
   // The GpuLoweringOptions::wgmma that lowering ran with: false on sm_90a where the layout

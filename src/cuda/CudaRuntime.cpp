@@ -71,7 +71,7 @@ std::unordered_map<std::string, Emitted> g_emitted;
 std::string emission_key(const Kernel& k, const CudaTarget& t) {
   std::string in = std::string(kCudaCodegenVersion) + "\n" + t.str() + " tma=" + std::to_string(t.tma) +
                    " split_k=" + std::to_string(t.split_k) + " stream_k=" + std::to_string(t.stream_k) +
-                   " layouts=" + std::to_string(t.from_layouts) + "\n";
+                   " emitter=" + std::to_string(static_cast<int>(t.emitter)) + "\n";
   for (const std::string& d : t.disabled_passes) in += "disabled " + d + "\n";
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e)
@@ -633,8 +633,8 @@ CudaTarget cuda_target_for(const CudaOptions& o) {
     t.arch_specific = dev.sm == 90;
     t.split_k = false;  // (the runtime asks for its split-K compilation itself)
   }
-  // TESSERA_CUDA_FROM_LAYOUTS=1 reaches every compilation, whatever made its options.
-  t.from_layouts = t.from_layouts || CudaTarget::parse(t.str()).from_layouts;
+  // TESSERA_CUDA_FROM_LAYOUTS (1 or 0) reaches every compilation, whatever made its options.
+  if (const auto e = CudaTarget::emitter_from_environment()) t.emitter = *e;
   return t;
 }
 

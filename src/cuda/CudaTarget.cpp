@@ -7,9 +7,18 @@
 
 namespace tessera {
 
-// TESSERA_CUDA_FROM_LAYOUTS=1: print kernels from the GPU lowering's layouts (from_layouts).
+std::optional<CudaTarget::Emitter> CudaTarget::emitter_from_environment() {
+  const std::optional<int64_t> v = env_int("TESSERA_CUDA_FROM_LAYOUTS");
+  if (!v) return std::nullopt;
+  if (*v != 0 && *v != 1)
+    throw TesseraError("TESSERA_CUDA_FROM_LAYOUTS = " + std::to_string(*v) +
+                       ": expected 1 (the layout emitter) or 0 (the planning emitter); unset for the default");
+  return *v == 1 ? Emitter::Layouts : Emitter::Planning;
+}
+
+// TESSERA_CUDA_FROM_LAYOUTS=1 or 0 picks the emitter; unset, CudaTarget::emitter's default.
 static CudaTarget with_environment(CudaTarget t) {
-  t.from_layouts = env_flag("TESSERA_CUDA_FROM_LAYOUTS");
+  if (const auto e = CudaTarget::emitter_from_environment()) t.emitter = *e;
   return t;
 }
 

@@ -1,5 +1,5 @@
 // The layout emitter: prints a kernel that the GPU lowering passes have given layouts
-// (CudaTarget::from_layouts). Each tile value is a register array whose slot s holds the
+// (CudaTarget::emitter). Each tile value is a register array whose slot s holds the
 // element its layout places there (DistLayout.h), so elementwise ops, splats, casts and control
 // flow print slot by slot as in the planning emitter; the ops below are the ones whose code
 // depends on the layouts. Nothing here plans: a conversion the passes left is an exchange

@@ -176,6 +176,11 @@ class Assign {
     return inserted_;
   }
 
+  // One line per dot that the target's wgmma could have taken and did not, saying why
+  // ("dot at LOC: not wgmma: ..."; the cuda emitter repeats it without --stats), and per
+  // 16- or 8-bit float dot that takes no tensor cores at all ("...: FMA dot (no tensor cores): ...").
+  const std::vector<std::string>& notes() const { return notes_; }
+
  private:
   Kernel& k_;
   const GpuLoweringOptions& o_;
@@ -187,6 +192,7 @@ class Assign {
   // The non-unit dims of the 1-D tiles block scans read.
   std::set<std::vector<int64_t>> scan_lengths_;
   bool has_reductions_ = false;  // any reduce or scan in the kernel
+  std::vector<std::string> notes_;
   bool dot_reads_dot_ = false;   // a dot's operand computed from another dot's result
 
   // One default per shape, whatever the element type, so that a bf16 load, its f32 cast and an
@@ -235,7 +241,7 @@ class Assign {
     Layout result, a, b;
     std::string b_space, a_space;
   };
-  DotLayouts dot_layouts(const Op& dot) const {
+  DotLayouts dot_layouts(const Op& dot) {
     const Type& a = dot.operand(0)->type;
     const std::vector<int64_t> c = dims(dot.result()->type), ad = dims(a);
     const int64_t M = c[0], N = c[1], K = ad[1];
@@ -243,20 +249,40 @@ class Assign {
     const int64_t kw = std::max<int64_t>(1, 32 / scalar_bits(a.elem));
     // Each warpgroup takes whole 64-row blocks (a smaller M leaves it to mma.sync).
     const int64_t wgs = std::max(1, warps_ / 4);
-    if (narrow && o_.wgmma && M % (64 * wgs) == 0 && warps_ >= 4 && N % 8 == 0) {
+    // (A note only for float dots: integer ones have no wgmma form here to miss.)
+    if (o_.wgmma) {
+      std::string why;
       Layout acc = Layout::mma(3, {4 * wgs, 1}, {64, std::min<int64_t>(N, 256)});
-      if (layout_misfit(acc, c).empty()) {
+      if (!narrow)
+        why = "wgmma here takes bf16, f16 or f8 operands, not " + std::string(scalar_name(a.elem));
+      else if (warps_ < 4)
+        why = "the program has " + std::to_string(warps_) + " warps, fewer than a warpgroup";
+      else if (M % (64 * wgs) != 0)
+        why = "M = " + std::to_string(M) + " is not a multiple of " + std::to_string(64 * wgs) + " (64 rows a warpgroup x " +
+              std::to_string(wgs) + ")";
+      else if (N % 8 != 0)
+        why = "N = " + std::to_string(N) + " is not a multiple of 8";
+      else
+        why = layout_misfit(acc, c);
+      if (why.empty()) {
         // B from shared memory always (SS or RS); A too where it comes from memory, else from
         // the registers that computed it (RS: FlashAttention's P needs no round trip).
         Layout s = Layout::shared(128, 0);
         if (!loaded(dot.operand(0)) && scalar_bits(a.elem) == 16 && K % 16 == 0) return {acc, Layout::dot_operand(acc, 0, kw), s, "shared", ""};
         return {acc, s, s, "shared", "shared"};
       }
+      if (is_float(a.elem)) notes_.push_back("dot at " + dot.loc.str() + ": not wgmma: " + why);
     }
     // mma.sync: 16-bit floats from sm_80 on (k16 steps), f8 from sm_89 on (k32 steps); an f8
     // dot on sm_80 is an FMA dot (below), as the planning emitter's is.
     const bool f8 = scalar_bits(a.elem) == 8;
-    if (narrow && o_.sm >= (f8 ? 89 : 80) && M % 16 == 0 && N % 8 == 0 && K % (f8 ? 32 : 16) == 0) {
+    std::string no_mma;  // why a 16- or 8-bit float dot takes no tensor cores (a note)
+    if (narrow && o_.sm < (f8 ? 89 : 80))
+      no_mma = f8 ? "fp8 mma.sync (m16n8k32) needs sm_89 or newer" : "mma.sync (m16n8k16) needs sm_80 or newer";
+    else if (narrow && !(M % 16 == 0 && N % 8 == 0 && K % (f8 ? 32 : 16) == 0))
+      no_mma = "M x N x K = " + std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K) +
+               " is not a multiple of mma.sync's 16 x 8 x " + (f8 ? "32" : "16");
+    if (narrow && no_mma.empty()) {
       // The warps along M as far as they go: a row's accumulators then stay in one warp, so
       // row reductions over them (attention's softmax) are shuffles and the accumulator is
       // the next dot's A fragment (P @ V) in registers. In a kernel with neither, the
@@ -272,7 +298,8 @@ class Assign {
           if (skew(cm, cn) < skew(wm, wn)) wm = cm, wn = cn;
         }
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
-      if (layout_misfit(acc, c).empty()) {
+      no_mma = layout_misfit(acc, c);
+      if (no_mma.empty()) {
         // A 16-bit operand that comes from memory is read from a shared tile (rows padded by
         // 16 bytes, so that the eight rows an ldmatrix phase reads fall in different banks),
         // the dot loading its fragments with ldmatrix as it goes: the load then writes the tile
@@ -296,6 +323,7 @@ class Assign {
     // need (the planning emitter's k-outer FMA dot). In registers instead, each thread would
     // hold its rows and columns for all of K (the dot_operand layouts: 3 KB of stack for the
     // library's f32 matmul; an i8 dot with K = 512 took NVRTC 78 s and 14 KB of stack).
+    if (narrow) notes_.push_back("dot at " + dot.loc.str() + ": FMA dot (no tensor cores): " + no_mma);
     Layout acc = blocked(dot.result()->type);
     if (const int eb = scalar_bytes(a.elem); o_.fma_operands_in_shared && (eb == 1 || eb == 2 || eb == 4 || eb == 8)) {
       Layout s = Layout::shared(0, 16 / eb);
@@ -517,7 +545,9 @@ void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     stats["assign-layouts.skipped"] += 1;
     return;
   }
-  stats["assign-layouts.conversions"] += Assign(k, o).run();
+  Assign assign(k, o);
+  stats["assign-layouts.conversions"] += assign.run();
+  for (const std::string& n : assign.notes()) stats.notes.push_back("assign-layouts: " + n);
 }
 
 }  // namespace tessera

@@ -227,9 +227,9 @@ bool pure_scalar_op(const Op& o);
 // The kernel's convert_layout ops: how many, and their bytes times the trip counts of the
 // loops around them (a trip count that is not a constant counts as 16).
 std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k);
-// The GPU lowering passes in order. The layout emitter (CudaTarget::from_layouts) prints their
-// output; the planning emitter, the default, does not read it (they run for `tessera compile
-// --target cuda:... --dump-after PASS|all` and `--stats`).
+// The GPU lowering passes in order. The layout emitter (CudaTarget::emitter; docs/cuda-backend.md)
+// prints their output; the planning emitter does not read it (for it they run only for
+// `tessera compile --target cuda:... --dump-after PASS|all` and `--stats`).
 std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o);
 std::vector<std::string> gpu_lowering_pass_names();
 // Run them on a copy of a bound kernel (dumps and stats as run_pipeline's).

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "CudaTestUtil.h"
+#include "ir/Verifier.h"
 
 namespace tessera::cudatest {
 namespace {
@@ -119,6 +120,9 @@ TEST_P(CorpusCodegen, NvrtcAcceptsOrEmitterSaysUnsupported) {
   ASSERT_FALSE(m->kernels.empty());
   for (auto& k : m->kernels) {
     auto b = bind_constexprs(*k, {});
+    // A kernel the verifier rejects (tests/text has some, for the parser: a ptr<f32>
+    // parameter) is no kernel to compile: every command stops at the verifier's error.
+    if (!verify(*b).empty()) continue;
     for (const char* arch : kArchs) compile_one(*b, arch, GetParam() + " @" + k->name);
   }
 }

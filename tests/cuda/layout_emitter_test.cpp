@@ -121,7 +121,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
 CudaEmission by_layouts(const Kernel& bound, const std::string& target, bool* printed,
                         const std::vector<std::string>& disabled = {}) {
   CudaTarget t = CudaTarget::parse(target);
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   t.disabled_passes = disabled;
   CudaEmission em = emit_cuda_with_info(*run_pipeline(bound, {}), t);
   *printed = false;
@@ -405,7 +405,7 @@ TEST(LayoutEmitter, TakesThePlanningEmittersWarps) {
     k->set_constexpr("num_warps", warps);
     for (bool layouts : {false, true}) {
       CudaTarget t = CudaTarget::parse("sm_90a");
-      t.from_layouts = layouts;
+      t.emitter = layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
       try {
         emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), t);
         ADD_FAILURE() << "num_warps = " << warps << " accepted";
@@ -622,7 +622,7 @@ TEST(LayoutEmitter, ScalarReductionsCompile) {
   for (const char* file : {"layernorm", "decode_attention"}) {
     auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/" + file + ".tile");
     CudaTarget t = CudaTarget::parse("sm_90a");
-    t.from_layouts = true;
+    t.emitter = CudaTarget::Emitter::Layouts;
     CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*m->kernels.at(0), {}), {}), t);
     EXPECT_NE(em.notes.at(0).find("printed from the GPU lowering"), std::string::npos) << file;
     EXPECT_GT(em.stats["reduction-shuffles"], 0) << file;
@@ -643,7 +643,7 @@ FlashAttentionPtx flash_attention_ptx(const std::string& target, const std::map<
   auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
   auto k = run_pipeline(*bind_constexprs(*m->find("flash_attention_bf16"), config), {});
   CudaTarget t = CudaTarget::parse(target);
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   FlashAttentionPtx out{emit_cuda_with_info(*k, t), ""};
   out.ptx = nvrtc_compile(out.em.source, t, "fa.cu", out.em.line_op).ptx;
   return out;
@@ -735,7 +735,7 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_bias_gelu.tile";
   CudaTarget t = CudaTarget::parse("sm_90a");
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   auto emit = [&](const std::string& text) {
     auto m = parse_module(text, path);
     auto k = run_pipeline(*bind_constexprs(*m->find("matmul_bias_gelu"), {{"BM", 128}, {"BN", 128}, {"BK", 64}}), {});
@@ -807,7 +807,7 @@ TEST(LayoutEmitter, TmaStoreBoxesAndStagingThatDoesNotFit) {
                        : std::string()) + "}\n";
   };
   CudaTarget t = CudaTarget::parse("sm_90a");
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   auto emit = [&](const std::string& src) {
     auto m = parse_module(src, "tma_store.tile");
     return emit_cuda_with_info(*run_pipeline(*m->kernels.at(0), {}), t);
@@ -849,7 +849,7 @@ TEST(LayoutEmitter, WgmmaRegisterOperandFromAnotherLayoutIsExchanged) {
   store_tile %o, %r, %pm, %zero
 })", "rs.tile");
   CudaTarget t = CudaTarget::parse("sm_90a");
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   CudaEmission em = emit_cuda_with_info(*run_pipeline(*m->kernels.at(0), {}), t);
   EXPECT_EQ(em.stats["wgmma-dots"], 1);
   EXPECT_EQ(em.stats["staged-operands"], 0);
@@ -893,7 +893,7 @@ TEST(LayoutEmitter, LoopPrintedWithoutItsProducerSaysSoInTheIr) {
   store_tile %o, %acc, %pm, %zero
 })", "ws.tile");
   CudaTarget t = CudaTarget::parse("sm_90a");
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   const auto bound = run_pipeline(*m->kernels.at(0), {});
   // specialize-warps keeps the written request: the pass alone cannot tell.
   const auto lowered = run_gpu_lowering(*bound, {90, true}, {}, nullptr);

@@ -36,7 +36,7 @@ CudaEmission emit(const std::string& text, int64_t bn) {
   auto m = parse_module(text, "matmul_bias_gelu.tile");
   auto k = run_pipeline(*bind_constexprs(*m->find("matmul_bias_gelu"), {{"BM", 128}, {"BN", bn}, {"BK", 64}}), {});
   CudaTarget t = CudaTarget::parse("sm_90a");
-  t.from_layouts = true;
+  t.emitter = CudaTarget::Emitter::Layouts;
   return emit_cuda_with_info(*k, t);
 }
 

@@ -128,7 +128,7 @@ TEST(CudaSort, OneBarrierScansCompile) {
     for (bool layouts : {false, true}) {
       SCOPED_TRACE(k->name + " " + target + (layouts ? " layouts" : " planning"));
       CudaTarget t = CudaTarget::parse(target);
-      t.from_layouts = layouts;
+      t.emitter = layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
       CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), t);
       const bool printed = std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {
         return n.find("printed from the GPU lowering") != std::string::npos;
@@ -164,7 +164,7 @@ TEST(CudaSort, BucketThresholdStagesCompile) {
       for (bool layouts : {false, true}) {
         SCOPED_TRACE(k->name + (layouts ? " layouts" : " planning"));
         CudaTarget t = CudaTarget::parse("sm_90a");
-        t.from_layouts = layouts;
+        t.emitter = layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
         CudaEmission em = emit_cuda_with_info(*k, t);
         if (layouts) {
           EXPECT_TRUE(std::any_of(em.notes.begin(), em.notes.end(), [](const std::string& n) {

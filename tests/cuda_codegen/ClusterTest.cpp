@@ -14,6 +14,7 @@ namespace tessera {
 namespace {
 
 using codegentest::emit;
+using codegentest::planning_target;
 
 std::unique_ptr<Kernel> row_kernel(const char* name, int64_t block_n, int64_t cluster = 0) {
   auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
@@ -77,12 +78,12 @@ TEST(CudaCluster, ClusterSizeConstexprPicksTheSplit) {
 // On either emitter: the layout emitter, which takes no clusters, does not let it pass either.
 TEST(CudaCluster, BadClusterSizeIsALocatedError) {
   auto k = row_kernel("softmax", 8192, 3);
-  CudaTarget layouts = CudaTarget::parse("sm_90a");
-  layouts.from_layouts = true;
-  for (const CudaTarget& t : {CudaTarget::parse("sm_90a"), layouts}) {
+  CudaTarget layouts = planning_target("sm_90a");
+  layouts.emitter = CudaTarget::Emitter::Layouts;
+  for (const CudaTarget& t : {planning_target("sm_90a"), layouts}) {
     try {
       emit_cuda_with_info(*k, t);
-      ADD_FAILURE() << "cluster_size = 3 accepted (from_layouts " << t.from_layouts << ")";
+      ADD_FAILURE() << "cluster_size = 3 accepted (emitter " << static_cast<int>(t.emitter) << ")";
     } catch (const TesseraError& e) {
       EXPECT_NE(std::string(e.what()).find("cluster_size of kernel @softmax is 3; it must be 1, 2, 4 or 8"),
                 std::string::npos)
@@ -140,7 +141,7 @@ TEST(CudaCluster, NvrtcCompilesClusterSplitRowKernels) {
       SCOPED_TRACE(std::string(name) + " BLOCK_N=" + std::to_string(bn));
       CudaEmission em = emit(*row_kernel(name, bn, c));
       EXPECT_GT(em.info.cluster, 1);
-      NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "cluster.cu", em.line_op);
+      NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_90a"), "cluster.cu", em.line_op);
       EXPECT_FALSE(r.cubin.empty()) << r.log;
     }
 }

@@ -17,6 +17,8 @@
 namespace tessera {
 namespace {
 
+using codegentest::planning_target;
+
 std::unique_ptr<Kernel> lib(const std::string& name, ScalarKind dt, const ConstexprConfig& cfg = {}) {
   const LibraryKernel* lk = find_library_kernel(name);
   EXPECT_NE(lk, nullptr) << name;
@@ -57,7 +59,7 @@ TEST(CudaCodegen, RowKernelsCompileAtLargeTiles) {
     auto q = lib(name, ScalarKind::BF16, {{"BLOCK_N", 4096}});
     q->constexprs.push_back({"stream_stores", 1, {0, 1}, q->loc});
     // (16-bit values rounded two at a time: four words per vector)
-    EXPECT_NE(emit_cuda(*q, CudaTarget::parse("sm_90a")).find("tsr::store_vec_cs<uint32_t, 4>("), std::string::npos);
+    EXPECT_NE(emit_cuda(*q, planning_target("sm_90a")).find("tsr::store_vec_cs<uint32_t, 4>("), std::string::npos);
     expect_compiles(*q, std::string(name) + " stream_stores=1");
   }
 }
@@ -73,7 +75,7 @@ TEST(CudaCodegen, CorpusCompilesOrSaysWhy) {
       bool has_raw_without_cuda = false;
       walk(*b, [&](Op& op) { has_raw_without_cuda |= op.kind == OpKind::Raw && !op.has_attr("cuda"); });
       if (has_raw_without_cuda) {
-        EXPECT_THROW(emit_cuda(*b, CudaTarget::parse("sm_90a")), TesseraError) << f;
+        EXPECT_THROW(emit_cuda(*b, planning_target("sm_90a")), TesseraError) << f;
         continue;
       }
       expect_compiles(*b, f + " @" + k->name);

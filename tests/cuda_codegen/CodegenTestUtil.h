@@ -20,8 +20,17 @@
 
 namespace tessera::codegentest {
 
+// The cuda_codegen tests are the planning emitter's (its plans, knobs and printed source): their
+// targets ask for it, where the default (CudaTarget::Emitter::Auto) would give most kernels
+// to the layout emitter (tests/cuda/layout_emitter_test.cpp tests that one).
+inline CudaTarget planning_target(const std::string& arch) {
+  CudaTarget t = CudaTarget::parse(arch);
+  t.emitter = CudaTarget::Emitter::Planning;
+  return t;
+}
+
 inline CudaEmission emit(const Kernel& k, const char* arch = "sm_90a") {
-  return emit_cuda_with_info(k, CudaTarget::parse(arch));
+  return emit_cuda_with_info(k, planning_target(arch));
 }
 
 // The emitter's notes (which path each dot took and why), one per line.
@@ -41,7 +50,7 @@ inline void expect_compiles(const Kernel& k, const std::string& what) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    CudaTarget t = CudaTarget::parse(arch);
+    CudaTarget t = planning_target(arch);
     CudaEmission em = emit_cuda_with_info(k, t);
     try {
       NvrtcResult r = nvrtc_compile(em.source, t, k.name + ".cu");

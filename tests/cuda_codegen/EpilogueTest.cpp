@@ -16,6 +16,7 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -61,7 +62,7 @@ void expect_compiles(const std::string& source) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    NvrtcResult r = nvrtc_compile(source, CudaTarget::parse(arch), "epilogue.cu");
+    NvrtcResult r = nvrtc_compile(source, planning_target(arch), "epilogue.cu");
     EXPECT_FALSE(r.cubin.empty()) << arch;
     EXPECT_NE(r.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << arch;
   }

@@ -16,6 +16,7 @@ namespace tessera {
 namespace {
 
 using codegentest::emit;
+using codegentest::planning_target;
 
 using codegentest::notes;
 
@@ -133,7 +134,7 @@ TEST(CudaFp8Mma, NvrtcCompilesEveryPathWithTheFp8Instruction) {
   for (const char* arch : {"sm_89", "sm_90", "sm_90a"})
     for (const Case& c : cases) {
       SCOPED_TRACE(c.what + " " + arch);
-      CudaTarget t = CudaTarget::parse(arch);
+      CudaTarget t = planning_target(arch);
       CudaEmission em = emit_cuda_with_info(*c.k, t);
       ASSERT_EQ(em.stats["mma-fp8-dots"], 1) << notes(em);
       NvrtcResult r = nvrtc_compile(em.source, t, "fp8.cu", em.line_op);
@@ -143,7 +144,7 @@ TEST(CudaFp8Mma, NvrtcCompilesEveryPathWithTheFp8Instruction) {
     }
   // The compilation the runtime launches on sm_90a when TMA cannot describe the operands of an
   // fp8 wgmma matmul: now the fp8 mma.sync ring instead of the FMA dot.
-  CudaTarget no_tma = CudaTarget::parse("sm_90a");
+  CudaTarget no_tma = planning_target("sm_90a");
   no_tma.tma = false;
   CudaEmission em = emit_cuda_with_info(*fp8_matmul(128, 256, 128), no_tma);
   EXPECT_EQ(em.stats["dot.mma_pipelined"], 1) << notes(em);

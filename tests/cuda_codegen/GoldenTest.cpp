@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cuda/CudaBackend.h"
+#include "CodegenTestUtil.h"
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -14,9 +15,11 @@
 namespace tessera {
 namespace {
 
+using codegentest::planning_target;
+
 CudaEmission emit_lib(const std::string& name, ScalarKind dt, const ConstexprConfig& cfg = {}) {
   auto k = bind_constexprs(*find_library_kernel(name)->build(dt), cfg);
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_90a"));
   if (const char* d = std::getenv("TESSERA_DUMP_CUDA")) std::ofstream(std::string(d) + "/" + name + ".cu") << em.source;
   return em;
 }
@@ -66,7 +69,7 @@ TEST(CudaGolden, F16MatmulUsesF16TensorCoresAndF32UsesFma) {
   EXPECT_NE(emit_lib("matmul", ScalarKind::F16, kSmallTiles).source.find("tsr::warp_mma_block<false"), std::string::npos);
   // The default tile on sm_80 (on sm_90a it is the wgmma tile).
   auto f16 = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::F16), {});
-  EXPECT_NE(emit_cuda_with_info(*f16, CudaTarget::parse("sm_80")).source.find("tsr::mma_tiles<false>("), std::string::npos);
+  EXPECT_NE(emit_cuda_with_info(*f16, planning_target("sm_80")).source.find("tsr::mma_tiles<false>("), std::string::npos);
   CudaEmission f32 = emit_lib("matmul", ScalarKind::F32);
   EXPECT_EQ(f32.source.find("warp_mma_block"), std::string::npos);
   EXPECT_EQ(f32.stats["fma-dots"], 1);
@@ -102,7 +105,7 @@ TEST(CudaGolden, NumWarpsConstexprSetsTheBlockSize) {
   store_tile %x, %u, %p
 }
 )");
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
   EXPECT_EQ(em.info.block_threads, 256);
   EXPECT_NE(em.source.find("__launch_bounds__(256)"), std::string::npos);
 }
@@ -121,7 +124,7 @@ TEST(CudaGolden, RawWithoutCudaBodyIsALocatedError) {
 }
 )");
   try {
-    emit_cuda(*k, CudaTarget::parse("sm_90a"));
+    emit_cuda(*k, planning_target("sm_90a"));
     FAIL() << "expected an error";
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("golden.tile:7:"), std::string::npos) << e.what();
@@ -142,7 +145,7 @@ TEST(CudaGolden, TooMuchSharedMemoryNamesTheKernelAndTheLimit) {
 }
 )");
   try {
-    emit_cuda(*k, CudaTarget::parse("sm_80"));
+    emit_cuda(*k, planning_target("sm_80"));
     FAIL() << "expected an error";
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("@huge"), std::string::npos) << e.what();
@@ -242,8 +245,8 @@ TEST(CudaGolden, RunTimeRulesOnCuda) {
                          "programs; a negative size is an error)");
   EXPECT_EQ(grid(7, 0), "r.tile:5:5: error: div by zero");
   for (bool layouts : {false, true}) {
-    CudaTarget t = CudaTarget::parse("sm_90a");
-    t.from_layouts = layouts;
+    CudaTarget t = planning_target("sm_90a");
+    t.emitter = layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
     const std::string src = emit_cuda_with_info(*k, t).source;
     EXPECT_NE(src.find("> 0)) __trap();  // 'for' step is not positive"), std::string::npos) << layouts;
     EXPECT_NE(src.find(">= 67108864LL) __trap();"), std::string::npos) << layouts;

@@ -20,6 +20,7 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 struct Knob {
   const char* name;
@@ -67,7 +68,7 @@ std::string ptx_of(const Kernel& k, const char* arch, const std::string& what) {
   if (!nvrtc_available(&why)) return "";
   CudaEmission em = emit(k, arch);
   try {
-    return nvrtc_compile(em.source, CudaTarget::parse(arch), "mm.cu").ptx;
+    return nvrtc_compile(em.source, planning_target(arch), "mm.cu").ptx;
   } catch (const TesseraError& e) {
     ADD_FAILURE() << what << " " << arch << ":\n" << e.what() << "\n--- source ---\n" << em.source;
     return "";

@@ -16,6 +16,7 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 // A matmul loop in the text format; `pad` is the operands' padding, `attrs` the for's attributes,
 // `bn` the width of b's and c's tiles.
@@ -88,7 +89,7 @@ TEST(CudaPipeline, Bf16LibraryMatmulUsesACpAsyncRingAndLdmatrix) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    NvrtcResult r = nvrtc_compile(emit(*lib_matmul(ScalarKind::BF16, k128x128x32), arch).source, CudaTarget::parse(arch), "mm.cu");
+    NvrtcResult r = nvrtc_compile(emit(*lib_matmul(ScalarKind::BF16, k128x128x32), arch).source, planning_target(arch), "mm.cu");
     EXPECT_NE(r.ptx.find("cp.async.cg.shared.global"), std::string::npos) << arch;
     EXPECT_NE(r.ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16"), std::string::npos) << arch;
     EXPECT_NE(r.ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), std::string::npos) << arch;
@@ -148,7 +149,7 @@ TEST(CudaPipeline, OneCtaTilesDoubleBufferFragmentsAcrossK16Steps) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    NvrtcResult r = nvrtc_compile(emit(*lib_matmul(ScalarKind::BF16, k128x256x32), arch).source, CudaTarget::parse(arch), "mm.cu");
+    NvrtcResult r = nvrtc_compile(emit(*lib_matmul(ScalarKind::BF16, k128x256x32), arch).source, planning_target(arch), "mm.cu");
     EXPECT_FALSE(r.cubin.empty()) << arch;
     // The loop body: 2 k16 steps of 32 mma and 8 ldmatrix.x4 (4 for A, 4 transposed for B).
     EXPECT_EQ(count_of(r.ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 64u) << arch;
@@ -175,9 +176,9 @@ TEST(CudaPipeline, RingDepthAndFragmentBuffersFollowTheTile) {
   EXPECT_NE(k16.source.find("[1][4][4], fb"), std::string::npos) << k16.source;
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(a80.source, CudaTarget::parse("sm_80"), "mm.cu").cubin.empty());
-  EXPECT_FALSE(nvrtc_compile(a90.source, CudaTarget::parse("sm_90"), "mm.cu").cubin.empty());
-  EXPECT_FALSE(nvrtc_compile(k16.source, CudaTarget::parse("sm_80"), "mm.cu").cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(a80.source, planning_target("sm_80"), "mm.cu").cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(a90.source, planning_target("sm_90"), "mm.cu").cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(k16.source, planning_target("sm_80"), "mm.cu").cubin.empty());
 }
 
 // ptxas -v on the PTX of the mma.sync tiles: no spills, and the register cap each runs under
@@ -216,7 +217,7 @@ TEST(CudaPipeline, UnalignedOperandsAreReadElementByElementIntoTheSameRing) {
   EXPECT_EQ(em.source.find("} else {"), std::string::npos);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_80"), "mm.cu");
+  NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_80"), "mm.cu");
   EXPECT_NE(r.ptx.find("st.shared.v4.b32"), std::string::npos);
   EXPECT_NE(r.ptx.find("cp.async.cg.shared.global"), std::string::npos);
 }
@@ -231,7 +232,7 @@ TEST(CudaPipeline, IndexArithmeticInTheBodyIsReemittedPerPrefetch) {
   EXPECT_EQ(divs, 2) << em.source;
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_80"), "mm.cu");
+  NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_80"), "mm.cu");
   EXPECT_FALSE(r.cubin.empty());
 }
 

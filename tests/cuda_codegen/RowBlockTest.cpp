@@ -13,6 +13,7 @@ namespace tessera {
 namespace {
 
 using codegentest::expect_compiles;
+using codegentest::planning_target;
 
 std::unique_ptr<Kernel> layernorm(int64_t block_n, int64_t block_m, ScalarKind dt = ScalarKind::BF16) {
   // Through the pipeline, as compile_cuda does (canonicalize drops BLOCK_M = 1's identity broadcasts).
@@ -32,7 +33,7 @@ TEST(CudaRowBlocks, LayerNormRowBlocksBroadcastInRegisters) {
   for (int64_t bm : {2, 4}) {
     auto k = layernorm(4096, bm);
     k->set_constexpr("prefetch_programs", 0);  // (its buffers would be dynamic shared memory; BLOCK_M = 4 has 32 KiB tiles)
-    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+    CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_90a"));
     EXPECT_EQ(em.stats["layout-conversions"], 0) << bm;
     EXPECT_EQ(em.info.dynamic_smem_bytes, 0) << bm;
     // One-tile branch: the mask, w and b; the loops: two masks, w and b.
@@ -41,7 +42,7 @@ TEST(CudaRowBlocks, LayerNormRowBlocksBroadcastInRegisters) {
     EXPECT_EQ(em.stats["packed-loads"], 3 + 5) << bm;  // w and b stay packed through the broadcast
   }
   // BLOCK_M = 1 has nothing to broadcast along rows.
-  CudaEmission one = emit_cuda_with_info(*layernorm(4096, 1), CudaTarget::parse("sm_90a"));
+  CudaEmission one = emit_cuda_with_info(*layernorm(4096, 1), planning_target("sm_90a"));
   EXPECT_EQ(one.stats["register-broadcasts"], 0);
   EXPECT_EQ(one.stats["layout-conversions"], 0);
 }
@@ -63,13 +64,13 @@ TEST(CudaRowBlocks, PairedStoresAndWholeTileTests) {
   // layernorm declares whole_tile_checks (default 1); 0 leaves only the chunk-by-chunk path.
   auto off = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16),
                              {{"BLOCK_N", 4096}, {"whole_tile_checks", 0}});
-  CudaEmission em = emit_cuda_with_info(*off, CudaTarget::parse("sm_90a"));
+  CudaEmission em = emit_cuda_with_info(*off, planning_target("sm_90a"));
   EXPECT_EQ(em.stats["stores-from-f32"], 2);
   EXPECT_NE(em.source.find("tsr::f2bf2("), std::string::npos);
   EXPECT_EQ(count(em.source, "const bool whole"), 0);
   auto k = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
   k->constexprs.push_back({"pair_stores", 0, {0, 1}, k->loc});
-  CudaEmission o = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  CudaEmission o = emit_cuda_with_info(*k, planning_target("sm_90a"));
   // x, w, b and y in the one-tile branch and in the loops.
   EXPECT_EQ(count(o.source, "const bool whole"), 4 + 1 + 1 + 4) << o.source;
   EXPECT_EQ(o.source.find("tsr::f2bf2("), std::string::npos);
@@ -78,7 +79,7 @@ TEST(CudaRowBlocks, PairedStoresAndWholeTileTests) {
   expect_compiles(*layernorm(4096, 2), "layernorm BLOCK_M=2 whole_tile_checks=1");
   // f16 pairs too.
   auto h = bind_constexprs(*find_library_kernel("softmax")->build(ScalarKind::F16), {{"BLOCK_N", 4096}});
-  EXPECT_NE(emit_cuda(*h, CudaTarget::parse("sm_80")).find("tsr::f2h2("), std::string::npos);
+  EXPECT_NE(emit_cuda(*h, planning_target("sm_80")).find("tsr::f2h2("), std::string::npos);
   expect_compiles(*h, "softmax f16");
 }
 

@@ -3,6 +3,7 @@
 // row in one tile, and block sizes that keep the row in registers.
 #include <gtest/gtest.h>
 
+#include "CodegenTestUtil.h"
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -11,9 +12,11 @@
 namespace tessera {
 namespace {
 
+using codegentest::planning_target;
+
 CudaEmission emit_row(const std::string& name, int64_t block_n, const char* arch = "sm_90a") {
   auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", block_n}});
-  return emit_cuda_with_info(*k, CudaTarget::parse(arch));
+  return emit_cuda_with_info(*k, planning_target(arch));
 }
 
 int count(const std::string& s, const std::string& what) {
@@ -99,7 +102,7 @@ TEST(CudaRowKernels, NarrowLoadsCastToF32StayPacked) {
   EXPECT_EQ(em.stats["packed-loads"], 5);  // and x twice, w once in the loops
   auto k = bind_constexprs(*find_library_kernel("rmsnorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
   k->constexprs.push_back({"pack_narrow_loads", 0, {0, 1}, k->loc});
-  CudaEmission off = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  CudaEmission off = emit_cuda_with_info(*k, planning_target("sm_90a"));
   EXPECT_EQ(off.source.find("Packed16"), std::string::npos);
   EXPECT_EQ(off.stats["packed-loads"], 0);
 }
@@ -124,7 +127,7 @@ TEST(CudaRowKernels, NarrowLoadsWithOtherUsesAreNotPacked) {
 }
 )",
                         "packed.tile");
-  CudaEmission em = emit_cuda_with_info(*bind_constexprs(*m->kernels.at(0), {}), CudaTarget::parse("sm_80"));
+  CudaEmission em = emit_cuda_with_info(*bind_constexprs(*m->kernels.at(0), {}), planning_target("sm_80"));
   EXPECT_EQ(em.stats["packed-loads"], 1) << em.source;
   EXPECT_EQ(count(em.source, "tsr::Packed16<true, 8> "), 1) << em.source;
 }
@@ -148,9 +151,9 @@ TEST(CudaRowKernels, NormsLoadWeightsBeforeTheirReductions) {
 // that many CTAs per SM); without it there is none.
 TEST(CudaRowKernels, MinBlocksConstexprCapsRegisters) {
   auto k = bind_constexprs(*find_library_kernel("layernorm")->build(ScalarKind::BF16), {{"BLOCK_N", 4096}});
-  EXPECT_NE(emit_cuda_with_info(*k, CudaTarget::parse("sm_90a")).source.find("__launch_bounds__(128) "), std::string::npos);
+  EXPECT_NE(emit_cuda_with_info(*k, planning_target("sm_90a")).source.find("__launch_bounds__(128) "), std::string::npos);
   k->constexprs.push_back({"min_blocks", 8, {6, 8}, k->loc});
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_90a"));
   EXPECT_NE(em.source.find("__launch_bounds__(128, 8) "), std::string::npos);
   EXPECT_EQ(em.stats["min-blocks-per-sm"], 8);
 }
@@ -160,9 +163,9 @@ TEST(CudaRowKernels, MinBlocksConstexprCapsRegisters) {
 TEST(CudaRowKernels, ReadOnlyLoopsPrefetchTheNextTile) {
   for (auto [name, read_loops] : {std::pair{"softmax", 1}, {"layernorm", 2}, {"rmsnorm", 1}}) {
     auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_N", 2048}});
-    EXPECT_EQ(emit_cuda_with_info(*k, CudaTarget::parse("sm_90a")).stats["prefetched-loads"], 0) << name;
+    EXPECT_EQ(emit_cuda_with_info(*k, planning_target("sm_90a")).stats["prefetched-loads"], 0) << name;
     k->constexprs.push_back({"prefetch_loads", 1, {0, 1}, k->loc});
-    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+    CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_90a"));
     EXPECT_EQ(em.stats["prefetched-loads"], read_loops) << name;
     EXPECT_EQ(count(em.source, "tsr::Packed16<true, 16> pre"), read_loops) << name;
     // Each prefetched loop: the first tile before it, the next one at the top of its body,
@@ -240,7 +243,7 @@ TEST(CudaRowKernels, SmallTileReductionsStayInRegisters) {
 )",
                         "golden.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
   EXPECT_EQ(em.stats["register-reductions"], 2) << em.source;
   EXPECT_EQ(em.source.find("__syncthreads"), std::string::npos) << em.source;
 }
@@ -268,14 +271,14 @@ TEST(CudaRowKernels, IndependentReductionsInARowShareOneExchange) {
 )",
                         "fold.tile");
   auto k = bind_constexprs(*m->kernels.at(0), {});
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_90a"));
   EXPECT_EQ(em.stats["reductions"], 3);
   EXPECT_EQ(em.stats["folded-reductions"], 1);  // %a and %b; %c (max) on its own
   EXPECT_EQ(em.stats["block-exchanges"], 2);
   EXPECT_EQ(count(em.source, "__syncthreads();"), 2) << em.source;
   EXPECT_NE(em.source.find("(folded with the reduction above in one exchange)"), std::string::npos);
   std::string why;
-  if (nvrtc_available(&why)) EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "fold.cu", em.line_op).cubin.empty());
+  if (nvrtc_available(&why)) EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a"), "fold.cu", em.line_op).cubin.empty());
 }
 
 }  // namespace

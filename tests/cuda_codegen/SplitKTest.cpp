@@ -15,9 +15,10 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 CudaTarget split_target() {
-  CudaTarget t = CudaTarget::parse("sm_90a");
+  CudaTarget t = planning_target("sm_90a");
   t.split_k = true;
   return t;
 }
@@ -148,7 +149,7 @@ TEST(CudaSplitK, AnAccumulatorThatDoesNotStartAtZeroIsNotSplit) {
   EXPECT_TRUE(em.info.persistent);
   EXPECT_FALSE(em.info.split_k_capable);
   EXPECT_FALSE(emit_cuda_with_info(*k, split_target()).info.split_k);
-  CudaTarget sk = CudaTarget::parse("sm_90a");
+  CudaTarget sk = planning_target("sm_90a");
   sk.stream_k = true;
   CudaEmission sem = emit_cuda_with_info(*k, sk);
   EXPECT_FALSE(sem.info.stream_k);

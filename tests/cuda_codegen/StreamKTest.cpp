@@ -14,9 +14,10 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 CudaTarget stream_k_target() {
-  CudaTarget t = CudaTarget::parse("sm_90a");
+  CudaTarget t = planning_target("sm_90a");
   t.stream_k = true;
   return t;
 }
@@ -87,7 +88,7 @@ TEST(CudaStreamK, WholeTilesByDefaultAndNoneInSplitCompilations) {
   EXPECT_FALSE(sk.info.stream_k);
   EXPECT_EQ(sk.source.find("tsr_pb"), std::string::npos);
   // The mma.sync path (sm_90 without wgmma) is not persistent: no stream-K.
-  CudaTarget mma = CudaTarget::parse("sm_90");
+  CudaTarget mma = planning_target("sm_90");
   mma.stream_k = true;
   EXPECT_FALSE(emit_cuda_with_info(*k, mma).info.stream_k);
 }

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "cuda/CudaBackend.h"
+#include "CodegenTestUtil.h"
 #include "cuda/CudaEmitter.h"
 #include "passes/Passes.h"
 #include "text/Text.h"
 
 namespace tessera {
 namespace {
+
+using codegentest::planning_target;
 
 std::string buffer_kernel(int slots, int elems) {
   return "kernel @big(%x: view<f32, [N]>, %y: view<f32, [N]>) {\n"
@@ -29,7 +32,7 @@ TEST(CudaStructLimits, BuffersBeyondSharedMemoryAreALocatedError) {
   auto k = bind_constexprs(*parse_module(buffer_kernel(4, 16384), "big.tile")->kernels.at(0), {});
   for (const char* arch : {"sm_80", "sm_90a"}) {
     try {
-      emit_cuda(*k, CudaTarget::parse(arch));
+      emit_cuda(*k, planning_target(arch));
       ADD_FAILURE() << "expected a shared-memory error on " << arch;
     } catch (const TesseraError& e) {
       std::string m = e.what();
@@ -40,7 +43,7 @@ TEST(CudaStructLimits, BuffersBeyondSharedMemoryAreALocatedError) {
   }
   // One slot fits.
   auto ok = bind_constexprs(*parse_module(buffer_kernel(1, 16384), "ok.tile")->kernels.at(0), {});
-  EXPECT_NO_THROW(emit_cuda(*ok, CudaTarget::parse("sm_90a")));
+  EXPECT_NO_THROW(emit_cuda(*ok, planning_target("sm_90a")));
 }
 
 }  // namespace

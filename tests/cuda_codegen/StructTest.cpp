@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "cuda/CudaBackend.h"
+#include "CodegenTestUtil.h"
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -22,6 +23,8 @@
 
 namespace tessera {
 namespace {
+
+using codegentest::planning_target;
 
 std::string read_text(const std::string& rel) {
   std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/" + rel);
@@ -63,7 +66,7 @@ std::unique_ptr<Kernel> matmul_struct(ScalarKind dt, const ConstexprConfig& cfg 
 }
 
 void expect_nvrtc_accepts(const Kernel& k, const std::string& what,
-                          const std::vector<CudaTarget>& targets = {CudaTarget::parse("sm_80"), CudaTarget::parse("sm_90a")}) {
+                          const std::vector<CudaTarget>& targets = {planning_target("sm_80"), planning_target("sm_90a")}) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const CudaTarget& t : targets) {
@@ -111,8 +114,8 @@ TEST(CudaStruct, CorpusKernelsCompile) {
 // Two pipes of STAGES slots of [64, 32] and [32, 64] f32 after the scratch; each push is a
 // copy between barriers; each push and pop checks the ring; the roles run in sequence.
 TEST(CudaStruct, PipesAreRingsInSharedMemoryAfterTheScratch) {
-  CudaEmission two = emit_cuda_with_info(*matmul_struct(ScalarKind::F32), CudaTarget::parse("sm_80"));
-  CudaEmission three = emit_cuda_with_info(*matmul_struct(ScalarKind::F32, {{"STAGES", 3}}), CudaTarget::parse("sm_80"));
+  CudaEmission two = emit_cuda_with_info(*matmul_struct(ScalarKind::F32), planning_target("sm_80"));
+  CudaEmission three = emit_cuda_with_info(*matmul_struct(ScalarKind::F32, {{"STAGES", 3}}), planning_target("sm_80"));
   const int64_t slots_bytes = (64 * 32 + 32 * 64) * 4;
   EXPECT_EQ(two.stats.at("struct-smem-bytes"), 2 * slots_bytes);
   EXPECT_EQ(three.stats.at("struct-smem-bytes"), 3 * slots_bytes);
@@ -133,7 +136,7 @@ TEST(CudaStruct, PipesAreRingsInSharedMemoryAfterTheScratch) {
 }
 
 TEST(CudaStruct, BuffersCopyBetweenBarriersAndCheckSlots) {
-  CudaEmission em = emit_cuda_with_info(*corpus_kernel("double_buffered_rows"), CudaTarget::parse("sm_90a"));
+  CudaEmission em = emit_cuda_with_info(*corpus_kernel("double_buffered_rows"), planning_target("sm_90a"));
   const std::string& s = em.source;
   EXPECT_EQ(em.stats.at("struct-smem-bytes"), 2 * 32 * 4);
   EXPECT_EQ(count(s, "__trap();  // slot index out of range"), 5);  // 2 copies, 2 reads, 1 write
@@ -144,7 +147,7 @@ TEST(CudaStruct, BuffersCopyBetweenBarriersAndCheckSlots) {
 
 TEST(CudaStruct, KernelsWithoutStructOpsAreUnchanged) {
   auto k = bind_constexprs(*find_library_kernel("matmul")->build(ScalarKind::BF16), {});
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
   EXPECT_EQ(em.source.find("tsr_struct_base"), std::string::npos);
   EXPECT_EQ(em.stats.count("struct-smem-bytes"), 0u);
 }
@@ -153,7 +156,7 @@ TEST(CudaStruct, RingsThatDoNotFitSharedMemoryAreALocatedError) {
   // 4 stages of two 128 x 64 f32 slots: 256 KiB of rings.
   auto k = matmul_struct(ScalarKind::F32, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"STAGES", 4}});
   try {
-    emit_cuda_with_info(*k, CudaTarget::parse("sm_90a"));
+    emit_cuda_with_info(*k, planning_target("sm_90a"));
     FAIL() << "no error";
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("bytes of shared memory; the limit on sm_90a is"), std::string::npos)
@@ -167,7 +170,7 @@ TEST(CudaStruct, RingsThatDoNotFitSharedMemoryAreALocatedError) {
 TEST(CudaStruct, CpAsyncKnobCopiesAsynchronously) {
   auto k = corpus_kernel("double_buffered_rows");
   k->set_constexpr("struct_cp_async", 1);
-  CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+  CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
   const std::string& s = em.source;
   EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 2);
   EXPECT_EQ(count(s, "tsr::struct_copy_chunk(dst"), 2);
@@ -187,15 +190,15 @@ TEST(CudaStruct, CpAsyncKnobOffIsThePlainCopy) {
   auto plain = corpus_kernel("double_buffered_rows"), off = corpus_kernel("double_buffered_rows");
   off->set_constexpr("struct_cp_async", 0);
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    std::string a = emit_cuda_with_info(*plain, CudaTarget::parse(arch)).source;
-    std::string b = emit_cuda_with_info(*off, CudaTarget::parse(arch)).source;
+    std::string a = emit_cuda_with_info(*plain, planning_target(arch)).source;
+    std::string b = emit_cuda_with_info(*off, planning_target(arch)).source;
     const std::string decl = "  [[maybe_unused]] constexpr int64_t struct_cp_async = 0LL;\n";
     ASSERT_EQ(count(b, decl), 1);
     b.erase(b.find(decl), decl.size());
     EXPECT_EQ(a, b) << arch;
     EXPECT_EQ(a.find("tsr::cp_async"), std::string::npos);
   }
-  CudaEmission tiles = emit_cuda_with_info(*tiles_kernel({{"struct_cp_async", 0}}), CudaTarget::parse("sm_80"));
+  CudaEmission tiles = emit_cuda_with_info(*tiles_kernel({{"struct_cp_async", 0}}), planning_target("sm_80"));
   EXPECT_EQ(tiles.source.find("tsr::cp_async"), std::string::npos);
   EXPECT_EQ(tiles.stats.count("struct-cp-async-copies"), 0u);
 }
@@ -206,7 +209,7 @@ TEST(CudaStruct, CpAsyncFallsBackForOtherPads) {
     SCOPED_TRACE(pad);
     auto k = rows_kernel_with("{pad = 0.0}", std::string("{pad = ") + pad + "}");
     k->set_constexpr("struct_cp_async", 1);
-    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
     EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 1);  // the copy in the loop (no pad: 0)
     EXPECT_EQ(count(em.source, "tsr::struct_copy_chunk(dst"), 1);
     EXPECT_EQ(count(em.source, "+= tsr_nthreads) {"), 2);  // one plain copy, one cp.async loop
@@ -217,7 +220,7 @@ TEST(CudaStruct, CpAsyncKnobValuesOtherThanZeroOrOneAreErrors) {
   auto k = corpus_kernel("double_buffered_rows");
   k->set_constexpr("struct_cp_async", 2);
   try {
-    emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    emit_cuda_with_info(*k, planning_target("sm_80"));
     FAIL() << "no error";
   } catch (const TesseraError& e) {
     EXPECT_NE(std::string(e.what()).find("struct_cp_async is 2"), std::string::npos) << e.what();
@@ -228,7 +231,7 @@ TEST(CudaStruct, CpAsyncKnobValuesOtherThanZeroOrOneAreErrors) {
 TEST(CudaStruct, CpAsyncKernelsCompile) {
   for (int64_t bm : {8, 16}) {
     auto k = tiles_kernel({{"BM", bm}});
-    CudaEmission em = emit_cuda_with_info(*k, CudaTarget::parse("sm_80"));
+    CudaEmission em = emit_cuda_with_info(*k, planning_target("sm_80"));
     EXPECT_EQ(em.stats.at("struct-cp-async-copies"), 2);
     EXPECT_EQ(count(em.source, "// the chunk's row of the slot"), 2);
     expect_nvrtc_accepts(*k, "double_buffered_tiles BM=" + std::to_string(bm));
@@ -266,7 +269,7 @@ std::string all_notes(const CudaEmission& em) {
   return out;
 }
 
-const CudaTarget kSm90a = CudaTarget::parse("sm_90a");
+const CudaTarget kSm90a = planning_target("sm_90a");
 
 CudaTarget no_tma() {
   CudaTarget t = kSm90a;
@@ -361,8 +364,8 @@ TEST(CudaStructTma, KnobOffOrNotTakenKeepsTheOldCodeByteForByte) {
     CudaTarget t;
     const char* why;
   };
-  for (const Case& c : {Case{CudaTarget::parse("sm_80"), "TMA copies need sm_90a (this is sm_80)"},
-                        Case{CudaTarget::parse("sm_90"), "TMA copies need sm_90a (this is sm_90)"},
+  for (const Case& c : {Case{planning_target("sm_80"), "TMA copies need sm_90a (this is sm_80)"},
+                        Case{planning_target("sm_90"), "TMA copies need sm_90a (this is sm_90)"},
                         Case{no_tma(), "TMA is disabled for this compilation"}}) {
     SCOPED_TRACE(c.t.str() + (c.t.tma ? "" : " no-tma"));
     const std::string want = emit_cuda_with_info(*plain, c.t).source;

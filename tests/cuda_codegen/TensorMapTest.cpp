@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/CudaBackend.h"
+#include "CodegenTestUtil.h"
 #include "cuda/CudaEmitter.h"
 #include "kernels/Library.h"
 #include "passes/Passes.h"
@@ -10,6 +11,8 @@
 
 namespace tessera {
 namespace {
+
+using codegentest::planning_target;
 
 int count(const std::string& s, const std::string& what) {
   int n = 0;
@@ -32,7 +35,7 @@ TEST(CudaTensorMaps, TwoBoxesOfOneViewAreTwoMaps) {
   replace("dim %b {axis = 1}", "dim %a {axis = 1}");
   replace("load_tile %b, ", "load_tile %a, ");
   auto k = bind_constexprs(*parse_module(text, "a_times_a.tile")->kernels.at(0), {});
-  const CudaTarget t = CudaTarget::parse("sm_90a");
+  const CudaTarget t = planning_target("sm_90a");
   CudaEmission em = emit_cuda_with_info(*k, t);
   ASSERT_EQ(em.stats.count("dot.wgmma_tma"), 1u) << em.source;
   std::vector<const CudaParam*> maps;

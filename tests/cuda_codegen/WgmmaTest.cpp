@@ -20,6 +20,7 @@ namespace {
 
 using codegentest::emit;
 using codegentest::lib_matmul;
+using codegentest::planning_target;
 
 using codegentest::notes;
 
@@ -142,7 +143,7 @@ TEST(CudaWgmma, StreamedOperandsGoThroughL2EvictFirst) {
   for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 0}, {2, 1}, {1, 2}, {3, 0}}) {
     SCOPED_TRACE(std::to_string(a) + " " + std::to_string(b));
     em = emit(*with(a, b));
-    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "hint.cu", em.line_op).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a"), "hint.cu", em.line_op).cubin.empty());
   }
 }
 
@@ -179,10 +180,10 @@ TEST(CudaWgmma, EpilogueKnobs) {
   EXPECT_NE(direct.source.find("tsr::store_frags("), std::string::npos);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(four.source, CudaTarget::parse("sm_90a"), "four.cu", four.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(four.source, planning_target("sm_90a"), "four.cu", four.line_op).cubin.empty());
   EXPECT_FALSE(
-      nvrtc_compile(four_overlap.source, CudaTarget::parse("sm_90a"), "four_o.cu", four_overlap.line_op).cubin.empty());
-  EXPECT_FALSE(nvrtc_compile(direct.source, CudaTarget::parse("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
+      nvrtc_compile(four_overlap.source, planning_target("sm_90a"), "four_o.cu", four_overlap.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(direct.source, planning_target("sm_90a"), "direct.cu", direct.line_op).cubin.empty());
 }
 
 // Knob ring_stages: the TMA ring holds that many stages where shared memory has room (64 x 128
@@ -209,7 +210,7 @@ TEST(CudaWgmma, RingStagesKnob) {
   big->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit(*big).stats["pipeline-stages"], 4);
   // The split-K compilation keeps its 8 stages, deeper or shallower than the knob.
-  CudaTarget split = CudaTarget::parse("sm_90a");
+  CudaTarget split = planning_target("sm_90a");
   split.split_k = true;
   k->set_constexpr("ring_stages", 6);
   EXPECT_EQ(emit_cuda_with_info(*k, split).stats["pipeline-stages"], 8);
@@ -222,8 +223,8 @@ TEST(CudaWgmma, RingStagesKnob) {
   }
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(eight.source, CudaTarget::parse("sm_90a"), "eight.cu", eight.line_op).cubin.empty());
-  EXPECT_FALSE(nvrtc_compile(thirteen.source, CudaTarget::parse("sm_90a"), "thirteen.cu", thirteen.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(eight.source, planning_target("sm_90a"), "eight.cu", eight.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(thirteen.source, planning_target("sm_90a"), "thirteen.cu", thirteen.line_op).cubin.empty());
 }
 
 // The ring's stage and phase as the emitted loops count them (no GPU needed): the producer's
@@ -312,7 +313,7 @@ TEST(CudaWgmma, KnobValuesWithoutAMeaningAreErrors) {
 // asks for: the same kernel but for the knob's constexpr line.
 TEST(CudaWgmma, TheStreamKKnobIsTheStreamKCompilation) {
   auto k = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}});
-  CudaTarget sk = CudaTarget::parse("sm_90a");
+  CudaTarget sk = planning_target("sm_90a");
   sk.stream_k = true;
   const CudaEmission by_target = emit_cuda_with_info(*k, sk);
   k->set_constexpr("stream_k", 1);
@@ -404,7 +405,7 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
   EXPECT_EQ(one.info.params[7].box[1], 64);
 
   // Not taken, with a note: a stream-K compilation; an error: a value without a meaning.
-  CudaTarget sk = CudaTarget::parse("sm_90a");
+  CudaTarget sk = planning_target("sm_90a");
   sk.stream_k = true;
   CudaEmission streamk = emit_cuda_with_info(*k, sk);
   EXPECT_EQ(streamk.info.persistent_cluster, 1);
@@ -414,14 +415,14 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
 
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "pairs.cu", em.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a"), "pairs.cu", em.line_op).cubin.empty());
   // Narrower tiles, and B as [N, K] (K-major: half of each box's BLOCK_N rows) in bf16 and fp8.
   for (int64_t bn : {64, 128}) {
     auto n = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 64}, {"BLOCK_N", bn}, {"BLOCK_K", 64}});
     n->set_constexpr("cluster_m", 2);
     CudaEmission e = emit(*n);
     EXPECT_EQ(e.stats["tma-multicast"], 1);
-    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "pairs_n.cu", e.line_op).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(e.source, planning_target("sm_90a"), "pairs_n.cu", e.line_op).cubin.empty());
   }
   for (std::string in : {"bf16", "f8e4m3"}) {
     auto nt = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
@@ -429,7 +430,7 @@ TEST(CudaWgmma, ClusterPairsMulticastBTiles) {
     CudaEmission e = emit(*nt);
     EXPECT_EQ(e.stats["tma-multicast"], 1) << notes(e);
     EXPECT_NE(e.source.find("+ mc_rank_ * 16384u"), std::string::npos) << e.source;  // 128 of 256 rows
-    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "pairs_nt.cu", e.line_op).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(e.source, planning_target("sm_90a"), "pairs_nt.cu", e.line_op).cubin.empty());
   }
 }
 
@@ -492,7 +493,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
     auto n = nt(bm, bn);
     n->set_constexpr("epilogue_overlap", 1);
     adjust(*n);
-    CudaTarget t = CudaTarget::parse("sm_90a");
+    CudaTarget t = planning_target("sm_90a");
     CudaEmission e = emit_cuda_with_info(*n, t);
     EXPECT_EQ(e.stats.count("epilogue-overlap"), 0u) << notes(e);
     return notes(e);
@@ -511,7 +512,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   // consumer side needs more than the 168 registers a thread has without setmaxnreg).
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(src, CudaTarget::parse("sm_90a"), "overlap.cu", em.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(src, planning_target("sm_90a"), "overlap.cu", em.line_op).cubin.empty());
   codegentest::PtxasReport r = codegentest::ptxas_report(src, "sm_90a");
   if (r.skip.empty()) {
     EXPECT_FALSE(r.spills()) << r.out;
@@ -545,7 +546,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
     // An odd number of 64-column boxes waits for every earlier store (see emit_wgmma_tma_store).
     EXPECT_NE(e.source.find("tsr::epilogue_box_sw128<0, " + std::string(sh.bn / 64 % 2 ? "0" : "1") + ">"),
               std::string::npos);
-    EXPECT_FALSE(nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "overlap_n.cu", e.line_op).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(e.source, planning_target("sm_90a"), "overlap_n.cu", e.line_op).cubin.empty());
   }
   // fp8 with per-tensor scales (the epilogue's scalar chain is applied as the block is packed).
   auto f8 = bind_constexprs(*find_library_kernel("matmul_fp8")->build(ScalarKind::BF16),
@@ -553,7 +554,7 @@ TEST(CudaWgmma, EpilogueOverlapStoresEachBlockDuringTheNextProgramsLoop) {
   f8->set_constexpr("epilogue_overlap", 1);
   CudaEmission e8 = emit(*f8);
   ASSERT_EQ(e8.stats["epilogue-overlap"], 1) << notes(e8);
-  EXPECT_FALSE(nvrtc_compile(e8.source, CudaTarget::parse("sm_90a"), "overlap_fp8.cu", e8.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(e8.source, planning_target("sm_90a"), "overlap_fp8.cu", e8.line_op).cubin.empty());
   codegentest::PtxasReport r8 = codegentest::ptxas_report(e8.source, "sm_90a");
   if (r8.skip.empty()) {
     EXPECT_FALSE(r8.spills()) << r8.out;
@@ -610,7 +611,7 @@ TEST(CudaWgmma, ClusterPairsProgramPastAnOddGridStoresNothing) {
     EXPECT_EQ(emit(*k).source.find("tsr_pid0 < tsr_grid0"), std::string::npos);
     std::string why;
     if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "floor_rows.cu", em.line_op).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a"), "floor_rows.cu", em.line_op).cubin.empty());
   }
 }
 
@@ -649,7 +650,7 @@ TEST(CudaWgmma, OtherWorkAtTopLevelKeepsOneCtaPerProgram) {
   EXPECT_NE(em.source.find("blockIdx.x"), std::string::npos);
   std::string why;
   if (nvrtc_available(&why)) {
-    EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a")).cubin.empty());
+    EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a")).cubin.empty());
   }
 }
 
@@ -688,7 +689,7 @@ TEST(CudaWgmma, ShapesTheRingCannotTakeStayOnMmaSyncWithAReason) {
   em = emit(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}), "sm_80");
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
   EXPECT_EQ(notes(em).find("wgmma"), std::string::npos) << notes(em);
-  CudaTarget no_tma = CudaTarget::parse("sm_90a");
+  CudaTarget no_tma = planning_target("sm_90a");
   no_tma.tma = false;
   em = emit_cuda_with_info(*lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}}), no_tma);
   EXPECT_EQ(em.stats["dot.wgmma_tma"], 0);
@@ -771,12 +772,12 @@ TEST(CudaWgmma, NvrtcCompilesTransposedAndFp8Kernels) {
     SCOPED_TRACE(in);
     CudaEmission em = emit(*testutil::nt_matmul(in, "bf16", 128, 128, bk));
     ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
-    NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "nt.cu", em.line_op);
+    NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_90a"), "nt.cu", em.line_op);
     EXPECT_FALSE(r.cubin.empty());
     EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
     // The compilation the runtime falls back to when TMA cannot describe the operands (the
     // scale then runs in the mma.sync path's epilogue).
-    CudaTarget no_tma = CudaTarget::parse("sm_90a");
+    CudaTarget no_tma = planning_target("sm_90a");
     no_tma.tma = false;
     CudaEmission fb = emit_cuda_with_info(*testutil::nt_matmul(in, "bf16", 128, 128, bk), no_tma);
     EXPECT_FALSE(nvrtc_compile(fb.source, no_tma, "nt_fallback.cu", fb.line_op).cubin.empty());
@@ -855,7 +856,7 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
   // stages of 36 KiB at 16 x 128 x 128 (five beside staging it would not use).
   auto deep = lib_matmul(ScalarKind::BF16, {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}});
   deep->set_constexpr("swap_operands", 1);
-  CudaTarget split6 = CudaTarget::parse("sm_90a");
+  CudaTarget split6 = planning_target("sm_90a");
   split6.split_k = true;
   EXPECT_EQ(emit_cuda_with_info(*deep, split6).stats["pipeline-stages"], 6);
   // fp8: both operands K-major, no transpose immediates.
@@ -867,7 +868,7 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
   EXPECT_NE(e8.source.find("tsr::wgmma_m64n32k32_e4m3("), std::string::npos);
   EXPECT_EQ(e8.stats["mma-fused-epilogue-ops"], 1);  // the scales, on the transposed store too
   // The split-K compilation adds the parts as before; its rows past the output are columns now.
-  CudaTarget split = CudaTarget::parse("sm_90a");
+  CudaTarget split = planning_target("sm_90a");
   split.split_k = true;
   CudaEmission es = emit_cuda_with_info(*k, split);
   EXPECT_TRUE(es.info.split_k);
@@ -875,7 +876,7 @@ TEST(CudaWgmma, SwappedOperandsPutTheBatchOnN) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const CudaEmission* e : {&em, &e8, &es}) {
-    NvrtcResult r = nvrtc_compile(e->source, CudaTarget::parse("sm_90a"), "swapped.cu", e->line_op);
+    NvrtcResult r = nvrtc_compile(e->source, planning_target("sm_90a"), "swapped.cu", e->line_op);
     EXPECT_FALSE(r.cubin.empty());
     EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;
   }
@@ -896,7 +897,7 @@ TEST(CudaWgmma, SwappedLoopAfterAnMmaSyncLoop) {
   EXPECT_EQ(em.stats["mma-direct-epilogues"], 1);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "two.cu", em.line_op).cubin.empty());
+  EXPECT_FALSE(nvrtc_compile(em.source, planning_target("sm_90a"), "two.cu", em.line_op).cubin.empty());
 }
 
 // NVRTC accepts every block shape the planner takes, in bf16 and f16.
@@ -913,7 +914,7 @@ TEST(CudaWgmma, NvrtcCompilesEveryPlannedShape) {
       auto k = lib_matmul(dt, {{"BLOCK_M", c.m}, {"BLOCK_N", c.n}, {"BLOCK_K", c.k}});
       CudaEmission em = emit(*k);
       ASSERT_EQ(em.stats["dot.wgmma_tma"], 1) << notes(em);
-      NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "wgmma.cu", em.line_op);
+      NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_90a"), "wgmma.cu", em.line_op);
       EXPECT_FALSE(r.cubin.empty());
       // ptxas would say so if it had to serialize the wgmma instructions.
       EXPECT_EQ(r.log.find("serialized"), std::string::npos) << r.log;

@@ -7,8 +7,10 @@
 // decided (launch shape, shared memory, parameters, statistics, notes), since those are part of
 // what a pass that takes over a decision has to reproduce.
 //
-// The layout emitter (the GPU lowering's passes printed, CudaTarget::from_layouts) has files of
-// its own, `*.layouts.cu`: every library kernel it prints and every kernel of tests/corpus (the
+// The plain `*.cu` files are the planning emitter's (CudaTarget::Emitter::Planning, every
+// kernel's before session 48). The layout emitter (the GPU lowering's passes printed,
+// Emitter::Layouts; the default's choice for most kernels since session 48) has files of its
+// own, `*.layouts.cu`: every library kernel it prints and every kernel of tests/corpus (the
 // FlashAttention family among them), for sm_80 and sm_90a. Moving the layout emitter's
 // remaining decisions (shared-memory allocation, barriers) into passes must keep those too.
 //
@@ -213,7 +215,7 @@ std::string generate(const GoldenCase& c) {
     const auto m = corpus_module(kCorpus / c.file);
     for (const auto& k : m->kernels) {
       CudaTarget t = CudaTarget::parse(c.target);
-      t.from_layouts = true;
+      t.emitter = CudaTarget::Emitter::Layouts;
       CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), t);
       out += em.source + launch_summary(em);
     }
@@ -223,7 +225,7 @@ std::string generate(const GoldenCase& c) {
   if (!lib) throw std::runtime_error("no library kernel " + c.kernel);
   if (c.v.stages) {
     CudaTarget t = CudaTarget::parse(c.target);
-    t.from_layouts = c.v.layouts;
+    t.emitter = c.v.layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
     std::string out;
     for (const LibraryStage& st : lib->stages(c.dtype, "cuda:" + t.str(), c.v.sizes, {}).stages) {
       CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*st.build(c.dtype), st.config), {}), t);
@@ -246,7 +248,7 @@ std::string generate(const GoldenCase& c) {
   t.split_k = c.v.split_k;
   t.stream_k = c.v.stream_k;
   t.tma = !c.v.no_tma;
-  t.from_layouts = c.v.layouts;
+  t.emitter = c.v.layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
   CudaEmission em = emit_cuda_with_info(*bound, t);
   return relative_paths(em.source + launch_summary(em));
 }

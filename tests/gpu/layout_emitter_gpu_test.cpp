@@ -1,4 +1,4 @@
-// The layout emitter (CudaTarget::from_layouts: kernels printed from the GPU lowering's
+// The layout emitter (CudaTarget::Emitter::Layouts: kernels printed from the GPU lowering's
 // layouts) on the GPU against the interpreter: every kernel of tests/corpus at its ragged
 // '// sizes:', and the bf16 FlashAttention at head size 128 too. (Not at sizes of our own
 // choosing: some kernels take structured inputs, decode_attention_merge's partial maxima say,
@@ -39,7 +39,7 @@ Sizes file_sizes(const std::string& path) {
 
 CudaOptions layout_options() {
   CudaOptions o = test_options();
-  o.target.from_layouts = true;
+  o.target.emitter = CudaTarget::Emitter::Layouts;
   return o;
 }
 
@@ -48,7 +48,7 @@ CudaOptions layout_options() {
 CudaOptions mma_sync_options() {
   CudaOptions o = layout_options();
   o.target = CudaTarget::parse("sm_90");
-  o.target.from_layouts = true;
+  o.target.emitter = CudaTarget::Emitter::Layouts;
   return o;
 }
 

@@ -18,18 +18,19 @@ namespace {
 
 // The planning emitter, then the layout emitter (from prefetch-programs' marks).
 std::vector<std::pair<std::string, CudaOptions>> emitters() {
-  CudaOptions layouts = test_options();
-  layouts.target.from_layouts = true;
-  return {{"planning", test_options()}, {"layouts", layouts}};
+  CudaOptions planning = test_options(), layouts = test_options();
+  planning.target.emitter = CudaTarget::Emitter::Planning;
+  layouts.target.emitter = CudaTarget::Emitter::Layouts;
+  return {{"planning", planning}, {"layouts", layouts}};
 }
 
 // The stats of `k` compiled for sm_80 by the emitter of `o`; for the layout emitter, that it
 // printed the kernel.
 std::map<std::string, int64_t> sm80_stats(const Kernel& k, const CudaOptions& o) {
   CudaTarget t = CudaTarget::parse("sm_80");
-  t.from_layouts = o.target.from_layouts;
+  t.emitter = o.target.emitter;
   CudaEmission em = emit_cuda_with_info(k, t);
-  if (t.from_layouts) {
+  if (t.emitter == CudaTarget::Emitter::Layouts) {
     bool printed = false;
     for (const std::string& n : em.notes) printed |= n.find("printed from") != std::string::npos;
     EXPECT_TRUE(printed) << "the layout emitter did not print @" << k.name;

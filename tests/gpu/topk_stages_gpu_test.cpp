@@ -38,7 +38,7 @@ constexpr Way kWays[] = {{"planning", false, false},
 // the layout emitter print these too.
 std::shared_ptr<CudaKernel> compile_as(const Kernel& k, const Way& w, bool odd_tiles = false) {
   CudaOptions o = test_options();
-  o.target.from_layouts = w.layouts;
+  o.target.emitter = w.layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
   auto c = compile_cuda(k, o);
   const std::string& src = c->source();
   EXPECT_EQ(src.find("tsr::block_exclusive_sums<") != std::string::npos, w.one_barrier) << k.name;
@@ -69,7 +69,7 @@ void expect_stages_match(const Way& w, const Case& c, uint64_t seed, size_t stag
   std::optional<testutil::ScopedEnv> one_barrier;
   if (w.one_barrier) one_barrier.emplace("TESSERA_CUDA_ONE_BARRIER_SCANS", "1");
   CudaOptions o = test_options();
-  o.target.from_layouts = w.layouts;
+  o.target.emitter = w.layouts ? CudaTarget::Emitter::Layouts : CudaTarget::Emitter::Planning;
   const Sizes sizes{{"M", c.M}, {"N", c.N}, {"K", c.K}};
   LibraryStages st = lk->stages(c.dt, "cuda:" + cuda_target_for(o).str(), sizes, {});
   if (stages) ASSERT_EQ(st.stages.size(), stages);
