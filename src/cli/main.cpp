@@ -49,7 +49,7 @@ void add_kernel_options(CLI::App* cmd, KernelOptions& k, bool sizes, bool kernel
   cmd->add_option("--disable-pass", k.disable_passes,
                   "leave this pass out of the pipeline, e.g. repair-reductions for a before/after figure "
                   "(repeatable; compile, run and bench; not verify, bind-constexprs or verify-bound; a GPU lowering pass "
-                  "leaves that decision out of what the layout emitter, TESSERA_CUDA_FROM_LAYOUTS=1, prints, but not "
+                  "leaves that decision out of what the layout emitter (the default) prints, but not "
                   "assign-launch-shape, assign-layouts or verify-lowered)")
       ->allow_extra_args(false);
   if (!sizes) return;

@@ -39,16 +39,16 @@ struct CudaTarget {
   bool stream_k = false;
   // Which emitter prints the kernel (docs/cuda-backend.md, "Two emitters"): the layout
   // emitter (EmitLowered.cpp) prints the GPU lowering's IR, each op in the layout the passes
-  // gave it; the planning emitter makes its own decisions from the optimized IR (the default,
-  // for now). Auto: the layout emitter, unless the kernel or the compilation asks for what only
-  // the planning emitter does (planning_only_knobs: split_k, stream_k, cluster_m, cluster_size,
+  // gave it; the planning emitter makes its own decisions from the optimized IR. Auto, the
+  // default: the layout emitter, unless the kernel or the compilation asks for what only the
+  // planning emitter does (planning_only_knobs: split_k, stream_k, cluster_m, cluster_size,
   // ring_stages, swap_operands, the epilogue and mma_* knobs, prefetch_loads; the runtime's
   // split-K and stream-K compilations). Either way, a kernel the layout emitter cannot print yet
   // is printed by the planning emitter, with a note that says why. parse() reads
   // TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts (planning-only knobs ignored, with a note), 0 for
   // Planning.
   enum class Emitter { Auto, Layouts, Planning };
-  Emitter emitter = Emitter::Planning;
+  Emitter emitter = Emitter::Auto;
   // GPU lowering passes left out of the lowering the layout emitter prints (`--disable-pass`,
   // disableable_gpu_lowering_pass): an A/B switch per decision. The planning emitter ignores it.
   std::vector<std::string> disabled_passes{};

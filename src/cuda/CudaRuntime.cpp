@@ -224,18 +224,25 @@ class CudaKernelImpl : public CudaKernel {
     int want = opts_.split_k;
     if (const ConstexprDecl* d = k_->find_constexpr(kSplitKKnob); d && want == 0)
       want = static_cast<int>(std::clamp<int64_t>(d->value, 0, kMaxSplitK));
-    if (!info.split_k_capable || info.split_k || want == 1) return 1;
+    // The layout emitter has no split-K yet: a wgmma kernel it printed as the default
+    // (Emitter::Auto) splits through the planning emitter's split-K compilation, where the
+    // planning emitter finds its K loop splittable (planning_splits, decided where a split is
+    // wanted, from an emission without NVRTC).
+    const auto wgmma_dots = em_.stats.find("wgmma-dots");
+    const bool by_default_layouts = em_.lowered && target.emitter == CudaTarget::Emitter::Auto &&
+                                    wgmma_dots != em_.stats.end() && wgmma_dots->second > 0;
+    if (!(info.split_k_capable || by_default_layouts) || info.split_k || want == 1) return 1;
     for (const CudaParam& p : info.params)
       if (p.kind == CudaParam::Kind::TensorMap &&
           tensor_map_type(p, ptrs.at(p.param_index), view_dims(*k_, p.param_index, sizes)) < 0)
         return 1;
-    if (want >= 2) return std::min(want, kMaxSplitK);
+    if (want >= 2) return by_default_layouts && !planning_splits() ? 1 : std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
     const int64_t capacity = int64_t(dev.num_sms) * c_->ctas_per_sm;
     // The loop's length is worked out only where the programs leave room to split.
     int s = split_k_factor(programs, capacity, 3 * programs <= capacity ? cuda_split_loop_k(*k_, sizes, args) : -1);
-    if (s < 2) return 1;
+    if (s < 2 || (by_default_layouts && !planning_splits())) return 1;
     // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
     // CTAs fit at once.
     CudaKernelImpl& sv = split_variant();
@@ -532,6 +539,23 @@ class CudaKernelImpl : public CudaKernel {
     return *fallback_;
   }
 
+  // Would the planning emitter split this kernel's K loop (its emission's split_k_capable; no
+  // NVRTC), for a kernel the layout emitter printed? Worked out once, at the first launch that
+  // wants a split.
+  bool planning_splits() {
+    std::lock_guard<std::mutex> lock(fallback_mu_);
+    if (!planning_splits_) {
+      CudaTarget t = target;
+      t.emitter = CudaTarget::Emitter::Planning;
+      try {
+        planning_splits_ = emit_cuda_with_info(*k_, t).info.split_k_capable;
+      } catch (const TesseraError&) {
+        planning_splits_ = false;  // (then the kernel runs unsplit, as printed)
+      }
+    }
+    return *planning_splits_;
+  }
+
   // The same kernel compiled as its split-K variant (CudaTarget::split_k); compiled at its first use.
   CudaKernelImpl& split_variant() {
     std::lock_guard<std::mutex> lock(fallback_mu_);
@@ -588,6 +612,7 @@ class CudaKernelImpl : public CudaKernel {
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
   std::shared_ptr<CudaKernelImpl> split_;
+  std::optional<bool> planning_splits_;  // planning_splits(), once worked out
   // Guards workspaces_, zeroed_ and retired_: its own lock, not fallback_mu_, which is held
   // through a fallback's NVRTC compile that every launch would otherwise wait for.
   std::mutex workspace_mu_;
@@ -633,8 +658,9 @@ CudaTarget cuda_target_for(const CudaOptions& o) {
     t.arch_specific = dev.sm == 90;
     t.split_k = false;  // (the runtime asks for its split-K compilation itself)
   }
-  // TESSERA_CUDA_FROM_LAYOUTS (1 or 0) reaches every compilation, whatever made its options.
-  if (const auto e = CudaTarget::emitter_from_environment()) t.emitter = *e;
+  // TESSERA_CUDA_FROM_LAYOUTS (1 or 0) reaches every compilation that asks for the default,
+  // whatever made its options (one that names an emitter keeps it: the tests of each).
+  if (const auto e = CudaTarget::emitter_from_environment(); e && t.emitter == CudaTarget::Emitter::Auto) t.emitter = *e;
   return t;
 }
 

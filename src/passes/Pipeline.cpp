@@ -131,7 +131,7 @@ std::unique_ptr<Kernel> run_pipeline(const Kernel& k, const PipelineOptions& opt
       std::string valid;
       for (const std::string& n : names)
         if (disableable_pass(n)) valid += (valid.empty() ? "" : ", ") + n;
-      valid += "; of the GPU lowering (the layout emitter, TESSERA_CUDA_FROM_LAYOUTS=1): ";
+      valid += "; of the GPU lowering (what the layout emitter prints): ";
       bool first = true;
       for (const std::string& n : lowering)
         if (disableable_gpu_lowering_pass(n)) valid += (first ? "" : ", ") + n, first = false;

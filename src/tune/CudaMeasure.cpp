@@ -404,8 +404,12 @@ std::unique_ptr<Measurer> make_cuda_measurer(const Problem& p, const MeasureOpti
 
 std::string cuda_device_name() { return cuda::device().name; }
 
+// (The emitter in effect is part of it: a config measured when the planning emitter printed
+// every kernel, before session 48, is not the default's any more.)
 std::string cuda_compiler_version() {
-  return std::string(kCudaCodegenVersion) + " " + nvrtc_version_string();
+  const auto e = CudaTarget::emitter_from_environment().value_or(CudaTarget::Emitter::Auto);
+  const char* emitter = e == CudaTarget::Emitter::Auto ? "auto" : e == CudaTarget::Emitter::Layouts ? "layouts" : "planning";
+  return std::string(kCudaCodegenVersion) + " emitter-" + emitter + " " + nvrtc_version_string();
 }
 
 }  // namespace tessera::tune

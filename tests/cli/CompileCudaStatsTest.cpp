@@ -62,21 +62,31 @@ TEST(CliCompileStats, Sm90aDotOffTheWgmmaPathSaysWhy) {
   EXPECT_EQ(compile("matmul --target cuda:sm_80 --emit cuda").err, "");
 }
 
+// The default (the layout emitter) and the planning emitter (TESSERA_CUDA_FROM_LAYOUTS=0) each
+// report their own statistics.
 TEST(CliCompileStats, CudaTargetPrintsTheEmittersStatistics) {
   Outcome r = compile("matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("tsr::ldsm_frags<"));
-  EXPECT_THAT(r.out, HasSubstr("tsr::mma_tiles<true>("));
+  EXPECT_THAT(r.out, HasSubstr("tsr::ldsm_x4_trans("));
+  EXPECT_THAT(r.out, HasSubstr("tsr::mma_bf16_16816("));
   EXPECT_THAT(r.err, HasSubstr("// ----- statistics for matmul -----\n"));
   EXPECT_THAT(r.err, HasSubstr("// ----- cuda emitter statistics for matmul (cuda:sm_80) -----\n"));
-  EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
-  EXPECT_THAT(r.err, HasSubstr("\nmma-staged-epilogues = 1\n"));  // the default 128x256 tile
+  EXPECT_THAT(r.err, HasSubstr("\nmma-dots = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("\nstaged-stores = 1\n"));  // the default 128x256 tile
   EXPECT_THAT(r.err, HasSubstr("\nthreads = 256\n"));
+  EXPECT_THAT(r.err, HasSubstr("note: printed from the GPU lowering's layouts (the layout emitter)\n"));
+  Outcome p = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", "matmul --dtype bf16 --target cuda:sm_80 --emit cuda --stats");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_THAT(p.out, HasSubstr("tsr::ldsm_frags<"));
+  EXPECT_THAT(p.out, HasSubstr("tsr::mma_tiles<true>("));
+  EXPECT_THAT(p.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
+  EXPECT_THAT(p.err, HasSubstr("\nmma-staged-epilogues = 1\n"));
+  EXPECT_THAT(p.err, Not(HasSubstr("the layout emitter")));
   // --emit ir with a cuda target still reports what the emitter would choose.
   Outcome ir = compile("matmul --dtype f32 --target cuda:sm_80 --stats");
   ASSERT_EQ(ir.status, 0) << ir.err;
   EXPECT_THAT(ir.out, HasSubstr("kernel @matmul("));
-  EXPECT_THAT(ir.err, HasSubstr("\ndot.fma = 1\n"));
+  EXPECT_THAT(ir.err, HasSubstr("\nfma-dots = 1\n"));
 }
 
 // "128x256x64": BLOCK_M x BLOCK_N x BLOCK_K as `--emit ir` prints the bound constexprs
@@ -98,8 +108,9 @@ TEST(CliCompileStats, Sm90aMatmulDefaultsToTheWgmmaTile) {
   for (const char* dt : {"bf16", "f16"}) {
     Outcome r = compile(std::string("matmul --dtype ") + dt + " --target cuda:sm_90a --stats");
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_THAT(r.err, HasSubstr("\ndot.wgmma_tma = 1\n")) << dt;
-    EXPECT_THAT(r.err, Not(HasSubstr("dot.mma_pipelined"))) << dt;
+    EXPECT_THAT(r.err, HasSubstr("\nwgmma-dots = 1\n")) << dt;
+    EXPECT_THAT(r.err, HasSubstr("\ntma-ring-loops = 1\n")) << dt;
+    EXPECT_THAT(r.err, Not(HasSubstr("\nmma-dots"))) << dt;
     EXPECT_EQ(bound_tile(r.out), "128x256x64") << dt;
   }
   Outcome r = compile("matmul --dtype bf16 --target cuda:sm_90a --emit cuda");
@@ -128,13 +139,13 @@ TEST(CliCompileStats, OtherTargetsAndF32KeepTheKernelsDefaults) {
     const char* stat;
     const char* tile;
   };
-  for (Want w : {Want{"--dtype bf16 --target cuda:sm_80 --stats", "\ndot.mma_pipelined = 1\n", "128x256x64"},
-                 Want{"--dtype f32 --target cuda:sm_90a --stats", "\ndot.fma = 1\n", "64x64x32"},
+  for (Want w : {Want{"--dtype bf16 --target cuda:sm_80 --stats", "\nmma-dots = 1\n", "128x256x64"},
+                 Want{"--dtype f32 --target cuda:sm_90a --stats", "\nfma-dots = 1\n", "64x64x32"},
                  Want{"--dtype bf16 --stats", "", "128x256x128"}}) {  // cpu: BLOCK_K 128
     Outcome r = compile(std::string("matmul ") + w.args);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr(w.stat)) << w.args;
-    EXPECT_THAT(r.err, Not(HasSubstr("dot.wgmma_tma"))) << w.args;
+    EXPECT_THAT(r.err, Not(HasSubstr("wgmma-dots"))) << w.args;
     EXPECT_EQ(bound_tile(r.out), w.tile) << w.args;
   }
 }
@@ -144,28 +155,46 @@ TEST(CliCompileStats, ConfigOverridesTheTargetsDefault) {
   // still at the sm_90a default.
   Outcome r = compile("matmul --dtype bf16 --target cuda:sm_90a --stats --config BLOCK_K=32");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n"));
-  EXPECT_THAT(r.err, Not(HasSubstr("dot.wgmma_tma")));
+  EXPECT_THAT(r.err, HasSubstr("\nmma-dots = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("note: not on wgmma (a 128-byte swizzled tile whose fastest dim is not a multiple of"));
+  EXPECT_THAT(r.err, Not(HasSubstr("wgmma-dots")));
   EXPECT_EQ(bound_tile(r.out), "128x256x32");
   // A wgmma shape of the user's own.
   r = compile("matmul --dtype bf16 --target cuda:sm_90a --stats --config BLOCK_M=64,BLOCK_N=128");
   ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\nwgmma-dots = 1\n"));
+  EXPECT_EQ(bound_tile(r.out), "64x128x64");
+  r = compile("matmul --dtype bf16 --target cuda:sm_90a --emit cuda --config BLOCK_M=64,BLOCK_N=128");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tsr::wgmma_m64n128k16_bf16"));
+  // The planning emitter says the same in its own words.
+  r = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", "matmul --dtype bf16 --target cuda:sm_90a --stats --config BLOCK_M=64,BLOCK_N=128");
+  ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("\ndot.wgmma_tma = 1\n"));
   EXPECT_THAT(r.err, HasSubstr("wgmma m64n128k16"));
-  EXPECT_EQ(bound_tile(r.out), "64x128x64");
 }
 
 // fp8 below wgmma's tiles: m16n8k32 on sm_89 (the Ada target) and sm_90a at BLOCK_K = 64, the
-// FMA dot on sm_80; the note names the path either way.
+// FMA dot on sm_80; a note names the path either way, on either emitter.
 TEST(CliCompileStats, Fp8MatmulNotesItsMmaSyncPath) {
   for (const char* t : {"sm_89", "sm_90a"}) {
     Outcome r = compile(std::string("matmul_fp8 --target cuda:") + t + " --stats --config BLOCK_K=64");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("\nmma-dots = 1\n")) << t;
+    r = compile(std::string("matmul_fp8 --target cuda:") + t + " --emit cuda --config BLOCK_K=64");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("tsr::mma_f8_16832")) << t;
+    r = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", std::string("matmul_fp8 --target cuda:") + t + " --stats --config BLOCK_K=64");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr("\ndot.mma_pipelined = 1\n")) << t;
     EXPECT_THAT(r.err, HasSubstr("\nmma-fp8-dots = 1\n")) << t;
     EXPECT_THAT(r.err, HasSubstr(": mma.sync m16n8k32 e4m3 (B K-major) fed by a ")) << t;
   }
   Outcome r = compile("matmul_fp8 --target cuda:sm_80 --stats");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\nfma-dots = 1\n"));
+  EXPECT_THAT(r.err, HasSubstr(": FMA dot (no tensor cores): fp8 mma.sync (m16n8k32) needs sm_89 or newer"));
+  r = compile_env("TESSERA_CUDA_FROM_LAYOUTS=0 ", "matmul_fp8 --target cuda:sm_80 --stats");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("\ndot.fma = 1\n"));
   EXPECT_THAT(r.err, HasSubstr("exact FMA dot (no tensor cores): fp8 mma.sync (m16n8k32) needs sm_89 or newer"));
@@ -186,7 +215,7 @@ TEST(CliCompileStats, TimePrintsNvrtcPhasesPerKernel) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("tessera_vector_add"));
   EXPECT_THAT(r.out, Not(HasSubstr("nvrtc")));
-  std::regex line(R"(time vector_add sm_80 planning: nvrtc [0-9.]+ s, cpu [0-9.]+ s \(front end [0-9.]+, nvvm [0-9.]+, )"
+  std::regex line(R"(time vector_add sm_80 layouts: nvrtc [0-9.]+ s, cpu [0-9.]+ s \(front end [0-9.]+, nvvm [0-9.]+, )"
                   R"(ptxas [0-9.]+\), cuda [0-9]+ lines, ptx [0-9]+ lines, [0-9]+ registers, 0 B stack\n)");
   EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
   // The phases are NVRTC's own report, so none is left at -1.

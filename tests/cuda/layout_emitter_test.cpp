@@ -269,6 +269,69 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
 }
 
+// The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
+// the planning emitter reads, and the runtime's split-K and stream-K compilations, go to the
+// planning emitter with a note that says why. TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
+// layout emitter, 0 the planning emitter, unset the default, anything else an error.
+TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  ASSERT_NE(lk, nullptr);
+  auto emit_default = [&](const std::map<std::string, int64_t>& knobs, bool split_k = false) {
+    auto k = lk->build(ScalarKind::BF16);
+    for (const auto& [n, v] : knobs) k->set_constexpr(n, v);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Auto;
+    t.split_k = split_k;
+    CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), {}), t);
+    std::string all;
+    for (const std::string& n : em.notes) all += n + "\n";
+    return std::make_pair(em.lowered != nullptr, all);
+  };
+  auto [printed, notes] = emit_default({});
+  EXPECT_TRUE(printed) << notes;
+  EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
+  std::tie(printed, notes) = emit_default({{"swap_operands", 1}, {"ring_stages", 3}});
+  EXPECT_FALSE(printed) << notes;
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (ring_stages = 3, swap_operands = 1): the planning emitter made it"),
+            std::string::npos)
+      << notes;
+  // Knobs at the values that ask for nothing leave the kernel to the layout emitter.
+  std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}});
+  EXPECT_TRUE(printed) << notes;
+  std::tie(printed, notes) = emit_default({}, /*split_k=*/true);
+  EXPECT_FALSE(printed) << notes;
+  EXPECT_NE(notes.find("the split-K compilation: the planning emitter made it"), std::string::npos) << notes;
+
+  // The environment, read by CudaTarget::parse.
+  const char* old = std::getenv("TESSERA_CUDA_FROM_LAYOUTS");
+  const std::string saved = old ? old : "";
+  ::unsetenv("TESSERA_CUDA_FROM_LAYOUTS");
+  EXPECT_EQ(CudaTarget::parse("sm_90a").emitter, CudaTarget::Emitter::Auto);
+  ::setenv("TESSERA_CUDA_FROM_LAYOUTS", "1", 1);
+  EXPECT_EQ(CudaTarget::parse("sm_90a").emitter, CudaTarget::Emitter::Layouts);
+  ::setenv("TESSERA_CUDA_FROM_LAYOUTS", "0", 1);
+  EXPECT_EQ(CudaTarget::parse("cuda").emitter, CudaTarget::Emitter::Planning);
+  ::setenv("TESSERA_CUDA_FROM_LAYOUTS", "yes", 1);
+  try {
+    CudaTarget::parse("sm_80");
+    ADD_FAILURE() << "TESSERA_CUDA_FROM_LAYOUTS=yes accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_CUDA_FROM_LAYOUTS = 'yes'"), std::string::npos) << e.what();
+  }
+  ::setenv("TESSERA_CUDA_FROM_LAYOUTS", "2", 1);
+  try {
+    CudaTarget::parse("sm_80");
+    ADD_FAILURE() << "TESSERA_CUDA_FROM_LAYOUTS=2 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 1 (the layout emitter) or 0 (the planning emitter)"), std::string::npos)
+        << e.what();
+  }
+  if (old)
+    ::setenv("TESSERA_CUDA_FROM_LAYOUTS", saved.c_str(), 1);
+  else
+    ::unsetenv("TESSERA_CUDA_FROM_LAYOUTS");
+}
+
 // The A/B switches of session 37 (each off by default), TESSERA_CUDA_SCRATCH_EXCHANGES and
 // TESSERA_CUDA_SINGLE_FRAGMENTS, print what they say, and NVRTC takes the mma.sync matmul
 // under each. (The third, 32-bit shared addresses for whole-tile cp.async copies and unsigned

@@ -32,6 +32,15 @@ inline CudaOptions test_options() {
   return o;
 }
 
+// The planning emitter for every kernel (its own paths: the pipelined mma.sync ring, the wgmma
+// plans, split-K and stream-K), where the default (CudaTarget::Emitter::Auto) would give most
+// kernels to the layout emitter.
+inline CudaOptions planning_options() {
+  CudaOptions o = test_options();
+  o.target.emitter = CudaTarget::Emitter::Planning;
+  return o;
+}
+
 using testutil::args_for;
 
 // Kernel `name` of the .tile file `rel` (relative to the source tree), bound with `cfg`, with

@@ -23,9 +23,10 @@ namespace {
 
 // The device's own architecture without the arch-specific variant (sm_90, not sm_90a).
 CudaOptions mma_sync_options() {
-  CudaOptions o = test_options();
+  CudaOptions o = planning_options();
   o.target_from_device = false;
   o.target = CudaTarget{cuda::device().sm, false};
+  o.target.emitter = CudaTarget::Emitter::Planning;
   return o;
 }
 
@@ -82,7 +83,7 @@ TEST(Fp8MmaGpu, DeviceTargetBlockK64And32MatchTheInterpreter) {
   uint64_t seed = 400;
   for (int64_t bk : {64, 32}) {
     SCOPED_TRACE("BLOCK_K = " + std::to_string(bk));
-    expect_matches_interp(*fp8_matmul(ScalarKind::BF16, 128, 256, bk), test_options(), "tsr::mma_tiles_f8<1>(", seed);
+    expect_matches_interp(*fp8_matmul(ScalarKind::BF16, 128, 256, bk), planning_options(), "tsr::mma_tiles_f8<1>(", seed);
   }
 }
 

@@ -11,9 +11,10 @@ namespace {
 
 // The device's own architecture without the arch-specific variant (sm_90, not sm_90a).
 CudaOptions mma_sync_options() {
-  CudaOptions o = test_options();
+  CudaOptions o = planning_options();
   o.target_from_device = false;
   o.target = CudaTarget{cuda::device().sm, false};
+  o.target.emitter = CudaTarget::Emitter::Planning;
   return o;
 }
 

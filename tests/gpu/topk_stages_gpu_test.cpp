@@ -1,7 +1,7 @@
 // The segmented top-k's kernels (topk's stages: segments, candidate levels, the merge) on the
 // GPU against the reference, exact, at ragged sizes, on random rows and on rows of a few values
 // (ties, NaN, infinities and zeros of both signs across every segment), printed four ways: by
-// the planning emitter (the default) and the layout emitter (its block scans from registers,
+// the planning emitter and the layout emitter (the default's choice since session 48) (its block scans from registers,
 // session 33), each also with TESSERA_CUDA_ONE_BARRIER_SCANS=1 (every scan's chunks in one
 // tsr::block_exclusive_sums). Then the block scans' own cases that topk does not reach: padding
 // slots (a tile that does not fill the threads' chunks), threads holding copies, f32 and i64,

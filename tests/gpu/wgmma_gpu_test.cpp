@@ -16,7 +16,7 @@ namespace {
 
 bool hopper(std::string* why) {
   auto k = bind_constexprs(*find_library_kernel("vector_add")->build(ScalarKind::F32), {});
-  CudaTarget t = compile_cuda(*k, test_options())->target;
+  CudaTarget t = compile_cuda(*k, planning_options())->target;
   if (t.sm == 90 && t.arch_specific) return true;
   *why = "not an sm_90a device (" + t.str() + ")";
   return false;
@@ -35,7 +35,7 @@ std::unique_ptr<Kernel> matmul(ScalarKind dt, int64_t bm, int64_t bn, int64_t bk
 }
 
 CudaOptions no_split_options() {
-  CudaOptions o = test_options();
+  CudaOptions o = planning_options();
   o.split_k = 1;
   return o;
 }
@@ -43,7 +43,7 @@ CudaOptions no_split_options() {
 // Split 3 ways whatever the K loop's length: these tests' K loops are shorter than the runtime's
 // rule splits (cuda::kMinSplitKSlice), and the split compilation must still match.
 CudaOptions forced_split_options() {
-  CudaOptions o = test_options();
+  CudaOptions o = planning_options();
   o.split_k = 3;
   return o;
 }
@@ -58,7 +58,7 @@ void run_compiled_and_compare(CudaKernel& ck, const Kernel& k, const Sizes& s, u
 }
 
 // Runs k at `s` and compares with the interpreter; returns the launches that fell back.
-int64_t run_and_compare(const Kernel& k, const Sizes& s, uint64_t seed, const CudaOptions& o = test_options()) {
+int64_t run_and_compare(const Kernel& k, const Sizes& s, uint64_t seed, const CudaOptions& o = planning_options()) {
   auto ck = compile_cuda(k, o);
   run_compiled_and_compare(*ck, k, s, seed);
   return ck->launches_without_tma;
@@ -100,7 +100,7 @@ TEST(WgmmaGpu, TilesOf192MatchTheInterpreter) {
     for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 136}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}},
                     Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}}) {
       const bool small = s.at("M") < 1000;
-      EXPECT_EQ(run_and_compare(*k, s, 9, small ? forced_split_options() : test_options()), 0)
+      EXPECT_EQ(run_and_compare(*k, s, 9, small ? forced_split_options() : planning_options()), 0)
           << "the TMA path should have run at " << sizes_str(s);
       EXPECT_EQ(run_and_compare(*k, s, 10, no_split_options()), 0) << sizes_str(s);
     }
@@ -120,7 +120,7 @@ TEST(WgmmaGpu, TilesOf96MatchTheInterpreter) {
     for (Sizes s : {Sizes{{"M", 200}, {"N", 264}, {"K", 136}}, Sizes{{"M", 1}, {"N", 8}, {"K", 8}},
                     Sizes{{"M", 2000}, {"N", 3000}, {"K", 200}}}) {
       const bool small = s.at("M") < 1000;
-      EXPECT_EQ(run_and_compare(*k, s, seed++, small ? forced_split_options() : test_options()), 0)
+      EXPECT_EQ(run_and_compare(*k, s, seed++, small ? forced_split_options() : planning_options()), 0)
           << "the TMA path should have run at " << sizes_str(s);
       EXPECT_EQ(run_and_compare(*k, s, seed++, no_split_options()), 0) << sizes_str(s);
     }
@@ -179,7 +179,7 @@ TEST(WgmmaGpu, SplitKWithOperandsTmaCannotDescribeRunsTheMmaSyncCompilationUnspl
   auto k = matmul(ScalarKind::BF16, 128, 256, 64);
   for (int split : {0, 4}) {
     SCOPED_TRACE("split_k " + std::to_string(split));
-    CudaOptions o = test_options();
+    CudaOptions o = planning_options();
     o.split_k = split;
     auto ck = compile_cuda(*k, o);
     run_compiled_and_compare(*ck, *k, {{"M", 130}, {"N", 96}, {"K", 77}}, 12);
@@ -196,7 +196,7 @@ void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk
   auto k = matmul(ScalarKind::BF16, bm, bn, bk);
   std::vector<Tensor> got = make_random_tensors(*k, s, 5), want = got;
   auto ga = args_for(*k, got), wa = args_for(*k, want);
-  CudaOptions o = test_options();
+  CudaOptions o = planning_options();
   o.target.stream_k = stream_k;
   auto ck = compile_cuda(*k, o);
   ck->run_host(ga);
@@ -227,7 +227,7 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
   for (Cfg c : {Cfg{128, 256, 64}, Cfg{64, 64, 64}, Cfg{64, 128, 64}}) {
     auto k = matmul(ScalarKind::BF16, c.m, c.n, c.k);
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
-    auto ck = compile_cuda(*k, test_options());
+    auto ck = compile_cuda(*k, planning_options());
     int64_t launches = 0;
     for (Sizes s : {Sizes{{"M", 16}, {"N", 1000}, {"K", 2000}}, Sizes{{"M", 5}, {"N", 264}, {"K", 2000}},
                     Sizes{{"M", 130}, {"N", 520}, {"K", 1400}}, Sizes{{"M", 16}, {"N", 1000}, {"K", 2000}}}) {
@@ -246,7 +246,7 @@ TEST(WgmmaGpu, SplitKMatchesTheInterpreterLaunchAfterLaunch) {
     EXPECT_EQ(ck->launches_without_tma, 0);
     // Forced 4 ways, in clusters and through the workspace.
     for (bool cluster : {true, false}) {
-      CudaOptions forced = test_options();
+      CudaOptions forced = planning_options();
       forced.split_k = 4;
       forced.split_k_cluster = cluster;
       auto fk = compile_cuda(*k, forced);
@@ -292,7 +292,7 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
       SCOPED_TRACE(sizes_str(s));
       CudaOptions workspace = forced_split_options();
       workspace.split_k_cluster = false;
-      for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), test_options()})
+      for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), planning_options()})
         EXPECT_EQ(run_and_compare(*k, s, 12, o), 0) << "the TMA path should have run";
     }
     // Stream-K (the runtime's split off): the few tiles cut into shares of K over the CTAs.
@@ -324,7 +324,7 @@ TEST(WgmmaGpu, SplitKInClustersGivesTheWorkspacesBits) {
     const Sizes s{{"M", c.m}, {"N", c.n}, {"K", c.k}};
     std::vector<std::vector<Tensor>> outs;
     for (bool cluster : {true, false}) {
-      CudaOptions o = test_options();
+      CudaOptions o = planning_options();
       o.split_k = c.ways;
       o.split_k_cluster = cluster;
       auto ck = compile_cuda(*k, o);
@@ -358,7 +358,7 @@ TEST(WgmmaGpu, TheSplitKKnobFixesTheSplit) {
     SCOPED_TRACE("split_k " + std::to_string(c.split) + ", N " + std::to_string(c.n));
     auto k = matmul(ScalarKind::BF16, 64, 128, 64);
     k->set_constexpr(kSplitKKnob, c.split);
-    auto ck = compile_cuda(*k, test_options());
+    auto ck = compile_cuda(*k, planning_options());
     run_compiled_and_compare(*ck, *k, {{"M", 16}, {"N", c.n}, {"K", 3000}}, 41);
     EXPECT_EQ(ck->launches_split_k, 1);
     EXPECT_EQ(ck->last_splits, c.split);
@@ -372,7 +372,7 @@ TEST(WgmmaGpu, RepeatedLaunchesOnTheSameBuffersReadTheirNewContents) {
   for (bool split : {true, false}) {
     auto k = matmul(ScalarKind::BF16, 64, 128, 64);
     Sizes s{{"M", 16}, {"N", 520}, {"K", 2000}};
-    CudaOptions o = split ? test_options() : no_split_options();
+    CudaOptions o = split ? planning_options() : no_split_options();
     auto ck = compile_cuda(*k, o);
     std::vector<Tensor> first = make_random_tensors(*k, s, 31);
     std::vector<cuda::DeviceBuffer> bufs;
