@@ -135,11 +135,16 @@ int cmd_compile(const CompileOptions& o) {
     if (cuda_target && (o.stats || o.dump_after == "all" ||
                         std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end())) {
       bool wgmma = target.arch_specific && target.tma;
-      if (wgmma && target.emitter != CudaTarget::Emitter::Planning) {
+      if (target.emitter != CudaTarget::Emitter::Planning) {
         bound_em = emit_cuda_with_info(*bound, target);
-        wgmma = !bound_em->lowered || bound_em->lowered_with_wgmma;
+        wgmma = wgmma && (!bound_em->lowered || bound_em->lowered_with_wgmma);
       }
       run_gpu_lowering(*bound, {target.sm, wgmma}, po, &stats);
+      // The planning emitter printed it (asked for, or a knob only it reads, or what the layout
+      // emitter cannot print): the lowering's counts and notes are not what runs.
+      if (!bound_em || !bound_em->lowered)
+        stats.notes.push_back("the planning emitter printed this kernel: the GPU lowering's statistics and notes "
+                              "above are of what the layout emitter would print");
     }
     // --split: the split schedule's two kernels take the bound kernel's place.
     std::vector<const Kernel*> outs{bound.get()};
