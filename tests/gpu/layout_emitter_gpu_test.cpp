@@ -275,6 +275,39 @@ TEST(LayoutEmitterGpu, EachLoweringPassLeftOutStillMatches) {
   }
 }
 
+// The default (CudaTarget::Emitter::Auto) on sm_90a: the library's bf16 matmul at the target's
+// config is the layout emitter's wgmma kernel, and the runtime's other compilations of it come
+// from elsewhere: without TMA (K = 1001: rows of 2002 bytes, which no tensor map describes)
+// the layout emitter's mma.sync lowering; split over K (2 x 2 programs, K = 4096) the planning
+// emitter's split-K compilation, taken because a planning emission finds the K loop splittable.
+// Each against the interpreter, and the launch counters say which compilation ran.
+TEST(LayoutEmitterGpu, TheDefaultsOtherCompilationsMatchTheInterpreter) {
+  REQUIRE_GPU();
+  const CudaOptions o = test_options();
+  const CudaTarget t = cuda_target_for(o);
+  if (t.str() != "sm_90a") GTEST_SKIP() << "the wgmma kernel and its split-K compilation are sm_90a's";
+  ASSERT_EQ(t.emitter, CudaTarget::Emitter::Auto) << "run without TESSERA_CUDA_FROM_LAYOUTS";
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  auto k = bind_constexprs(*lk.build(ScalarKind::BF16), library_config(lk, ScalarKind::BF16, "cuda:sm_90a"));
+  EXPECT_NE(printed_by(*k, o).find("printed from"), std::string::npos) << printed_by(*k, o);
+  uint64_t seed = 51;
+  for (const Sizes& s : {Sizes{{"M", 200}, {"N", 264}, {"K", 1001}}, Sizes{{"M", 200}, {"N", 400}, {"K", 4096}}}) {
+    SCOPED_TRACE(sizes_str(s));
+    std::vector<Tensor> want = make_random_tensors(*k, s, seed++), got = want;
+    auto wa = args_for(*k, want), ga = args_for(*k, got);
+    run_interp(*k, wa);
+    auto ck = compile_cuda(*k, o);
+    ck->run_host(ga);
+    testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(s) + "]", "gpu, default emitter");
+    if (s.at("K") == 1001) {
+      EXPECT_EQ(ck->launches_without_tma, 1);
+    } else {
+      EXPECT_EQ(ck->launches_split_k, 1);
+    }
+  }
+}
+
+
 // The library kernels the layout emitter prints (all but topk; matmul_fp8 above, with the
 // bf16 tolerance), in each dtype, bound with the device target's preferred config, at ragged
 // sizes (partial tiles in every dim; the wgmma kernels' views there have no tensor maps, so
