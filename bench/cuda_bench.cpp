@@ -1014,9 +1014,10 @@ std::vector<ConstexprConfig> mma_sync_configs() {
 // default, a few other mma.sync tiles and the knob combinations of mma_sync_configs, each
 // checked like the other tiles; each one's figure and ratio to cuBLAS (`cublas`, TFLOP/s; 0:
 // not measured) is printed on its own line, the best is the `matmul_mma_sync` row, every
-// tile's figure in its note. Under the default emitter choice (CudaTarget::Emitter::Auto) the
-// configurations without mma_* knobs are the layout emitter's and those with them the planning
-// emitter's, as for a user; TESSERA_CUDA_FROM_LAYOUTS=0 or 1 puts them all on one.
+// tile's figure in its note. The configurations declare every mma_* knob, and a declared
+// mma_smem_epilogue keeps a kernel on the planning emitter under the default emitter choice
+// (CudaTarget::Emitter::Auto): this table is the planning emitter's mma.sync path
+// (TESSERA_CUDA_FROM_LAYOUTS=1 puts it on the layout emitter, which ignores the knobs).
 std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, Buffers& bufs, const GemmSample& g,
                                   const Flags& f, const CudaOptions& opts, const Result& base, double cublas,
                                   int& status) {
