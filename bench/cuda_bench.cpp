@@ -1017,7 +1017,7 @@ std::vector<ConstexprConfig> mma_sync_configs() {
 // tile's figure in its note. The configurations declare every mma_* knob, and a declared
 // mma_smem_epilogue keeps a kernel on the planning emitter under the default emitter choice
 // (CudaTarget::Emitter::Auto): this table is the planning emitter's mma.sync path
-// (TESSERA_CUDA_FROM_LAYOUTS=1 puts it on the layout emitter, which ignores the knobs).
+// (TESSERA_CUDA_FROM_LAYOUTS=1 puts it on the layout emitter, which ignores the mma_* knobs).
 std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, Buffers& bufs, const GemmSample& g,
                                   const Flags& f, const CudaOptions& opts, const Result& base, double cublas,
                                   int& status) {

@@ -1401,19 +1401,18 @@ const Op* first_layout_op(const Block& b) {
 // running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
-  // (split_k 1: never split; min_blocks 1: one CTA an SM, ptxas's own bound; mma_smem_epilogue
-  // none: the planning emitter's own default differs by tile, so any written value asks for
-  // something; stream_stores and pair_stores are its A/B switches of row stores). struct_cp_async
-  // and struct_tma are not here: the layout emitter copies Struct pipes' loads asynchronously
-  // (cp.async, TMA rings on sm_90a) whatever they say.
+  // (split_k 1: never split; mma_smem_epilogue none: the planning emitter's own default
+  // differs by tile, so any written value asks for something; stream_stores and pair_stores are
+  // its A/B switches of row stores). Not here: min_blocks (both emitters print it into
+  // __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct pipes'
+  // loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
       {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
       {"cluster_size", {1}},          {"ring_stages", {0}},        {"epilogue_buffers", {2}},
       {"tma_store_epilogue", {1}},    {"mma_l2_prefetch", {0}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
-      {"min_blocks", {0, 1}},         {"mma_smem_epilogue", {}},   {"stream_stores", {0}},
-      {"pair_stores", {1}}};
+      {"mma_smem_epilogue", {}},      {"stream_stores", {0}},      {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

@@ -203,6 +203,18 @@ TEST(CliCompileStats, Fp8MatmulNotesItsMmaSyncPath) {
   EXPECT_THAT(r.err, HasSubstr("exact FMA dot (no tensor cores): fp8 mma.sync (m16n8k32) needs sm_89 or newer"));
 }
 
+// A dump of the GPU lowering does not need the CUDA output: a config whose CUDA the emitter
+// refuses (more shared memory than sm_80 has) still dumps; the CUDA output still says why not.
+TEST(CliCompileStats, LoweringDumpsDoNotNeedTheCudaOutput) {
+  const std::string a = "matmul --dtype f32 --target cuda:sm_80 --config BLOCK_M=192,BLOCK_N=256,BLOCK_K=128";
+  Outcome dump = compile(a + " --dump-after assign-layouts");
+  EXPECT_EQ(dump.status, 0) << dump.err;
+  EXPECT_THAT(dump.err, HasSubstr("// ----- IR after assign-layouts -----"));
+  Outcome cuda = compile(a + " --emit cuda");
+  EXPECT_NE(cuda.status, 0);
+  EXPECT_THAT(cuda.err, HasSubstr("shared"));
+}
+
 TEST(CliCompileStats, CpuTargetHasNoEmitterSection) {
   Outcome r = compile("matmul --dtype f32 --stats");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -295,11 +295,12 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   EXPECT_NE(notes.find("knobs only the planning emitter reads (ring_stages = 3, swap_operands = 1): the planning emitter made it"),
             std::string::npos)
       << notes;
-  std::tie(printed, notes) = emit_default({{"min_blocks", 2}});
+  std::tie(printed, notes) = emit_default({{"stream_stores", 1}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("(min_blocks = 2)"), std::string::npos) << notes;
-  // Knobs at the values that ask for nothing leave the kernel to the layout emitter.
-  std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 1}});
+  EXPECT_NE(notes.find("(stream_stores = 1)"), std::string::npos) << notes;
+  // Knobs at the values that ask for nothing, and knobs both emitters read (min_blocks: the
+  // launch bounds), leave the kernel to the layout emitter.
+  std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});
   EXPECT_TRUE(printed) << notes;
   std::tie(printed, notes) = emit_default({}, /*split_k=*/true);
   EXPECT_FALSE(printed) << notes;

@@ -286,7 +286,7 @@ TEST(LayoutEmitterGpu, TheDefaultsOtherCompilationsMatchTheInterpreter) {
   const CudaOptions o = test_options();
   const CudaTarget t = cuda_target_for(o);
   if (t.str() != "sm_90a") GTEST_SKIP() << "the wgmma kernel and its split-K compilation are sm_90a's";
-  ASSERT_EQ(t.emitter, CudaTarget::Emitter::Auto) << "run without TESSERA_CUDA_FROM_LAYOUTS";
+  if (t.emitter != CudaTarget::Emitter::Auto) GTEST_SKIP() << "the default's compilations: run without TESSERA_CUDA_FROM_LAYOUTS";
   const LibraryKernel& lk = *find_library_kernel("matmul");
   auto k = bind_constexprs(*lk.build(ScalarKind::BF16), library_config(lk, ScalarKind::BF16, "cuda:sm_90a"));
   EXPECT_NE(printed_by(*k, o).find("printed from"), std::string::npos) << printed_by(*k, o);
