@@ -1033,7 +1033,7 @@ CudaEmission Emitter::run() {
   if (!lowered_) wg_ = plan_wgmma();  // needs views_
   if (wg_.ok) T_ = 32 * (wg_.consumer_warps + 4);  // consumer warpgroups + one producer warpgroup
   else if (!wg_.why.empty()) {
-    wgmma_not_taken_ = "dot at " + wg_.dot->loc.str() + ": not wgmma: " + wg_.why;
+    wgmma_not_taken_ = "dot at " + wg_.dot->loc.str() + kNotWgmmaMarker + wg_.why;
     notes_.push_back(wgmma_not_taken_);
   }
   info.block_threads = T_;
@@ -1521,7 +1521,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         // Why a dot did not take wgmma, as `tessera compile` says without --stats: the lowering
         // that was printed (assign-layouts' note), or why its wgmma form could not be printed.
         for (const std::string& n : lowering_stats.notes)
-          if (const size_t at = n.find("dot at "); at != std::string::npos && n.find(": not wgmma: ") != std::string::npos) {
+          if (const size_t at = n.find("dot at "); at != std::string::npos && n.find(kNotWgmmaMarker) != std::string::npos) {
             out.wgmma_not_taken = n.substr(at);
             break;
           }

@@ -174,7 +174,8 @@ bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const
 class CudaKernelImpl : public CudaKernel {
  public:
   CudaKernelImpl(std::shared_ptr<Compiled> c, const Kernel& k, CudaEmission em, CudaOptions opts)
-      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)), opts_(std::move(opts)) {}
+      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)), opts_(std::move(opts)),
+        layouts_wgmma_(em_.lowered && em_.stats.count("wgmma-dots") && em_.stats.at("wgmma-dots") > 0) {}
 
   const std::vector<char>& cubin() const override { return c_->cubin; }
   const std::string& source() const override { return em_.source; }
@@ -228,9 +229,7 @@ class CudaKernelImpl : public CudaKernel {
     // (Emitter::Auto) splits through the planning emitter's split-K compilation, where the
     // planning emitter finds its K loop splittable (planning_splits, decided where a split is
     // wanted, from an emission without NVRTC).
-    const auto wgmma_dots = em_.stats.find("wgmma-dots");
-    const bool by_default_layouts = em_.lowered && target.emitter == CudaTarget::Emitter::Auto &&
-                                    wgmma_dots != em_.stats.end() && wgmma_dots->second > 0;
+    const bool by_default_layouts = layouts_wgmma_ && target.emitter == CudaTarget::Emitter::Auto;
     if (!(info.split_k_capable || by_default_layouts) || info.split_k || want == 1) return 1;
     for (const CudaParam& p : info.params)
       if (p.kind == CudaParam::Kind::TensorMap &&
@@ -609,6 +608,7 @@ class CudaKernelImpl : public CudaKernel {
   std::unique_ptr<Kernel> k_;
   CudaEmission em_;
   CudaOptions opts_;
+  const bool layouts_wgmma_;  // the layout emitter printed it, with wgmma dots (split_ways)
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
   std::shared_ptr<CudaKernelImpl> split_;

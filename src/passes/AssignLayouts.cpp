@@ -271,7 +271,7 @@ class Assign {
         if (!loaded(dot.operand(0)) && scalar_bits(a.elem) == 16 && K % 16 == 0) return {acc, Layout::dot_operand(acc, 0, kw), s, "shared", ""};
         return {acc, s, s, "shared", "shared"};
       }
-      if (is_float(a.elem)) notes_.push_back("dot at " + dot.loc.str() + ": not wgmma: " + why);
+      if (is_float(a.elem)) notes_.push_back("dot at " + dot.loc.str() + kNotWgmmaMarker + why);
     }
     // mma.sync: 16-bit floats from sm_80 on (k16 steps), f8 from sm_89 on (k32 steps); an f8
     // dot on sm_80 is an FMA dot (below), as the planning emitter's is.

@@ -227,6 +227,11 @@ bool pure_scalar_op(const Op& o);
 // The kernel's convert_layout ops: how many, and their bytes times the trip counts of the
 // loops around them (a trip count that is not a constant counts as 16).
 std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k);
+// What sits between a dot's location and the reason in the note that says why a dot did not
+// take wgmma ("dot at LOC: not wgmma: WHY"): assign-layouts and the planning emitter write it,
+// the layout emitter looks for it (CudaEmission::wgmma_not_taken).
+inline constexpr const char* kNotWgmmaMarker = ": not wgmma: ";
+
 // The GPU lowering passes in order. The layout emitter (CudaTarget::emitter; docs/cuda-backend.md)
 // prints their output; the planning emitter does not read it (for it they run only for
 // `tessera compile --target cuda:... --dump-after PASS|all` and `--stats`).
