@@ -145,7 +145,7 @@ int cmd_compile(const CompileOptions& o) {
           if (o.stats || o.emit == "cuda" || o.emit == "ptx" || o.time) throw;  // (the output needs it)
         }
       }
-      run_gpu_lowering(*bound, {target.sm, wgmma}, po, &stats);
+      run_gpu_lowering(*bound, gpu_lowering_options(target, wgmma), po, &stats);
       // The planning emitter printed it (asked for, or a knob only it reads, or what the layout
       // emitter cannot print): the lowering's counts and notes are not what runs.
       if (o.stats && (!bound_em || !bound_em->lowered))

@@ -726,6 +726,7 @@ void Emitter::emit_for(const Op& op) {
   if (wg_.ok && &op == wg_.loop) emit_wgmma_loop(op, frag_names[0]);
   else if (pipe.ok) emit_pipelined(op, pipe, frag_names[0]);
   else if (!(lowered_ && emit_ring_loop(op, vals, carried))) emit_loop(op, vals, carried);
+  if (&op == split_loop_) lowered_split_k_fixup(op);
   for (size_t q = 0; q < frags.size(); ++q) {
     MmaPlan p = fragment_plan(*frags[q].second);
     if (!frag_store_chain(op, frags[q].first).empty())
@@ -1073,6 +1074,7 @@ CudaEmission Emitter::run() {
   plan_struct_tma(sig, info);
   if (lowered_) plan_tma_rings(sig, info);
   if (lowered_) plan_warp_specialization(sig, info);
+  if (lowered_) plan_lowered_split_k(sig, info);
   stream_k_ = persistent_ && stream_k_asked() && zero_start;
   if (persistent_ && stream_k_asked() && !stream_k_)
     notes_.push_back("stream-K not taken: the accumulator does not start at 0, and each part would add its start");
@@ -1423,6 +1425,12 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
 
 }  // namespace
 
+GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
+  GpuLoweringOptions o{target.sm, wgmma};
+  o.split_k = target.split_k && wgmma;
+  return o;
+}
+
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   check_cluster_size(bound_kernel);  // before either emitter: a located error on both
   std::string why_not, layouts_note;
@@ -1451,7 +1459,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
       PipelineOptions lowering_options;
       lowering_options.disabled = target.disabled_passes;
       PassStats lowering_stats;
-      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, {target.sm, wgmma}, lowering_options, &lowering_stats);
+      std::shared_ptr<Kernel> lowered =
+          run_gpu_lowering(bound_kernel, gpu_lowering_options(target, wgmma), lowering_options, &lowering_stats);
       try {
         const bool on_wgmma = has_mma_dot(*lowered->body, 3);
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it

@@ -58,6 +58,8 @@
 
 namespace tessera {
 
+struct GpuLoweringOptions;  // passes/Passes.h
+
 // Bumped whenever the generated code changes meaning (part of the compile cache key).
 inline constexpr const char* kCudaCodegenVersion = "tessera-cuda-codegen-1";
 
@@ -171,6 +173,11 @@ struct CudaEmission {
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);
+
+// What the GPU lowering passes are told of `target` (its sm, wgmma dots where `wgmma`, the
+// split-K compilation where it is one and wgmma): what the layout emitter prints from, and
+// what `tessera compile --dump-after` shows.
+GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma);
 
 // The grid sizes (x, y, z; unused ones are 1) of a bound kernel for arguments `args`
 // (dims are bound from the tensors' shapes, scalars from the args). Throws TesseraError for a

@@ -970,6 +970,63 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
   }
 }
 
+void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo& info) {
+  for (const auto& o : k_.body->ops)
+    if (o->kind == OpKind::For && o->has_attr("split_k") && o->attr_int("split_k") == 1) split_loop_ = o.get();
+  if (!split_loop_) {
+    // The runtime may launch this kernel's split-K compilation where split-k-loops would split
+    // it (a wgmma K loop; the runtime's TMA checks and sizes decide the rest).
+    info.split_k_capable = lowered_wgmma_ && splittable_k_loop(k_) != nullptr;
+    return;
+  }
+  sig.push_back("unsigned char* __restrict__ tsr_ws");
+  info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
+  info.split_k = true;
+  // A CTA's slot: every compute thread's slots of the accumulator, slot-major (the threads'
+  // stores of one slot are consecutive words).
+  info.split_slot_bytes = dist_of(split_loop_->result()).slots() * T_ * 4;
+  count("split-k");
+  notes_.push_back("split-K: gridDim.z CTAs share each program's K loop (split-k-loops); their partial sums meet in "
+                   "a workspace and the last CTA to arrive adds them in split order");
+}
+
+// After the loop of a split-K launch's CTA (gridDim.z > 1): its partial sum goes to its slot
+// of the workspace, and the last of the program's CTAs to arrive (an arrival counter per
+// program, which it sets back to 0 for the next launch) adds every slot in split order, so that
+// the sum does not depend on which CTA came last, and runs the rest of the program; the others
+// end here. (The planning emitter's split compilation also adds them within a cluster, over
+// distributed shared memory, where the runtime launches one: not here yet.)
+void Emitter::lowered_split_k_fixup(const Op& loop) {
+  const std::string acc = nm(loop.result());
+  const int64_t slots = dist_of(loop.result()).slots();
+  const std::string T = num(T_), slot = num(slots * T_);
+  open("if (gridDim.z > 1) {  // split-K: the program's CTAs add their partial sums");
+  line("__shared__ int tsr_last_;");
+  line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
+  line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
+  line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256) + tsr_tid;");
+  line("float* const mine_ = slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * " + slot + ";");
+  line("#pragma unroll");
+  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) mine_[s_ * " + T + "] = " + acc + "[s_];");
+  line("__threadfence();");
+  barrier();
+  line("if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;");
+  barrier();
+  line("if (!tsr_last_) return;");
+  line("__threadfence();");
+  line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
+  // (Through L2, __ldcg: the slots were written by other multiprocessors.)
+  line("const float* part_ = slots_ + prog_ * " + slot + ";");
+  line("#pragma unroll");
+  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) " + acc + "[s_] = __ldcg(part_ + s_ * " + T + ");");
+  open("for (unsigned z_ = 1; z_ < gridDim.z; ++z_) {");
+  line("part_ += progs_ * " + slot + ";");
+  line("#pragma unroll");
+  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) " + acc + "[s_] += __ldcg(part_ + s_ * " + T + ");");
+  close();
+  close();
+}
+
 void Emitter::open_program_loop(bool pingpong) {
   const std::string G = num(group_rows());
   line("const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;");

@@ -750,6 +750,13 @@ class Emitter {
   std::string overlap_box(int64_t b) const;
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
+  // split-k-loops' `split_k = 1` loop (the split-K compilation): the SplitWorkspace parameter
+  // tsr_ws and the launch's facts (plan_lowered_split_k), and after the loop the fixup that
+  // adds the program's partial sums (lowered_split_k_fixup). The unsplit compilation says
+  // whether the runtime may launch a split one (CudaKernelInfo::split_k_capable).
+  const Op* split_loop_ = nullptr;
+  void plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo& info);
+  void lowered_split_k_fixup(const Op& loop);
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
   // `pingpong`: consumer tsr_cons's loop, over the CTA's programs 2j + tsr_cons (j is tsr_j).
   void open_program_loop(bool pingpong = false);

@@ -1286,6 +1286,13 @@ class Verifier {
         if (const Attr* r = op.find_attr("refill_in_dot"); r && std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
           return fail("refill_in_dot must be 0 or 1 (a ring's refill in its mma.sync dot's first k step, or at the "
                       "iteration's top), got " + attr_str(*r));
+        if (const Attr* sk = op.find_attr("split_k")) {
+          if (std::get<int64_t>(*sk) != 0 && std::get<int64_t>(*sk) != 1)
+            return fail("split_k must be 0 or 1 (the loop's slice of a split-K launch, its carried value a partial sum), "
+                        "got " + attr_str(*sk));
+          if (std::get<int64_t>(*sk) == 1 && (op.operands.size() != 4 || !ot(3).is_tile() || ot(3).elem != ScalarKind::F32))
+            return fail("split_k = 1 needs one carried f32 tile (the partial sum the program's CTAs add)");
+        }
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +
                       attr_str(*w));

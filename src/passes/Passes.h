@@ -123,6 +123,8 @@ struct GpuLoweringOptions {
   // An FMA dot's operands in shared memory, read per k (assign-layouts);
   // false keeps them in registers for all of K (the dot_operand layouts: the former lowering).
   bool fma_operands_in_shared = !fma_dot_in_registers_env();
+  // The split-K compilation (CudaTarget::split_k): split-k-loops slices the K loop over grid axis 2.
+  bool split_k = false;
 };
 // The most warps of a program (1024 threads, a CTA's limit).
 inline constexpr int kMaxWarps = 32;
@@ -150,6 +152,12 @@ void assign_layouts(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // pipelined loop whose bounds and load indices the producer can compute alone
 // (SpecializeWarps.cpp).
 void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// The loop a split-K launch slices (the first top-level loop whose body holds a dot, when it
+// can be split; else null, and *why says why) and, for the split-K compilation, the slicing
+// itself: the loop's bounds from program_id / num_programs of axis 2, `split_k = 1` on it (its
+// partial sums added after it), `persistent = 0` on the grid (SplitKLoops.cpp).
+Op* splittable_k_loop(const Kernel& k, std::string* why = nullptr);
+void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).
 void persist_programs(Kernel& k, PassStats& stats);

@@ -63,6 +63,8 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
+      // Before persist-programs: a split kernel runs one CTA per (program, slice).
+      {"split-k-loops", [o](Kernel& k, PassStats& st) { split_k_loops(k, o, st); }},
       {"persist-programs", persist_programs},
       {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},
       {"store-epilogues-by-tma", store_epilogues_by_tma},

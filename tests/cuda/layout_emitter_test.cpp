@@ -8,6 +8,7 @@
 
 #include "CudaTestUtil.h"
 #include "../common/ScopedEnv.h"
+#include "cuda/CubinInfo.h"
 #include "cuda/DistLayout.h"
 
 namespace tessera::cudatest {
@@ -848,6 +849,44 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   EXPECT_FALSE(one.info.persistent);
   EXPECT_EQ(one.source.find("tsr_programs"), std::string::npos);
   EXPECT_EQ(one.stats["tma-stores"], 0);  // the TMA store follows persistence
+}
+
+// split-k-loops in the layout emitter (Emitter::Layouts): the unsplit compilation of the
+// library's bf16 matmul says the runtime may split it; its split-K compilation runs one CTA per
+// program and slice (not persistent), takes the SplitWorkspace last, sizes a CTA's slot as the
+// compute threads' accumulator slots, and adds the partial sums after the loop and before the
+// epilogue's store; it compiles without spills. The default (Emitter::Auto) still gives the
+// split compilation to the planning emitter, whose split the GPU has measured.
+TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
+  const LibraryKernel& lk = *find_library_kernel("matmul");
+  auto k = run_pipeline(*bind_constexprs(*lk.build(ScalarKind::BF16), library_config(lk, ScalarKind::BF16, "cuda:sm_90a")), {});
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.emitter = CudaTarget::Emitter::Layouts;
+  const CudaEmission whole = emit_cuda_with_info(*k, t);
+  EXPECT_TRUE(whole.info.split_k_capable);
+  EXPECT_FALSE(whole.info.split_k);
+  t.split_k = true;
+  const CudaEmission em = emit_cuda_with_info(*k, t);
+  ASSERT_TRUE(em.lowered);
+  EXPECT_TRUE(em.info.split_k);
+  EXPECT_FALSE(em.info.split_cluster);
+  EXPECT_FALSE(em.info.persistent);
+  EXPECT_EQ(em.stats.at("split-k"), 1);
+  ASSERT_FALSE(em.info.params.empty());
+  EXPECT_EQ(em.info.params.back().kind, CudaParam::Kind::SplitWorkspace);
+  EXPECT_EQ(em.info.split_slot_bytes, 128 * 256 * 4);  // the 128 x 256 f32 accumulator
+  const size_t fixup = em.source.find("atomicAdd(cnt_ + prog_, 1u)");
+  ASSERT_NE(fixup, std::string::npos);
+  EXPECT_LT(em.source.find("tsr::wgmma_wait<0>();  // the last group"), fixup);
+  EXPECT_LT(fixup, em.source.find("// store_tile %c"));
+  EXPECT_NE(em.source.find("int32_t(blockIdx.z)"), std::string::npos);  // program_id(2): the slice
+  t.emitter = CudaTarget::Emitter::Auto;
+  EXPECT_FALSE(emit_cuda_with_info(*k, t).lowered);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  t.emitter = CudaTarget::Emitter::Layouts;
+  const NvrtcResult r = nvrtc_compile(em.source, t, "split.cu", em.line_op);
+  EXPECT_EQ(cubin_resources(r.cubin, em.info.symbol).frame_bytes, 0) << "spills";
 }
 
 // store-epilogues-by-tma's boxes: a 192-wide result has three boxes, so the next program's first

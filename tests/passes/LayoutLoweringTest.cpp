@@ -106,6 +106,27 @@ TEST(LayoutLowering, LibraryKernelsMeanTheSame) {
       }
 }
 
+// split-k-loops (the split-K compilation): the matmul's K loop becomes the slice of program
+// axis 2's CTA, which on one CTA per program (what the interpreter runs) is the whole loop:
+// the same bits at ragged sizes with several k steps.
+TEST(LayoutLowering, SplitKLoopOnOneCtaIsTheWholeLoop) {
+  GpuLoweringOptions o{90, true};
+  o.split_k = true;
+  Lowered l = lower("matmul", ScalarKind::BF16, o, {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}});
+  ASSERT_NO_THROW(verify_or_throw(*l.after));
+  EXPECT_EQ(l.stats["split-k-loops.split"], 1);
+  int split = 0;
+  for (const auto& op : l.after->body->ops) split += op->kind == OpKind::For && op->has_attr("split_k");
+  EXPECT_EQ(split, 1);
+  const Sizes s{{"M", 37}, {"N", 300}, {"K", 200}};
+  std::vector<Tensor> a = make_random_tensors(*l.before, s, 9), b = a;
+  auto aa = testutil::args_for(*l.before, a), ba = testutil::args_for(*l.after, b);
+  run_interp(*l.before, aa);
+  run_interp(*l.after, ba);
+  for (size_t t = 0; t < a.size(); ++t)
+    for (int64_t i = 0; i < a[t].numel(); ++i) ASSERT_EQ(a[t].get(i), b[t].get(i)) << "tensor " << t;
+}
+
 // layouts_place_alike: which conversions move nothing between threads.
 TEST(LayoutLowering, LayoutsThatPlaceElementsInTheSameThreads) {
   const Layout row4 = Layout::blocked({1, 4}, {1, 32}, {1, 4}, {1, 0});

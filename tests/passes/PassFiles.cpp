@@ -5,7 +5,8 @@
 //                                   it was when it refused
 //   // config: NAME=VALUE ...        optional, for bind-constexprs
 //   // stats: KEY=VALUE ...          optional, statistics the passes must report
-//   // target: sm_90a | sm_89 | sm_80  optional, for the GPU lowering passes (default sm_90a)
+//   // target: sm_90a | sm_90a-split-k | sm_89 | sm_80  optional, for the GPU lowering passes
+//                                   (default sm_90a; sm_90a-split-k: its split-K compilation)
 //   // note: TEXT                    optional, repeatable: a note some pass gave contains TEXT
 //   <input kernel>
 //   // ----- expect
@@ -85,7 +86,8 @@ TEST_P(PassFile, OutputMatches) {
   ASSERT_FALSE(passes.empty());
   GpuLoweringOptions target{90, true};
   for (const auto& t : directive(input, "target")) {
-    ASSERT_TRUE(t == "sm_90a" || t == "sm_89" || t == "sm_80") << "target " << t;
+    ASSERT_TRUE(t == "sm_90a" || t == "sm_90a-split-k" || t == "sm_89" || t == "sm_80") << "target " << t;
+    target.split_k = t == "sm_90a-split-k";
     if (t == "sm_80") target = {80, false};
     if (t == "sm_89") target = {89, false};
   }

@@ -1,0 +1,136 @@
+// split-k-loops (GPU lowering, sm_90a, the split-K compilation only): the CTAs of grid axis 2
+// share each program's K loop.
+//
+// The runtime launches a kernel's split-K compilation (CudaTarget::split_k) when its programs are
+// too few to fill the GPU and its K loop is long (cuda::split_k_factor): gridDim.z CTAs per
+// program, each running a slice of the loop's iterations, whose partial sums are added before
+// the epilogue. Here that is IR: the loop's bounds become its slice,
+//   trip  = cdiv(max(ub - lb, 0), step)      chunk = cdiv(trip, num_programs(2))
+//   lo    = lb + program_id(2) * chunk * step hi    = min(lo + chunk * step, ub)
+// and `split_k = 1` on the loop says that its carried value is a partial sum, which the
+// emitter adds over the program's CTAs after the loop (through the SplitWorkspace: each CTA
+// leaves its part in its slot, the last to arrive adds the slots in split order and runs the
+// rest of the program; the others end). The grid's yield gets `persistent = 0`: one CTA per
+// (program, slice), as the planning emitter's split compilation runs. On one CTA per program
+// (num_programs(2) = 1, what the interpreter and an unsplit launch see) the slice is the whole
+// loop and the IR computes what it did before.
+//
+// Which loop (splittable_k_loop, which the layout emitter also asks to set
+// CudaKernelInfo::split_k_capable on the unsplit compilation): the first top-level loop whose
+// body holds a dot, if it is pipelined (a ring), carries one value, a wgmma dot's accumulator
+// that only the dot reads and starts at a splat of 0 (each part would add its start again), and
+// steps by a positive constant; in a kernel whose grid has at most two axes (axis 2 is the
+// split's) that reads neither program_id nor num_programs of axis 2, and that writes nothing
+// before the loop (every CTA of the program runs what precedes it).
+#include <string>
+
+#include "ir/IR.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+
+namespace {
+
+bool reads_axis_2(const Kernel& k) {
+  bool found = false;
+  auto look = [&](Op& op) {
+    found = found || ((op.kind == OpKind::ProgramId || op.kind == OpKind::NumPrograms) && op.attr_int("axis") == 2);
+  };
+  walk(*k.body, look);
+  if (k.grid) walk(*k.grid, look);
+  return found;
+}
+
+bool is_zero_splat(const Value* v) {
+  const Op* s = v->def;
+  if (!s || s->kind != OpKind::Splat) return false;
+  const Op* c = s->operand(0)->def;
+  return c && c->kind == OpKind::Const && c->attr_number("value") == 0.0;
+}
+
+}  // namespace
+
+Op* splittable_k_loop(const Kernel& k, std::string* why) {
+  auto no = [&](const std::string& w) -> Op* {
+    if (why) *why = w;
+    return nullptr;
+  };
+  Op* loop = nullptr;
+  for (const auto& op : k.body->ops) {
+    if (op->kind != OpKind::For) continue;
+    bool dot = false;
+    walk(op->region(0), [&](Op& o) { dot = dot || o.kind == OpKind::Dot; });
+    if (dot) {
+      loop = op.get();
+      break;
+    }
+  }
+  if (!loop) return no("no top-level loop holds a dot");
+  const std::string at = "the loop at " + loop->loc.str();
+  if (!loop->has_attr("pipeline") || loop->attr_int("pipeline") < 2) return no(at + " is not pipelined");
+  if (loop->operands.size() != 4) return no(at + " carries " + std::to_string(loop->operands.size() - 3) + " values, not one");
+  Op* dot = in_flight_dot(*loop);
+  if (!dot || dot->operand(2) != loop->region(0).args[1])
+    return no(at + " does not carry only a wgmma dot's accumulator");
+  if (!is_zero_splat(loop->operand(3))) return no(at + ": its accumulator does not start at 0 (each part would add its start)");
+  const Op* step = loop->operand(2)->def;
+  if (!step || step->kind != OpKind::Const || !std::holds_alternative<int64_t>(*step->find_attr("value")) ||
+      step->attr_int("value") <= 0)
+    return no(at + " does not step by a positive constant");
+  const Op* y = k.grid ? k.grid->terminator() : nullptr;
+  if (y && y->operands.size() > 2) return no("the grid has three axes (the split takes axis 2)");
+  if (reads_axis_2(k)) return no("the kernel reads program axis 2 (the split takes it)");
+  for (const auto& op : k.body->ops) {
+    if (op.get() == loop) break;
+    bool writes = false;
+    auto look = [&](Op& o) {
+      writes = writes || (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather) ||
+               o.info().cls == OpClass::Raw;
+    };
+    look(*op);
+    for (const auto& r : op->regions) walk(*r, look);
+    if (writes) return no("the kernel writes memory before the loop at " + loop->loc.str() + " (" +
+                          std::string(op->info().name) + " at " + op->loc.str() + "), which every part would repeat");
+  }
+  if (why) why->clear();
+  return loop;
+}
+
+void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
+  // The mark is this pass's alone: written by hand, the loop's bounds would not be its slice.
+  walk(*k.body, [&](Op& op) {
+    if (op.kind != OpKind::For || !op.has_attr("split_k")) return;
+    std::erase_if(op.attrs, [](const NamedAttr& a) { return a.name == "split_k"; });
+    stats.notes.push_back("for at " + op.loc.str() + ": a written split_k is ignored (split-k-loops writes it in the "
+                          "split-K compilation, with the loop's slice)");
+  });
+  if (!o.split_k) return;
+  std::string why;
+  Op* loop = splittable_k_loop(k, &why);
+  if (!loop) {
+    stats.notes.push_back("split-K not taken: " + why);
+    return;
+  }
+  Block& b = *k.body;
+  const Loc& loc = loop->loc;
+  const Type i32 = Type::scalar(ScalarKind::I32);
+  auto make = [&](OpKind kind, std::vector<Value*> operands, std::vector<NamedAttr> attrs = {}) {
+    return k.create_op(b, kind, std::move(operands), {i32}, std::move(attrs), loc, 0, loop)->result();
+  };
+  Value *lb = loop->operand(0), *ub = loop->operand(1), *step = loop->operand(2);
+  Value* zero = make(OpKind::Const, {}, {{"value", int64_t{0}}});
+  Value* part = make(OpKind::ProgramId, {}, {{"axis", int64_t{2}}});
+  Value* parts = make(OpKind::NumPrograms, {}, {{"axis", int64_t{2}}});
+  Value* trip = make(OpKind::Cdiv, {make(OpKind::Max, {make(OpKind::Sub, {ub, lb}), zero}), step});
+  Value* chunk = make(OpKind::Cdiv, {trip, parts});
+  Value* span = make(OpKind::Mul, {chunk, step});
+  Value* lo = make(OpKind::Add, {lb, make(OpKind::Mul, {part, span})});
+  Value* hi = make(OpKind::Min, {make(OpKind::Add, {lo, span}), ub});
+  loop->operands[0] = lo;
+  loop->operands[1] = hi;
+  loop->set_attr("split_k", int64_t{1});
+  if (Op* y = k.grid ? k.grid->terminator() : nullptr) take_back_persistence(*y);
+  ++stats["split-k-loops.split"];
+}
+
+}  // namespace tessera
