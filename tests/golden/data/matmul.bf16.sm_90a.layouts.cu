@@ -215,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 
 // ----- golden: what the emitter decided besides the source -----
 // symbol tessera_matmul, block_threads 384, static_smem 0, dynamic_smem 230464
-// persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
+// persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
 // param pointer c bf16 bytes 8 index 2

@@ -233,7 +233,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_fp8(uint8_t*
 
 // ----- golden: what the emitter decided besides the source -----
 // symbol tessera_matmul_fp8, block_threads 384, static_smem 0, dynamic_smem 230464
-// persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 0, split_k 0, split_slot_bytes 0, stream_k 0
+// persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a f8e4m3 bytes 8 index 0
 // param pointer b f8e4m3 bytes 8 index 1
 // param pointer c f16 bytes 8 index 4
