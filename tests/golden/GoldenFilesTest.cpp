@@ -105,6 +105,8 @@ std::vector<GoldenCase> golden_cases() {
   add("m16_split_k", "matmul", SK::BF16, "sm_90a", {.split_k = true, .sizes = {{"M", 16}, {"N", 4096}, {"K", 4096}}});
   add("m128", "matmul", SK::BF16, "sm_90a", {.sizes = {{"M", 128}, {"N", 14336}, {"K", 4096}}});
   add("split_k", "matmul_fp8", SK::BF16, "sm_90a", {.split_k = true});
+  // The layout emitter's split-K compilation (split-k-loops), which Emitter::Layouts runs.
+  add("split_k.layouts", "matmul", SK::BF16, "sm_90a", {.split_k = true, .layouts = true});
   add("no_tma", "matmul_fp8", SK::BF16, "sm_90a", {.no_tma = true});
   // The mma.sync matmul's knobs (sm_80), and its ordinary (not pipelined) loop.
   add("mma_knobs", "matmul", SK::F16, "sm_80",
