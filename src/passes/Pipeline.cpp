@@ -60,11 +60,12 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"remove-layout-conversions", remove_layout_conversions},
       {"stage-mma-operands", stage_mma_operands},
       {"swizzle-mma-operands", [o](Kernel& k, PassStats& st) { swizzle_mma_operands(k, o, st); }},
+      // Before pipeline-loops (which sizes the split loop's deeper ring) and persist-programs
+      // (a split kernel runs one CTA per program and slice).
+      {"split-k-loops", [o](Kernel& k, PassStats& st) { split_k_loops(k, o, st); }},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
-      // Before persist-programs: a split kernel runs one CTA per (program, slice).
-      {"split-k-loops", [o](Kernel& k, PassStats& st) { split_k_loops(k, o, st); }},
       {"persist-programs", persist_programs},
       {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},
       {"store-epilogues-by-tma", store_epilogues_by_tma},

@@ -15,9 +15,14 @@
 // (num_programs(2) = 1, what the interpreter and an unsplit launch see) the slice is the whole
 // loop and the IR computes what it did before.
 //
+// Before pipeline-loops, which then gives the loop the ring as deep as shared memory allows,
+// up to 8 stages (`pipeline = 8`, written here over the loop's annotation, with a note; the
+// planning emitter's split compilation keeps 8 too): each of a split launch's few CTAs streams
+// its slice of K with nothing else on its SM.
+//
 // Which loop (splittable_k_loop, which the layout emitter also asks to set
 // CudaKernelInfo::split_k_capable on the unsplit compilation): the first top-level loop whose
-// body holds a dot, if it is pipelined (a ring), carries one value, a wgmma dot's accumulator
+// body holds a dot, if it loads a ring (ring_loads), carries one value, a wgmma dot's accumulator
 // that only the dot reads and starts at a splat of 0 (each part would add its start again), and
 // steps by a positive constant; in a kernel whose grid has at most two axes (axis 2 is the
 // split's) that reads neither program_id nor num_programs of axis 2, and that writes nothing
@@ -30,6 +35,8 @@
 namespace tessera {
 
 namespace {
+
+constexpr int64_t kSplitKStages = 8;
 
 bool reads_axis_2(const Kernel& k) {
   bool found = false;
@@ -67,7 +74,8 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
   }
   if (!loop) return no("no top-level loop holds a dot");
   const std::string at = "the loop at " + loop->loc.str();
-  if (!loop->has_attr("pipeline") || loop->attr_int("pipeline") < 2) return no(at + " is not pipelined");
+  if (ring_loads(*loop, nullptr).empty() || (loop->has_attr("pipeline") && loop->attr_int("pipeline") < 2))
+    return no(at + " is not pipelined (no ring of loads, or a written pipeline = 1)");
   if (loop->operands.size() != 4) return no(at + " carries " + std::to_string(loop->operands.size() - 3) + " values, not one");
   Op* dot = in_flight_dot(*loop);
   if (!dot || dot->operand(2) != loop->region(0).args[1])
@@ -129,6 +137,14 @@ void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   loop->operands[0] = lo;
   loop->operands[1] = hi;
   loop->set_attr("split_k", int64_t{1});
+  // Each of the few CTAs streams its slice of K with nothing else on its SM to hide the memory
+  // latency: a ring as deep as shared memory allows, up to kSplitKStages (pipeline-loops cuts it
+  // to what fits), as the planning emitter's split compilation keeps, whatever the loop's
+  // annotation chose for grids that fill the GPU (the library matmul writes 4).
+  if (loop->has_attr("pipeline") && loop->attr_int("pipeline") != kSplitKStages)
+    stats.notes.push_back("for at " + loc.str() + ": pipeline = " + std::to_string(loop->attr_int("pipeline")) +
+                          " becomes " + std::to_string(kSplitKStages) + " in the split-K compilation");
+  loop->set_attr("pipeline", kSplitKStages);
   if (Op* y = k.grid ? k.grid->terminator() : nullptr) take_back_persistence(*y);
   ++stats["split-k-loops.split"];
 }
