@@ -19,7 +19,7 @@ grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" 
 echo "=== failures, first lines"
 grep -E -A6 ": Failure$" "$R/ctest_default.log" | head -120
 echo "=== split-K A/B: planning's split (default) vs split-k-loops' (FROM_LAYOUTS=1), median ms ($(( $(date +%s) - S0 )) s)"
-for s in M=128,N=14336,K=4096 M=256,N=4096,K=8192 M=200,N=400,K=4096 M=128,N=1536,K=7168; do
+for s in M=128,N=14336,K=4096 M=64,N=4096,K=4096 M=200,N=400,K=4096 M=128,N=1536,K=7168; do
   line="$s"
   for round in 1 2 3; do
     for env in 0 1; do
