@@ -208,7 +208,7 @@ class CudaKernelImpl : public CudaKernel {
     // Which compilation runs is decided before any tensor map is encoded: only the one launched
     // encodes its maps (tens of microseconds each time the prepared launches miss).
     const int splits = split_ways(args, ptrs, sizes, grid, dev);
-    CudaKernelImpl& run = splits > 1 ? split_variant() : *this;
+    CudaKernelImpl& run = splits > 1 ? *split_variant() : *this;
     run.launch_splits(args, ptrs, stream, sizes, grid, splits, std::move(key), *this);
   }
 
@@ -235,7 +235,7 @@ class CudaKernelImpl : public CudaKernel {
       if (p.kind == CudaParam::Kind::TensorMap &&
           tensor_map_type(p, ptrs.at(p.param_index), view_dims(*k_, p.param_index, sizes)) < 0)
         return 1;
-    if (want >= 2) return by_default_layouts && !planning_splits() ? 1 : std::min(want, kMaxSplitK);
+    if (want >= 2) return (by_default_layouts && !planning_splits()) || !split_variant() ? 1 : std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
     const int64_t capacity = int64_t(dev.num_sms) * c_->ctas_per_sm;
@@ -244,9 +244,10 @@ class CudaKernelImpl : public CudaKernel {
     if (s < 2 || (by_default_layouts && !planning_splits())) return 1;
     // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
     // CTAs fit at once.
-    CudaKernelImpl& sv = split_variant();
-    sv.ensure_loaded(dev);
-    const int64_t fit = int64_t(dev.num_sms) * sv.c_->ctas_per_sm / programs;
+    CudaKernelImpl* sv = split_variant();
+    if (!sv) return 1;
+    sv->ensure_loaded(dev);
+    const int64_t fit = int64_t(dev.num_sms) * sv->c_->ctas_per_sm / programs;
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s, fit)));
   }
 
@@ -555,8 +556,11 @@ class CudaKernelImpl : public CudaKernel {
     return *planning_splits_;
   }
 
-  // The same kernel compiled as its split-K variant (CudaTarget::split_k); compiled at its first use.
-  CudaKernelImpl& split_variant() {
+  // The same kernel compiled as its split-K variant (CudaTarget::split_k); compiled at its first
+  // use. Null where that compilation did not split the loop after all (the layout emitter
+  // printed it without wgmma: its deeper ring beside the kernel's other shared tiles did not
+  // fit): the kernel then runs unsplit.
+  CudaKernelImpl* split_variant() {
     std::lock_guard<std::mutex> lock(fallback_mu_);
     if (!split_) {
       CudaOptions o = opts_;
@@ -564,10 +568,8 @@ class CudaKernelImpl : public CudaKernel {
       o.target.split_k = true;
       o.target_from_device = false;
       split_ = std::static_pointer_cast<CudaKernelImpl>(compile_cuda(*k_, o));
-      if (!split_->em_.info.split_k)
-        throw TesseraError(k_->loc, "kernel " + kname(*k_) + ": internal error: its split-K compilation is not split");
     }
-    return *split_;
+    return split_->em_.info.split_k ? split_.get() : nullptr;
   }
 
   // The split workspace for launches on `stream` (one per stream: launches on one stream run in

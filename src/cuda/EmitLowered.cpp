@@ -1000,8 +1000,11 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   const std::string acc = nm(loop.result());
   const int64_t slots = dist_of(loop.result()).slots();
   const std::string T = num(T_), slot = num(slots * T_);
+  // The last-arrival flag: a word of the shared memory the emitter accounts for.
+  const int64_t flag = (lowered_smem_ + 15) / 16 * 16;
+  lowered_smem_ = flag + 16;
   open("if (gridDim.z > 1) {  // split-K: the program's CTAs add their partial sums");
-  line("__shared__ int tsr_last_;");
+  line("volatile int& tsr_last_ = *reinterpret_cast<int*>(" + lowered_base() + " + " + num(flag) + ");");
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256) + tsr_tid;");

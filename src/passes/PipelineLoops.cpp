@@ -186,7 +186,30 @@ const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& load
   return K % (2 * 256 / bits) == 0 ? dot : nullptr;
 }
 
+namespace {
+
+// Whether the loop's body (nested blocks included) has a dot on wgmma (an mma v3 accumulator).
+bool has_wgmma_dot(Op& loop) {
+  bool found = false;
+  walk(loop.region(0), [&](Op& d) {
+    const Layout& L = d.kind == OpKind::Dot ? d.result()->type.layout : Layout{};
+    found = found || (L.kind == Layout::Kind::Mma && L.version == 3);
+  });
+  return found;
+}
+
+}  // namespace
+
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
+  // Knob ring_stages (the planning emitter's, of the same meaning): a top-level wgmma loop's ring
+  // gets that many stages (cut to what fits, below) in place of its annotation or the choice
+  // here; 0, the default, keeps them. For launches whose few CTAs each stream a long slice of
+  // the weights (decode shapes) and want more bytes in flight. Not the split-K compilation's
+  // loop, whose 8 split-k-loops wrote.
+  const ConstexprDecl* ring_stages = k.find_constexpr("ring_stages");
+  if (ring_stages && ring_stages->value != 0 && (ring_stages->value < 2 || ring_stages->value > 16))
+    throw TesseraError(ring_stages->loc, "knob ring_stages = " + std::to_string(ring_stages->value) +
+                                             ": 0 (the loop's pipeline) or 2..16");
   // Room for what else the program keeps in shared memory: the exchanges' scratch (8 KiB at a
   // time) and a swizzled base's alignment.
   const int64_t room = shared_memory_per_program(o.sm) - 8192 - 1024;
@@ -208,6 +231,11 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
                             ": in_flight = 1 needs a wgmma dot whose accumulator the loop only carries; set to 0");
     });
     if (async_dot && async_dot->has_attr("in_flight") && async_dot->attr_int("in_flight") == 0) async_dot = nullptr;
+    if (ring_stages && ring_stages->value != 0 && op.parent == k.body.get() && !op.has_attr("split_k") &&
+        has_wgmma_dot(op)) {
+      op.set_attr("pipeline", ring_stages->value);
+      ++stats["pipeline-loops.ring-stages-knob"];
+    }
     if (!op.has_attr("pipeline")) {
       // A dot that can load its fragments ahead (below) needs 3 stages to, as Triton's Ampere
       // matmuls keep.

@@ -22,9 +22,10 @@
 //
 // Which loop (splittable_k_loop, which the layout emitter also asks to set
 // CudaKernelInfo::split_k_capable on the unsplit compilation): the first top-level loop whose
-// body holds a dot, if it loads a ring (ring_loads), carries one value, a wgmma dot's accumulator
+// body holds a dot, if it loads a ring (ring_loads), carries one value, a wgmma dot's f32 accumulator
 // that only the dot reads and starts at a splat of 0 (each part would add its start again), and
-// steps by a positive constant; in a kernel whose grid has at most two axes (axis 2 is the
+// steps by a positive constant; in a kernel with no other top-level ring loop (its producer
+// warpgroup would wait for CTAs that end after the split loop), whose grid has at most two axes (axis 2 is the
 // split's) that reads neither program_id nor num_programs of axis 2, and that writes nothing
 // before the loop (every CTA of the program runs what precedes it).
 #include <string>
@@ -77,6 +78,8 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
   if (ring_loads(*loop, nullptr).empty() || (loop->has_attr("pipeline") && loop->attr_int("pipeline") < 2))
     return no(at + " is not pipelined (no ring of loads, or a written pipeline = 1)");
   if (loop->operands.size() != 4) return no(at + " carries " + std::to_string(loop->operands.size() - 3) + " values, not one");
+  if (!loop->operand(3)->type.is_tile() || loop->operand(3)->type.elem != ScalarKind::F32)
+    return no(at + " does not carry an f32 accumulator");
   Op* dot = in_flight_dot(*loop);
   if (!dot || dot->operand(2) != loop->region(0).args[1])
     return no(at + " does not carry only a wgmma dot's accumulator");
@@ -85,6 +88,11 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
   if (!step || step->kind != OpKind::Const || !std::holds_alternative<int64_t>(*step->find_attr("value")) ||
       step->attr_int("value") <= 0)
     return no(at + " does not step by a positive constant");
+  // Another ring's producer warpgroup would wait for the releases of the CTAs that end after
+  // the split loop (as persist-programs declines kernels with a second ring).
+  for (const auto& op : k.body->ops)
+    if (op.get() != loop && op->kind == OpKind::For && !ring_loads(*op, nullptr).empty())
+      return no("the loop at " + op->loc.str() + " has a ring of its own");
   const Op* y = k.grid ? k.grid->terminator() : nullptr;
   if (y && y->operands.size() > 2) return no("the grid has three axes (the split takes axis 2)");
   if (reads_axis_2(k)) return no("the kernel reads program axis 2 (the split takes it)");

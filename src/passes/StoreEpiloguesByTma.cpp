@@ -16,6 +16,9 @@
 // The staging buffers take 16 KiB per compute warpgroup: where the kernel's shared memory then
 // does not fit, the layout emitter sets `tma_store = 0` and stores from registers, with a note.
 //
+// Knob tma_store_epilogue = 0 (the planning emitter's switch of the same name) leaves every
+// store from registers; 1, the default, lets the pass decide.
+//
 // A written `tma_store` stays; a written 1 that does not qualify is set to 0 with a note.
 #include <algorithm>
 
@@ -47,6 +50,11 @@ std::string why_not(const Kernel& k, const Op& store) {
 }  // namespace
 
 void store_epilogues_by_tma(Kernel& k, PassStats& stats) {
+  const ConstexprDecl* knob = k.find_constexpr("tma_store_epilogue");
+  if (knob && knob->value != 0 && knob->value != 1)
+    throw TesseraError(knob->loc, "knob tma_store_epilogue = " + std::to_string(knob->value) +
+                                      ": 0 (the result stored from registers) or 1 (the default: by TMA where it can)");
+  const bool off = knob && knob->value == 0;
   const Op* chosen = nullptr;
   std::vector<Op*> stores;  // nested ones too: a written 1 there is taken back
   walk(*k.body, [&](Op& op) {
@@ -56,6 +64,7 @@ void store_epilogues_by_tma(Kernel& k, PassStats& stats) {
     const bool written = op->has_attr("tma_store");
     if (written && op->attr_int("tma_store") == 0) continue;
     std::string why = why_not(k, *op);
+    if (why.empty() && off && !written) continue;  // (the knob: stores from registers)
     if (why.empty() && chosen) why = "the kernel's staging buffers serve the store at " + chosen->loc.str();
     if (why.empty()) {
       chosen = op;
