@@ -893,6 +893,39 @@ TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
   EXPECT_EQ(cubin_resources(r.cubin, em.info.symbol).frame_bytes, 0) << "spills";
 }
 
+// Where the unsplit compilation says the runtime may split (split_k_capable), the split
+// compilation splits, over the wgmma kernels' tile choices: the runtime runs a kernel whose
+// split compilation does not split unsplit, which this keeps the exception.
+TEST(LayoutEmitter, SplitCapableKernelsSplit) {
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.emitter = CudaTarget::Emitter::Layouts;
+  int capable = 0;
+  for (const char* name : {"matmul", "matmul_fp8"}) {
+    const LibraryKernel& lk = *find_library_kernel(name);
+    for (ScalarKind dt : lk.dtypes)
+      for (int64_t bm : {64, 128})
+        for (int64_t bn : {64, 128, 256})
+          for (int64_t bk : {64, 128}) {
+            auto k = run_pipeline(*bind_constexprs(*lk.build(dt), {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}}), {});
+            const std::string what = std::string(name) + " " + std::string(scalar_name(dt)) + " " + std::to_string(bm) + "x" +
+                                     std::to_string(bn) + "x" + std::to_string(bk);
+            CudaTarget whole = t;
+            CudaEmission em;
+            try {
+              em = emit_cuda_with_info(*k, whole);
+            } catch (const TesseraError&) {
+              continue;  // (a tile over the shared memory: a located error, not this test's)
+            }
+            if (!em.info.split_k_capable) continue;
+            ++capable;
+            CudaTarget split = t;
+            split.split_k = true;
+            EXPECT_TRUE(emit_cuda_with_info(*k, split).info.split_k) << what;
+          }
+  }
+  EXPECT_GT(capable, 10);
+}
+
 // store-epilogues-by-tma's boxes: a 192-wide result has three boxes, so the next program's first
 // box writes the buffer of this program's last, and every box waits for all earlier stores'
 // reads (InFlight 0). A kernel whose exchanges need the shared memory the staging buffers take

@@ -308,43 +308,54 @@ TEST(LayoutEmitterGpu, TheDefaultsOtherCompilationsMatchTheInterpreter) {
 }
 
 
-// split-k-loops: the layout emitter's own split-K compilation (Emitter::Layouts; the default
-// still splits through the planning emitter's). The runtime's rule at 200 x 400 x 4096 (12
-// programs), forced 3 ways over 22 k steps (slices of 8, 8 and 6) at ragged M and N, and 4 ways
-// over 2 k steps (two empty slices, whose partial sums are 0), each launched twice (the
-// arrival counters must be left at 0).
+// split-k-loops: the layout emitter's own split-K compilation (Emitter::Layouts). At the
+// library's tiles for large M (128 x 256, two compute warpgroups) and for M <= 64 (64 x 128,
+// one, its split ring 8 stages deep): the runtime's rule where the programs are few, forced 3
+// ways over 22 k steps (slices of 8, 8 and 6) at ragged M and N, and 4 ways over 2 k steps
+// (two empty slices, whose partial sums are 0), each launched twice (the arrival counters must
+// be left at 0).
 TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
   REQUIRE_GPU();
   if (cuda_target_for(layout_options()).str() != "sm_90a") GTEST_SKIP() << "split-K is the wgmma kernel's (sm_90a)";
   const LibraryKernel& lk = *find_library_kernel("matmul");
-  auto k = bind_constexprs(*lk.build(ScalarKind::BF16), library_config(lk, ScalarKind::BF16, "cuda:sm_90a"));
-  CudaOptions split = layout_options();
-  split.target.split_k = true;
-  const CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), cuda_target_for(split));
-  ASSERT_TRUE(em.info.split_k) << printed_by(*k, split);
-  ASSERT_TRUE(em.lowered) << "the split compilation was not the layout emitter's";
-  uint64_t seed = 71;
   struct Case {
     Sizes sizes;
     int ways;  // 0: the runtime's rule
   };
-  for (const Case& c : {Case{{{"M", 200}, {"N", 400}, {"K", 4096}}, 0}, Case{{{"M", 136}, {"N", 264}, {"K", 1400}}, 3},
-                        Case{{{"M", 72}, {"N", 256}, {"K", 72}}, 4}}) {
-    SCOPED_TRACE(sizes_str(c.sizes) + " ways " + std::to_string(c.ways));
-    CudaOptions o = layout_options();
-    o.split_k = c.ways;
-    auto ck = compile_cuda(*k, o);
-    for (int launch = 1; launch <= 2; ++launch) {
-      std::vector<Tensor> want = make_random_tensors(*k, c.sizes, seed++), got = want;
-      auto wa = args_for(*k, want), ga = args_for(*k, got);
-      run_interp(*k, wa);
-      ck->run_host(ga);
-      testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(c.sizes) + "]", "gpu, layout split-K");
-      EXPECT_EQ(ck->launches_split_k, launch);
+  struct Tiles {
+    ConstexprConfig config;
+    std::vector<Case> cases;
+  };
+  uint64_t seed = 71;
+  for (const Tiles& tiles :
+       {Tiles{library_config(lk, ScalarKind::BF16, "cuda:sm_90a"),
+              {{{{"M", 200}, {"N", 400}, {"K", 4096}}, 0}, {{{"M", 136}, {"N", 264}, {"K", 1400}}, 3},
+               {{{"M", 72}, {"N", 256}, {"K", 72}}, 4}}},
+        Tiles{{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}},
+              {{{{"M", 64}, {"N", 520}, {"K", 2000}}, 0}, {{{"M", 40}, {"N", 264}, {"K", 1400}}, 3}}}}) {
+    auto k = bind_constexprs(*lk.build(ScalarKind::BF16), tiles.config);
+    CudaOptions split = layout_options();
+    split.target.split_k = true;
+    const CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), cuda_target_for(split));
+    ASSERT_TRUE(em.info.split_k) << printed_by(*k, split);
+    ASSERT_TRUE(em.lowered) << "the split compilation was not the layout emitter's";
+    for (const Case& c : tiles.cases) {
+      SCOPED_TRACE(sizes_str(c.sizes) + " ways " + std::to_string(c.ways) + " BLOCK_M " +
+                   std::to_string(tiles.config.at("BLOCK_M")));
+      CudaOptions o = layout_options();
+      o.split_k = c.ways;
+      auto ck = compile_cuda(*k, o);
+      for (int launch = 1; launch <= 2; ++launch) {
+        std::vector<Tensor> want = make_random_tensors(*k, c.sizes, seed++), got = want;
+        auto wa = args_for(*k, want), ga = args_for(*k, got);
+        run_interp(*k, wa);
+        ck->run_host(ga);
+        testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(c.sizes) + "]", "gpu, layout split-K");
+        EXPECT_EQ(ck->launches_split_k, launch);
+      }
     }
   }
 }
-
 
 // The library kernels the layout emitter prints (all but topk; matmul_fp8 above, with the
 // bf16 tolerance), in each dtype, bound with the device target's preferred config, at ragged
