@@ -984,10 +984,24 @@ void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo
   info.split_k = true;
   // A CTA's slot: every compute thread's slots of the accumulator, slot-major (the threads'
   // stores of one slot are consecutive words).
-  info.split_slot_bytes = dist_of(split_loop_->result()).slots() * T_ * 4;
+  const int64_t slots = dist_of(split_loop_->result()).slots();
+  info.split_slot_bytes = slots * T_ * 4;
+  // Within a cluster, where the runtime launches one (cuda::split_in_clusters): the partial sums
+  // of CTAs 1.. wait in their largest ring, idle after the loop, for CTA 0 to read them over
+  // distributed shared memory, in fours of registers.
+  const int64_t S = split_loop_->has_attr("pipeline") ? split_loop_->attr_int("pipeline") : 1;
+  int64_t most = 0;
+  for (const Op* l : S >= 2 ? ring_loads(*split_loop_, nullptr) : std::vector<const Op*>{})
+    if (const int64_t bytes = S * stage_bytes(*l); bytes > most) most = bytes, split_cluster_ring_ = l;
+  if (slots % 4 != 0 || most < info.split_slot_bytes) split_cluster_ring_ = nullptr;
+  info.split_cluster = split_cluster_ring_ != nullptr;
   count("split-k");
-  notes_.push_back("split-K: gridDim.z CTAs share each program's K loop (split-k-loops); their partial sums meet in "
-                   "a workspace and the last CTA to arrive adds them in split order");
+  notes_.push_back(std::string("split-K: gridDim.z CTAs share each program's K loop (split-k-loops); ") +
+                   (info.split_cluster ? "launched as one cluster (up to " + num(kMaxSplitKCluster) +
+                                             " CTAs), the first adds its peers' partial sums over distributed shared "
+                                             "memory; otherwise their partial sums"
+                                       : "their partial sums") +
+                   " meet in a workspace and the last CTA to arrive adds them in split order");
 }
 
 // After the loop of a split-K launch's CTA (gridDim.z > 1): its partial sum goes to its slot
@@ -1004,6 +1018,21 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   const int64_t flag = (lowered_smem_ + 15) / 16 * 16;
   lowered_smem_ = flag + 16;
   open("if (gridDim.z > 1) {  // split-K: the program's CTAs add their partial sums");
+  if (split_cluster_ring_) {
+    // (The producer warpgroup passes the same two cluster barriers: emit_warp_specialized_body.)
+    open("if (tsr::cluster_ctas() == gridDim.z) {");
+    line("// in a cluster: CTAs 1.. leave their partial sums in their idle ring; CTA 0 adds them over");
+    line("// distributed shared memory in split order and runs the rest.");
+    line("const uint32_t buf_ = " + smem_fn() + rings_.at(split_cluster_ring_).view.ptr + ");");
+    line("if (blockIdx.z != 0) tsr::floats_to_smem(" + acc + ", buf_, tsr_tid, " + T + ");");
+    line("tsr::cluster_sync();");
+    line("if (blockIdx.z == 0)");
+    line("  for (unsigned z_ = 1; z_ < gridDim.z; ++z_) tsr::floats_add_cluster(" + acc + ", buf_, z_, tsr_tid, " + T + ");");
+    line("tsr::cluster_sync();  // (no CTA leaves while CTA 0 may still read its shared memory)");
+    line("if (blockIdx.z != 0) return;");
+    close();
+    open("else {");
+  }
   line("volatile int& tsr_last_ = *reinterpret_cast<int*>(" + lowered_base() + " + " + num(flag) + ");");
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
@@ -1027,6 +1056,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   line("#pragma unroll");
   line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) " + acc + "[s_] += __ldcg(part_ + s_ * " + T + ");");
   close();
+  if (split_cluster_ring_) close();
   close();
 }
 
@@ -1103,6 +1133,9 @@ void Emitter::emit_warp_specialized_body() {
   name_ = saved_names;
   stats_ = saved_stats;
   close();
+  if (split_cluster_ring_ && split_loop_ == &loop)
+    line("if (gridDim.z > 1 && tsr::cluster_ctas() == gridDim.z) tsr::cluster_sync(), tsr::cluster_sync();  // the "
+         "split's two cluster barriers");
   --ind_;
   line("} else {  // the compute warps");
   ++ind_;

@@ -755,6 +755,9 @@ class Emitter {
   // adds the program's partial sums (lowered_split_k_fixup). The unsplit compilation says
   // whether the runtime may launch a split one (CudaKernelInfo::split_k_capable).
   const Op* split_loop_ = nullptr;
+  // Where the split's CTAs can also add their partial sums within a cluster
+  // (CudaKernelInfo::split_cluster): the ring load whose ring, idle after the loop, holds them.
+  const Op* split_cluster_ring_ = nullptr;
   void plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo& info);
   void lowered_split_k_fixup(const Op& loop);
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).

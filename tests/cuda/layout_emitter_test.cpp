@@ -859,7 +859,9 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
 // library's bf16 matmul says the runtime may split it; its split-K compilation runs one CTA per
 // program and slice (not persistent), takes the SplitWorkspace last, sizes a CTA's slot as the
 // compute threads' accumulator slots, and adds the partial sums after the loop and before the
-// epilogue's store; it compiles without spills. The default (Emitter::Auto) still gives the
+// epilogue's store, within a cluster where launched in one (the 128 KiB of partial sums fit the
+// B operand's idle ring of 4 x 32 KiB; the producer warpgroup passes the same two cluster
+// barriers as the compute warps), else through the workspace; it compiles without spills. The default (Emitter::Auto) still gives the
 // split compilation to the planning emitter, whose split the GPU has measured.
 TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
   const LibraryKernel& lk = *find_library_kernel("matmul");
@@ -873,7 +875,7 @@ TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
   const CudaEmission em = emit_cuda_with_info(*k, t);
   ASSERT_TRUE(em.lowered);
   EXPECT_TRUE(em.info.split_k);
-  EXPECT_FALSE(em.info.split_cluster);
+  EXPECT_TRUE(em.info.split_cluster);
   EXPECT_FALSE(em.info.persistent);
   EXPECT_EQ(em.stats.at("split-k"), 1);
   ASSERT_FALSE(em.info.params.empty());
@@ -884,6 +886,13 @@ TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
   EXPECT_LT(em.source.find("tsr::wgmma_wait<0>();  // the last group"), fixup);
   EXPECT_LT(fixup, em.source.find("// store_tile %c"));
   EXPECT_NE(em.source.find("int32_t(blockIdx.z)"), std::string::npos);  // program_id(2): the slice
+  const size_t compute = em.source.find("} else {  // the compute warps");
+  ASSERT_NE(compute, std::string::npos);
+  const size_t producer_syncs = em.source.find("tsr::cluster_sync(), tsr::cluster_sync();");
+  EXPECT_LT(producer_syncs, compute);
+  const size_t in_cluster = em.source.find("tsr::floats_add_cluster(", compute);
+  EXPECT_LT(in_cluster, fixup);  // (the cluster's path first, the workspace's in its else)
+  EXPECT_NE(em.source.find("tsr::cluster_sync();", compute), std::string::npos);
   t.emitter = CudaTarget::Emitter::Auto;
   EXPECT_FALSE(emit_cuda_with_info(*k, t).lowered);
   std::string why;

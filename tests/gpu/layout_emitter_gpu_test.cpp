@@ -313,7 +313,8 @@ TEST(LayoutEmitterGpu, TheDefaultsOtherCompilationsMatchTheInterpreter) {
 // one, its split ring 8 stages deep): the runtime's rule where the programs are few, forced 3
 // ways over 22 k steps (slices of 8, 8 and 6) at ragged M and N, and 4 ways over 2 k steps
 // (two empty slices, whose partial sums are 0), each launched twice (the arrival counters must
-// be left at 0).
+// be left at 0); the partial sums added within a cluster (what the runtime launches for so few
+// CTAs) or, with CudaOptions::split_k_cluster off, through the workspace.
 TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
   REQUIRE_GPU();
   if (cuda_target_for(layout_options()).str() != "sm_90a") GTEST_SKIP() << "split-K is the wgmma kernel's (sm_90a)";
@@ -321,6 +322,7 @@ TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
   struct Case {
     Sizes sizes;
     int ways;  // 0: the runtime's rule
+    bool cluster;
   };
   struct Tiles {
     ConstexprConfig config;
@@ -329,21 +331,23 @@ TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
   uint64_t seed = 71;
   for (const Tiles& tiles :
        {Tiles{library_config(lk, ScalarKind::BF16, "cuda:sm_90a"),
-              {{{{"M", 200}, {"N", 400}, {"K", 4096}}, 0}, {{{"M", 136}, {"N", 264}, {"K", 1400}}, 3},
-               {{{"M", 72}, {"N", 256}, {"K", 72}}, 4}}},
+              {{{{"M", 200}, {"N", 400}, {"K", 4096}}, 0, true}, {{{"M", 136}, {"N", 264}, {"K", 1400}}, 3, false},
+               {{{"M", 72}, {"N", 256}, {"K", 72}}, 4, true}, {{{"M", 72}, {"N", 256}, {"K", 72}}, 4, false}}},
         Tiles{{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}},
-              {{{{"M", 64}, {"N", 520}, {"K", 2000}}, 0}, {{{"M", 40}, {"N", 264}, {"K", 1400}}, 3}}}}) {
+              {{{{"M", 64}, {"N", 520}, {"K", 2000}}, 0, false}, {{{"M", 40}, {"N", 264}, {"K", 1400}}, 3, true}}}}) {
     auto k = bind_constexprs(*lk.build(ScalarKind::BF16), tiles.config);
     CudaOptions split = layout_options();
     split.target.split_k = true;
     const CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), cuda_target_for(split));
     ASSERT_TRUE(em.info.split_k) << printed_by(*k, split);
+    ASSERT_TRUE(em.info.split_cluster);
     ASSERT_TRUE(em.lowered) << "the split compilation was not the layout emitter's";
     for (const Case& c : tiles.cases) {
       SCOPED_TRACE(sizes_str(c.sizes) + " ways " + std::to_string(c.ways) + " BLOCK_M " +
-                   std::to_string(tiles.config.at("BLOCK_M")));
+                   std::to_string(tiles.config.at("BLOCK_M")) + (c.cluster ? " in clusters" : " workspace"));
       CudaOptions o = layout_options();
       o.split_k = c.ways;
+      o.split_k_cluster = c.cluster;
       auto ck = compile_cuda(*k, o);
       for (int launch = 1; launch <= 2; ++launch) {
         std::vector<Tensor> want = make_random_tensors(*k, c.sizes, seed++), got = want;
@@ -352,6 +356,7 @@ TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
         ck->run_host(ga);
         testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(c.sizes) + "]", "gpu, layout split-K");
         EXPECT_EQ(ck->launches_split_k, launch);
+        EXPECT_EQ(ck->launches_split_cluster, c.cluster ? launch : 0);
       }
     }
   }

@@ -66,4 +66,42 @@ template <class T> TSR_D T cluster_slot(const unsigned long long* local, unsigne
   return from_slot<T>(b);
 }
 
+// Split-K's partial sums within a cluster (the layout emitter's fixup after a `split_k = 1`
+// loop, EmitLowered.cpp): every CTA but the first leaves its N accumulator registers (N a
+// multiple of 4) in its own idle ring at `buf`, 16 bytes at a time at 16 (j nthreads + tid) for
+// the j-th four, and after a cluster barrier the first adds each peer's, in rank order, reading
+// them through distributed shared memory 8 x 16 bytes at a time (the loads of a batch in flight
+// together before any is added).
+template <int N>
+TSR_D void floats_to_smem(const float (&v)[N], uint32_t buf, int tid, int nthreads) {
+  static_assert(N % 4 == 0, "fours of registers");
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j)
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(buf + 16u * uint32_t(j * nthreads + tid)),
+                 "f"(v[4 * j]), "f"(v[4 * j + 1]), "f"(v[4 * j + 2]), "f"(v[4 * j + 3])
+                 : "memory");
+}
+template <int N>
+TSR_D void floats_add_cluster(float (&v)[N], uint32_t buf, unsigned rank, int tid, int nthreads) {
+  static_assert(N % 4 == 0, "fours of registers");
+  constexpr int B = (N / 4) % 8 == 0 ? 8 : (N / 4) % 4 == 0 ? 4 : 1;
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(buf), "r"(rank));
+#pragma unroll
+  for (int j0 = 0; j0 < N / 4; j0 += B) {
+    float4 p[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(p[b].x), "=f"(p[b].y), "=f"(p[b].z), "=f"(p[b].w)
+                   : "r"(remote + 16u * uint32_t((j0 + b) * nthreads + tid))
+                   : "memory");
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      v[4 * (j0 + b)] += p[b].x, v[4 * (j0 + b) + 1] += p[b].y;
+      v[4 * (j0 + b) + 2] += p[b].z, v[4 * (j0 + b) + 3] += p[b].w;
+    }
+  }
+}
+
 }  // namespace tsr
