@@ -1014,15 +1014,15 @@ std::vector<ConstexprConfig> mma_sync_configs() {
 // default, a few other mma.sync tiles and the knob combinations of mma_sync_configs, each
 // checked like the other tiles; each one's figure and ratio to cuBLAS (`cublas`, TFLOP/s; 0:
 // not measured) is printed on its own line, the best is the `matmul_mma_sync` row, every
-// tile's figure in its note. The configurations declare every mma_* knob, and a declared
-// mma_smem_epilogue keeps a kernel on the planning emitter under the default emitter choice
-// (CudaTarget::Emitter::Auto): this table is the planning emitter's mma.sync path
-// (TESSERA_CUDA_FROM_LAYOUTS=1 puts it on the layout emitter, which ignores the mma_* knobs).
+// tile's figure in its note. This table is the planning emitter's mma.sync path, whose knobs it
+// varies (TESSERA_CUDA_FROM_LAYOUTS=1 puts it on the layout emitter, which takes
+// mma_smem_epilogue through stage-epilogue-stores and ignores the other mma_* knobs).
 std::vector<Result> time_mma_sync(const LibraryKernel& lk, const BenchCase& bc, Buffers& bufs, const GemmSample& g,
                                   const Flags& f, const CudaOptions& opts, const Result& base, double cublas,
                                   int& status) {
   CudaOptions mo = opts;
   mo.target = CudaTarget{device().sm, false};
+  mo.target.emitter = CudaTarget::emitter_from_environment().value_or(CudaTarget::Emitter::Planning);
   // The library kernel with the knobs declared (off), so that the configurations can bind them.
   auto knobbed = lk.build(bc.dt);
   for (const char* name : kMmaKnobs) knobbed->constexprs.push_back({name, 0, {}, knobbed->loc});

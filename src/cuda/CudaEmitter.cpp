@@ -1399,13 +1399,12 @@ const Op* first_layout_op(const Block& b) {
 // GPU lowering has no pass that takes them yet (tma_hint_a / tma_hint_b: hint-l2-policy does;
 // prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
 // epilogue_overlap: overlap-epilogues; tma_store_epilogue: store-epilogues-by-tma;
-// ring_stages: pipeline-loops). Such a kernel goes to the planning emitter by default;
+// ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores). Such a kernel goes to the planning emitter by default;
 // the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
 // running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
-  // (split_k 1: never split; mma_smem_epilogue none: the planning emitter's own default
-  // differs by tile, so any written value asks for something; stream_stores and pair_stores are
+  // (split_k 1: never split; stream_stores and pair_stores are
   // its A/B switches of row stores). Not here: min_blocks (both emitters print it into
   // __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct pipes'
   // loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
@@ -1415,7 +1414,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
       {"mma_l2_prefetch", {0}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
-      {"mma_smem_epilogue", {}},      {"stream_stores", {0}},      {"pair_stores", {1}}};
+      {"stream_stores", {0}},         {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

@@ -20,6 +20,9 @@
 // `staged-stores-declined`), or where the shared memory the kernel already has is too small for
 // the tile (`staged-stores-without-room`).
 //
+// Knob mma_smem_epilogue (the planning emitter's of the same meaning): 0 leaves every store
+// from registers; 1, or no such constexpr, stages the stores that qualify.
+//
 // A written `staged` stays; a written 1 that does not qualify is set to 0 with a note.
 #include <algorithm>
 #include <set>
@@ -76,6 +79,11 @@ std::string why_not(const Kernel& k, const Op& store) {
 }  // namespace
 
 void stage_epilogue_stores(Kernel& k, PassStats& stats) {
+  const ConstexprDecl* knob = k.find_constexpr("mma_smem_epilogue");
+  if (knob && knob->value != 0 && knob->value != 1)
+    throw TesseraError(knob->loc, "knob mma_smem_epilogue = " + std::to_string(knob->value) +
+                                      ": 0 (an mma.sync result stored from registers) or 1 (through shared memory)");
+  const bool off = knob && knob->value == 0;
   std::vector<Op*> stores;  // nested ones too: a written 1 there is taken back
   walk(*k.body, [&](Op& op) {
     if (op.kind == OpKind::StoreTile) stores.push_back(&op);
@@ -85,7 +93,7 @@ void stage_epilogue_stores(Kernel& k, PassStats& stats) {
     if (written && op->attr_int("staged") == 0) continue;
     const std::string why = why_not(k, *op);
     if (why.empty()) {
-      if (!written) {
+      if (!written && !off) {
         op->set_attr("staged", int64_t{1});
         ++stats["stage-epilogue-stores.stores"];
       }
