@@ -991,8 +991,10 @@ void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo
   // distributed shared memory, in fours of registers.
   const int64_t S = split_loop_->has_attr("pipeline") ? split_loop_->attr_int("pipeline") : 1;
   int64_t most = 0;
+  // (Swizzled rings only, TMA's: stage_bytes is then exactly what alloc_rings lays out.)
   for (const Op* l : S >= 2 ? ring_loads(*split_loop_, nullptr) : std::vector<const Op*>{})
-    if (const int64_t bytes = S * stage_bytes(*l); bytes > most) most = bytes, split_cluster_ring_ = l;
+    if (const int64_t bytes = S * stage_bytes(*l); bytes > most && l->result()->type.layout.swizzle == 128)
+      most = bytes, split_cluster_ring_ = l;
   if (slots % 4 != 0 || most < info.split_slot_bytes) split_cluster_ring_ = nullptr;
   info.split_cluster = split_cluster_ring_ != nullptr;
   count("split-k");
@@ -1008,8 +1010,9 @@ void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo
 // of the workspace, and the last of the program's CTAs to arrive (an arrival counter per
 // program, which it sets back to 0 for the next launch) adds every slot in split order, so that
 // the sum does not depend on which CTA came last, and runs the rest of the program; the others
-// end here. (The planning emitter's split compilation also adds them within a cluster, over
-// distributed shared memory, where the runtime launches one: not here yet.)
+// end here. Where the runtime launched the program's CTAs as one cluster (split_cluster_ring_),
+// CTAs 1.. leave their sums in their idle ring instead and CTA 0 adds them over distributed
+// shared memory, in the same order.
 void Emitter::lowered_split_k_fixup(const Op& loop) {
   const std::string acc = nm(loop.result());
   const int64_t slots = dist_of(loop.result()).slots();
@@ -1023,6 +1026,9 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
     open("if (tsr::cluster_ctas() == gridDim.z) {");
     line("// in a cluster: CTAs 1.. leave their partial sums in their idle ring; CTA 0 adds them over");
     line("// distributed shared memory in split order and runs the rest.");
+    // Every compute warp's last wgmma groups are done reading the ring first (each warpgroup
+    // waited only for its own).
+    barrier();
     line("const uint32_t buf_ = " + smem_fn() + rings_.at(split_cluster_ring_).view.ptr + ");");
     line("if (blockIdx.z != 0) tsr::floats_to_smem(" + acc + ", buf_, tsr_tid, " + T + ");");
     line("tsr::cluster_sync();");
@@ -1133,9 +1139,12 @@ void Emitter::emit_warp_specialized_body() {
   name_ = saved_names;
   stats_ = saved_stats;
   close();
-  if (split_cluster_ring_ && split_loop_ == &loop)
+  if (split_cluster_ring_ && split_loop_ == &loop) {
+    // (.aligned: the warp together again after its one thread's loop.)
+    line("__syncwarp();");
     line("if (gridDim.z > 1 && tsr::cluster_ctas() == gridDim.z) tsr::cluster_sync(), tsr::cluster_sync();  // the "
          "split's two cluster barriers");
+  }
   --ind_;
   line("} else {  // the compute warps");
   ++ind_;

@@ -892,7 +892,17 @@ TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
   EXPECT_LT(producer_syncs, compute);
   const size_t in_cluster = em.source.find("tsr::floats_add_cluster(", compute);
   EXPECT_LT(in_cluster, fixup);  // (the cluster's path first, the workspace's in its else)
-  EXPECT_NE(em.source.find("tsr::cluster_sync();", compute), std::string::npos);
+  // Two cluster barriers on the compute warps' path too, after one over the compute warps (each
+  // warpgroup's wait covers only its own wgmma groups, which still read the ring the sums go to).
+  const size_t last_group = em.source.find("tsr::wgmma_wait<0>();  // the last group", compute);
+  const size_t to_smem = em.source.find("tsr::floats_to_smem(", compute);
+  ASSERT_NE(to_smem, std::string::npos);
+  EXPECT_NE(em.source.substr(last_group, to_smem - last_group).find("tsr::named_barrier(8u, 256u);"), std::string::npos);
+  int compute_syncs = 0;
+  for (size_t p = em.source.find("tsr::cluster_sync();", compute); p != std::string::npos;
+       p = em.source.find("tsr::cluster_sync();", p + 1))
+    ++compute_syncs;
+  EXPECT_EQ(compute_syncs, 2);
   t.emitter = CudaTarget::Emitter::Auto;
   EXPECT_FALSE(emit_cuda_with_info(*k, t).lowered);
   std::string why;
@@ -929,7 +939,10 @@ TEST(LayoutEmitter, SplitCapableKernelsSplit) {
             ++capable;
             CudaTarget split = t;
             split.split_k = true;
-            EXPECT_TRUE(emit_cuda_with_info(*k, split).info.split_k) << what;
+            const CudaEmission s = emit_cuda_with_info(*k, split);
+            EXPECT_TRUE(s.info.split_k) << what;
+            EXPECT_TRUE(s.lowered) << what;
+            EXPECT_TRUE(s.info.split_cluster) << what;
           }
   }
   EXPECT_GT(capable, 10);
