@@ -97,6 +97,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         }
       }
     }
+    __syncwarp();
     if (gridDim.z > 1 && tsr::cluster_ctas() == gridDim.z) tsr::cluster_sync(), tsr::cluster_sync();  // the split's two cluster barriers
   } else {  // the compute warps
     tsr::setmaxnreg_inc<232>();
@@ -190,6 +191,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       if (tsr::cluster_ctas() == gridDim.z) {
         // in a cluster: CTAs 1.. leave their partial sums in their idle ring; CTA 0 adds them over
         // distributed shared memory in split order and runs the rest.
+        tsr::named_barrier(8u, 256u);
         const uint32_t buf_ = tsr::smem_u32(sh2);
         if (blockIdx.z != 0) tsr::floats_to_smem(c53, buf_, tsr_tid, 256);
         tsr::cluster_sync();
