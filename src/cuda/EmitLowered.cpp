@@ -2455,10 +2455,17 @@ void Emitter::lowered_wgmma(const Op& op) {
   if (staged_.count(a)) throw NotLowerable{"a wgmma A operand staged for ldmatrix"};
   const bool ss = shared_.count(a) != 0;
   if (fp8 && !ss) throw NotLowerable{"an f8 wgmma A operand in registers (the layout emitter prints f8 wgmma SS only)"};
+  // A [M, K] in shared memory: K-major (a tile loaded as it is), or MN-major (16-bit only: a
+  // permute of a [K, M] tile, the swapped product's weights), each warpgroup's 64 rows then one
+  // 128-byte column block of it, read with the A-transpose immediate.
+  bool a_kmajor = true;
   if (ss) {
     const SharedView& sa = swizzled(a, "A");
-    if (sa.atom != A || sa.strides[1] != 1 || sa.strides[0] != A)
-      throw NotLowerable{"a wgmma A operand in shared memory not K-major"};
+    a_kmajor = sa.strides[1] == 1;
+    if (a_kmajor ? sa.atom != A || sa.strides[0] != A : sa.atom != A || sa.strides[0] != 1 || sa.strides[1] != A || fp8)
+      throw NotLowerable{std::string("a wgmma A operand in shared memory neither K-major nor ") +
+                         (fp8 ? "16-bit MN-major (f8 wgmma reads both K-major)" : "MN-major by 128-byte rows")};
+    if (!a_kmajor) count("wgmma-mn-major-a");
   } else {
     const tessera::Layout& la = a->type.layout;
     if (la.kind != tessera::Layout::Kind::DotOperand || la.operand != 0 || !la.parent || la.parent->kind != L.kind ||
@@ -2480,7 +2487,7 @@ void Emitter::lowered_wgmma(const Op& op) {
   const std::string ty = tensor_core_type(ab);
   // (The f8 forms have no transpose immediates: both operands K-major, checked above.)
   const std::string fn = "tsr::wgmma_m64n" + num(IN) + "k" + num(KI) + "_" + ty + (ss ? "" : "_rs") +
-                         (fp8 ? "" : b_kmajor ? "<0>" : "<1>");
+                         (fp8 ? "" : std::string(b_kmajor ? "<0" : "<1") + (a_kmajor ? ">" : ", 1>"));
   auto acc = [&](int64_t mt, int64_t nb) { return wgmma_acc_block(r, n, mt, nb); };
   open("{");
   line("const uint32_t wg_ = uint32_t(tsr_warp) / 4u;");
@@ -2511,9 +2518,12 @@ void Emitter::lowered_wgmma(const Op& op) {
         // leading offset).
         const int64_t kel = KI * ks;
         std::string fa;
-        if (ss)
+        if (ss && a_kmajor)
           fa = "tsr::wgmma_desc_sw128(sa_ + " + num((kel / A) * ra * 128 + (kel % A) * eb + 64 * mt * G * 128) +
                "u + wg_ * " + num(64 * 128) + "u, 16u, 1024u)";
+        else if (ss)  // MN-major: the 64-row block's column block of the [K, M] tile, k16 steps 16 rows down
+          fa = "tsr::wgmma_desc_sw128(sa_ + " + num(mt * G * ra * 128 + kel * 128) + "u + wg_ * " + num(ra * 128) +
+               "u, " + num(ra * 128) + "u, 1024u)";
         else
           fa = "fa_[" + num(mt) + "][" + num(ks) + "]";
         const std::string db =

@@ -948,6 +948,29 @@ TEST(LayoutEmitter, SplitCapableKernelsSplit) {
   EXPECT_GT(capable, 10);
 }
 
+// A wgmma A operand read MN-major (a permute of a [K, M] shared tile, 16-bit): the decode GEMM
+// of the corpus written as c^T = b^T a^T takes wgmma with the A-transpose immediate, each
+// warpgroup's 64 rows one 128-byte column block of b's [64, 128] tile (8 KiB apart), k16 steps
+// 16 rows (2 KiB) down; it compiles without spills.
+TEST(LayoutEmitter, WgmmaReadsAnMnMajorAOperand) {
+  const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_decode_swapped.tile";
+  auto m = parse_file(path);
+  auto k = run_pipeline(*m->kernels[0], {});
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.emitter = CudaTarget::Emitter::Layouts;
+  const CudaEmission em = emit_cuda_with_info(*k, t);
+  ASSERT_TRUE(em.lowered);
+  EXPECT_EQ(em.stats.at("wgmma-dots"), 1);
+  EXPECT_EQ(em.stats.at("wgmma-mn-major-a"), 1);
+  EXPECT_NE(em.source.find("tsr::wgmma_m64n16k16_bf16<0, 1>("), std::string::npos);
+  EXPECT_NE(em.source.find("tsr::wgmma_desc_sw128(sa_ + 2048u + wg_ * 8192u, 8192u, 1024u)"), std::string::npos);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(em.source, t, "swapped.cu", em.line_op);
+  EXPECT_NE(r.ptx.find("wgmma.mma_async"), std::string::npos);
+  EXPECT_EQ(cubin_resources(r.cubin, em.info.symbol).frame_bytes, 0) << "spills";
+}
+
 // store-epilogues-by-tma's boxes: a 192-wide result has three boxes, so the next program's first
 // box writes the buffer of this program's last, and every box waits for all earlier stores'
 // reads (InFlight 0). A kernel whose exchanges need the shared memory the staging buffers take
