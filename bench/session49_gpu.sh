@@ -3,7 +3,8 @@
 # never run on a GPU before this), then split-K through split-k-loops (the layout emitter's
 # split compilation, TESSERA_CUDA_FROM_LAYOUTS=1) against the planning emitter's (the default's
 # split compilation), in alternating rounds of `tessera bench` at shapes whose programs are too
-# few to fill the GPU. From the repo root on the GPU machine:
+# few to fill the GPU; at M = 16 and 1 the same A/B compares the swapped decode products
+# (swap-dot-operands on the layout emitter against the planning emitter's swap). From the repo root on the GPU machine:
 #   source .devdeps/setup.sh && bash bench/session49_gpu.sh
 # Logs in $OUT: ctest_default.log, session49.log.
 set -uo pipefail
@@ -18,8 +19,8 @@ timeout ${CTEST_S:-300} ctest --test-dir "$B" -L gpu -j8 --output-on-failure --t
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$R/ctest_default.log" | head -60
 echo "=== failures, first lines"
 grep -E -A6 ": Failure$" "$R/ctest_default.log" | head -120
-echo "=== split-K A/B: planning's split (default) vs split-k-loops' (FROM_LAYOUTS=1), median ms ($(( $(date +%s) - S0 )) s)"
-for s in M=128,N=14336,K=4096 M=64,N=4096,K=4096 M=200,N=400,K=4096 M=128,N=1536,K=7168; do
+echo "=== A/B: the default (planning split / swap) vs FROM_LAYOUTS=1 (split-k-loops, swap-dot-operands), median ms ($(( $(date +%s) - S0 )) s)"
+for s in M=128,N=14336,K=4096 M=64,N=4096,K=4096 M=200,N=400,K=4096 M=128,N=1536,K=7168 M=16,N=4096,K=4096 M=1,N=4608,K=3584; do
   line="$s"
   for round in 1 2 3; do
     for env in 0 1; do

@@ -1536,7 +1536,10 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           }
         if (out.wgmma_not_taken.empty() && !wgmma_note.empty()) out.wgmma_not_taken = wgmma_note;
         for (const std::string& knob : planning_only)
-          out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
+          // (swap_operands: swap-dot-operands takes it; the default leaves such kernels to the
+          // planning emitter until the GPU has measured the layout emitter's swapped product.)
+          if (!knob.starts_with("swap_operands"))
+            out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         out.lowered_with_wgmma = wgmma;

@@ -139,6 +139,10 @@ inline bool tensor_core_float(ScalarKind t) { return scalar_bits(t) <= 16 && is_
 // The warps of a program in the GPU lowering's passes and the layout emitter: the `num_warps`
 // that assign-launch-shape wrote on the grid's yield, else default_num_warps.
 int launch_warps(const Kernel& k);
+// The knob swap_operands = 1 on sm_90a: a top-level K loop's dot of 8 to 32 rows of 16-bit
+// operands computed as c^T = b^T a^T, the loop carrying the transposed accumulator and one
+// permute after it (SwapDotOperands.cpp).
+void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // Writes `num_warps` on the grid's yield (AssignLaunchShape.cpp).
 void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The blocked layout a tile of this static shape starts in: 16 bytes per thread along the

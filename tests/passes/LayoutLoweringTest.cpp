@@ -127,6 +127,38 @@ TEST(LayoutLowering, SplitKLoopOnOneCtaIsTheWholeLoop) {
     for (int64_t i = 0; i < a[t].numel(); ++i) ASSERT_EQ(a[t].get(i), b[t].get(i)) << "tensor " << t;
 }
 
+// swap-dot-operands (knob swap_operands = 1, sm_90a): the decode tile's dot as c^T = b^T a^T,
+// the loop carrying the transposed accumulator: the same sums in the same order, so the same
+// bits on the interpreter, at ragged sizes with several k steps; and the dot takes wgmma.
+TEST(LayoutLowering, SwappedDotKeepsTheBits) {
+  auto k = find_library_kernel("matmul")->build(ScalarKind::BF16);
+  k->set_constexpr("swap_operands", 1);
+  PipelineOptions po;
+  po.config = {{"BLOCK_M", 16}, {"BLOCK_N", 64}, {"BLOCK_K", 64}};
+  auto before = run_pipeline(*k, po);
+  PassStats stats;
+  auto after = run_gpu_lowering(*before, {90, true}, {}, &stats);
+  ASSERT_NO_THROW(verify_or_throw(*after));
+  EXPECT_EQ(stats["swap-dot-operands.swapped"], 1);
+  int wgmma = 0;
+  walk(*after->body, [&](Op& op) {
+    wgmma += op.kind == OpKind::Dot && op.result()->type.layout.kind == Layout::Kind::Mma && op.result()->type.layout.version == 3 &&
+             static_shape(op.result()->type.shape) == std::vector<int64_t>{64, 16};
+  });
+  EXPECT_EQ(wgmma, 1);
+  const Sizes s{{"M", 13}, {"N", 150}, {"K", 300}};
+  std::vector<Tensor> a = make_random_tensors(*before, s, 4), b = a;
+  auto aa = testutil::args_for(*before, a), ba = testutil::args_for(*after, b);
+  run_interp(*before, aa);
+  run_interp(*after, ba);
+  for (size_t t = 0; t < a.size(); ++t)
+    for (int64_t i = 0; i < a[t].numel(); ++i) ASSERT_EQ(a[t].get(i), b[t].get(i)) << "tensor " << t;
+  // Not on mma.sync targets, and not without the knob.
+  PassStats none;
+  run_gpu_lowering(*before, {80, false}, {}, &none);
+  EXPECT_EQ(none["swap-dot-operands.swapped"], 0);
+}
+
 // layouts_place_alike: which conversions move nothing between threads.
 TEST(LayoutLowering, LayoutsThatPlaceElementsInTheSameThreads) {
   const Layout row4 = Layout::blocked({1, 4}, {1, 32}, {1, 4}, {1, 0});
