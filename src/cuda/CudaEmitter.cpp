@@ -1538,7 +1538,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         for (const std::string& knob : planning_only)
           // (swap_operands: swap-dot-operands takes it; the default leaves such kernels to the
           // planning emitter until the GPU has measured the layout emitter's swapped product.)
-          if (!knob.starts_with("swap_operands"))
+          if (!knob.starts_with("swap_operands") || lowering_stats["swap-dot-operands.swapped"] == 0)
             out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);

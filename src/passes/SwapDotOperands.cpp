@@ -25,7 +25,16 @@ namespace tessera {
 
 namespace {
 
-// The loop's one dot, when it accumulates the loop's one carried value; else null.
+int uses_in(Block& b, const Value* v) {
+  int n = 0;
+  walk(b, [&](Op& o) {
+    for (const Value* x : o.operands) n += x == v;
+  });
+  return n;
+}
+
+// The loop's one dot, when it accumulates the loop's one carried value and nothing else in the
+// body reads the accumulator or the dot's result (which the swap transposes); else null.
 Op* carried_dot(Op& loop) {
   if (loop.kind != OpKind::For || loop.operands.size() != 4) return nullptr;
   Block& body = loop.region(0);
@@ -36,7 +45,7 @@ Op* carried_dot(Op& loop) {
   });
   const Op* y = body.terminator();
   if (dots != 1 || dot->parent != &body || !y || y->operands.size() != 1 || y->operand(0) != dot->result() ||
-      dot->operand(2) != body.args[1])
+      dot->operand(2) != body.args[1] || uses_in(body, body.args[1]) != 1 || uses_in(body, dot->result()) != 1)
     return nullptr;
   return dot;
 }
@@ -46,7 +55,10 @@ std::string why_not(const Op& dot) {
   const Type &a = dot.operand(0)->type, &r = dot.result()->type;
   if (!shape_is_static(r.shape) || r.rank() != 2 || a.rank() != 2) return "a tile without a static 2-D shape";
   if (scalar_bits(a.elem) != 16 || !is_float(a.elem) || dot.operand(1)->type.elem != a.elem)
-    return "its operands are not 16-bit floats (f8 wgmma reads both operands K-major)";
+    return a.elem == ScalarKind::F8E4M3 || a.elem == ScalarKind::F8E5M2 ? "its operands are f8 (f8 wgmma reads both operands K-major, which b^T is not)"
+                         : "its operands are not 16-bit floats";
+  for (const Value* v : {dot.operand(0), dot.operand(1), dot.operand(2), dot.result()})
+    if (!v->type.layout.empty()) return "a layout written on its operands or result (" + v->type.layout.str() + ")";
   if (r.elem != ScalarKind::F32) return "its accumulator is not f32";
   const std::vector<int64_t> S = static_shape(r.shape);
   if (S[0] != 8 && S[0] != 16 && S[0] != 32) return "M = " + std::to_string(S[0]) + " (the swap puts it on wgmma's n: 8, 16 or 32)";
@@ -74,6 +86,8 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
   std::vector<Op*> loops;
   for (const auto& op : k.body->ops)
     if (carried_dot(*op)) loops.push_back(op.get());
+  if (loops.empty())
+    stats.notes.push_back("swap_operands = 1 not taken: no top-level loop carries only the accumulator of its one dot");
   for (Op* loop : loops) {
     Op* dot = carried_dot(*loop);
     if (const std::string why = why_not(*dot); !why.empty()) {

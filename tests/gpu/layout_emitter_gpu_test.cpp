@@ -364,15 +364,23 @@ TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
 
 // swap-dot-operands: the library's decode config (16 x 64 x 128 tiles, swap_operands = 1) on
 // the layout emitter, its dot as c^T = b^T a^T on wgmma (A MN-major), at M = 1 and 13 (ragged),
-// N and K that tensor maps describe (else the no-TMA compilation runs: counted), and the
-// hand-written form of the corpus (tests/corpus/matmul_decode_swapped.tile).
+// N and K that tensor maps describe (else the no-TMA compilation runs: counted), unsplit and
+// split 3 ways (the transposed accumulator's partial sums, in clusters and through the
+// workspace), and the hand-written form of the corpus (tests/corpus/matmul_decode_swapped.tile).
 TEST(LayoutEmitterGpu, SwappedDecodeMatmulMatchesTheInterpreter) {
   REQUIRE_GPU();
   if (cuda_target_for(layout_options()).str() != "sm_90a") GTEST_SKIP() << "the swapped product is wgmma's (sm_90a)";
   const LibraryKernel& lk = *find_library_kernel("matmul");
   uint64_t seed = 91;
-  for (const Sizes& s : {Sizes{{"M", 13}, {"N", 264}, {"K", 1000}}, Sizes{{"M", 1}, {"N", 4096}, {"K", 512}}}) {
-    SCOPED_TRACE(sizes_str(s));
+  struct Case {
+    Sizes sizes;
+    int ways;
+    bool cluster;
+  };
+  for (const Case& c : {Case{{{"M", 13}, {"N", 264}, {"K", 1000}}, 1, true}, Case{{{"M", 1}, {"N", 4096}, {"K", 512}}, 1, true},
+                        Case{{{"M", 13}, {"N", 264}, {"K", 4096}}, 3, true}, Case{{{"M", 13}, {"N", 264}, {"K", 4096}}, 3, false}}) {
+    const Sizes& s = c.sizes;
+    SCOPED_TRACE(sizes_str(s) + " ways " + std::to_string(c.ways) + (c.cluster ? "" : " workspace"));
     auto k = lk.build(ScalarKind::BF16);
     const ConstexprConfig cfg = library_config(lk, ScalarKind::BF16, "cuda:sm_90a", {}, &s);
     for (const auto& [name, value] : cfg)
@@ -381,14 +389,20 @@ TEST(LayoutEmitterGpu, SwappedDecodeMatmulMatchesTheInterpreter) {
     ASSERT_EQ(bound->find_constexpr("swap_operands")->value, 1);
     const CudaEmission em = emit_cuda_with_info(*run_pipeline(*bound, {}), cuda_target_for(layout_options()));
     ASSERT_TRUE(em.lowered);
-    EXPECT_EQ(em.stats.count("wgmma-mn-major-a"), 1u) << "not the swapped wgmma";
+    ASSERT_EQ(em.stats.count("wgmma-mn-major-a"), 1u) << "not the swapped wgmma";
+    EXPECT_EQ(em.stats.at("wgmma-mn-major-a"), 1);
     std::vector<Tensor> want = make_random_tensors(*bound, s, seed++), got = want;
     auto wa = args_for(*bound, want), ga = args_for(*bound, got);
     run_interp(*bound, wa);
-    auto ck = compile_cuda(*bound, layout_options());
+    CudaOptions o = layout_options();
+    o.split_k = c.ways;
+    o.split_k_cluster = c.cluster;
+    auto ck = compile_cuda(*bound, o);
     ck->run_host(ga);
     testutil::expect_tensors_match(want, got, "matmul [" + sizes_str(s) + "]", "gpu, swapped on the layout emitter");
     EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(ck->launches_split_k, c.ways > 1 ? 1 : 0);
+    if (c.ways > 1) EXPECT_EQ(ck->launches_split_cluster, c.cluster ? 1 : 0);
   }
   const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/matmul_decode_swapped.tile";
   auto m = parse_file(path);
