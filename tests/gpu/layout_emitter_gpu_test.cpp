@@ -336,10 +336,11 @@ TEST(LayoutEmitterGpu, SplitKMatchesTheInterpreter) {
         Tiles{{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}},
               {{{{"M", 64}, {"N", 520}, {"K", 2000}}, 0, false}, {{{"M", 40}, {"N", 264}, {"K", 1400}}, 3, true}}}}) {
     auto k = bind_constexprs(*lk.build(ScalarKind::BF16), tiles.config);
-    CudaOptions split = layout_options();
-    split.target.split_k = true;
-    const CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), cuda_target_for(split));
-    ASSERT_TRUE(em.info.split_k) << printed_by(*k, split);
+    // (The device's target, then its split-K compilation: cuda_target_for takes the device's.)
+    CudaTarget split = cuda_target_for(layout_options());
+    split.split_k = true;
+    const CudaEmission em = emit_cuda_with_info(*run_pipeline(*k, {}), split);
+    ASSERT_TRUE(em.info.split_k) << printed_by(*k);
     ASSERT_TRUE(em.info.split_cluster);
     ASSERT_TRUE(em.lowered) << "the split compilation was not the layout emitter's";
     for (const Case& c : tiles.cases) {
