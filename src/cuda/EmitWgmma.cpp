@@ -30,6 +30,7 @@
 #include <algorithm>
 
 #include "cuda/EmitterInternal.h"
+#include "passes/Passes.h"
 
 namespace tessera::cudagen {
 
@@ -778,9 +779,7 @@ bool Emitter::cluster_fixup_fits() const {
 
 bool Emitter::accumulator_starts_at_zero() const {
   // (a split or stream-K part's partial sum would otherwise count the start once per part)
-  const Op* init = wg_.loop->operand(3)->def;
-  const Op* c = init && init->kind == OpKind::Splat ? init->operand(0)->def : nullptr;
-  return c && c->kind == OpKind::Const && c->attr_number("value") == 0.0;
+  return starts_as_zero_splat(wg_.loop->operand(3));
 }
 
 void Emitter::emit_wgmma_tma_store(const Op& st, const FragTile& ft) {

@@ -777,8 +777,7 @@ class Emitter {
 // An op without regions whose results are all scalars, of a class without side effects (index
 // arithmetic a pipelined loop may re-emit for another iteration).
 bool pure_scalar(const Op& o);
-// How many operands of ops in `b` (nested regions included) are `v`.
-int uses_in(Block& b, const Value* v);
+// (How many operands of ops in a block are a value: passes/Passes.h's uses_in.)
 
 // The fold of a sum, prod, max or min reduction of `t` values in their compute type (empty
 // for other kinds), shared by both emitters' reductions.

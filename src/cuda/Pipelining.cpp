@@ -43,13 +43,6 @@ namespace tessera::cudagen {
 
 bool pure_scalar(const Op& o) { return pure_scalar_op(o); }
 
-int uses_in(Block& b, const Value* v) {
-  int n = 0;
-  walk(b, [&](Op& o) {
-    for (const Value* x : o.operands) n += x == v;
-  });
-  return n;
-}
 
 const Op* Emitter::ring_operand_load(Block& body, const Value* v, ScalarKind in) const {
   const Op* l = v->def;

@@ -236,6 +236,11 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 std::vector<const Op*> ring_loads(const Op& loop, std::vector<const Op*>* chain);
 // An op without regions whose results are all scalars, of a class without side effects.
 bool pure_scalar_op(const Op& o);
+// How often `v` is an operand in `b` and the blocks nested in it.
+int64_t uses_in(Block& b, const Value* v);
+// Whether `v` is a splat of the constant 0 (an accumulator whose parts may be added: split-K,
+// stream-K).
+bool starts_as_zero_splat(const Value* v);
 // The kernel's convert_layout ops: how many, and their bytes times the trip counts of the
 // loops around them (a trip count that is not a constant counts as 16).
 std::pair<int64_t, int64_t> layout_conversion_cost(const Kernel& k);

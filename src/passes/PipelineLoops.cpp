@@ -105,16 +105,17 @@ int64_t stage_bytes(const Op& load) {
   return rows * ((last + E - 1) / E * E + std::max<int64_t>(t.layout.pad, E)) * eb;
 }
 
-namespace {
-
-// How often `v` is an operand in `b` and the blocks nested in it.
 int64_t uses_in(Block& b, const Value* v) {
   int64_t n = 0;
   walk(b, [&](Op& op) { n += std::count(op.operands.begin(), op.operands.end(), v); });
   return n;
 }
 
-}  // namespace
+bool starts_as_zero_splat(const Value* v) {
+  const Op* s = v->def;
+  const Op* c = s && s->kind == OpKind::Splat ? s->operand(0)->def : nullptr;
+  return c && c->kind == OpKind::Const && c->attr_number("value") == 0.0;
+}
 
 Op* in_flight_dot(Op& loop) {
   Block& body = loop.region(0);
@@ -186,20 +187,6 @@ const Op* fragments_ahead_dot(const Op& loop, const std::vector<const Op*>& load
   return K % (2 * 256 / bits) == 0 ? dot : nullptr;
 }
 
-namespace {
-
-// Whether the loop's body (nested blocks included) has a dot on wgmma (an mma v3 accumulator).
-bool has_wgmma_dot(Op& loop) {
-  bool found = false;
-  walk(loop.region(0), [&](Op& d) {
-    const Layout& L = d.kind == OpKind::Dot ? d.result()->type.layout : Layout{};
-    found = found || (L.kind == Layout::Kind::Mma && L.version == 3);
-  });
-  return found;
-}
-
-}  // namespace
-
 void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   // Knob ring_stages (the planning emitter's, of the same meaning): a top-level wgmma loop's ring
   // gets that many stages (cut to what fits, below) in place of its annotation or the choice
@@ -232,7 +219,7 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     });
     if (async_dot && async_dot->has_attr("in_flight") && async_dot->attr_int("in_flight") == 0) async_dot = nullptr;
     if (ring_stages && ring_stages->value != 0 && op.parent == k.body.get() && !op.has_attr("split_k") &&
-        has_wgmma_dot(op)) {
+        has_mma_dot(op.region(0), 3)) {
       op.set_attr("pipeline", ring_stages->value);
       ++stats["pipeline-loops.ring-stages-knob"];
     }

@@ -49,13 +49,6 @@ bool reads_axis_2(const Kernel& k) {
   return found;
 }
 
-bool is_zero_splat(const Value* v) {
-  const Op* s = v->def;
-  if (!s || s->kind != OpKind::Splat) return false;
-  const Op* c = s->operand(0)->def;
-  return c && c->kind == OpKind::Const && c->attr_number("value") == 0.0;
-}
-
 }  // namespace
 
 Op* splittable_k_loop(const Kernel& k, std::string* why) {
@@ -83,7 +76,7 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
   Op* dot = in_flight_dot(*loop);
   if (!dot || dot->operand(2) != loop->region(0).args[1])
     return no(at + " does not carry only a wgmma dot's accumulator");
-  if (!is_zero_splat(loop->operand(3))) return no(at + ": its accumulator does not start at 0 (each part would add its start)");
+  if (!starts_as_zero_splat(loop->operand(3))) return no(at + ": its accumulator does not start at 0 (each part would add its start)");
   const Op* step = loop->operand(2)->def;
   if (!step || step->kind != OpKind::Const || !std::holds_alternative<int64_t>(*step->find_attr("value")) ||
       step->attr_int("value") <= 0)

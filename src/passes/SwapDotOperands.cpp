@@ -19,19 +19,12 @@
 #include <string>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera {
 
 namespace {
-
-int uses_in(Block& b, const Value* v) {
-  int n = 0;
-  walk(b, [&](Op& o) {
-    for (const Value* x : o.operands) n += x == v;
-  });
-  return n;
-}
 
 // The loop's one dot, when it accumulates the loop's one carried value and nothing else in the
 // body reads the accumulator or the dot's result (which the swap transposes); else null.
@@ -124,9 +117,7 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     dot->operands[1] = at;
     dot->results[0]->type = rt;
     // After the loop, the result in its own shape for every use.
-    const Op* after = nullptr;
-    for (size_t i = 0; i + 1 < top.ops.size(); ++i)
-      if (top.ops[i].get() == loop) after = top.ops[i + 1].get();
+    const Op* after = next_op(*loop);
     Type back = rt;
     std::swap(back.shape[0], back.shape[1]);
     Op* p = k.create_op(top, OpKind::Permute, {old}, {back}, {{"dims", std::vector<int64_t>{1, 0}}}, loop->loc, 0, after);
