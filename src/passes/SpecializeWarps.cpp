@@ -20,6 +20,12 @@
 // D 128 (96 KiB of shared tiles, 128 registers: two programs per SM) took 3.11 ms with a
 // producer against 2.65 ms without; matmul + bias + GELU with a 4-stage ring of 128 x 64 and
 // 64 x 128 f16 tiles (128 KiB: one program per SM either way) 0.266 ms against 0.308.
+// Not so a loop that computes nothing but wgmma dots of its ring's tiles (a GEMM's K loop,
+// computes_only_dots): a second program there has no arithmetic to overlap but its copies,
+// which the producer keeps in flight as well, and a GEMM with few programs (a decode product:
+// N / 64 of them, fewer than the SMs) has no second program per SM at all. Measured on the H100 (session 49): the swapped
+// 1 x 4608 x 3584 decode product (72 programs of 80 KiB) took 0.0223 ms without a producer
+// against 0.0189 for the planning emitter's with one.
 //
 // A written `warp_specialize` stays (0 turns it off, 1 asks for a producer even where two
 // programs fit); a written 1 that does not qualify is set to 0 with a note. One loop per
@@ -103,6 +109,20 @@ int64_t shared_tile_bytes(Kernel& k) {
   return bytes;
 }
 
+// Whether `loop`'s body is its ring loads, views of them in shared memory (a swapped product's
+// permutes), wgmma dots and index arithmetic, nothing else (a GEMM's K loop; not an
+// attention's, whose softmax is elementwise work).
+bool computes_only_dots(Op& loop) {
+  if (!has_mma_dot(loop.region(0), 3)) return false;
+  for (const auto& op : loop.region(0).ops) {
+    const bool shared_view = op->kind == OpKind::Permute && op->result()->type.layout.kind == Layout::Kind::Shared;
+    if (op->kind != OpKind::LoadTile && op->kind != OpKind::Dot && op->kind != OpKind::Yield && !shared_view &&
+        !pure_scalar_op(*op))
+      return false;
+  }
+  return true;
+}
+
 // The shared memory of one streaming multiprocessor, of which a program may take
 // shared_memory_per_program and each program keeps 1 KiB for the system.
 int64_t shared_memory_per_sm(int sm) { return sm >= 90 ? 228 * 1024 : sm == 80 || sm == 87 ? 164 * 1024 : 100 * 1024; }
@@ -124,7 +144,7 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) 
     std::string why = "the target has no TMA and wgmma (sm_90a)";
     if (o.wgmma) producer_slice(k, *loop, &why);
     if (why.empty() && chosen) why = "the kernel's producer warpgroup already serves the loop at " + chosen->loc.str();
-    if (why.empty() && !written && two_fit) {
+    if (why.empty() && !written && two_fit && !computes_only_dots(*loop)) {
       ++stats["specialize-warps.two-programs-fit"];
       continue;
     }
