@@ -4,7 +4,7 @@
 #include "tessera/hopper.cuh"
 #include "tessera/wgmma.cuh"
 
-extern "C" __global__ void __launch_bounds__(256) tessera_matmul_decode_swapped(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1) {
+extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_decode_swapped(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1, int32_t tsr_grid0, int32_t tsr_grid1, int32_t tsr_grid2) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 256;
@@ -22,162 +22,175 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_decode_swapped(
   (void)tsr_p2_s1;
   const int64_t tsr_p2_s0 = tsr_p2_s1 * int64_t(tsr_dim_N);
   (void)tsr_p2_s0;
-  const int32_t tsr_grid0 = int32_t(gridDim.x), tsr_grid1 = int32_t(gridDim.y);
-  const int64_t tsr_t = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, tsr_in_group = 8 * int64_t(tsr_grid1);
-  const int64_t tsr_first = tsr_t / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
-  const int32_t tsr_pid0 = int32_t(tsr_first + tsr_t % tsr_in_group % tsr_rows);
-  const int32_t tsr_pid1 = int32_t(tsr_t % tsr_in_group / tsr_rows);
-  (void)tsr_pid0; (void)tsr_pid1;
-  // %pm = program_id {axis = 0} : i32
-  const int32_t v0_pm = tsr_pid0;
-  // %pn = program_id {axis = 1} : i32
-  const int32_t v1_pn = tsr_pid1;
-  // %zero = const {value = 0} : i32
-  const int32_t v2_zero = int32_t(0LL);
-  // %one = const {value = 1} : i32
-  const int32_t v3_one = int32_t(1LL);
-  // %k = dim %a {axis = 1} : i32
-  const int32_t v4_k = int32_t(int64_t(tsr_dim_K));
-  // %bk = const {value = 64} : i32
-  const int32_t v5_bk = int32_t(64LL);
-  // %kt = cdiv %k, %bk : i32
-  const int32_t v6_kt = tsr::idiv<int32_t>(int32_t(uint32_t(v4_k) + uint32_t(v5_bk) - uint32_t(1)), v5_bk);
-  // %f0 = const {value = 0.0} : f32
-  const float v7_f0 = 0x0p+0f;
-  // %0 = splat %f0 : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>>
-  float v8[8];
-  #pragma unroll
-  for (int s9 = 0; s9 < 8; ++s9) {
-    v8[s9] = v7_f0;
-  }
-  // %acc = for %zero, %kt, %one, %0 {pipeline = 4} : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>> {...}
-  float c10_acc[8];
-  #pragma unroll
-  for (int s11 = 0; s11 < 8; ++s11) {
-    c10_acc[s11] = v8[s11];
-  }
-  uint16_t* const sh13 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 8192) + 0);
-  uint16_t* const sh14 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 8192) + 8192);
-  const uint32_t mb15 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 8192) + 73728);
+  uint16_t* const sh1 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 8192) + 0);
+  uint16_t* const sh2 = reinterpret_cast<uint16_t*>(tsr::align_smem_1024(tsr_smem + 8192) + 8192);
+  const uint32_t mb3 = tsr::smem_u32(tsr::align_smem_1024(tsr_smem + 8192) + 73728);
   if (tsr_tid == 0) {
     for (uint32_t s_ = 0; s_ < 4u; ++s_) {
-      tsr::mbar_init(mb15 + 8u * s_, 1);
-      tsr::mbar_init(mb15 + 8u * (4u + s_), 8);
+      tsr::mbar_init(mb3 + 8u * s_, 1);
+      tsr::mbar_init(mb3 + 8u * (4u + s_), 8);
     }
     tsr::mbar_init_fence();
   }
   __syncthreads();
-  int rs12 = 0;
-  uint32_t rn16 = 0;  // iterations begun
-  if (tsr_tid == 0 && (int64_t(v2_zero) + 0 * int64_t(v3_one)) < int64_t(v6_kt)) {
-    const int32_t nx17 = int32_t((int64_t(v2_zero) + 0 * int64_t(v3_one)));
-    const uint32_t st18 = (0u) % 4u;
-    if ((0u) >= 4u) tsr::mbar_wait(mb15 + 8u * (4u + st18), ((0u) / 4u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb15 + 8u * st18, 18432u);
-    if (int64_t(gridDim.y) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh13) + st18 * 2048u + 0u, &tsr_tma0, int(nx17) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st18, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh13) + st18 * 2048u + 0u, &tsr_tma0, int(nx17) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st18);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st18 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx17) * 64, mb15 + 8u * st18, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st18 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx17) * 64, mb15 + 8u * st18);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st18 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx17) * 64, mb15 + 8u * st18, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st18 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx17) * 64, mb15 + 8u * st18);
-  }
-  if (tsr_tid == 0 && (int64_t(v2_zero) + 1 * int64_t(v3_one)) < int64_t(v6_kt)) {
-    const int32_t nx19 = int32_t((int64_t(v2_zero) + 1 * int64_t(v3_one)));
-    const uint32_t st20 = (1u) % 4u;
-    if ((1u) >= 4u) tsr::mbar_wait(mb15 + 8u * (4u + st20), ((1u) / 4u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb15 + 8u * st20, 18432u);
-    if (int64_t(gridDim.y) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh13) + st20 * 2048u + 0u, &tsr_tma0, int(nx19) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st20, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh13) + st20 * 2048u + 0u, &tsr_tma0, int(nx19) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st20);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st20 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx19) * 64, mb15 + 8u * st20, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st20 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx19) * 64, mb15 + 8u * st20);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st20 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx19) * 64, mb15 + 8u * st20, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st20 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx19) * 64, mb15 + 8u * st20);
-  }
-  if (tsr_tid == 0 && (int64_t(v2_zero) + 2 * int64_t(v3_one)) < int64_t(v6_kt)) {
-    const int32_t nx21 = int32_t((int64_t(v2_zero) + 2 * int64_t(v3_one)));
-    const uint32_t st22 = (2u) % 4u;
-    if ((2u) >= 4u) tsr::mbar_wait(mb15 + 8u * (4u + st22), ((2u) / 4u - 1u) & 1u);
-    tsr::mbar_arrive_expect_tx(mb15 + 8u * st22, 18432u);
-    if (int64_t(gridDim.y) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh13) + st22 * 2048u + 0u, &tsr_tma0, int(nx21) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st22, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh13) + st22 * 2048u + 0u, &tsr_tma0, int(nx21) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st22);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st22 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx21) * 64, mb15 + 8u * st22, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st22 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx21) * 64, mb15 + 8u * st22);
-    if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st22 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx21) * 64, mb15 + 8u * st22, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st22 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx21) * 64, mb15 + 8u * st22);
-  }
-  tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]));
-  for (int64_t iv23_ = v2_zero; v3_one > 0 && iv23_ < v6_kt; iv23_ += v3_one) {
-    const int32_t iv23 = int32_t(iv23_);
-    tsr::mbar_wait(mb15 + 8u * (rn16 % 4u), (rn16 / 4u) & 1u);  // this iteration's copies are in
-    // %ta = load_tile %a, %pm, %kk {l2_hint = "few_readers", readers = [1]} : tile<bf16, [16, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
-    // %tb = load_tile %b, %kk, %pn {l2_hint = "few_readers", readers = [0]} : tile<bf16, [64, 128], layout = shared<swizzle = 128, pad = 0>, space = "shared">
-    // %tbt = permute %tb {dims = [1, 0]} : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
-    // %tat = permute %ta {dims = [1, 0]} : tile<bf16, [64, 16], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
-    // %cn = dot %tbt, %tat, %cc {in_flight = 1} : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>>
-    {
-      const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
-      (void)wg_;
-      const uint32_t sa_ = tsr::smem_u32((sh14 + rs12 * 8192));
-      const uint32_t sb_ = tsr::smem_u32((sh13 + rs12 * 1024));
-      tsr::wgmma_fence();
-      tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
-      tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]), tsr::wgmma_desc_sw128(sa_ + 2048u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
-      tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]), tsr::wgmma_desc_sw128(sa_ + 4096u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
-      tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]), tsr::wgmma_desc_sw128(sa_ + 6144u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
-      tsr::wgmma_commit();
-      tsr::wgmma_wait<1>();  // the iteration before's group
+  if (tsr_warp >= 8) {  // the producer warpgroup: one thread issues every stage's copies
+    tsr::setmaxnreg_dec<40>();
+    if (tsr_tid == 256) {
+      uint32_t pi4 = 0;
+      const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;
+      const int64_t tsr_in_group = 8 * int64_t(tsr_grid1);
+      for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+        const int64_t tsr_u = tsr_t % tsr_plane;
+        const int64_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+        const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);
+        const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);
+        const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);
+        (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
+        // %pm = program_id {axis = 0} : i32
+        const int32_t v5_pm = tsr_pid0;
+        // %pn = program_id {axis = 1} : i32
+        const int32_t v6_pn = tsr_pid1;
+        // %zero = const {value = 0} : i32
+        const int32_t v7_zero = int32_t(0LL);
+        // %one = const {value = 1} : i32
+        const int32_t v8_one = int32_t(1LL);
+        // %k = dim %a {axis = 1} : i32
+        const int32_t v9_k = int32_t(int64_t(tsr_dim_K));
+        // %bk = const {value = 64} : i32
+        const int32_t v10_bk = int32_t(64LL);
+        // %kt = cdiv %k, %bk : i32
+        const int32_t v11_kt = tsr::idiv<int32_t>(int32_t(uint32_t(v9_k) + uint32_t(v10_bk) - uint32_t(1)), v10_bk);
+        for (int64_t pv12 = v7_zero; v8_one > 0 && pv12 < v11_kt; pv12 += v8_one, ++pi4) {
+          if (pv12 < int64_t(v11_kt)) {
+            const int32_t nx13 = int32_t(pv12);
+            const uint32_t st14 = (pi4) % 4u;
+            if ((pi4) >= 4u) tsr::mbar_wait(mb3 + 8u * (4u + st14), ((pi4) / 4u - 1u) & 1u);
+            tsr::mbar_arrive_expect_tx(mb3 + 8u * st14, 18432u);
+            if (int64_t(tsr_grid1) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh1) + st14 * 2048u + 0u, &tsr_tma0, int(nx13) * 64 + 0, int(v5_pm) * 16, mb3 + 8u * st14, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh1) + st14 * 2048u + 0u, &tsr_tma0, int(nx13) * 64 + 0, int(v5_pm) * 16, mb3 + 8u * st14);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st14 * 16384u + 0u, &tsr_tma1, int(v6_pn) * 128 + 0, int(nx13) * 64, mb3 + 8u * st14, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st14 * 16384u + 0u, &tsr_tma1, int(v6_pn) * 128 + 0, int(nx13) * 64, mb3 + 8u * st14);
+            if (int64_t(tsr_grid0) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh2) + st14 * 16384u + 8192u, &tsr_tma1, int(v6_pn) * 128 + 64, int(nx13) * 64, mb3 + 8u * st14, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh2) + st14 * 16384u + 8192u, &tsr_tma1, int(v6_pn) * 128 + 64, int(nx13) * 64, mb3 + 8u * st14);
+          }
+        }
+      }
     }
-    // yield %cn
-    __syncwarp();
-    if (rn16 > 0 && tsr_lane == 0) tsr::mbar_arrive(mb15 + 8u * (4u + (rn16 - 1u) % 4u));
-    if (tsr_tid == 0 && (iv23_ + 3 * int64_t(v3_one)) < int64_t(v6_kt)) {
-      const int32_t nx24 = int32_t((iv23_ + 3 * int64_t(v3_one)));
-      const uint32_t st25 = (rn16 + 3u) % 4u;
-      if ((rn16 + 3u) >= 4u) tsr::mbar_wait(mb15 + 8u * (4u + st25), ((rn16 + 3u) / 4u - 1u) & 1u);
-      tsr::mbar_arrive_expect_tx(mb15 + 8u * st25, 18432u);
-      if (int64_t(gridDim.y) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh13) + st25 * 2048u + 0u, &tsr_tma0, int(nx24) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st25, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh13) + st25 * 2048u + 0u, &tsr_tma0, int(nx24) * 64 + 0, int(v0_pm) * 16, mb15 + 8u * st25);
-      if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st25 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx24) * 64, mb15 + 8u * st25, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st25 * 16384u + 0u, &tsr_tma1, int(v1_pn) * 128 + 0, int(nx24) * 64, mb15 + 8u * st25);
-      if (int64_t(gridDim.x) <= 2) tsr::tma_load_2d_hint(tsr::smem_u32(sh14) + st25 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx24) * 64, mb15 + 8u * st25, tsr::l2_policy_evict_first()); else tsr::tma_load_2d(tsr::smem_u32(sh14) + st25 * 16384u + 8192u, &tsr_tma1, int(v1_pn) * 128 + 64, int(nx24) * 64, mb15 + 8u * st25);
-    }
-    ++rn16;
-    rs12 = (rs12 + 1) % 4;
-  }
-  tsr::wgmma_wait<0>();  // the last group
-  tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][2][4]>(&c10_acc[0]));
-  // %1 = convert_layout %acc : tile<f32, [128, 16], layout = blocked<per_thread = [1, 4], threads = [8, 4], warps = [8, 1], order = [1, 0]>>
-  __syncthreads();
-  #pragma unroll
-  for (int s26 = 0; s26 < 8; ++s26) {
-    if (true) reinterpret_cast<float*>(tsr_smem + 0)[(((((s26) % 2) + (((s26) / 4) % 2) * 8) + (((tsr_lane >> 0) & 3) * 2)) + (((((s26) / 2) % 2) * 8) + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 16)) * 16)] = c10_acc[s26];
-  }
-  __syncthreads();
-  float v27[8];
-  #pragma unroll
-  for (int s28 = 0; s28 < 8; ++s28) {
-    const int e29 = (((((s28) % 4)) + (((tsr_lane >> 0) & 3) * 4)) + (((((s28) / 4) % 2) * 64) + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8)) * 16);
-    v27[s28] = reinterpret_cast<float*>(tsr_smem + 0)[e29];
-  }
-  // %r = permute %1 {dims = [1, 0]} : tile<f32, [16, 128], layout = blocked<per_thread = [4, 1], threads = [4, 8], warps = [1, 8], order = [0, 1]>>
-  float v30_r[8];
-  v30_r[0] = v27[0];
-  v30_r[1] = v27[1];
-  v30_r[2] = v27[2];
-  v30_r[3] = v27[3];
-  v30_r[4] = v27[4];
-  v30_r[5] = v27[5];
-  v30_r[6] = v27[6];
-  v30_r[7] = v27[7];
-  // %h = cast %r : tile<bf16, [16, 128], layout = blocked<per_thread = [4, 1], threads = [4, 8], warps = [1, 8], order = [0, 1]>>
-  float v31_h[8];
-  #pragma unroll
-  for (int s32 = 0; s32 < 8; ++s32) {
-    v31_h[s32] = v30_r[s32];
-  }
-  // store_tile %c, %h, %pm, %pn
-  {
-    const int64_t o33 = int64_t(v0_pm) * 16 + (((tsr_lane >> 0) & 3) * 4);
-    const int64_t o34 = int64_t(v1_pn) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8);
-    #pragma unroll
-    for (int s35 = 0; s35 < 8; ++s35) {
-      if ((o33 + (((s35) % 4))) < int64_t(tsr_dim_M) && (o34 + ((((s35) / 4) % 2) * 64)) < int64_t(tsr_dim_N)) tsr_p2[(o33 + (((s35) % 4))) * tsr_p2_s0 + (o34 + ((((s35) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v31_h[s35]);
+  } else {  // the compute warps
+    tsr::setmaxnreg_inc<232>();
+    uint32_t rn15 = 0;  // iterations begun, over the CTA's programs
+    const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;
+    const int64_t tsr_in_group = 8 * int64_t(tsr_grid1);
+    for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+      const int64_t tsr_u = tsr_t % tsr_plane;
+      const int64_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+      const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);
+      const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);
+      const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);
+      (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
+      // %pm = program_id {axis = 0} : i32
+      const int32_t v16_pm = tsr_pid0;
+      // %pn = program_id {axis = 1} : i32
+      const int32_t v17_pn = tsr_pid1;
+      // %zero = const {value = 0} : i32
+      const int32_t v18_zero = int32_t(0LL);
+      // %one = const {value = 1} : i32
+      const int32_t v19_one = int32_t(1LL);
+      // %k = dim %a {axis = 1} : i32
+      const int32_t v20_k = int32_t(int64_t(tsr_dim_K));
+      // %bk = const {value = 64} : i32
+      const int32_t v21_bk = int32_t(64LL);
+      // %kt = cdiv %k, %bk : i32
+      const int32_t v22_kt = tsr::idiv<int32_t>(int32_t(uint32_t(v20_k) + uint32_t(v21_bk) - uint32_t(1)), v21_bk);
+      // %f0 = const {value = 0.0} : f32
+      const float v23_f0 = 0x0p+0f;
+      // %0 = splat %f0 : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>>
+      float v24[8];
+      #pragma unroll
+      for (int s25 = 0; s25 < 8; ++s25) {
+        v24[s25] = v23_f0;
+      }
+      // %acc = for %zero, %kt, %one, %0 {pipeline = 4, warp_specialize = 1} : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>> {...}
+      float c26_acc[8];
+      #pragma unroll
+      for (int s27 = 0; s27 < 8; ++s27) {
+        c26_acc[s27] = v24[s27];
+      }
+      int rs0 = int(rn15 % 4u);
+      const uint32_t rn28 = rn15;  // this program's first iteration
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]));
+      for (int64_t iv29_ = v18_zero; v19_one > 0 && iv29_ < v22_kt; iv29_ += v19_one) {
+        const int32_t iv29 = int32_t(iv29_);
+        tsr::mbar_wait(mb3 + 8u * (rn15 % 4u), (rn15 / 4u) & 1u);  // this iteration's copies are in
+        // %ta = load_tile %a, %pm, %kk {l2_hint = "few_readers", readers = [1]} : tile<bf16, [16, 64], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+        // %tb = load_tile %b, %kk, %pn {l2_hint = "few_readers", readers = [0]} : tile<bf16, [64, 128], layout = shared<swizzle = 128, pad = 0>, space = "shared">
+        // %tbt = permute %tb {dims = [1, 0]} : tile<bf16, [128, 64], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
+        // %tat = permute %ta {dims = [1, 0]} : tile<bf16, [64, 16], layout = shared<swizzle = 128, pad = 0, order = [0, 1]>, space = "shared">
+        // %cn = dot %tbt, %tat, %cc {in_flight = 1} : tile<f32, [128, 16], layout = mma<version = 3, warps = [8, 1], instr = [64, 16]>>
+        {
+          const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
+          (void)wg_;
+          const uint32_t sa_ = tsr::smem_u32((sh2 + rs0 * 8192));
+          const uint32_t sb_ = tsr::smem_u32((sh1 + rs0 * 1024));
+          tsr::wgmma_fence();
+          tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]), tsr::wgmma_desc_sw128(sa_ + 2048u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]), tsr::wgmma_desc_sw128(sa_ + 4096u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 64u, 16u, 1024u));
+          tsr::wgmma_m64n16k16_bf16<0, 1>(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]), tsr::wgmma_desc_sw128(sa_ + 6144u + wg_ * 8192u, 8192u, 1024u), tsr::wgmma_desc_sw128(sb_ + 96u, 16u, 1024u));
+          tsr::wgmma_commit();
+          tsr::wgmma_wait<1>();  // the iteration before's group
+        }
+        // yield %cn
+        __syncwarp();
+        if (rn15 > rn28 && tsr_lane == 0) tsr::mbar_arrive(mb3 + 8u * (4u + (rn15 - 1u) % 4u));
+        ++rn15;
+        rs0 = (rs0 + 1) % 4;
+      }
+      tsr::wgmma_wait<0>();  // the last group
+      tsr::wgmma_fence_regs(*reinterpret_cast<float(*)[1][2][4]>(&c26_acc[0]));
+      if (rn15 > rn28 && tsr_lane == 0) tsr::mbar_arrive(mb3 + 8u * (4u + (rn15 - 1u) % 4u));
+      // %1 = convert_layout %acc : tile<f32, [128, 16], layout = blocked<per_thread = [1, 4], threads = [8, 4], warps = [8, 1], order = [1, 0]>>
+      tsr::named_barrier(8u, 256u);
+      #pragma unroll
+      for (int s30 = 0; s30 < 8; ++s30) {
+        if (true) reinterpret_cast<float*>(tsr_smem + 0)[(((((s30) % 2) + (((s30) / 4) % 2) * 8) + (((tsr_lane >> 0) & 3) * 2)) + (((((s30) / 2) % 2) * 8) + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 16)) * 16)] = c26_acc[s30];
+      }
+      tsr::named_barrier(8u, 256u);
+      float v31[8];
+      #pragma unroll
+      for (int s32 = 0; s32 < 8; ++s32) {
+        const int e33 = (((((s32) % 4)) + (((tsr_lane >> 0) & 3) * 4)) + (((((s32) / 4) % 2) * 64) + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8)) * 16);
+        v31[s32] = reinterpret_cast<float*>(tsr_smem + 0)[e33];
+      }
+      // %r = permute %1 {dims = [1, 0]} : tile<f32, [16, 128], layout = blocked<per_thread = [4, 1], threads = [4, 8], warps = [1, 8], order = [0, 1]>>
+      float v34_r[8];
+      v34_r[0] = v31[0];
+      v34_r[1] = v31[1];
+      v34_r[2] = v31[2];
+      v34_r[3] = v31[3];
+      v34_r[4] = v31[4];
+      v34_r[5] = v31[5];
+      v34_r[6] = v31[6];
+      v34_r[7] = v31[7];
+      // %h = cast %r : tile<bf16, [16, 128], layout = blocked<per_thread = [4, 1], threads = [4, 8], warps = [1, 8], order = [0, 1]>>
+      float v35_h[8];
+      #pragma unroll
+      for (int s36 = 0; s36 < 8; ++s36) {
+        v35_h[s36] = v34_r[s36];
+      }
+      // store_tile %c, %h, %pm, %pn
+      {
+        const int64_t o37 = int64_t(v16_pm) * 16 + (((tsr_lane >> 0) & 3) * 4);
+        const int64_t o38 = int64_t(v17_pn) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8);
+        #pragma unroll
+        for (int s39 = 0; s39 < 8; ++s39) {
+          if ((o37 + (((s39) % 4))) < int64_t(tsr_dim_M) && (o38 + ((((s39) / 4) % 2) * 64)) < int64_t(tsr_dim_N)) tsr_p2[(o37 + (((s39) % 4))) * tsr_p2_s0 + (o38 + ((((s39) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v35_h[s39]);
+        }
+      }
     }
   }
 }
 
 // ----- golden: what the emitter decided besides the source -----
-// symbol tessera_matmul_decode_swapped, block_threads 256, static_smem 0, dynamic_smem 83008
-// persistent 0, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
+// symbol tessera_matmul_decode_swapped, block_threads 384, static_smem 0, dynamic_smem 83008
+// persistent 1, persistent_fill 0, cluster 1, persistent_cluster 1, split_k_capable 1, split_k 0, split_slot_bytes 0, stream_k 0
 // param pointer a bf16 bytes 8 index 0
 // param pointer b bf16 bytes 8 index 1
 // param pointer c bf16 bytes 8 index 2
@@ -186,20 +199,22 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_decode_swapped(
 // param dim N i32 bytes 4 index -1
 // param tensor_map a bf16 bytes 128 index 0 box 64x16 swizzle 128
 // param tensor_map b bf16 bytes 128 index 1 box 64x64 swizzle 128
+// param grid_size grid0 i32 bytes 4 index 0
+// param grid_size grid1 i32 bytes 4 index 1
+// param grid_size grid2 i32 bytes 4 index 2
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // header tessera/hopper.cuh
 // header tessera/wgmma.cuh
 // stat casts-rounded-by-stores = 1
-// stat grouped-order = 1
 // stat layout-exchanges = 1
-// stat producer-warpgroups = 0
+// stat persistent-programs = 1
+// stat producer-warpgroups = 1
 // stat smem-bytes = 83008
-// stat threads = 256
-// stat tma-l2-hints = 12
+// stat threads = 384
 // stat tma-ring-loops = 1
 // stat wgmma-dots = 1
 // stat wgmma-dots-in-flight = 1
 // stat wgmma-mn-major-a = 1
-// note grouped order: CTAs take the programs 8 rows of axis 0 at a time, for L2 reuse of the operand tiles
+// note persistent: one CTA per SM loops over the programs, 8 values of axis 0 at a time; its producer runs on into the next program's copies
 // note printed from the GPU lowering's layouts (the layout emitter)
