@@ -1399,7 +1399,8 @@ const Op* first_layout_op(const Block& b) {
 // GPU lowering has no pass that takes them yet (tma_hint_a / tma_hint_b: hint-l2-policy does;
 // prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
 // epilogue_overlap: overlap-epilogues; tma_store_epilogue: store-epilogues-by-tma;
-// ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores). Such a kernel goes to the planning emitter by default;
+// ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch:
+// hint-l2-policy). Such a kernel goes to the planning emitter by default;
 // the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
 // running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
@@ -1411,7 +1412,6 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
       {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
       {"cluster_size", {1}},          {"epilogue_buffers", {2}},
-      {"mma_l2_prefetch", {0}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
       {"stream_stores", {0}},         {"pair_stores", {1}}};

@@ -426,6 +426,9 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   }
   // Chunk q of E elements, 16 bytes (row-major over the tile), is copied by thread q % T.
   const int64_t eb = scalar_bytes(t), E = 16 / eb;
+  // hint-l2-policy's `l2_prefetch`: the bytes L2 fetches around each copy (cp.async's .L2::NB).
+  const std::string cp_async = op.has_attr("l2_prefetch") ? "tsr::cp_async_16<" + num(op.attr_int("l2_prefetch")) + ">("
+                                                          : "tsr::cp_async_16(";
   const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
   // Opens the loop over this thread's chunks; `c` gets the chunk's coordinates in the tile, `g`
   // in the view, `at_g` its offset in the view, `at_s` its shared-memory address.
@@ -490,7 +493,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
       const std::string row = r0 + " + " + i + " * " + num(rows_per_round);
       const std::string dst = plain ? d0 + " + uint32_t(" + i + ") * " + num(rows_per_round * dst_view.strides[0] * eb) + "u"
                                     : base + " + uint32_t(" + shared_index(dst_view, {row, c0}) + ") * " + num(eb) + "u";
-      line("tsr::cp_async_16(" + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
+      line(cp_async + dst + ", " + g0 + " + int64_t(" + i + ") * " + num(rows_per_round) + " * " + vi.strides[0] + ");");
       close();
       count("stepped-tile-copies");
     } else {
@@ -498,7 +501,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
       // at a time: a [2048, 64] u8 operand's 64 rounds a thread unrolled in full were 15,000
       // PTX lines (1 s of ptxas).
       open_chunks(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
-      line("tsr::cp_async_16(" + base + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + vi.ptr + " + " + at_g + ");");
+      line(cp_async + base + " + uint32_t(" + at_s + ") * " + num(eb) + "u, " + vi.ptr + " + " + at_g + ");");
       close();
     }
     --ind_;
@@ -530,7 +533,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
          " : " + E_ + ";");
     line("const " + stype(t) + "* " + src + " = " + vi.ptr + " + (" + n + " > 0 ? " + at_g + " : 0);");
     if (vec) {
-      line("tsr::cp_async_16(" + smem_fn() + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
+      line(cp_async + smem_fn() + dst_view.ptr + ") + uint32_t(" + at_s + ") * " + num(eb) + "u, " + src + ", int(" +
            n + ") * " + num(eb) + ");");
     } else {
       line(stype(t) + "* const " + dst + " = " + dst_view.ptr + " + " + at_s + ";");

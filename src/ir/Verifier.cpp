@@ -648,8 +648,15 @@ class Verifier {
   }
 
   // l2_hint: "evict_first", "evict_last", or "few_readers" with `readers`, distinct grid axes
-  // (hint-l2-policy); `readers` only with "few_readers".
+  // (hint-l2-policy); `readers` only with "few_readers". l2_prefetch: 64, 128 or 256 bytes.
   void check_l2_hint(const Op& op) {
+    if (const Attr* p = op.find_attr("l2_prefetch")) {
+      const int64_t b = std::get<int64_t>(*p);
+      if (b != 64 && b != 128 && b != 256) {
+        fail("l2_prefetch (the bytes L2 fetches around each copy) must be 64, 128 or 256, got " + std::to_string(b));
+        return;
+      }
+    }
     const Attr* h = op.find_attr("l2_hint");
     const Attr* r = op.find_attr("readers");
     const std::string hint = h ? std::get<std::string>(*h) : "";

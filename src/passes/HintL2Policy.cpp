@@ -18,6 +18,13 @@
 // Other copies stay unhinted: an explicit evict_normal coincided with 8-20% slower wgmma tiles
 // (session 8). The layout emitter prints the hint on 2-D TMA copies; cp.async rings ignore it.
 // A written `l2_hint` stays.
+//
+// The ring loads a pipelined top-level loop copies by cp.async (every target's but those above)
+// get `l2_prefetch = N` where the kernel sets the knob mma_l2_prefetch = N (64, 128 or 256; 0,
+// the default, asks for nothing): each 16-byte copy asks L2 to fetch N bytes around it from
+// memory at once (cp.async's .L2::NB qualifier, sm_80+), as the planning emitter's mma.sync
+// matmul does with the same knob. A tuning knob: no rule sets it (the default is no prefetch).
+// A written `l2_prefetch` stays.
 #include <set>
 
 #include "ir/IR.h"
@@ -61,10 +68,15 @@ int64_t operand_knob(const Kernel& k, const Block& body, const Op& load) {
 }  // namespace
 
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
-  if (!o.wgmma || !k.grid) return;  // TMA copies are the wgmma lowering's
-  // ... of kernels with a wgmma dot (the layout emitter's TMA rings; a kernel lowered for
+  if (!k.grid) return;
+  const ConstexprDecl* pf = k.find_constexpr("mma_l2_prefetch");
+  const int64_t prefetch = pf ? pf->value : 0;
+  if (prefetch != 0 && prefetch != 64 && prefetch != 128 && prefetch != 256)
+    throw TesseraError(pf->loc, "knob mma_l2_prefetch = " + std::to_string(prefetch) +
+                                    ": 0 (no prefetch), 64, 128 or 256 bytes that L2 fetches around each copy");
+  // TMA copies are the wgmma lowering's, of kernels with a wgmma dot (a kernel lowered for
   // mma.sync copies its swizzled tiles, swizzle-mma-operands', by cp.async).
-  if (!has_mma_dot(*k.body, 3)) return;
+  const bool tma = o.wgmma && has_mma_dot(*k.body, 3);
   const Op* y = k.grid->terminator();
   const int64_t grid_axes = y ? static_cast<int64_t>(y->operands.size()) : 0;
   for (const auto& loop : k.body->ops) {
@@ -74,10 +86,15 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       const Value* view = load.operand(0);
       // The tiles the layout emitter copies by TMA: 128-byte swizzled, of 16- or 8-bit elements.
       const Type& t = load.result()->type;
-      if (load.has_attr("l2_hint") || view->type.rank() != 2 || t.layout.swizzle != 128 ||
-          (scalar_bits(t.elem) != 16 && scalar_bits(t.elem) != 8) ||
-          std::find(k.params.begin(), k.params.end(), view) == k.params.end())
+      if (!tma || view->type.rank() != 2 || t.layout.swizzle != 128 || (scalar_bits(t.elem) != 16 && scalar_bits(t.elem) != 8) ||
+          std::find(k.params.begin(), k.params.end(), view) == k.params.end()) {
+        if (prefetch && !load.has_attr("l2_prefetch")) {  // a cp.async copy
+          load.set_attr("l2_prefetch", prefetch);
+          ++stats["hint-l2-policy.l2-prefetch"];
+        }
         continue;
+      }
+      if (load.has_attr("l2_hint")) continue;
       const int64_t knob = operand_knob(k, loop->region(0), load);
       if (knob == 3) continue;
       if (knob == 1 || knob == 2) {

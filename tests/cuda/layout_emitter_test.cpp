@@ -270,6 +270,37 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   EXPECT_EQ(notes_with({}).find("knob "), std::string::npos);
 }
 
+// mma_l2_prefetch (hint-l2-policy's `l2_prefetch` on cp.async ring loads): the mma.sync
+// matmul's ring copies ask L2 for that many bytes (cp.async's .L2::NB, through cp_async_16's
+// template argument), with no note that the knob is ignored; NVRTC takes it; a value other than
+// 0, 64, 128 or 256 is an error that names the knob.
+TEST(LayoutEmitter, L2PrefetchKnobReachesTheRingsCopies) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto emit_with = [&](int64_t pf) {
+    auto k = lk->build(ScalarKind::F16);
+    k->set_constexpr("mma_l2_prefetch", pf);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::F16, "cuda:sm_80")), "sm_80", &printed);
+    EXPECT_TRUE(printed);
+    return em;
+  };
+  const CudaEmission none = emit_with(0), with = emit_with(128);
+  EXPECT_EQ(none.source.find("cp_async_16<"), std::string::npos);
+  EXPECT_GT(occurrences(with.source, "tsr::cp_async_16<128>("), 0u);
+  EXPECT_EQ(occurrences(with.source, "tsr::cp_async_16("), 0u) << "a ring copy without the prefetch";
+  for (const std::string& n : with.notes) EXPECT_EQ(n.find("mma_l2_prefetch"), std::string::npos) << n;
+  try {
+    emit_with(100);
+    ADD_FAILURE() << "mma_l2_prefetch = 100 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob mma_l2_prefetch = 100: 0 (no prefetch), 64, 128 or 256"), std::string::npos)
+        << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(with.source, CudaTarget::parse("sm_80"), "l2pf.cu", with.line_op).cubin.empty());
+}
+
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
 // the planning emitter reads, and the runtime's split-K and stream-K compilations, go to the
 // planning emitter with a note that says why. TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
