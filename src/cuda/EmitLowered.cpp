@@ -1042,13 +1042,16 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
     close();
     open("else {");
   }
+  // Quads of registers loaded together in the last CTA's sum: as many as registers allow
+  // beside the accumulators without spills, as the planning emitter's batches (one compute
+  // warpgroup: 16; more: 2 for 128 accumulators a thread, else 4).
+  int64_t batch = std::min<int64_t>(slots / 4, warps_ * consumers_ == 4 ? 16 : slots >= 128 ? 2 : 4);
+  while ((slots / 4) % batch != 0) batch /= 2;
   line("volatile int& tsr_last_ = *reinterpret_cast<int*>(" + lowered_base() + " + " + num(flag) + ");");
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
-  line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256) + tsr_tid;");
-  line("float* const mine_ = slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * " + slot + ";");
-  line("#pragma unroll");
-  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) mine_[s_ * " + T + "] = " + acc + "[s_];");
+  line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);");
+  line("tsr::floats_to_slot(" + acc + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * " + slot + ", tsr_tid, " + T + ");");
   line("__threadfence();");
   barrier();
   line("if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;");
@@ -1056,15 +1059,9 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   line("if (!tsr_last_) return;");
   line("__threadfence();");
   line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
-  // (Through L2, __ldcg: the slots were written by other multiprocessors.)
-  line("const float* part_ = slots_ + prog_ * " + slot + ";");
-  line("#pragma unroll");
-  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) " + acc + "[s_] = __ldcg(part_ + s_ * " + T + ");");
-  open("for (unsigned z_ = 1; z_ < gridDim.z; ++z_) {");
-  line("part_ += progs_ * " + slot + ";");
-  line("#pragma unroll");
-  line("for (int s_ = 0; s_ < " + num(slots) + "; ++s_) " + acc + "[s_] += __ldcg(part_ + s_ * " + T + ");");
-  close();
+  // (Through L2, .cg: the slots were written by other multiprocessors.)
+  line("tsr::floats_sum_slots<" + num(batch) + ">(" + acc + ", slots_ + prog_ * " + slot + ", progs_ * " + slot +
+       ", int(gridDim.z), tsr_tid, " + T + ");");
   if (split_cluster_ring_) close();
   close();
 }

@@ -255,19 +255,27 @@ TSR_D void wgmma_fence_a(uint32_t (&f)[4]) {
   for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(f[r])::"memory");
 }
 
-// Split-K (src/cuda/EmitWgmma.cpp): the CTAs that share one output tile each add a slice of K,
-// leave their f32 fragments in a global workspace slot, and the last of them to finish adds
-// all slots in split order (deterministic) and runs the epilogue. A slot holds one 16-byte
-// column per fragment quad and thread: float4 (j * nthreads + tid), so stores are coalesced and
-// no layout is needed beyond "the same thread reads what the same thread index wrote". The
-// .cg accesses go to L2, where other CTAs' slots were written.
+// Split-K (src/cuda/EmitWgmma.cpp, EmitLowered.cpp): the CTAs that share one output tile each
+// add a slice of K, leave their f32 accumulators in a global workspace slot, and the last of
+// them to finish adds all slots in split order (deterministic) and runs the epilogue. A slot
+// holds one 16-byte column per quad of registers and thread: float4 (j * nthreads + tid), so
+// stores are coalesced and no layout is needed beyond "the same thread reads what the same
+// thread index wrote". The .cg accesses go to L2, where other CTAs' slots were written. The
+// floats_* forms take a flat array of N registers (the layout emitter's accumulators; quad j is
+// v[4j .. 4j+3]), the frags_* forms the planning emitter's fragments [1][NT][4], the same
+// registers in the same order.
+template <int N>
+TSR_D void floats_to_slot(const float (&v)[N], float* slot, int tid, int nthreads) {
+  static_assert(N % 4 == 0, "fours of registers");
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j)
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot + 4 * (int64_t(j) * nthreads + tid)),
+                 "f"(v[4 * j]), "f"(v[4 * j + 1]), "f"(v[4 * j + 2]), "f"(v[4 * j + 3])
+                 : "memory");
+}
 template <int NT>
 TSR_D void frags_to_slot(const float (&d)[1][NT][4], float* slot, int tid, int nthreads) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot + 4 * (int64_t(j) * nthreads + tid)),
-                 "f"(d[0][j][0]), "f"(d[0][j][1]), "f"(d[0][j][2]), "f"(d[0][j][3])
-                 : "memory");
+  floats_to_slot(*reinterpret_cast<const float (*)[4 * NT]>(&d[0][0][0]), slot, tid, nthreads);
 }
 TSR_D float4 ld_cg_f4(const float* p) {
   float4 v;
@@ -277,38 +285,45 @@ TSR_D float4 ld_cg_f4(const float* p) {
                : "memory");
   return v;
 }
-// d += load(j) for every fragment column j, B columns at a time: a batch's B loads are in
-// flight together before any of them is added (B is what registers allow beside the
-// accumulators without spills). `load` reads a slot (global) or a peer's ring (cluster).
-template <int B, int NT, class Load>
-TSR_D void frags_add_batched(float (&d)[1][NT][4], Load load) {
-  static_assert(B >= 1 && NT % B == 0, "whole batches of columns");
+// v += load(j) for every quad j, B quads at a time: a batch's B loads are in flight together
+// before any of them is added (B is what registers allow beside the accumulators without
+// spills). `load` reads a slot (global) or a peer's ring (cluster).
+template <int B, int N, class Load>
+TSR_D void floats_add_batched(float (&v)[N], Load load) {
+  static_assert(N % 4 == 0 && B >= 1 && (N / 4) % B == 0, "whole batches of quads");
 #pragma unroll
-  for (int j0 = 0; j0 < NT; j0 += B) {
-    float4 v[B];
+  for (int j0 = 0; j0 < N / 4; j0 += B) {
+    float4 p[B];
 #pragma unroll
-    for (int b = 0; b < B; ++b) v[b] = load(j0 + b);
+    for (int b = 0; b < B; ++b) p[b] = load(j0 + b);
 #pragma unroll
     for (int b = 0; b < B; ++b)
-      d[0][j0 + b][0] += v[b].x, d[0][j0 + b][1] += v[b].y, d[0][j0 + b][2] += v[b].z, d[0][j0 + b][3] += v[b].w;
+      v[4 * (j0 + b)] += p[b].x, v[4 * (j0 + b) + 1] += p[b].y, v[4 * (j0 + b) + 2] += p[b].z, v[4 * (j0 + b) + 3] += p[b].w;
   }
+}
+template <int B, int NT, class Load>
+TSR_D void frags_add_batched(float (&d)[1][NT][4], Load load) {
+  floats_add_batched<B>(*reinterpret_cast<float (*)[4 * NT]>(&d[0][0][0]), load);
 }
 // d += the slot that frags_to_slot wrote with the same tid and nthreads.
 template <int B, int NT>
 TSR_D void frags_add_slot_batched(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
   frags_add_batched<B>(d, [&](int j) { return ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid)); });
 }
-// d = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order, slot by
-// slot, B columns at a time: the rounds of L2 latency are splits * NT / B (B = NT: one per slot;
-// the loads one column at a time, as ptxas scheduled them, cost a round per few columns: 3 us
+// v = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order, slot by
+// slot, B quads at a time: the rounds of L2 latency are splits * N / 4 / B (B = N / 4: one per
+// slot; the loads one quad at a time, as ptxas scheduled them, cost a round per few quads: 3 us
 // of the 16 x 4096 x 4096 fixup).
+template <int B, int N>
+TSR_D void floats_sum_slots(float (&v)[N], const float* first, int64_t stride, int splits, int tid, int nthreads) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = 0.0f;
+  for (int s = 0; s < splits; ++s)
+    floats_add_batched<B>(v, [&](int j) { return ld_cg_f4(first + s * stride + 4 * (int64_t(j) * nthreads + tid)); });
+}
 template <int B, int NT>
 TSR_D void frags_sum_slots(float (&d)[1][NT][4], const float* first, int64_t stride, int splits, int tid, int nthreads) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) d[0][j][r] = 0.0f;
-  for (int s = 0; s < splits; ++s) frags_add_slot_batched<B>(d, first + s * stride, tid, nthreads);
+  floats_sum_slots<B>(*reinterpret_cast<float (*)[4 * NT]>(&d[0][0][0]), first, stride, splits, tid, nthreads);
 }
 
 // Split-K within a cluster (src/cuda/EmitWgmma.cpp): when the runtime launches a program's
