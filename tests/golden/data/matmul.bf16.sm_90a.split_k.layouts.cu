@@ -204,10 +204,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         volatile int& tsr_last_ = *reinterpret_cast<int*>(tsr::align_smem_1024(tsr_smem + 0) + 196672);
         const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;
         unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);
-        float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256) + tsr_tid;
-        float* const mine_ = slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * 32768;
-        #pragma unroll
-        for (int s_ = 0; s_ < 128; ++s_) mine_[s_ * 256] = c53[s_];
+        float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);
+        tsr::floats_to_slot(c53, slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * 32768, tsr_tid, 256);
         __threadfence();
         tsr::named_barrier(8u, 256u);
         if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;
@@ -215,14 +213,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         if (!tsr_last_) return;
         __threadfence();
         if (tsr_tid == 0) cnt_[prog_] = 0u;
-        const float* part_ = slots_ + prog_ * 32768;
-        #pragma unroll
-        for (int s_ = 0; s_ < 128; ++s_) c53[s_] = __ldcg(part_ + s_ * 256);
-        for (unsigned z_ = 1; z_ < gridDim.z; ++z_) {
-          part_ += progs_ * 32768;
-          #pragma unroll
-          for (int s_ = 0; s_ < 128; ++s_) c53[s_] += __ldcg(part_ + s_ * 256);
-        }
+        tsr::floats_sum_slots<2>(c53, slots_ + prog_ * 32768, progs_ * 32768, int(gridDim.z), tsr_tid, 256);
       }
     }
     // %40 = cast %34 : tile<bf16, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
