@@ -8,6 +8,7 @@
 # programs: split-K; M = 16 and 1: the swapped products) and more decode shapes. From the repo
 # root on the GPU machine:
 #   source .devdeps/setup.sh && bash bench/session50_gpu.sh
+# CTEST_R=regex runs only the GPU tests it matches.
 # Logs in $OUT: ctest_default.log, session50.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ exec > >(tee -a "$R/session50.log") 2>&1
 gpu_build tessera tessera_gpu_tests
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "=== ctest -L gpu, the default ($(( $(date +%s) - S0 )) s)"
-TESSERA_CUDA_FROM_LAYOUTS=1 timeout ${CTEST_S:-300} ctest --test-dir "$B" -L gpu -j8 --output-on-failure --timeout 200 > "$R/ctest_default.log" 2>&1
+TESSERA_CUDA_FROM_LAYOUTS=1 timeout ${CTEST_S:-300} ctest --test-dir "$B" -L gpu ${CTEST_R:+-R "$CTEST_R"} -j8 --output-on-failure --timeout 200 > "$R/ctest_default.log" 2>&1
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$R/ctest_default.log" | head -60
 echo "=== failures, first lines"
 grep -E -A6 ": Failure$" "$R/ctest_default.log" | head -120
