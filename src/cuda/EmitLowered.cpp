@@ -710,36 +710,8 @@ void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info
   // (Only with wgmma: a 128-byte swizzled tile of an mma.sync kernel, swizzle-mma-operands',
   // is laid out by indices on a 128-byte boundary, not by the address bits the TMA swizzles.)
   if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90 || !lowered_wgmma_) return;
-  walk(const_cast<Block&>(*k_.body), [&](Op& loop) {
-    // Loops of the kernel's top level only: their barriers are initialised once (a loop inside
-    // another, reached again, keeps its cp.async ring).
-    if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2 ||
-        loop.parent != k_.body.get())
-      return;
-    std::vector<std::pair<const Op*, std::vector<int64_t>>> maps;  // each load and its box
-    for (const Op* l : ring_loads(loop, nullptr)) {
-      const Value *t = l->result(), *view = l->operand(0);
-      const tessera::Layout& L = t->type.layout;
-      const int R = t->type.rank();
-      const int bits = scalar_bits(t->type.elem);
-      if (L.swizzle != 128 || (bits != 16 && bits != 8) || (l->has_attr("pad") && l->attr_number("pad") != 0.0) ||
-          std::find(k_.params.begin(), k_.params.end(), view) == k_.params.end() || R < 2 || R > 3 ||
-          view->type.rank() != R)
-        return;
-      for (int i = 0; i < static_cast<int>(L.order.size()); ++i)
-        if (L.order[i] != R - 1 - i) return;  // row-major, as the TMA writes a box
-      const std::vector<int64_t> S = static_shape(t->type.shape);
-      const int64_t A = 1024 / bits;  // elements of a 128-byte row
-      if (S[R - 1] % A != 0) return;
-      std::vector<int64_t> box = {A};  // one 128-byte swizzle atom wide, a copy per A columns
-      for (int d = R - 2; d >= 0; --d) {
-        if (S[d] > 256) return;
-        box.push_back(S[d]);
-      }
-      maps.push_back({l, box});
-    }
-    for (const auto& [l, box] : maps) tma_loads_[l] = add_tensor_map(sig, info, l->operand(0), box, 128);
-  });
+  for (const auto& loop : k_.body->ops)
+    for (const auto& [l, box] : tma_ring_boxes(k_, *loop)) tma_loads_[l] = add_tensor_map(sig, info, l->operand(0), box, 128);
 }
 
 std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_count) {

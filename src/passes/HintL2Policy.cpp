@@ -19,12 +19,13 @@
 // (session 8). The layout emitter prints the hint on 2-D TMA copies; cp.async rings ignore it.
 // A written `l2_hint` stays.
 //
-// The ring loads a pipelined top-level loop copies by cp.async (every target's but those above)
-// get `l2_prefetch = N` where the kernel sets the knob mma_l2_prefetch = N (64, 128 or 256; 0,
+// The ring loads of pipelined loops (nested ones included) that the layout emitter copies by
+// cp.async (all but a TMA ring's: tma_ring_boxes) get `l2_prefetch = N` where the kernel sets
+// the knob mma_l2_prefetch = N (64, 128 or 256; 0,
 // the default, asks for nothing): each 16-byte copy asks L2 to fetch N bytes around it from
 // memory at once (cp.async's .L2::NB qualifier, sm_80+), as the planning emitter's mma.sync
 // matmul does with the same knob. A tuning knob: no rule sets it (the default is no prefetch).
-// A written `l2_prefetch` stays.
+// A written `l2_prefetch` stays; where no load takes the knob (TMA rings only), a note says so.
 #include <set>
 
 #include "ir/IR.h"
@@ -67,16 +68,64 @@ int64_t operand_knob(const Kernel& k, const Block& body, const Op& load) {
 
 }  // namespace
 
+std::vector<std::pair<const Op*, std::vector<int64_t>>> tma_ring_boxes(const Kernel& k, const Op& loop) {
+  std::vector<std::pair<const Op*, std::vector<int64_t>>> maps;
+  // Loops of the kernel's top level only: their barriers are initialised once (a loop inside
+  // another, reached again, keeps its cp.async ring).
+  if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2 || loop.parent != k.body.get())
+    return maps;
+  for (const Op* l : ring_loads(loop, nullptr)) {
+    const Value *t = l->result(), *view = l->operand(0);
+    const Layout& L = t->type.layout;
+    const int R = t->type.rank();
+    const int bits = scalar_bits(t->type.elem);
+    if (L.swizzle != 128 || (bits != 16 && bits != 8) || (l->has_attr("pad") && l->attr_number("pad") != 0.0) ||
+        std::find(k.params.begin(), k.params.end(), view) == k.params.end() || R < 2 || R > 3 || view->type.rank() != R)
+      return {};
+    for (int i = 0; i < static_cast<int>(L.order.size()); ++i)
+      if (L.order[i] != R - 1 - i) return {};  // row-major, as the TMA writes a box
+    const std::vector<int64_t> S = static_shape(t->type.shape);
+    const int64_t A = 1024 / bits;  // elements of a 128-byte row
+    if (S[R - 1] % A != 0) return {};
+    std::vector<int64_t> box = {A};  // one 128-byte swizzle atom wide, a copy per A columns
+    for (int d = R - 2; d >= 0; --d) {
+      if (S[d] > 256) return {};
+      box.push_back(S[d]);
+    }
+    maps.push_back({l, box});
+  }
+  return maps;
+}
+
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
-  if (!k.grid) return;
   const ConstexprDecl* pf = k.find_constexpr("mma_l2_prefetch");
   const int64_t prefetch = pf ? pf->value : 0;
   if (prefetch != 0 && prefetch != 64 && prefetch != 128 && prefetch != 256)
     throw TesseraError(pf->loc, "knob mma_l2_prefetch = " + std::to_string(prefetch) +
                                     ": 0 (no prefetch), 64, 128 or 256 bytes that L2 fetches around each copy");
+  if (!k.grid) return;
   // TMA copies are the wgmma lowering's, of kernels with a wgmma dot (a kernel lowered for
   // mma.sync copies its swizzled tiles, swizzle-mma-operands', by cp.async).
   const bool tma = o.wgmma && has_mma_dot(*k.body, 3);
+  if (prefetch) {
+    // Every pipelined loop's ring loads but a TMA ring's (nested loops' rings included: they
+    // are cp.async rings).
+    int64_t taken = 0;
+    walk(*k.body, [&](Op& loop) {
+      if (loop.kind != OpKind::For || !loop.has_attr("pipeline") || loop.attr_int("pipeline") < 2) return;
+      if (tma && !tma_ring_boxes(k, loop).empty()) return;
+      for (const Op* l : ring_loads(loop, nullptr)) {
+        Op& load = const_cast<Op&>(*l);
+        if (!load.has_attr("l2_prefetch")) load.set_attr("l2_prefetch", prefetch);
+        ++taken;
+      }
+    });
+    stats["hint-l2-policy.l2-prefetch"] += taken;
+    if (taken == 0)
+      stats.notes.push_back("knob mma_l2_prefetch = " + std::to_string(prefetch) +
+                            " taken by no load: the kernel has no ring copied by cp.async (TMA rings take no prefetch size)");
+  }
+  if (!tma) return;
   const Op* y = k.grid->terminator();
   const int64_t grid_axes = y ? static_cast<int64_t>(y->operands.size()) : 0;
   for (const auto& loop : k.body->ops) {
@@ -86,15 +135,10 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       const Value* view = load.operand(0);
       // The tiles the layout emitter copies by TMA: 128-byte swizzled, of 16- or 8-bit elements.
       const Type& t = load.result()->type;
-      if (!tma || view->type.rank() != 2 || t.layout.swizzle != 128 || (scalar_bits(t.elem) != 16 && scalar_bits(t.elem) != 8) ||
-          std::find(k.params.begin(), k.params.end(), view) == k.params.end()) {
-        if (prefetch && !load.has_attr("l2_prefetch")) {  // a cp.async copy
-          load.set_attr("l2_prefetch", prefetch);
-          ++stats["hint-l2-policy.l2-prefetch"];
-        }
+      if (load.has_attr("l2_hint") || view->type.rank() != 2 || t.layout.swizzle != 128 ||
+          (scalar_bits(t.elem) != 16 && scalar_bits(t.elem) != 8) ||
+          std::find(k.params.begin(), k.params.end(), view) == k.params.end())
         continue;
-      }
-      if (load.has_attr("l2_hint")) continue;
       const int64_t knob = operand_knob(k, loop->region(0), load);
       if (knob == 3) continue;
       if (knob == 1 || knob == 2) {

@@ -182,8 +182,16 @@ std::string program_prefetch_blocker(const Kernel& k);
 // with those ops that depend on a program id (in program order) and whether there are any.
 bool program_index_chain(const Kernel& k, const Op& load, std::vector<const Op*>* chain, bool* on_pid);
 // The L2 cache policy of a pipelined loop's 2-D TMA copies on sm_90a: `l2_hint` on its ring
-// loads, evict_first for tiles that at most two programs read (HintL2Policy.cpp).
+// loads, evict_first for tiles that at most two programs read; the knob mma_l2_prefetch's
+// `l2_prefetch` on the ring loads copied by cp.async (HintL2Policy.cpp).
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// The ring loads of `loop` that a kernel with wgmma dots copies by TMA, each with its box
+// (innermost dim first: one 128-byte swizzle atom, then the tile's other dims): every ring load
+// of a pipelined top-level loop when each is a 2- or 3-D row-major 128-byte swizzled tile of 8-
+// or 16-bit elements of a kernel parameter's view of its rank, without a pad, dims up to 256;
+// else none (the loop's ring is copied by cp.async). The layout emitter's plan_tma_rings and
+// hint-l2-policy both ask it.
+std::vector<std::pair<const Op*, std::vector<int64_t>>> tma_ring_boxes(const Kernel& k, const Op& loop);
 // The grid's yield `yield` says one CTA per program again: `persistent = 0`, no `group_rows`
 // (persist-programs declining a written 1, the cuda emitter printing without a producer).
 void take_back_persistence(Op& yield);

@@ -114,11 +114,13 @@ int64_t shared_tile_bytes(Kernel& k) {
 // attention's, whose softmax is elementwise work).
 bool computes_only_dots(Op& loop) {
   if (!has_mma_dot(loop.region(0), 3)) return false;
+  const std::vector<const Op*> ring = ring_loads(loop, nullptr);
   for (const auto& op : loop.region(0).ops) {
     const bool shared_view = op->kind == OpKind::Permute && op->result()->type.layout.kind == Layout::Kind::Shared;
-    if (op->kind != OpKind::LoadTile && op->kind != OpKind::Dot && op->kind != OpKind::Yield && !shared_view &&
-        !pure_scalar_op(*op))
-      return false;
+    const bool ring_load = std::find(ring.begin(), ring.end(), op.get()) != ring.end();
+    const bool wgmma_dot = op->kind == OpKind::Dot && op->result()->type.layout.kind == Layout::Kind::Mma &&
+                           op->result()->type.layout.version == 3;
+    if (!ring_load && !wgmma_dot && op->kind != OpKind::Yield && !shared_view && !pure_scalar_op(*op)) return false;
   }
   return true;
 }
