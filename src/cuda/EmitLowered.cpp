@@ -1017,6 +1017,8 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   // Quads of registers loaded together in the last CTA's sum: as many as registers allow
   // beside the accumulators without spills, as the planning emitter's batches (one compute
   // warpgroup: 16; more: 2 for 128 accumulators a thread, else 4).
+  // (A wgmma f32 accumulator, as split-k-loops requires: whole quads of registers a thread.)
+  if (slots < 4 || slots % 4 != 0) fail(loop, "internal: a split-K accumulator of " + num(slots) + " registers a thread");
   int64_t batch = std::min<int64_t>(slots / 4, warps_ * consumers_ == 4 ? 16 : slots >= 128 ? 2 : 4);
   while ((slots / 4) % batch != 0) batch /= 2;
   line("volatile int& tsr_last_ = *reinterpret_cast<int*>(" + lowered_base() + " + " + num(flag) + ");");
