@@ -1400,7 +1400,7 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
 // epilogue_overlap: overlap-epilogues; tma_store_epilogue: store-epilogues-by-tma;
 // ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch:
-// hint-l2-policy). Such a kernel goes to the planning emitter by default;
+// hint-l2-policy; epilogue_buffers: store-epilogues-by-tma). Such a kernel goes to the planning emitter by default;
 // the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
 // running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
@@ -1411,7 +1411,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
       {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
-      {"cluster_size", {1}},          {"epilogue_buffers", {2}},
+      {"cluster_size", {1}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
       {"stream_stores", {0}},         {"pair_stores", {1}}};
@@ -1482,8 +1482,9 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           for (const auto& op : lowered->body->ops)
             if (op->kind == OpKind::StoreTile && op->has_attr("tma_store") && op->attr_int("tma_store") == 1) {
               op->set_attr("tma_store", int64_t{0});
-              // (overlap-epilogues' `overlap` goes with it: the boxes it defers are the TMA store's.)
-              std::erase_if(op->attrs, [](const NamedAttr& a) { return a.name == "overlap"; });
+              // (overlap-epilogues' `overlap` and the staging's `tma_buffers` go with it: the
+              // boxes they are about are the TMA store's.)
+              std::erase_if(op->attrs, [](const NamedAttr& a) { return a.name == "overlap" || a.name == "tma_buffers"; });
               staged = true;
             }
           return staged;

@@ -1068,13 +1068,14 @@ void Emitter::emit_warp_specialized_body() {
   // The compute warps: consumers_ warpgroups (ping-pong) or warps_ warps that split each tile.
   const int64_t CW = warps_ * consumers_, CT = T_ * consumers_;
   if (tma_store_op_) {
-    // Two 64 x 64 boxes of 16-bit elements per compute warpgroup, 1024-byte aligned (the swizzle).
-    // Printed before the consumers' branch: tsr_tid / 128 is the warpgroup, and so the consumer.
-    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024;
-    lowered_smem_ = off + (CW / 4) * 16384;
+    // Two (or tma_buffers) 64 x 64 boxes of 16-bit elements per compute warpgroup, 1024-byte
+    // aligned (the swizzle). Printed before the consumers' branch: tsr_tid / 128 is the
+    // warpgroup, and so the consumer.
+    const int64_t off = (lowered_smem_ + 1023) / 1024 * 1024, per = 8192 * tma_store_buffers();
+    lowered_smem_ = off + (CW / 4) * per;
     tma_store_buf_ = fresh("epi");
     line("const uint32_t " + tma_store_buf_ + " = " + smem_fn() + lowered_base() + " + " + num(off) +
-         ") + uint32_t(tsr_tid / 128) * 16384u;");
+         ") + uint32_t(tsr_tid / 128) * " + num(per) + "u;");
   }
   // Ping-pong: an empty barrier counts one consumer's warps (one warpgroup releases a stage),
   // and two order barriers follow the ring's, one per consumer, each for its warps' arrivals.
@@ -1141,7 +1142,7 @@ void Emitter::emit_warp_specialized_body() {
     const std::vector<int64_t> S = shape_of(*tma_store_op_, tile);
     const TmaStoreBlocks blocks = tma_store_blocks(tile, S);
     overlap_ = {fresh("epk"), fresh("erow"), fresh("ecol"), fresh("epend"), "", blocks.MT, blocks.boxes, blocks.G, 1};
-    overlap_.in_flight = epilogue_box_in_flight(overlap_.MT * overlap_.boxes, 2);
+    overlap_.in_flight = epilogue_box_in_flight(overlap_.MT * overlap_.boxes, tma_store_buffers());
     line("uint32_t " + overlap_.pk + "[" + num(overlap_.MT) + "][" + num(S[1] / 4) + "];");
     line("int " + overlap_.row + " = 0, " + overlap_.col + " = 0;");
     line("bool " + overlap_.pend + " = false;");
@@ -1222,24 +1223,29 @@ void Emitter::emit_tma_store(const Op& op) {
     close();
     return;
   }
-  // Two buffers, taken in turn over the blocks' boxes: with an odd number of boxes, the next
-  // program's first box writes the buffer of this program's last, so every store must be done
-  // reading.
-  const std::string in_flight = num(epilogue_box_in_flight(MT * boxes, 2));
+  // Two buffers (or tma_buffers), taken in turn over the blocks' boxes: with a number of boxes
+  // that is no multiple of them, the next program's first box may write the buffer of one of
+  // this program's last, so every store must be done reading.
+  const int64_t B = tma_store_buffers();
+  const std::string in_flight = num(epilogue_box_in_flight(MT * boxes, B));
   for (int64_t mt = 0; mt < MT; ++mt) {
     const std::string row = "int(int64_t(" + nm(op.operand(2)) + ") * " + num(S[0]) + ") + (tsr_tid / 128) * 64" +
                             (mt ? " + " + num(64 * mt * G) : "");
     for (int64_t c = 0; c < boxes; ++c)
       line("tsr::epilogue_box_sw128<" + num(c) + ", " + in_flight + ">(&" + tma_store_map_ + ", " + tma_store_buf_ + " + " +
-           num(((mt * boxes + c) % 2) * 8192) + "u, " + pk[mt] + ", " + col + ", " + row + ");");
+           num(((mt * boxes + c) % B) * 8192) + "u, " + pk[mt] + ", " + col + ", " + row + ");");
   }
   close();
+}
+
+int64_t Emitter::tma_store_buffers() const {
+  return tma_store_op_ && tma_store_op_->has_attr("tma_buffers") ? tma_store_op_->attr_int("tma_buffers") : 2;
 }
 
 std::string Emitter::overlap_box(int64_t b) const {
   const int64_t mt = b / overlap_.boxes, c = b % overlap_.boxes;
   return "tsr::epilogue_box_sw128<" + num(c) + ", " + num(overlap_.in_flight) + ">(&" + tma_store_map_ + ", " +
-         tma_store_buf_ + " + " + num((b % 2) * 8192) + "u, " + overlap_.pk + "[" + num(mt) + "], " + overlap_.col + ", " +
+         tma_store_buf_ + " + " + num((b % tma_store_buffers()) * 8192) + "u, " + overlap_.pk + "[" + num(mt) + "], " + overlap_.col + ", " +
          overlap_.row + (mt ? " + " + num(64 * mt * overlap_.G) : "") + ");";
 }
 

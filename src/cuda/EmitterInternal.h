@@ -747,6 +747,9 @@ class Emitter {
   };
   OverlapStore overlap_;
   // The statement that stores box b (block b / boxes, box b % boxes) of the pending block.
+  // The TMA store's staging boxes per compute warpgroup (store-epilogues-by-tma's `tma_buffers`, 2
+  // unless it says 4).
+  int64_t tma_store_buffers() const;
   std::string overlap_box(int64_t b) const;
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();

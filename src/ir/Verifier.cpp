@@ -847,6 +847,14 @@ class Verifier {
           fail("tma_store must be 0 or 1 (the tile goes out by TMA from shared memory), got " + attr_str(*t));
           return;
         }
+        if (const Attr* b = cur_->find_attr("tma_buffers")) {
+          const Attr* t = cur_->find_attr("tma_store");
+          if ((std::get<int64_t>(*b) != 2 && std::get<int64_t>(*b) != 4) || !t || std::get<int64_t>(*t) != 1) {
+            fail("tma_buffers (the TMA store's staging boxes per warpgroup) must be 2 or 4, on a store with tma_store = 1, got " +
+                 attr_str(*b));
+            return;
+          }
+        }
         if (const Attr* t = cur_->find_attr("staged"); t && std::get<int64_t>(*t) != 0 && std::get<int64_t>(*t) != 1) {
           fail("staged must be 0 or 1 (the tile goes out through shared memory in 16-byte rows), got " + attr_str(*t));
           return;

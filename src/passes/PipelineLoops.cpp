@@ -233,8 +233,19 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     const int64_t S = op.attr_int("pipeline");
     int64_t bytes = 0;
     for (const Op* l : loads) bytes += stage_bytes(*l);
-    if (S > 2 && bytes > 0 && S * bytes > room) {
-      const int64_t fit = std::max<int64_t>(2, room / bytes);
+    // The knob epilogue_buffers = 4 asks for four 8 KiB TMA-store staging boxes per warpgroup
+    // of the GEMM's result (store-epilogues-by-tma's `tma_buffers`): the ring leaves them room,
+    // a stage less where it must (as the planning emitter's ring does); the two boxes of the
+    // default fit beside a full ring.
+    int64_t loop_room = room;
+    if (const ConstexprDecl* eb = k.find_constexpr("epilogue_buffers"); eb && eb->value == 4 && async_dot) {
+      const Layout& L = async_dot->result()->type.layout;
+      int64_t warps = 1;
+      for (int64_t w : L.warps) warps *= w;
+      loop_room -= 4 * 8192 * std::max<int64_t>(1, warps / 4);
+    }
+    if (S > 2 && bytes > 0 && S * bytes > loop_room) {
+      const int64_t fit = std::max<int64_t>(2, loop_room / bytes);
       op.set_attr("pipeline", fit);
       ++stats["pipeline-loops.stages-cut"];
       stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " +

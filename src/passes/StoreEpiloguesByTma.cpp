@@ -17,7 +17,11 @@
 // does not fit, the layout emitter sets `tma_store = 0` and stores from registers, with a note.
 //
 // Knob tma_store_epilogue = 0 (the planning emitter's switch of the same name) leaves every
-// store from registers; 1, the default, lets the pass decide.
+// store from registers; 1, the default, lets the pass decide. Knob epilogue_buffers = 4 (the
+// planning emitter's; 2 is the default) gives the chosen store `tma_buffers = 4`: four 8 KiB
+// boxes per warpgroup instead of two, so that no box waits for an earlier box's store to finish
+// reading its buffer (at the cost of 16 KiB more shared memory per warpgroup, which the ring
+// may then miss).
 //
 // A written `tma_store` stays; a written 1 that does not qualify is set to 0 with a note.
 #include <algorithm>
@@ -55,6 +59,9 @@ void store_epilogues_by_tma(Kernel& k, PassStats& stats) {
     throw TesseraError(knob->loc, "knob tma_store_epilogue = " + std::to_string(knob->value) +
                                       ": 0 (the result stored from registers) or 1 (the default: by TMA where it can)");
   const bool off = knob && knob->value == 0;
+  const ConstexprDecl* bufs = k.find_constexpr("epilogue_buffers");
+  if (bufs && bufs->value != 2 && bufs->value != 4)
+    throw TesseraError(bufs->loc, "knob epilogue_buffers = " + std::to_string(bufs->value) + ": 2 (the default) or 4");
   const Op* chosen = nullptr;
   std::vector<Op*> stores;  // nested ones too: a written 1 there is taken back
   walk(*k.body, [&](Op& op) {
@@ -72,8 +79,10 @@ void store_epilogues_by_tma(Kernel& k, PassStats& stats) {
         op->set_attr("tma_store", int64_t{1});
         ++stats["store-epilogues-by-tma.stores"];
       }
+      if (bufs && bufs->value == 4 && !op->has_attr("tma_buffers")) op->set_attr("tma_buffers", int64_t{4});
     } else if (written) {
       op->set_attr("tma_store", int64_t{0});
+      std::erase_if(op->attrs, [](const NamedAttr& a) { return a.name == "tma_buffers"; });
       stats.notes.push_back("store_tile at " + op->loc.str() + ": tma_store = 1 not taken: " + why);
     }
   }

@@ -301,6 +301,45 @@ TEST(LayoutEmitter, L2PrefetchKnobReachesTheRingsCopies) {
   EXPECT_FALSE(nvrtc_compile(with.source, CudaTarget::parse("sm_80"), "l2pf.cu", with.line_op).cubin.empty());
 }
 
+// epilogue_buffers = 4 (store-epilogues-by-tma's `tma_buffers`): the persistent bf16 matmul's
+// TMA-store staging is four 8 KiB boxes per compute warpgroup, taken in turn, and with four
+// boxes a 64-row block three earlier stores may still be reading when a box is written; no note
+// that the knob is ignored; NVRTC takes it without spills; another value is an error.
+TEST(LayoutEmitter, EpilogueBuffersKnobGivesTheTmaStoreFourBoxes) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto emit_with = [&](int64_t bufs) {
+    auto k = lk->build(ScalarKind::BF16);
+    k->set_constexpr("epilogue_buffers", bufs);
+    k->set_constexpr("epilogue_overlap", 0);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    return em;
+  };
+  const CudaEmission two = emit_with(2), four = emit_with(4);
+  EXPECT_NE(two.source.find("uint32_t(tsr_tid / 128) * 16384u;"), std::string::npos);
+  EXPECT_NE(four.source.find("uint32_t(tsr_tid / 128) * 32768u;"), std::string::npos) << four.source;
+  // Box 3 of a 256-column block: the fourth buffer, three stores in flight (with two buffers:
+  // the second buffer, one in flight).
+  const std::string box3 = "tsr::epilogue_box_sw128<3, ";
+  ASSERT_NE(four.source.find(box3), std::string::npos) << four.source;
+  EXPECT_NE(four.source.find(" + 24576u, ", four.source.find(box3)), std::string::npos) << "the fourth box";
+  EXPECT_NE(four.source.find(box3 + "3>("), std::string::npos);
+  EXPECT_NE(two.source.find(box3 + "1>("), std::string::npos);
+  EXPECT_NE(two.source.find(" + 8192u, ", two.source.find(box3)), std::string::npos);
+  for (const std::string& n : four.notes) EXPECT_EQ(n.find("epilogue_buffers"), std::string::npos) << n;
+  try {
+    emit_with(3);
+    ADD_FAILURE() << "epilogue_buffers = 3 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob epilogue_buffers = 3: 2 (the default) or 4"), std::string::npos) << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(four.source, CudaTarget::parse("sm_90a"), "bufs.cu", four.line_op);
+  EXPECT_EQ(cubin_resources(r.cubin, four.info.symbol).frame_bytes, 0) << "spills";
+}
+
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
 // the planning emitter reads, and the runtime's split-K and stream-K compilations, go to the
 // planning emitter with a note that says why. TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
