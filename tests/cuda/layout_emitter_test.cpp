@@ -361,9 +361,9 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   auto [printed, notes] = emit_default({});
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
-  std::tie(printed, notes) = emit_default({{"swap_operands", 1}, {"epilogue_buffers", 4}});
+  std::tie(printed, notes) = emit_default({{"swap_operands", 1}, {"mma_spread_copies", 1}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (epilogue_buffers = 4, swap_operands = 1): the planning emitter made it"),
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (mma_spread_copies = 1, swap_operands = 1): the planning emitter made it"),
             std::string::npos)
       << notes;
   std::tie(printed, notes) = emit_default({{"stream_stores", 1}});
@@ -373,9 +373,10 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   // launch bounds), leave the kernel to the layout emitter.
   std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});
   EXPECT_TRUE(printed) << notes;
-  // Knobs a GPU lowering pass takes: ring_stages (pipeline-loops), tma_store_epilogue
-  // (store-epilogues-by-tma).
-  std::tie(printed, notes) = emit_default({{"ring_stages", 6}, {"tma_store_epilogue", 0}});
+  // Knobs a GPU lowering pass takes: ring_stages (pipeline-loops), tma_store_epilogue and
+  // epilogue_buffers (store-epilogues-by-tma), mma_l2_prefetch (hint-l2-policy).
+  std::tie(printed, notes) =
+      emit_default({{"ring_stages", 6}, {"tma_store_epilogue", 0}, {"epilogue_buffers", 4}, {"mma_l2_prefetch", 128}});
   EXPECT_TRUE(printed) << notes;
   std::tie(printed, notes) = emit_default({}, /*split_k=*/true);
   EXPECT_FALSE(printed) << notes;
