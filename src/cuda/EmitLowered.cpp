@@ -552,6 +552,8 @@ void Emitter::lowered_load_shared(const Op& op) {
     const Ring& ring = it->second;
     shared_[tile] = {"(" + ring.view.ptr + " + " + ring.stage + " * " + num(ring.stage_elems) + ")", ring.view.strides,
                      ring.view.rows, ring.view.atom};
+    stage_u32_[shared_[tile].ptr] = "(" + smem_fn() + ring.view.ptr + ") + uint32_t(" + ring.stage + ") * " +
+                                    num(ring.stage_elems * scalar_bytes(tile->type.elem)) + "u)";
     name_[tile] = shared_[tile].ptr;
     return;
   }
@@ -1236,6 +1238,11 @@ void Emitter::emit_tma_store(const Op& op) {
            num(((mt * boxes + c) % B) * 8192) + "u, " + pk[mt] + ", " + col + ", " + row + ");");
   }
   close();
+}
+
+std::string Emitter::shared_addr(const SharedView& sv) const {
+  auto it = stage_u32_.find(sv.ptr);
+  return it != stage_u32_.end() ? it->second : smem_fn() + sv.ptr + ")";
 }
 
 int64_t Emitter::tma_store_buffers() const {
@@ -2484,9 +2491,9 @@ void Emitter::lowered_wgmma(const Op& op) {
                "[" + num(s0 + 1) + "]);");
         }
   } else {
-    line("const uint32_t sa_ = " + smem_fn() + shared_.at(a).ptr + ");");
+    line("const uint32_t sa_ = " + shared_addr(shared_.at(a)) + ";");
   }
-  line("const uint32_t sb_ = " + smem_fn() + sb.ptr + ");");
+  line("const uint32_t sb_ = " + shared_addr(sb) + ";");
   const int64_t ra = ss ? shared_.at(a).rows : 0, rb = sb.rows;
   line("tsr::wgmma_fence();");
   for (int64_t mt = 0; mt < MT; ++mt)

@@ -195,6 +195,14 @@ class Emitter {
     std::string stage;  // the variable holding this iteration's stage
   };
   std::unordered_map<const Op*, Ring> rings_;
+  // A ring stage's pointer expression (lowered_load_shared) -> its 32-bit shared address, the
+  // ring's base (loop-invariant) plus the stage's offset in 32 bits. wgmma's descriptors take
+  // it (shared_addr): the generic pointer's 64-bit arithmetic and conversion came after each
+  // iteration's barrier wait in the SASS, ahead of the first wgmma, where the planning
+  // emitter's 32-bit stage address was computed while the wait ran (H100, session 50).
+  std::unordered_map<std::string, std::string> stage_u32_;
+  // The 32-bit shared address of view `sv`'s first element.
+  std::string shared_addr(const SharedView& sv) const;
   // The refill of a cp.async ring's freed stage (iteration i + S - 1's copies), left for an
   // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print in its
   // first k step, before that step's mma instructions (lowered_dot says why); printed at the
