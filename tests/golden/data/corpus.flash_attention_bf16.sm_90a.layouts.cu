@@ -192,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
       (void)wg_;
       const uint32_t sa_ = tsr::smem_u32(sh11);
-      const uint32_t sb_ = tsr::smem_u32((sh45 + rs44 * 4096));
+      const uint32_t sb_ = (tsr::smem_u32(sh45) + uint32_t(rs44) * 8192u);
       tsr::wgmma_fence();
       tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 16u, 1024u));
       tsr::wgmma_m64n64k16_bf16<0>(*reinterpret_cast<float(*)[1][8][4]>(&v56_s0[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 32u, 16u, 1024u));
@@ -628,7 +628,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       fa_[0][3][1] = tsr::f2bf2(v117[26], v117[27]);
       fa_[0][3][2] = tsr::f2bf2(v117[28], v117[29]);
       fa_[0][3][3] = tsr::f2bf2(v117[30], v117[31]);
-      const uint32_t sb_ = tsr::smem_u32((sh46 + rs44 * 4096));
+      const uint32_t sb_ = (tsr::smem_u32(sh46) + uint32_t(rs44) * 8192u);
       tsr::wgmma_fence();
       tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][0], tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
       tsr::wgmma_m64n64k16_bf16_rs<1>(*reinterpret_cast<float(*)[1][8][4]>(&v118_accn[0]), fa_[0][1], tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));

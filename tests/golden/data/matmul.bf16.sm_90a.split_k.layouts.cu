@@ -169,8 +169,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       {
         const uint32_t wg_ = uint32_t(tsr_warp) / 4u;
         (void)wg_;
-        const uint32_t sa_ = tsr::smem_u32((sh1 + rs0 * 8192));
-        const uint32_t sb_ = tsr::smem_u32((sh2 + rs0 * 16384));
+        const uint32_t sa_ = (tsr::smem_u32(sh1) + uint32_t(rs0) * 16384u);
+        const uint32_t sb_ = (tsr::smem_u32(sh2) + uint32_t(rs0) * 32768u);
         tsr::wgmma_fence();
         tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c53[0]), tsr::wgmma_desc_sw128(sa_ + 0u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 0u, 8192u, 1024u));
         tsr::wgmma_m64n256k16_bf16<1>(*reinterpret_cast<float(*)[1][32][4]>(&c53[0]), tsr::wgmma_desc_sw128(sa_ + 32u + wg_ * 8192u, 16u, 1024u), tsr::wgmma_desc_sw128(sb_ + 2048u, 8192u, 1024u));
