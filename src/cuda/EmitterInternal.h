@@ -754,10 +754,10 @@ class Emitter {
     int64_t MT = 0, boxes = 0, G = 1, in_flight = 1;
   };
   OverlapStore overlap_;
-  // The statement that stores box b (block b / boxes, box b % boxes) of the pending block.
   // The TMA store's staging boxes per compute warpgroup (store-epilogues-by-tma's `tma_buffers`, 2
   // unless it says 4).
   int64_t tma_store_buffers() const;
+  // The statement that stores box b (block b / boxes, box b % boxes) of the pending block.
   std::string overlap_box(int64_t b) const;
   void plan_warp_specialization(std::vector<std::string>& sig, CudaKernelInfo& info);
   void emit_warp_specialized_body();
@@ -788,7 +788,6 @@ class Emitter {
 // An op without regions whose results are all scalars, of a class without side effects (index
 // arithmetic a pipelined loop may re-emit for another iteration).
 bool pure_scalar(const Op& o);
-// (How many operands of ops in a block are a value: passes/Passes.h's uses_in.)
 
 // The fold of a sum, prod, max or min reduction of `t` values in their compute type (empty
 // for other kinds), shared by both emitters' reductions.

@@ -99,11 +99,7 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
                                   : permuted(k, top, init, loop);
     if (old_splat) {
       // (The old start goes where nothing else reads it.)
-      int uses = 0;
-      walk(top, [&](Op& u) {
-        for (const Value* v : u.operands) uses += v == init;
-      });
-      if (uses == 0)
+      if (uses_in(top, init) == 0)
         std::erase_if(top.ops, [&](const std::unique_ptr<Op>& u) { return u.get() == old_splat; });
     }
     Value* acc = body.args[1];
