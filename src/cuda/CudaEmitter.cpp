@@ -1280,6 +1280,23 @@ CudaEmission Emitter::run() {
   }
   if (!struct_tma_.empty()) drain_struct_tma();
   close();
+  if (lowered_) {
+    // The layout emitter's tensor maps (TMA rings and stores): one thread starts fetching each
+    // into the TMA unit's descriptor cache at the kernel's start, so that a program's first
+    // copies do not wait for it, which a kernel of few programs and one CTA per SM pays once
+    // per CTA (the planning emitter's wgmma kernels and Struct TMA prefetch theirs too).
+    std::vector<std::string> maps;
+    for (const auto& [load, m] : tma_loads_) maps.push_back(m);
+    if (!tma_store_map_.empty()) maps.push_back(tma_store_map_);
+    std::sort(maps.begin(), maps.end());
+    maps.erase(std::unique(maps.begin(), maps.end()), maps.end());
+    for (const auto& [copy, m] : struct_tma_) std::erase(maps, m);  // Struct's prologue has them
+    if (!maps.empty()) {
+      prologue_.push_back("if (tsr_tid == 0) {");
+      for (const std::string& m : maps) prologue_.push_back("  tsr::prefetch_tensormap(&" + m + ");");
+      prologue_.push_back("}");
+    }
+  }
   for (size_t i = prologue_.size(); i-- > 0;) {
     lines_.insert(lines_.begin() + static_cast<std::ptrdiff_t>(struct_line), "  " + prologue_[i]);
     line_op_.insert(line_op_.begin() + static_cast<std::ptrdiff_t>(struct_line), nullptr);

@@ -301,6 +301,22 @@ TEST(LayoutEmitter, L2PrefetchKnobReachesTheRingsCopies) {
   EXPECT_FALSE(nvrtc_compile(with.source, CudaTarget::parse("sm_80"), "l2pf.cu", with.line_op).cubin.empty());
 }
 
+// The bf16 matmul on sm_90a: each tensor map the kernel takes (the rings' and the TMA store's)
+// is prefetched once, by one thread, before the ring's barriers are set up.
+TEST(LayoutEmitter, TensorMapsArePrefetchedAtTheStart) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto k = lk->build(ScalarKind::BF16);
+  bool printed = false;
+  const CudaEmission em =
+      by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), "sm_90a", &printed);
+  ASSERT_TRUE(printed);
+  size_t maps = 0;
+  for (const CudaParam& q : em.info.params) maps += q.kind == CudaParam::Kind::TensorMap;
+  EXPECT_EQ(maps, 3u) << "A's and B's rings and C's store";
+  EXPECT_EQ(occurrences(em.source, "tsr::prefetch_tensormap(&tsr_tma"), maps) << em.source;
+  EXPECT_LT(em.source.find("tsr::prefetch_tensormap("), em.source.find("tsr::mbar_init(")) << em.source;
+}
+
 // epilogue_buffers = 4 (store-epilogues-by-tma's `tma_buffers`): the persistent bf16 matmul's
 // TMA-store staging is four 8 KiB boxes per compute warpgroup, taken in turn, and with four
 // boxes a 64-row block three earlier stores may still be reading when a box is written; no note
