@@ -10,6 +10,10 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
   constexpr int tsr_nthreads = 128;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  if (tsr_tid == 0) {
+    tsr::prefetch_tensormap(&tsr_tma1);
+    tsr::prefetch_tensormap(&tsr_tma2);
+  }
   const int64_t tsr_p0_s2 = 1;
   (void)tsr_p0_s2;
   const int64_t tsr_p0_s1 = tsr_p0_s2 * int64_t(tsr_dim_DH);

@@ -10,6 +10,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
   constexpr int tsr_nthreads = 256;
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
+  if (tsr_tid == 0) {
+    tsr::prefetch_tensormap(&tsr_tma0);
+    tsr::prefetch_tensormap(&tsr_tma1);
+    tsr::prefetch_tensormap(&tsr_tma2);
+  }
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_K);
