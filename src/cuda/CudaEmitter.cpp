@@ -1417,13 +1417,14 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
 // epilogue_overlap: overlap-epilogues; tma_store_epilogue: store-epilogues-by-tma;
 // ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch:
-// hint-l2-policy; epilogue_buffers: store-epilogues-by-tma). Such a kernel goes to the planning emitter by default;
+// hint-l2-policy; epilogue_buffers: store-epilogues-by-tma; stream_stores: hint-l2-policy's
+// store hint). Such a kernel goes to the planning emitter by default;
 // the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
 // running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
-  // (split_k 1: never split; stream_stores and pair_stores are
-  // its A/B switches of row stores). Not here: min_blocks (both emitters print it into
+  // (split_k 1: never split; pair_stores is its A/B switch of row
+  // stores). Not here: min_blocks (both emitters print it into
   // __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct pipes'
   // loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
@@ -1431,7 +1432,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
       {"cluster_size", {1}},
       {"mma_spread_copies", {0}},
       {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
-      {"stream_stores", {0}},         {"pair_stores", {1}}};
+      {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

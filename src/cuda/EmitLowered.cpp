@@ -1260,6 +1260,14 @@ int64_t Emitter::lowered_vector_width(const Value* v) const {
   return vector_width(dist_of(v), v->type.rank() - 1, scalar_bytes(v->type.elem));
 }
 
+// A store's vector store to global memory: with the streaming hint where hint-l2-policy gave
+// it `l2_hint = "evict_first"` (the knob stream_stores), st.global.cs.
+std::string Emitter::store_vec_fn(const Op& store) {
+  const bool stream = store.has_attr("l2_hint") && store.attr_string("l2_hint") == "evict_first";
+  if (stream) count("streamed-stores");
+  return stream ? "tsr::store_vec_cs<" : "tsr::copy_vec<";
+}
+
 bool Emitter::lowered_store_staged(const Op& op) {
   const Value *view = op.operand(0), *tile = op.operand(1);
   const ViewInfo& vi = view_of(op, view);
@@ -1333,7 +1341,7 @@ bool Emitter::lowered_store_staged(const Op& op) {
   };
   open("if (" + whole + ") {");
   chunk_loop("#pragma unroll 4");
-  line("tsr::copy_vec<" + St + ", " + num(E) + ">(" + vi.ptr + " + (" + o0 + " + " + r + ") * " + vi.strides[0] + " + " + o1 +
+  line(store_vec_fn(op) + St + ", " + num(E) + ">(" + vi.ptr + " + (" + o0 + " + " + r + ") * " + vi.strides[0] + " + " + o1 +
        " + " + k + ", " + st + " + " + r + " * " + num(LD) + " + " + k + ");");
   close();
   --ind_;
@@ -1461,7 +1469,7 @@ void Emitter::lowered_load_store(const Op& op) {
       load_run(c, s0, at, buf);
     } else {
       for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
-      line((own == "true" ? "" : "if (" + own + ") ") + "tsr::copy_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
+      line((own == "true" ? "" : "if (" + own + ") ") + store_vec_fn(op) + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
            ", " + buf + ");");
     }
   };

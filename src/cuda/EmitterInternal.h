@@ -771,6 +771,7 @@ class Emitter {
   const Op* split_cluster_ring_ = nullptr;
   void plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo& info);
   void lowered_split_k_fixup(const Op& loop);
+  std::string store_vec_fn(const Op& store);
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
   // `pingpong`: consumer tsr_cons's loop, over the CTA's programs 2j + tsr_cons (j is tsr_j).
   void open_program_loop(bool pingpong = false);

@@ -26,7 +26,7 @@ Extra extra(OpKind k) {
     case OpKind::Arange: return {{opt("start", A::Int)}, "tile<i32, [N]> holding start, start+1, ..., start+N-1"};
     case OpKind::Splat: return {{}, "a tile whose every element is the scalar operand"};
     case OpKind::LoadTile: return {{opt("pad", A::Number), opt("l2_hint", A::String), opt("readers", A::IntList), opt("l2_prefetch", A::Int), opt("prefetch", A::String), opt("prefetch_at", A::Int)}, "load tile number (i0, i1, ...) of a view; out-of-bounds elements read as pad (default 0)"};
-    case OpKind::StoreTile: return {{opt("tma_store", A::Int), opt("tma_buffers", A::Int), opt("overlap", A::Int), opt("staged", A::Int)}, "store a tile at tile number (i0, i1, ...) of a view; out-of-bounds elements are dropped"};
+    case OpKind::StoreTile: return {{opt("tma_store", A::Int), opt("l2_hint", A::String), opt("tma_buffers", A::Int), opt("overlap", A::Int), opt("staged", A::Int)}, "store a tile at tile number (i0, i1, ...) of a view; out-of-bounds elements are dropped"};
     case OpKind::Gather: return {{opt("pad", A::Number)}, "load view[idx0, idx1, ...] elementwise from index tiles, with an optional i1 mask; masked-off or out-of-bounds elements read as pad"};
     case OpKind::Scatter: return {{}, "store a value tile to view[idx0, ...] elementwise, with an optional i1 mask; masked-off elements are skipped, out-of-bounds ones are an error"};
     case OpKind::Atomic: return {{req("kind", A::String)}, "atomic add/max/min of a value tile into view[idx0, ...]; returns the old values"};

@@ -855,6 +855,12 @@ class Verifier {
             return;
           }
         }
+        // A store's cache hint (hint-l2-policy, from the knob stream_stores): only evict-first,
+        // the streaming hint of its vector stores (st.global.cs).
+        if (const Attr* h = cur_->find_attr("l2_hint"); h && std::get<std::string>(*h) != "evict_first") {
+          fail("l2_hint on a store must be \"evict_first\" (its vector stores stream past L2), got " + attr_str(*h));
+          return;
+        }
         if (const Attr* t = cur_->find_attr("staged"); t && std::get<int64_t>(*t) != 0 && std::get<int64_t>(*t) != 1) {
           fail("staged must be 0 or 1 (the tile goes out through shared memory in 16-byte rows), got " + attr_str(*t));
           return;

@@ -26,6 +26,12 @@
 // memory at once (cp.async's .L2::NB qualifier, sm_80+), as the planning emitter's mma.sync
 // matmul does with the same knob. A tuning knob: no rule sets it (the default is no prefetch).
 // A written `l2_prefetch` stays; where no load takes the knob (TMA rings only), a note says so.
+//
+// Where the kernel sets the knob stream_stores = 1 (any target; 0, the default, asks for
+// nothing), every `store_tile` but a TMA store gets `l2_hint = "evict_first"`: its vector stores
+// carry the streaming hint (st.global.cs), so that a kernel's output does not push out of L2
+// what it reads again (a row kernel's second pass over a long row), as the planning emitter's
+// row stores do with the same knob. A note where no store takes it.
 #include <set>
 
 #include "ir/IR.h"
@@ -103,6 +109,21 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (prefetch != 0 && prefetch != 64 && prefetch != 128 && prefetch != 256)
     throw TesseraError(pf->loc, "knob mma_l2_prefetch = " + std::to_string(prefetch) +
                                     ": 0 (no prefetch), 64, 128 or 256 bytes that L2 fetches around each copy");
+  const ConstexprDecl* ss = k.find_constexpr("stream_stores");
+  const int64_t stream = ss ? ss->value : 0;
+  if (stream != 0 && stream != 1)
+    throw TesseraError(ss->loc, "knob stream_stores = " + std::to_string(stream) +
+                                    ": 0 (no hint) or 1 (stores stream past L2: evict-first)");
+  if (stream) {
+    int64_t taken = 0;
+    walk(*k.body, [&](Op& st) {
+      if (st.kind != OpKind::StoreTile || (st.has_attr("tma_store") && st.attr_int("tma_store") == 1)) return;
+      if (!st.has_attr("l2_hint")) st.set_attr("l2_hint", std::string("evict_first"));
+      ++taken;
+    });
+    stats["hint-l2-policy.streamed-stores"] += taken;
+    if (taken == 0) stats.notes.push_back("knob stream_stores = 1 taken by no store: the kernel's tile stores go out by TMA");
+  }
   if (!k.grid) return;
   // TMA copies are the wgmma lowering's, of kernels with a wgmma dot (a kernel lowered for
   // mma.sync copies its swizzled tiles, swizzle-mma-operands', by cp.async).

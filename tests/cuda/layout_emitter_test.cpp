@@ -317,6 +317,36 @@ TEST(LayoutEmitter, TensorMapsArePrefetchedAtTheStart) {
   EXPECT_LT(em.source.find("tsr::prefetch_tensormap("), em.source.find("tsr::mbar_init(")) << em.source;
 }
 
+// stream_stores = 1 (hint-l2-policy's `l2_hint = "evict_first"` on stores): the bf16 softmax on
+// sm_80, printed by the layout emitter by default, stores its rows with the streaming hint
+// (tsr::store_vec_cs: st.global.cs in the PTX), and without the knob it does not; another
+// value is an error naming the knob.
+TEST(LayoutEmitter, StreamStoresKnobGivesTheStoresTheStreamingHint) {
+  const LibraryKernel* lk = find_library_kernel("softmax");
+  auto emit_with = [&](int64_t stream) {
+    auto k = lk->build(ScalarKind::BF16);
+    k->set_constexpr("stream_stores", stream);
+    const auto bound = run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_80")), {});
+    return emit_cuda_with_info(*bound, CudaTarget::parse("sm_80"));  // the default: Auto
+  };
+  const CudaEmission plain = emit_with(0), streamed = emit_with(1);
+  ASSERT_TRUE(streamed.lowered) << "the default printed it with the planning emitter";
+  EXPECT_EQ(plain.source.find("store_vec_cs"), std::string::npos);
+  EXPECT_GT(occurrences(streamed.source, "tsr::store_vec_cs<"), 0u) << streamed.source;
+  EXPECT_GT(streamed.stats.at("streamed-stores"), 0);
+  for (const std::string& n : streamed.notes) EXPECT_EQ(n.find("stream_stores"), std::string::npos) << n;
+  try {
+    emit_with(2);
+    ADD_FAILURE() << "stream_stores = 2 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob stream_stores = 2: 0 (no hint) or 1"), std::string::npos) << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(streamed.source, CudaTarget::parse("sm_80"), "cs.cu", streamed.line_op);
+  EXPECT_NE(r.ptx.find("st.global.cs."), std::string::npos);
+}
+
 // epilogue_buffers = 4 (store-epilogues-by-tma's `tma_buffers`): the persistent bf16 matmul's
 // TMA-store staging is four 8 KiB boxes per compute warpgroup, taken in turn, and with four
 // boxes a 64-row block three earlier stores may still be reading when a box is written; no note
@@ -382,9 +412,9 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   EXPECT_NE(notes.find("knobs only the planning emitter reads (mma_spread_copies = 1, swap_operands = 1): the planning emitter made it"),
             std::string::npos)
       << notes;
-  std::tie(printed, notes) = emit_default({{"stream_stores", 1}});
+  std::tie(printed, notes) = emit_default({{"prefetch_loads", 1}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("(stream_stores = 1)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("(prefetch_loads = 1)"), std::string::npos) << notes;
   // Knobs at the values that ask for nothing, and knobs both emitters read (min_blocks: the
   // launch bounds), leave the kernel to the layout emitter.
   std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});
