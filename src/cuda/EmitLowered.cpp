@@ -1264,7 +1264,6 @@ int64_t Emitter::lowered_vector_width(const Value* v) const {
 // it `l2_hint = "evict_first"` (the knob stream_stores), st.global.cs.
 std::string Emitter::store_vec_fn(const Op& store) {
   const bool stream = store.has_attr("l2_hint") && store.attr_string("l2_hint") == "evict_first";
-  if (stream) count("streamed-stores");
   return stream ? "tsr::store_vec_cs<" : "tsr::copy_vec<";
 }
 

@@ -28,7 +28,9 @@
 // A written `l2_prefetch` stays; where no load takes the knob (TMA rings only), a note says so.
 //
 // Where the kernel sets the knob stream_stores = 1 (any target; 0, the default, asks for
-// nothing), every `store_tile` but a TMA store gets `l2_hint = "evict_first"`: its vector stores
+// nothing), every `store_tile` gets `l2_hint = "evict_first"` (a TMA store, which
+// store-epilogues-by-tma may choose later, ignores it; a store it gives back to registers keeps
+// it): its vector stores
 // carry the streaming hint (st.global.cs), so that a kernel's output does not push out of L2
 // what it reads again (a row kernel's second pass over a long row), as the planning emitter's
 // row stores do with the same knob. A note where no store takes it.
@@ -117,12 +119,12 @@ void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (stream) {
     int64_t taken = 0;
     walk(*k.body, [&](Op& st) {
-      if (st.kind != OpKind::StoreTile || (st.has_attr("tma_store") && st.attr_int("tma_store") == 1)) return;
+      if (st.kind != OpKind::StoreTile) return;
       if (!st.has_attr("l2_hint")) st.set_attr("l2_hint", std::string("evict_first"));
       ++taken;
     });
     stats["hint-l2-policy.streamed-stores"] += taken;
-    if (taken == 0) stats.notes.push_back("knob stream_stores = 1 taken by no store: the kernel's tile stores go out by TMA");
+    if (taken == 0) stats.notes.push_back("knob stream_stores = 1 taken by no store: the kernel has no store_tile");
   }
   if (!k.grid) return;
   // TMA copies are the wgmma lowering's, of kernels with a wgmma dot (a kernel lowered for

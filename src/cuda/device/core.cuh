@@ -230,7 +230,8 @@ TSR_D void copy_vec(S* __restrict__ dst, const S* __restrict__ src) {
 #pragma unroll
   for (int i = 0; i < bytes / piece; ++i) reinterpret_cast<P*>(dst)[i] = reinterpret_cast<const P*>(src)[i];
 }
-// copy_vec into global memory with the evict-first (streaming) cache hint.
+// copy_vec into global memory with the evict-first (streaming) cache hint (every width the
+// emitters store: 2 to 16 bytes; a 1-byte store goes without it).
 template <class S, int N>
 TSR_D void store_vec_cs(S* __restrict__ dst, const S* __restrict__ src) {
   constexpr int bytes = int(sizeof(S)) * N;
@@ -240,6 +241,12 @@ TSR_D void store_vec_cs(S* __restrict__ dst, const S* __restrict__ src) {
   } else if constexpr (bytes == 8) {
     const uint2 v = *reinterpret_cast<const uint2*>(src);
     asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(dst), "r"(v.x), "r"(v.y) : "memory");
+  } else if constexpr (bytes == 4) {
+    const uint32_t v = *reinterpret_cast<const uint32_t*>(src);
+    asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(dst), "r"(v) : "memory");
+  } else if constexpr (bytes == 2) {
+    const uint16_t v = *reinterpret_cast<const uint16_t*>(src);
+    asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(dst), "h"(v) : "memory");
   } else {
     copy_vec<S, N>(dst, src);
   }
