@@ -28,12 +28,12 @@
 // A written `l2_prefetch` stays; where no load takes the knob (TMA rings only), a note says so.
 //
 // Where the kernel sets the knob stream_stores = 1 (any target; 0, the default, asks for
-// nothing), every `store_tile` gets `l2_hint = "evict_first"` (a TMA store, which
-// store-epilogues-by-tma may choose later, ignores it; a store it gives back to registers keeps
-// it): its vector stores
-// carry the streaming hint (st.global.cs), so that a kernel's output does not push out of L2
-// what it reads again (a row kernel's second pass over a long row), as the planning emitter's
-// row stores do with the same knob. A note where no store takes it.
+// nothing), every `store_tile` gets `l2_hint = "evict_first"`: its vector stores carry the
+// streaming hint (st.global.cs), so that a kernel's output does not push out of L2 what it
+// reads again (a row kernel's second pass over a long row), as the planning emitter's row
+// stores do with the same knob. (A TMA store, which store-epilogues-by-tma may choose later,
+// ignores it; a store that pass gives back to registers keeps it.) A note where no store_tile
+// takes it.
 #include <set>
 
 #include "ir/IR.h"
