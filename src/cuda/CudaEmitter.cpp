@@ -1411,27 +1411,26 @@ const Op* first_layout_op(const Block& b) {
   return nullptr;
 }
 
-// The codegen knobs that only the planning emitter (or the runtime, for its compilations)
-// reads, as "name = value", where the kernel gives one a value that asks for something: the
-// GPU lowering has no pass that takes them yet (tma_hint_a / tma_hint_b: hint-l2-policy does;
-// prefetch_programs, prefetch_buffers and prefetch_invariant: prefetch-programs;
-// epilogue_overlap: overlap-epilogues; tma_store_epilogue: store-epilogues-by-tma;
-// ring_stages: pipeline-loops; mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch:
-// hint-l2-policy; epilogue_buffers: store-epilogues-by-tma; stream_stores: hint-l2-policy's
-// store hint). Such a kernel goes to the planning emitter by default;
-// the layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than
-// running as if they had been taken.
+// The codegen knobs that only the planning emitter reads, as "name = value", where the kernel
+// gives one a value that asks for something: the GPU lowering has no pass that takes them yet
+// (tma_hint_a / tma_hint_b: hint-l2-policy does; prefetch_programs, prefetch_buffers and
+// prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues;
+// tma_store_epilogue and epilogue_buffers: store-epilogues-by-tma; ring_stages: pipeline-loops;
+// mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
+// swap_operands: swap-dot-operands; the runtime's split_k: the split compilation's
+// split-k-loops). Such a kernel goes to the planning emitter by default; the layout emitter,
+// when asked for (Emitter::Layouts), says which it ignored rather than running as if they had
+// been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
-  // (split_k 1: never split; pair_stores is its A/B switch of row
-  // stores). Not here: min_blocks (both emitters print it into
-  // __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct pipes'
-  // loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
+  // (pair_stores is its A/B switch of row stores). Not here: min_blocks (both emitters print it
+  // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
+  // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
-      {kSplitKKnob, {0, 1}},          {"stream_k", {0}},           {"cluster_m", {1}},
+      {"stream_k", {0}},              {"cluster_m", {1}},
       {"cluster_size", {1}},
       {"mma_spread_copies", {0}},
-      {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},     {"swap_operands", {0}},
+      {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},
       {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
@@ -1459,9 +1458,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   if (target.emitter == CudaTarget::Emitter::Auto) {
     std::string asks;
     for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
-    if (target.split_k || target.stream_k)
-      layouts_note = std::string("the ") + (target.split_k ? "split-K" : "stream-K") +
-                     " compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
+    if (target.stream_k)
+      layouts_note = "the stream-K compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
     else if (!asks.empty())
       layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
     else
@@ -1555,10 +1553,7 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           }
         if (out.wgmma_not_taken.empty() && !wgmma_note.empty()) out.wgmma_not_taken = wgmma_note;
         for (const std::string& knob : planning_only)
-          // (swap_operands: swap-dot-operands takes it; the default leaves such kernels to the
-          // planning emitter until the GPU has measured the layout emitter's swapped product.)
-          if (!knob.starts_with("swap_operands") || lowering_stats["swap-dot-operands.swapped"] == 0)
-            out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
+          out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         out.lowered_with_wgmma = wgmma;

@@ -174,8 +174,7 @@ bool encode_tensor_map(const Driver& d, const CudaParam& p, uint64_t base, const
 class CudaKernelImpl : public CudaKernel {
  public:
   CudaKernelImpl(std::shared_ptr<Compiled> c, const Kernel& k, CudaEmission em, CudaOptions opts)
-      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)), opts_(std::move(opts)),
-        layouts_wgmma_(em_.lowered && em_.stats.count("wgmma-dots") && em_.stats.at("wgmma-dots") > 0) {}
+      : c_(std::move(c)), k_(k.clone()), em_(std::move(em)), opts_(std::move(opts)) {}
 
   const std::vector<char>& cubin() const override { return c_->cubin; }
   const std::string& source() const override { return em_.source; }
@@ -225,23 +224,18 @@ class CudaKernelImpl : public CudaKernel {
     int want = opts_.split_k;
     if (const ConstexprDecl* d = k_->find_constexpr(kSplitKKnob); d && want == 0)
       want = static_cast<int>(std::clamp<int64_t>(d->value, 0, kMaxSplitK));
-    // The layout emitter has no split-K yet: a wgmma kernel it printed as the default
-    // (Emitter::Auto) splits through the planning emitter's split-K compilation, where the
-    // planning emitter finds its K loop splittable (planning_splits, decided where a split is
-    // wanted, from an emission without NVRTC).
-    const bool by_default_layouts = layouts_wgmma_ && target.emitter == CudaTarget::Emitter::Auto;
-    if (!(info.split_k_capable || by_default_layouts) || info.split_k || want == 1) return 1;
+    if (!info.split_k_capable || info.split_k || want == 1) return 1;
     for (const CudaParam& p : info.params)
       if (p.kind == CudaParam::Kind::TensorMap &&
           tensor_map_type(p, ptrs.at(p.param_index), view_dims(*k_, p.param_index, sizes)) < 0)
         return 1;
-    if (want >= 2) return (by_default_layouts && !planning_splits()) || !split_variant() ? 1 : std::min(want, kMaxSplitK);
+    if (want >= 2) return !split_variant() ? 1 : std::min(want, kMaxSplitK);
     const int64_t programs = grid[0] * grid[1] * grid[2];
     ensure_loaded(dev);
     const int64_t capacity = int64_t(dev.num_sms) * c_->ctas_per_sm;
     // The loop's length is worked out only where the programs leave room to split.
     int s = split_k_factor(programs, capacity, 3 * programs <= capacity ? cuda_split_loop_k(*k_, sizes, args) : -1);
-    if (s < 2 || (by_default_layouts && !planning_splits())) return 1;
+    if (s < 2) return 1;
     // The split compilation's deeper ring may hold fewer CTAs per SM: no more splits than its
     // CTAs fit at once.
     CudaKernelImpl* sv = split_variant();
@@ -539,23 +533,6 @@ class CudaKernelImpl : public CudaKernel {
     return *fallback_;
   }
 
-  // Would the planning emitter split this kernel's K loop (its emission's split_k_capable; no
-  // NVRTC), for a kernel the layout emitter printed? Worked out once, at the first launch that
-  // wants a split.
-  bool planning_splits() {
-    std::lock_guard<std::mutex> lock(fallback_mu_);
-    if (!planning_splits_) {
-      CudaTarget t = target;
-      t.emitter = CudaTarget::Emitter::Planning;
-      try {
-        planning_splits_ = emit_cuda_with_info(*k_, t).info.split_k_capable;
-      } catch (const TesseraError&) {
-        planning_splits_ = false;  // (then the kernel runs unsplit, as printed)
-      }
-    }
-    return *planning_splits_;
-  }
-
   // The same kernel compiled as its split-K variant (CudaTarget::split_k); compiled at its first
   // use. Null where that compilation did not split the loop after all (the layout emitter
   // printed it without wgmma: its deeper ring beside the kernel's other shared tiles did not
@@ -610,11 +587,9 @@ class CudaKernelImpl : public CudaKernel {
   std::unique_ptr<Kernel> k_;
   CudaEmission em_;
   CudaOptions opts_;
-  const bool layouts_wgmma_;  // the layout emitter printed it, with wgmma dots (split_ways)
   std::mutex fallback_mu_;
   std::shared_ptr<CudaKernel> fallback_;
   std::shared_ptr<CudaKernelImpl> split_;
-  std::optional<bool> planning_splits_;  // planning_splits(), once worked out
   // Guards workspaces_, zeroed_ and retired_: its own lock, not fallback_mu_, which is held
   // through a fallback's NVRTC compile that every launch would otherwise wait for.
   std::mutex workspace_mu_;

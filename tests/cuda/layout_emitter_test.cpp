@@ -246,7 +246,7 @@ TEST(LayoutEmitter, LeavesTilesOfTooManyElementsAThread) {
   EXPECT_TRUE(printed);
 }
 
-// Knobs the GPU lowering has no pass for yet (split-K, clusters, the ring's depth, ...) are not
+// Knobs the GPU lowering has no pass for yet (stream-K, clusters, ...) are not
 // silently dropped: the layout emitter's kernel says which it was given; defaults say nothing.
 TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
   const LibraryKernel* lk = find_library_kernel("matmul");
@@ -261,8 +261,8 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
     for (const std::string& n : em.notes) all += n + "\n";
     return all;
   };
-  const std::string given = notes_with({{"split_k", 3}, {"cluster_m", 2}, {"epilogue_overlap", 1}});
-  EXPECT_NE(given.find("knob split_k = 3 is read by the planning emitter only: the layout emitter ignores it"), std::string::npos) << given;
+  const std::string given = notes_with({{"stream_k", 1}, {"cluster_m", 2}, {"epilogue_overlap", 1}});
+  EXPECT_NE(given.find("knob stream_k = 1 is read by the planning emitter only: the layout emitter ignores it"), std::string::npos) << given;
   EXPECT_NE(given.find("knob cluster_m = 2 is read by the planning emitter only"), std::string::npos) << given;
   EXPECT_EQ(given.find("epilogue_overlap"), std::string::npos) << given;  // its default asks for nothing
   // epilogue_overlap = 0 is overlap-epilogues' to read now: taken, no note.
@@ -397,8 +397,9 @@ TEST(LayoutEmitter, EpilogueBuffersKnobGivesTheTmaStoreFourBoxes) {
 }
 
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
-// the planning emitter reads, and the runtime's split-K and stream-K compilations, go to the
-// planning emitter with a note that says why. TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
+// the planning emitter reads, and the runtime's stream-K compilation, go to the planning emitter
+// with a note that says why; the split-K compilation and the swapped product are the layout
+// emitter's (split-k-loops, swap-dot-operands). TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
 // layout emitter, 0 the planning emitter, unset the default, anything else an error.
 TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   const LibraryKernel* lk = find_library_kernel("matmul");
@@ -417,9 +418,9 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   auto [printed, notes] = emit_default({});
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
-  std::tie(printed, notes) = emit_default({{"swap_operands", 1}, {"mma_spread_copies", 1}});
+  std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"mma_spread_copies", 1}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (mma_spread_copies = 1, swap_operands = 1): the planning emitter made it"),
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, mma_spread_copies = 1): the planning emitter made it"),
             std::string::npos)
       << notes;
   std::tie(printed, notes) = emit_default({{"prefetch_loads", 1}});
@@ -430,13 +431,16 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});
   EXPECT_TRUE(printed) << notes;
   // Knobs a GPU lowering pass takes: ring_stages (pipeline-loops), tma_store_epilogue and
-  // epilogue_buffers (store-epilogues-by-tma), mma_l2_prefetch (hint-l2-policy).
-  std::tie(printed, notes) =
-      emit_default({{"ring_stages", 6}, {"tma_store_epilogue", 0}, {"epilogue_buffers", 4}, {"mma_l2_prefetch", 128}});
+  // epilogue_buffers (store-epilogues-by-tma), mma_l2_prefetch (hint-l2-policy), swap_operands
+  // (swap-dot-operands), and the runtime's split_k (its split compilation's split-k-loops), with
+  // no note that the layout emitter ignores them.
+  std::tie(printed, notes) = emit_default({{"ring_stages", 6}, {"tma_store_epilogue", 0}, {"epilogue_buffers", 4},
+                                           {"mma_l2_prefetch", 128}, {"swap_operands", 1}, {"split_k", 3}});
   EXPECT_TRUE(printed) << notes;
+  EXPECT_EQ(notes.find("knob "), std::string::npos) << notes;
   std::tie(printed, notes) = emit_default({}, /*split_k=*/true);
-  EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("the split-K compilation: the planning emitter made it"), std::string::npos) << notes;
+  EXPECT_TRUE(printed) << notes;
+  EXPECT_NE(notes.find("split-K: gridDim.z CTAs share each program's K loop (split-k-loops)"), std::string::npos) << notes;
 
   // The environment, read by CudaTarget::parse.
   const char* old = std::getenv("TESSERA_CUDA_FROM_LAYOUTS");
@@ -1030,8 +1034,8 @@ TEST(LayoutEmitter, SplitKCompilationAddsThePartialSumsBeforeTheEpilogue) {
        p = em.source.find("tsr::cluster_sync();", p + 1))
     ++compute_syncs;
   EXPECT_EQ(compute_syncs, 2);
-  t.emitter = CudaTarget::Emitter::Auto;
-  EXPECT_FALSE(emit_cuda_with_info(*k, t).lowered);
+  t.emitter = CudaTarget::Emitter::Auto;  // the default's split compilation is this one
+  EXPECT_TRUE(emit_cuda_with_info(*k, t).lowered);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   t.emitter = CudaTarget::Emitter::Layouts;

@@ -278,8 +278,8 @@ TEST(LayoutEmitterGpu, EachLoweringPassLeftOutStillMatches) {
 // The default (CudaTarget::Emitter::Auto) on sm_90a: the library's bf16 matmul at the target's
 // config is the layout emitter's wgmma kernel, and the runtime's other compilations of it come
 // from elsewhere: without TMA (K = 1001: rows of 2002 bytes, which no tensor map describes)
-// the layout emitter's mma.sync lowering; split over K (2 x 2 programs, K = 4096) the planning
-// emitter's split-K compilation, taken because a planning emission finds the K loop splittable.
+// the layout emitter's mma.sync lowering; split over K (2 x 2 programs, K = 4096) its split-K
+// compilation (split-k-loops).
 // Each against the interpreter, and the launch counters say which compilation ran.
 TEST(LayoutEmitterGpu, TheDefaultsOtherCompilationsMatchTheInterpreter) {
   REQUIRE_GPU();
