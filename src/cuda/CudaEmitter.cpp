@@ -1437,6 +1437,17 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
     if (const ConstexprDecl* d = k.find_constexpr(name);
         d && std::find(nothing.begin(), nothing.end(), d->value) == nothing.end())
       knobs.push_back(std::string(name) + " = " + std::to_string(d->value));
+  // swap_operands = 1 on f8 operands: swap-dot-operands declines f8 (the layout emitter's wgmma
+  // reads no MN-major f8 operand), the planning emitter swaps them.
+  if (const ConstexprDecl* d = k.find_constexpr("swap_operands"); d && d->value == 1) {
+    bool f8 = false;
+    walk(const_cast<Block&>(*k.body), [&](Op& op) {
+      if (op.kind != OpKind::Dot) return;
+      for (int i = 0; i < 2; ++i)
+        f8 |= op.operand(i)->type.elem == ScalarKind::F8E4M3 || op.operand(i)->type.elem == ScalarKind::F8E5M2;
+    });
+    if (f8) knobs.push_back("swap_operands = 1 (of f8 operands)");
+  }
   return knobs;
 }
 

@@ -438,6 +438,20 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
                                            {"mma_l2_prefetch", 128}, {"swap_operands", 1}, {"split_k", 3}});
   EXPECT_TRUE(printed) << notes;
   EXPECT_EQ(notes.find("knob "), std::string::npos) << notes;
+  // swap_operands on f8 operands stays the planning emitter's (swap-dot-operands declines f8).
+  {
+    const LibraryKernel* fp8 = find_library_kernel("matmul_fp8");
+    auto k = fp8->build(ScalarKind::BF16);
+    k->set_constexpr("swap_operands", 1);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Auto;
+    CudaEmission em =
+        emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*fp8, ScalarKind::BF16, "cuda:sm_90a")), {}), t);
+    std::string all;
+    for (const std::string& n : em.notes) all += n + "\n";
+    EXPECT_EQ(em.lowered, nullptr) << all;
+    EXPECT_NE(all.find("swap_operands = 1 (of f8 operands)"), std::string::npos) << all;
+  }
   std::tie(printed, notes) = emit_default({}, /*split_k=*/true);
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("split-K: gridDim.z CTAs share each program's K loop (split-k-loops)"), std::string::npos) << notes;
