@@ -953,7 +953,13 @@ void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo
   if (!split_loop_) {
     // The runtime may launch this kernel's split-K compilation where split-k-loops would split
     // it (a wgmma K loop; the runtime's TMA checks and sizes decide the rest).
-    info.split_k_capable = lowered_wgmma_ && splittable_k_loop(k_) != nullptr;
+    std::string why;
+    info.split_k_capable = lowered_wgmma_ && splittable_k_loop(k_, &why) != nullptr;
+    // A kernel that asks for a split (split_k >= 2) which the runtime cannot launch runs
+    // unsplit: say why rather than ignore the knob.
+    if (const ConstexprDecl* d = k_.find_constexpr(kSplitKKnob); d && d->value >= 2 && !info.split_k_capable)
+      notes_.push_back("knob " + std::string(kSplitKKnob) + " = " + std::to_string(d->value) +
+                       ": the kernel runs unsplit: " + (lowered_wgmma_ ? why : std::string("its dot is not on wgmma")));
     return;
   }
   sig.push_back("unsigned char* __restrict__ tsr_ws");

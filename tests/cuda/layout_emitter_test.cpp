@@ -357,6 +357,30 @@ TEST(LayoutEmitter, StreamStoresKnobGivesTheStoresTheStreamingHint) {
   EXPECT_NE(m.ptx.find("st.global.cs.u32"), std::string::npos) << em.source;
 }
 
+// split_k >= 2 on a kernel whose K loop the runtime cannot split (the f32 matmul: FMA dots, no
+// wgmma) says so in a note; the bf16 matmul, which splits, has no such note.
+TEST(LayoutEmitter, SplitKKnobTheKernelCannotTakeIsANote) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto emit_with = [&](ScalarKind dt) {
+    auto k = lk->build(dt);
+    k->set_constexpr("split_k", 4);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, dt, "cuda:sm_90a")), "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    return em;
+  };
+  auto unsplit_note = [](const CudaEmission& em) {
+    for (const std::string& n : em.notes)
+      if (n.starts_with("knob split_k = 4: the kernel runs unsplit: ")) return true;
+    return false;
+  };
+  const CudaEmission f32 = emit_with(ScalarKind::F32), bf16 = emit_with(ScalarKind::BF16);
+  EXPECT_FALSE(f32.info.split_k_capable);
+  EXPECT_TRUE(unsplit_note(f32));
+  EXPECT_TRUE(bf16.info.split_k_capable);
+  EXPECT_FALSE(unsplit_note(bf16));
+}
+
 // epilogue_buffers = 4 (store-epilogues-by-tma's `tma_buffers`): the persistent bf16 matmul's
 // TMA-store staging is four 8 KiB boxes per compute warpgroup, taken in turn, and with four
 // boxes a 64-row block three earlier stores may still be reading when a box is written; no note
