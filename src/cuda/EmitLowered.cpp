@@ -1003,6 +1003,22 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   // The last-arrival flag: a word of the shared memory the emitter accounts for.
   const int64_t flag = (lowered_smem_ + 15) / 16 * 16;
   lowered_smem_ = flag + 16;
+  // split_skip_rows (split-k-loops): a warp whose rows of the accumulator all lie past the dot's
+  // A view neither leaves nor adds partial sums (zeros in every part, and nothing reads them).
+  std::string mine;
+  if (loop.has_attr("split_skip_rows") && loop.attr_int("split_skip_rows") == 1)
+    if (const Op* a = split_rows_load(loop)) {
+      std::string first = "int64_t(" + nm(a->operand(1)) + ") * " + num(static_shape(a->result()->type.shape)[0]);
+      const Dist& d = dist_of(loop.result());
+      for (size_t b = 0; b < d.warp_bits.size(); ++b)
+        if (d.warp_bits[b].dim == 0 && d.warp_bits[b].coef != 0)
+          first += " + ((tsr_warp >> " + num(static_cast<int64_t>(b)) + ") & 1) * " + num(d.warp_bits[b].coef);
+      // (Written out at each use: a flag held from here took the 128 x 256 tile's split to a
+      // spill, beside its 128 accumulators a thread.)
+      mine = "(" + first + " < " + view_of(*a, a->operand(0)).dims[0] + ")";
+      count("split-rows-skipped");
+    }
+  const std::string if_mine = mine.empty() ? "" : "if (" + mine + ") ";
   open("if (gridDim.z > 1) {  // split-K: the program's CTAs add their partial sums");
   if (split_cluster_ring_) {
     // (The producer warpgroup passes the same two cluster barriers: emit_warp_specialized_body.)
@@ -1013,9 +1029,9 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
     // waited only for its own).
     barrier();
     line("const uint32_t buf_ = " + smem_fn() + rings_.at(split_cluster_ring_).view.ptr + ");");
-    line("if (blockIdx.z != 0) tsr::floats_to_smem(" + acc + ", buf_, tsr_tid, " + T + ");");
+    line("if (blockIdx.z != 0" + (mine.empty() ? "" : " && " + mine) + ") tsr::floats_to_smem(" + acc + ", buf_, tsr_tid, " + T + ");");
     line("tsr::cluster_sync();");
-    line("if (blockIdx.z == 0)");
+    line("if (blockIdx.z == 0" + (mine.empty() ? "" : " && " + mine) + ")");
     line("  for (unsigned z_ = 1; z_ < gridDim.z; ++z_) tsr::floats_add_cluster(" + acc + ", buf_, z_, tsr_tid, " + T + ");");
     line("tsr::cluster_sync();  // (no CTA leaves while CTA 0 may still read its shared memory)");
     line("if (blockIdx.z != 0) return;");
@@ -1033,7 +1049,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);");
-  line("tsr::floats_to_slot(" + acc + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * " + slot + ", tsr_tid, " + T + ");");
+  line(if_mine + "tsr::floats_to_slot(" + acc + ", slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * " + slot + ", tsr_tid, " + T + ");");
   line("__threadfence();");
   barrier();
   line("if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;");
@@ -1042,7 +1058,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   line("__threadfence();");
   line("if (tsr_tid == 0) cnt_[prog_] = 0u;");
   // (Through L2, .cg: the slots were written by other multiprocessors.)
-  line("tsr::floats_sum_slots<" + num(batch) + ">(" + acc + ", slots_ + prog_ * " + slot + ", progs_ * " + slot +
+  line(if_mine + "tsr::floats_sum_slots<" + num(batch) + ">(" + acc + ", slots_ + prog_ * " + slot + ", progs_ * " + slot +
        ", int(gridDim.z), tsr_tid, " + T + ");");
   if (split_cluster_ring_) close();
   close();

@@ -1314,6 +1314,13 @@ class Verifier {
           if (std::get<int64_t>(*sk) == 1 && (op.operands.size() != 4 || !ot(3).is_tile() || ot(3).elem != ScalarKind::F32))
             return fail("split_k = 1 needs one carried f32 tile (the partial sum the program's CTAs add)");
         }
+        if (const Attr* r = op.find_attr("split_skip_rows")) {
+          if (std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
+            return fail("split_skip_rows must be 0 or 1 (the split's fixup leaves out the rows past its dot's A), got " +
+                        attr_str(*r));
+          if (std::get<int64_t>(*r) == 1 && !(op.find_attr("split_k") && op.attr_int("split_k") == 1))
+            return fail("split_skip_rows = 1 needs split_k = 1 (it is about the split's partial sums)");
+        }
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +
                       attr_str(*w));

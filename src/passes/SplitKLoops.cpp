@@ -29,6 +29,7 @@
 // split's) that reads neither program_id nor num_programs of axis 2, and that writes nothing
 // before the loop (every CTA of the program runs what precedes it).
 #include <string>
+#include <unordered_set>
 
 #include "ir/IR.h"
 #include "passes/Passes.h"
@@ -49,7 +50,51 @@ bool reads_axis_2(const Kernel& k) {
   return found;
 }
 
+bool pad_is_zero(const Op& load) {
+  const Attr* p = load.find_attr("pad");
+  if (!p) return true;
+  if (const auto* d = std::get_if<double>(p)) return *d == 0.0;
+  if (const auto* i = std::get_if<int64_t>(p)) return *i == 0;
+  return false;
+}
+
 }  // namespace
+
+const Op* split_rows_load(const Op& loop) {
+  const Op* dot = in_flight_dot(const_cast<Op&>(loop));
+  if (!dot || loop.operands.size() != 4 || dot->operand(2) != loop.region(0).args[1]) return nullptr;
+  const Value* a = dot->operand(0);
+  while (a->def && a->def->kind == OpKind::ConvertLayout) a = a->def->operand(0);
+  const Op* load = a->def;
+  if (!load || load->kind != OpKind::LoadTile || load->parent != &loop.region(0) || load->operands.size() != 3 ||
+      !pad_is_zero(*load))
+    return nullptr;
+  // The tile row: the same for every iteration, computed before the loop.
+  const Value* row = load->operand(1);
+  if (!row->def || row->def->parent != loop.parent) return nullptr;
+  const Dim& rows = load->operand(0)->type.shape.at(0);
+  const Dim& tile_rows = load->result()->type.shape.at(0);
+  // Everything computed from the loop's result, up to stores: elementwise ops only (a row of
+  // theirs is computed from the same rows), each store at the same tile row of a view with the
+  // same rows (it drops the rows past them).
+  std::unordered_set<const Value*> from_acc{loop.result()};
+  bool unread = true;
+  walk(*loop.parent, [&](Op& op) {
+    bool reads = false;
+    for (const Value* v : op.operands) reads = reads || from_acc.count(v);
+    if (!reads || !unread) return;
+    const OpClass cls = op.info().cls;
+    if (cls == OpClass::Unary || cls == OpClass::Binary || cls == OpClass::Compare || cls == OpClass::Ternary ||
+        cls == OpClass::Cast) {
+      for (const Value* r : op.results) from_acc.insert(r);
+      return;
+    }
+    unread = op.kind == OpKind::StoreTile && op.operands.size() == 4 && !from_acc.count(op.operand(0)) &&
+             !from_acc.count(op.operand(2)) && !from_acc.count(op.operand(3)) && op.operand(2) == row &&
+             op.operand(0)->type.shape.at(0) == rows && op.operand(1)->type.shape.at(0) == tile_rows;
+  });
+  return unread ? load : nullptr;
+}
 
 Op* splittable_k_loop(const Kernel& k, std::string* why) {
   auto no = [&](const std::string& w) -> Op* {
@@ -109,7 +154,7 @@ void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   // The mark is this pass's alone: written by hand, the loop's bounds would not be its slice.
   walk(*k.body, [&](Op& op) {
     if (op.kind != OpKind::For || !op.has_attr("split_k")) return;
-    std::erase_if(op.attrs, [](const NamedAttr& a) { return a.name == "split_k"; });
+    std::erase_if(op.attrs, [](const NamedAttr& a) { return a.name == "split_k" || a.name == "split_skip_rows"; });
     stats.notes.push_back("for at " + op.loc.str() + ": a written split_k is ignored (split-k-loops writes it in the "
                           "split-K compilation, with the loop's slice)");
   });
@@ -138,6 +183,13 @@ void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   loop->operands[0] = lo;
   loop->operands[1] = hi;
   loop->set_attr("split_k", int64_t{1});
+  // Rows of the partial sums that are zeros in every part (the dot's A reads them past its
+  // view, as 0) and that nothing after the loop reads: the fixup need not add them (a 32-row
+  // decode product in 64-row tiles: half the workspace's traffic).
+  if (split_rows_load(*loop)) {
+    loop->set_attr("split_skip_rows", int64_t{1});
+    ++stats["split-k-loops.rows-skippable"];
+  }
   // Each of the few CTAs streams its slice of K with nothing else on its SM to hide the memory
   // latency: a ring as deep as shared memory allows, up to kSplitKStages (pipeline-loops cuts it
   // to what fits), as the planning emitter's split compilation keeps, whatever the loop's
