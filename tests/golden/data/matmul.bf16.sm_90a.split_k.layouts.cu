@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     const int32_t v51 = int32_t(uint32_t(v50) + uint32_t(v48));
     // %33 = min %32, %19 : i32
     const int32_t v52 = tsr::imin<int32_t>(v51, v37);
-    // %34 = for %31, %33, %11, %21 {pipeline = 4, warp_specialize = 1, split_k = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>> {...}
+    // %34 = for %31, %33, %11, %21 {pipeline = 4, warp_specialize = 1, split_k = 1, split_skip_rows = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>> {...}
     float c53[128];
     #pragma unroll
     for (int s54 = 0; s54 < 128; ++s54) {
@@ -197,9 +197,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         // distributed shared memory in split order and runs the rest.
         tsr::named_barrier(8u, 256u);
         const uint32_t buf_ = tsr::smem_u32(sh2);
-        if (blockIdx.z != 0) tsr::floats_to_smem(c53, buf_, tsr_tid, 256);
+        if (blockIdx.z != 0 && (int64_t(v30) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M))) tsr::floats_to_smem(c53, buf_, tsr_tid, 256);
         tsr::cluster_sync();
-        if (blockIdx.z == 0)
+        if (blockIdx.z == 0 && (int64_t(v30) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M)))
           for (unsigned z_ = 1; z_ < gridDim.z; ++z_) tsr::floats_add_cluster(c53, buf_, z_, tsr_tid, 256);
         tsr::cluster_sync();  // (no CTA leaves while CTA 0 may still read its shared memory)
         if (blockIdx.z != 0) return;
@@ -209,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;
         unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);
         float* const slots_ = reinterpret_cast<float*>(tsr_ws + (progs_ * 4 + 255) / 256 * 256);
-        tsr::floats_to_slot(c53, slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * 32768, tsr_tid, 256);
+        if ((int64_t(v30) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M))) tsr::floats_to_slot(c53, slots_ + (int64_t(blockIdx.z) * progs_ + prog_) * 32768, tsr_tid, 256);
         __threadfence();
         tsr::named_barrier(8u, 256u);
         if (tsr_tid == 0) tsr_last_ = atomicAdd(cnt_ + prog_, 1u) == gridDim.z - 1u;
@@ -217,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         if (!tsr_last_) return;
         __threadfence();
         if (tsr_tid == 0) cnt_[prog_] = 0u;
-        tsr::floats_sum_slots<2>(c53, slots_ + prog_ * 32768, progs_ * 32768, int(gridDim.z), tsr_tid, 256);
+        if ((int64_t(v30) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M))) tsr::floats_sum_slots<2>(c53, slots_ + prog_ * 32768, progs_ * 32768, int(gridDim.z), tsr_tid, 256);
       }
     }
     // %40 = cast %34 : tile<bf16, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>>
@@ -278,6 +278,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // stat producer-warpgroups = 1
 // stat smem-bytes = 197712
 // stat split-k = 1
+// stat split-rows-skipped = 1
 // stat threads = 384
 // stat tma-ring-loops = 1
 // stat vector-accesses = 1
