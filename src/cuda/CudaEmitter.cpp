@@ -922,8 +922,9 @@ void Emitter::add_grid_size_params(std::vector<std::string>& sig, CudaKernelInfo
   }
 }
 
-void Emitter::emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs) {
-  line("const int64_t tsr_first = " + t + " / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
+void Emitter::emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs,
+                               const std::string& index_type) {
+  line("const " + index_type + " tsr_first = " + t + " / tsr_in_group * " + G + ", tsr_rows = " + G0 + " - tsr_first < " + G +
        " ? " + G0 + " - tsr_first : " + G + ";");
   if (pairs)
     line("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + " + t + " % tsr_in_group % tsr_rows) + int64_t(tsr::cluster_rank()));");

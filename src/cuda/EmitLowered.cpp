@@ -1066,18 +1066,27 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
 
 void Emitter::open_program_loop(bool pingpong) {
   const std::string G = num(group_rows());
-  line("const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;");
-  line("const int64_t tsr_in_group = " + G + " * int64_t(tsr_grid1);");
+  // Program numbers in 32 bits: the runtime launches no persistent kernel of more than 2^31 - 1
+  // programs (CudaRuntime.cpp), so a CTA's next number (+ gridDim.x, or twice that, at most a
+  // few SMs' worth) does not wrap. 64-bit divisions are a software routine: the grouped order's
+  // four or five of them, before a program's first copy, cost a few-program kernel (one program
+  // a CTA) about as much as a microsecond. A group past 2^32 programs is taken as 2^32 - 1: no
+  // program number reaches it either way.
+  const bool planes = !k_.grid || k_.grid->terminator()->operands.size() > 2;
+  line("const uint32_t tsr_plane = uint32_t(tsr_grid0) * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);");
+  line("const uint32_t tsr_in_group = uint32_t(" + G + "LL * tsr_grid1 < 4294967295LL ? " + G +
+       "LL * tsr_grid1 : 4294967295LL);");
   if (pingpong)
-    open("for (int64_t tsr_j = 0, tsr_t = int64_t(blockIdx.x) + int64_t(tsr_cons) * gridDim.x; tsr_t < tsr_programs; "
-         "++tsr_j, tsr_t += 2 * int64_t(gridDim.x)) {");
+    open("for (uint32_t tsr_j = 0, tsr_t = blockIdx.x + uint32_t(tsr_cons) * gridDim.x; tsr_t < tsr_programs; "
+         "++tsr_j, tsr_t += 2u * gridDim.x) {");
   else
-    open("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
+    open("for (uint32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {");
   // Within a plane of axis 2: groups of G values of axis 0, each taken for every value of axis 1
-  // in turn, axis 0 fastest (the planning emitter's grouped order).
-  line("const int64_t tsr_u = tsr_t % tsr_plane;");
-  emit_grouped_ids("tsr_u", G, "tsr_grid0", false);
-  line("const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);");
+  // in turn, axis 0 fastest (the planning emitter's grouped order). (A grid of two axes has one
+  // plane.)
+  line(planes ? "const uint32_t tsr_u = tsr_t % tsr_plane;" : "const uint32_t tsr_u = tsr_t;");
+  emit_grouped_ids("tsr_u", G, "uint32_t(tsr_grid0)", false, "uint32_t");
+  line(planes ? "const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);" : "const int32_t tsr_pid2 = 0;");
   line("(void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;");
 }
 

@@ -778,7 +778,8 @@ class Emitter {
   // The ids of program `t` (an int64 expression) in grouped order: groups of G values of axis 0
   // (G0 of them in all; pairs: CTA pairs of a cluster, each its rank's program), each taken for
   // every value of axis 1 in turn. Needs tsr_in_group = G * (axis 1's size) declared.
-  void emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs);
+  void emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs,
+                        const std::string& index_type = "int64_t");
   // A persistent kernel's grid sizes (the first `axes`) as int32 parameters tsr_grid0, 1, ...
   void add_grid_size_params(std::vector<std::string>& sig, CudaKernelInfo& info, int axes);
   void copy_value(const Value* v, const std::string& dst, const std::string& src);

@@ -991,7 +991,7 @@ TEST(LayoutEmitter, MatmulWithAProducerRunsOnPersistentCtas) {
   int grid_params = 0;
   for (const auto& p : em.info.params) grid_params += p.kind == CudaParam::Kind::GridSize;
   EXPECT_EQ(grid_params, 3);
-  const std::string loop = "for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {";
+  const std::string loop = "for (uint32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {";
   const size_t compute = em.source.find("the compute warps");
   ASSERT_NE(compute, std::string::npos);
   EXPECT_LT(em.source.find(loop), compute);            // the producer's

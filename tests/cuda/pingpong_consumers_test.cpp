@@ -65,14 +65,14 @@ TEST(PingPongConsumers, TwoConsumersEachOwnAProgram) {
   // The producer: warps 8.. , thread 256 issues; its program loop is the plain one.
   EXPECT_NE(s.find("if (tsr_warp >= 8) {"), std::string::npos);
   EXPECT_LT(s.find("if (tsr_tid == 256) {"), compute);
-  EXPECT_LT(s.find("for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {"), compute);
+  EXPECT_LT(s.find("for (uint32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {"), compute);
   // The ring's empty barriers count one consumer's 4 warps; two order barriers of 4 arrivals.
   EXPECT_NE(s.find(" + 8u * (4u + s_), 4);"), std::string::npos);
   EXPECT_NE(s.find("for (uint32_t o_ = 0; o_ < 2u; ++o_) tsr::mbar_init("), std::string::npos);
   EXPECT_NE(s.find("const int tsr_cons = tsr_tid / 128, tsr_ctid = tsr_tid;", compute), std::string::npos);
   EXPECT_NE(s.find("const int tsr_tid = tsr_ctid - 128 * tsr_cons;", compute), std::string::npos);
-  EXPECT_NE(s.find("for (int64_t tsr_j = 0, tsr_t = int64_t(blockIdx.x) + int64_t(tsr_cons) * gridDim.x; "
-                   "tsr_t < tsr_programs; ++tsr_j, tsr_t += 2 * int64_t(gridDim.x)) {",
+  EXPECT_NE(s.find("for (uint32_t tsr_j = 0, tsr_t = blockIdx.x + uint32_t(tsr_cons) * gridDim.x; "
+                   "tsr_t < tsr_programs; ++tsr_j, tsr_t += 2u * gridDim.x) {",
                    compute),
             std::string::npos);
   const size_t share = s.find("= uint32_t(2 * tsr_j + tsr_cons) * ", compute);
