@@ -46,14 +46,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     tsr::setmaxnreg_dec<40>();
     if (tsr_tid == 256) {
       uint32_t pi5 = 0;
-      const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;
-      const int64_t tsr_in_group = 8 * int64_t(tsr_grid1);
-      for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
-        const int64_t tsr_u = tsr_t % tsr_plane;
-        const int64_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+      const uint32_t tsr_plane = uint32_t(tsr_grid0) * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);
+      const uint32_t tsr_in_group = uint32_t(8LL * tsr_grid1 < 4294967295LL ? 8LL * tsr_grid1 : 4294967295LL);
+      for (uint32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+        const uint32_t tsr_u = tsr_t;
+        const uint32_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = uint32_t(tsr_grid0) - tsr_first < 8 ? uint32_t(tsr_grid0) - tsr_first : 8;
         const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);
         const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);
-        const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);
+        const int32_t tsr_pid2 = 0;
         (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
         // %11 = const {value = 1} : i32
         const int32_t v6 = int32_t(1LL);
@@ -94,14 +94,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
     int erow19 = 0, ecol20 = 0;
     bool epend21 = false;
     uint32_t rn22 = 0;  // iterations begun, over the CTA's programs
-    const int64_t tsr_plane = int64_t(tsr_grid0) * tsr_grid1, tsr_programs = tsr_plane * tsr_grid2;
-    const int64_t tsr_in_group = 8 * int64_t(tsr_grid1);
-    for (int64_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
-      const int64_t tsr_u = tsr_t % tsr_plane;
-      const int64_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = tsr_grid0 - tsr_first < 8 ? tsr_grid0 - tsr_first : 8;
+    const uint32_t tsr_plane = uint32_t(tsr_grid0) * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);
+    const uint32_t tsr_in_group = uint32_t(8LL * tsr_grid1 < 4294967295LL ? 8LL * tsr_grid1 : 4294967295LL);
+    for (uint32_t tsr_t = blockIdx.x; tsr_t < tsr_programs; tsr_t += gridDim.x) {
+      const uint32_t tsr_u = tsr_t;
+      const uint32_t tsr_first = tsr_u / tsr_in_group * 8, tsr_rows = uint32_t(tsr_grid0) - tsr_first < 8 ? uint32_t(tsr_grid0) - tsr_first : 8;
       const int32_t tsr_pid0 = int32_t(tsr_first + tsr_u % tsr_in_group % tsr_rows);
       const int32_t tsr_pid1 = int32_t(tsr_u % tsr_in_group / tsr_rows);
-      const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);
+      const int32_t tsr_pid2 = 0;
       (void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;
       // %11 = const {value = 1} : i32
       const int32_t v23 = int32_t(1LL);
