@@ -1004,7 +1004,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   const int64_t flag = (lowered_smem_ + 15) / 16 * 16;
   lowered_smem_ = flag + 16;
   // split_skip_rows (split-k-loops): a warp whose rows of the accumulator all lie past the dot's
-  // A view neither leaves nor adds partial sums (zeros in every part, and nothing reads them).
+  // A view neither leaves nor adds partial sums (nothing reads those rows: the stores drop them).
   std::string mine;
   if (loop.has_attr("split_skip_rows") && loop.attr_int("split_skip_rows") == 1)
     if (const Op* a = split_rows_load(loop)) {

@@ -775,7 +775,7 @@ class Emitter {
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
   // `pingpong`: consumer tsr_cons's loop, over the CTA's programs 2j + tsr_cons (j is tsr_j).
   void open_program_loop(bool pingpong = false);
-  // The ids of program `t` (an int64 expression) in grouped order: groups of G values of axis 0
+  // The ids of program `t` (an expression of index_type) in grouped order: groups of G values of axis 0
   // (G0 of them in all; pairs: CTA pairs of a cluster, each its rank's program), each taken for
   // every value of axis 1 in turn. Needs tsr_in_group = G * (axis 1's size) declared.
   void emit_grouped_ids(const std::string& t, const std::string& G, const std::string& G0, bool pairs,

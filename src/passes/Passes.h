@@ -163,10 +163,10 @@ void specialize_warps(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 Op* splittable_k_loop(const Kernel& k, std::string* why = nullptr);
 void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // For a split loop: the load of its dot's A operand (through layout conversions) whose tile row
-// is fixed before the loop and whose out-of-bounds rows read 0, when everything computed from
-// the loop's result is elementwise up to stores at that tile row of views with A's rows; else
-// null. Then the accumulator's rows past A's view are zeros in every part and never read:
-// `split_skip_rows = 1`, and the split's fixup leaves out the warps that hold only such rows.
+// is fixed before the loop, when everything computed from the loop's result is elementwise up
+// to stores at that tile row of views with A's rows; else null. Then the accumulator's rows
+// past A's view are never read (the stores drop them): `split_skip_rows = 1`, and the split's
+// fixup leaves out the warps that hold only such rows (their sums would not be used).
 const Op* split_rows_load(const Op& loop);
 // Persistent CTAs, in grouped order, for a kernel with a producer warpgroup: `persistent = 1,
 // group_rows = 8` on the grid block's yield (PersistPrograms.cpp).

@@ -50,14 +50,6 @@ bool reads_axis_2(const Kernel& k) {
   return found;
 }
 
-bool pad_is_zero(const Op& load) {
-  const Attr* p = load.find_attr("pad");
-  if (!p) return true;
-  if (const auto* d = std::get_if<double>(p)) return *d == 0.0;
-  if (const auto* i = std::get_if<int64_t>(p)) return *i == 0;
-  return false;
-}
-
 }  // namespace
 
 const Op* split_rows_load(const Op& loop) {
@@ -66,8 +58,7 @@ const Op* split_rows_load(const Op& loop) {
   const Value* a = dot->operand(0);
   while (a->def && a->def->kind == OpKind::ConvertLayout) a = a->def->operand(0);
   const Op* load = a->def;
-  if (!load || load->kind != OpKind::LoadTile || load->parent != &loop.region(0) || load->operands.size() != 3 ||
-      !pad_is_zero(*load))
+  if (!load || load->kind != OpKind::LoadTile || load->parent != &loop.region(0) || load->operands.size() != 3)
     return nullptr;
   // The tile row: the same for every iteration, computed before the loop.
   const Value* row = load->operand(1);
@@ -183,9 +174,9 @@ void split_k_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   loop->operands[0] = lo;
   loop->operands[1] = hi;
   loop->set_attr("split_k", int64_t{1});
-  // Rows of the partial sums that are zeros in every part (the dot's A reads them past its
-  // view, as 0) and that nothing after the loop reads: the fixup need not add them (a 32-row
-  // decode product in 64-row tiles: half the workspace's traffic).
+  // Rows of the partial sums past the dot's A view (what A reads there: its pad) that nothing
+  // after the loop reads: the fixup need not add them (a 32-row decode product in 64-row tiles:
+  // half the workspace's traffic).
   if (split_rows_load(*loop)) {
     loop->set_attr("split_skip_rows", int64_t{1});
     ++stats["split-k-loops.rows-skippable"];
