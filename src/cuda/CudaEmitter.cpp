@@ -1418,10 +1418,10 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues;
 // tma_store_epilogue and epilogue_buffers: store-epilogues-by-tma; ring_stages: pipeline-loops;
 // mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
-// swap_operands: swap-dot-operands; the runtime's split_k: the split compilation's
-// split-k-loops). Such a kernel goes to the planning emitter by default; the layout emitter,
-// when asked for (Emitter::Layouts), says which it ignored rather than running as if they had
-// been taken.
+// prefetch_loads: prefetch-loop-loads; mma_early_last_step: pipeline-loops; swap_operands:
+// swap-dot-operands; the runtime's split_k: the split compilation's split-k-loops). Such a
+// kernel goes to the planning emitter by default; the layout emitter, when asked for
+// (Emitter::Layouts), says which it ignored rather than running as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (pair_stores is its A/B switch of row stores). Not here: min_blocks (both emitters print it
@@ -1430,9 +1430,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
       {"stream_k", {0}},              {"cluster_m", {1}},
       {"cluster_size", {1}},
-      {"mma_spread_copies", {0}},
-      {"mma_early_last_step", {0}},   {"prefetch_loads", {0}},
-      {"pair_stores", {1}}};
+      {"mma_spread_copies", {0}},     {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

@@ -2257,38 +2257,44 @@ void Emitter::lowered_dot(const Op& op) {
   } else if (!single) {
     load_fragments("0", "0");
   }
+  // pipeline-loops' `early_last_step = 1` (the knob mma_early_last_step): the last step's
+  // wait, barrier and next fragments after its mma instructions instead of before them.
+  const bool early_last = ahead && op.has_attr("early_last_step") && op.attr_int("early_last_step") == 1;
+  // Before the last step's mma instructions (KT is even: the next iteration's first step reads
+  // buffer 0), or after them with early_last_step: the ring's wait and barrier (the next stage
+  // in for every thread; every thread done reading this stage, whose last fragments are in
+  // registers), then the next iteration's first fragments from the next stage. After the
+  // loop's last iteration that stage holds nothing of use: read, never used.
+  auto next_iteration_fragments = [&] {
+    line("tsr::cp_async_wait<" + num(frags_ahead_.stages - 2) + ">();");
+    ++loop_callbacks_;  // (no program prefetch copies from a barrier in a loop's body)
+    barrier();
+    --loop_callbacks_;
+    auto next_stage = [&](const Value* v) -> std::optional<StagedOperand> {
+      // (Through a permute of the stage, fragments_ahead_dot's other form: its strides reordered.)
+      const Op* perm = v->def->kind == OpKind::Permute ? v->def : nullptr;
+      const Ring& ring = rings_.at(perm ? perm->operand(0)->def : v->def);
+      SharedView sv = ring.view;
+      sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
+               "u) * " + num(ring.stage_elems) + ")";
+      if (perm) {
+        sv.strides.clear();
+        for (int64_t d : perm->attr_ints("dims")) sv.strides.push_back(ring.view.strides[d]);
+      }
+      return staged_from(op, sv);
+    };
+    load_fragments_from("0", "0", next_stage(a), next_stage(b));
+  };
   line("#pragma unroll");
   open("for (int ks = 0; ks < " + num(KT) + "; ++ks) {");
   if (single) load_fragments("ks", "ks & 1");
   if (KT > 1 && !single) {
     open("if (ks + 1 < " + num(KT) + ") {");
     load_fragments("ks + 1", "(ks + 1) & 1");
-    if (ahead) {
-      // Before the last step's mma instructions (KT is even: the next iteration's first step
-      // reads buffer 0): the ring's wait and barrier (the next stage in for every thread; every
-      // thread done reading this stage, whose last fragments are in registers), then the next
-      // iteration's first fragments from the next stage. After the loop's last iteration that
-      // stage holds nothing of use: read, never used.
+    if (ahead && !early_last) {
       --ind_;
       open("} else {");
-      line("tsr::cp_async_wait<" + num(frags_ahead_.stages - 2) + ">();");
-      ++loop_callbacks_;  // (no program prefetch copies from a barrier in a loop's body)
-      barrier();
-      --loop_callbacks_;
-      auto next_stage = [&](const Value* v) -> std::optional<StagedOperand> {
-        // (Through a permute of the stage, fragments_ahead_dot's other form: its strides reordered.)
-        const Op* perm = v->def->kind == OpKind::Permute ? v->def : nullptr;
-        const Ring& ring = rings_.at(perm ? perm->operand(0)->def : v->def);
-        SharedView sv = ring.view;
-        sv.ptr = "(" + ring.view.ptr + " + int((unsigned(" + ring.stage + ") + 1u) % " + num(frags_ahead_.stages) +
-                 "u) * " + num(ring.stage_elems) + ")";
-        if (perm) {
-          sv.strides.clear();
-          for (int64_t d : perm->attr_ints("dims")) sv.strides.push_back(ring.view.strides[d]);
-        }
-        return staged_from(op, sv);
-      };
-      load_fragments_from("0", "0", next_stage(a), next_stage(b));
+      next_iteration_fragments();
     }
     close();
   }
@@ -2315,6 +2321,12 @@ void Emitter::lowered_dot(const Op& op) {
       line(mma + "&" + n + "[" + num(4 * (j + NT * i)) + "], " + FA + "[ks & 1][" + num(i) + "], " + FB + "[ks & 1][" +
            num(j) + "]);");
   if (refill_here && !refill_first) print_refill("while the first k step's mma instructions run");
+  if (early_last && KT > 1 && !single) {
+    open("if (ks + 1 == " + num(KT) + ") {  // after the last step's mma instructions (early_last_step)");
+    next_iteration_fragments();
+    close();
+    count("mma-early-last-steps");
+  }
   close();
   close();
   count("mma-dots");

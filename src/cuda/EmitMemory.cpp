@@ -324,8 +324,8 @@ bool Emitter::packs_load(const Op& load) {
 
 std::vector<const Op*> Emitter::begin_prefetch(const Op& for_op) {
   std::vector<const Op*> loads;
-  // (The layout emitter's loads do not read prefetched buffers: the knob is the planning
-  // emitter's, planning_only_knobs names them.)
+  // (The layout emitter prints prefetch-loop-loads' IR for the same knob: the loads are ahead
+  // in the IR already.)
   if (lowered_) return loads;
   if (const ConstexprDecl* d = k_.find_constexpr("prefetch_loads"); !d || d->value == 0) return loads;
   Block& body = for_op.region(0);

@@ -75,7 +75,7 @@ Extra extra(OpKind k) {
     case OpKind::Permute: return {{req("dims", A::IntList)}, "result dim i is operand dim dims[i]"};
     case OpKind::ExtractTile: return {{}, "sub-tile number (i0, i1, ...) of the result shape"};
     case OpKind::InsertTile: return {{}, "the tile with sub-tile number (i0, ...) replaced"};
-    case OpKind::Dot: return {{opt("in_flight", A::Int), opt("fragments_ahead", A::Int)}, "acc + a @ b for a [M, K], b [K, N], acc [M, N]"};
+    case OpKind::Dot: return {{opt("in_flight", A::Int), opt("fragments_ahead", A::Int), opt("early_last_step", A::Int)}, "acc + a @ b for a [M, K], b [K, N], acc [M, N]"};
     case OpKind::Reduce: return {{req("axis", A::Int), req("kind", A::String)}, "reduce along axis: sum, prod, max, min, argmax, argmin"};
     case OpKind::ReduceWith: return {{req("axis", A::Int)}, "reduce along axis with a combiner region (a, b) -> c, left to right"};
     case OpKind::Scan: return {{req("axis", A::Int), req("kind", A::String)}, "inclusive scan along axis: sum, prod, max, min"};

@@ -1130,6 +1130,9 @@ class Verifier {
     if (const Attr* f = op.find_attr("fragments_ahead"); f && std::get<int64_t>(*f) != 0 && std::get<int64_t>(*f) != 1)
       return fail("fragments_ahead must be 0 or 1 (an mma.sync dot loads the next iteration's first fragments before its "
                   "last k step), got " + attr_str(*f));
+    if (const Attr* f = op.find_attr("early_last_step"); f && std::get<int64_t>(*f) != 0 && std::get<int64_t>(*f) != 1)
+      return fail("early_last_step must be 0 or 1 (a fragments_ahead dot's last k step runs before the ring's wait and "
+                  "barrier), got " + attr_str(*f));
     if (a.elem != b.elem)
       return fail("operands a and b must have one element type, got " + a.str() + " and " + b.str());
     if (!dims_may_equal(a.shape[1], b.shape[0]))

@@ -191,6 +191,10 @@ bool program_index_chain(const Kernel& k, const Op& load, std::vector<const Op*>
 // loads, evict_first for tiles that at most two programs read; the knob mma_l2_prefetch's
 // `l2_prefetch` on the ring loads copied by cp.async (HintL2Policy.cpp).
 void hint_l2_policy(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// The knob prefetch_loads = 1: in each loop whose body writes no memory, the loads at indices
+// from outside it and its induction variable are issued one iteration ahead, into a tile the
+// loop carries (PrefetchLoopLoads.cpp).
+void prefetch_loop_loads(Kernel& k, PassStats& stats);
 // The ring loads of `loop` that a kernel with wgmma dots copies by TMA, each with its box
 // (innermost dim first: one 128-byte swizzle atom, then the tile's other dims): every ring load
 // of a pipelined top-level loop when each is a 2- or 3-D row-major 128-byte swizzled tile of 8-

@@ -67,6 +67,8 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"split-k-loops", [o](Kernel& k, PassStats& st) { split_k_loops(k, o, st); }},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
+      // After pipeline-loops: a loop it gave a ring (`pipeline = S`) keeps its loads.
+      {"prefetch-loop-loads", prefetch_loop_loads},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"persist-programs", persist_programs},
       {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},

@@ -31,7 +31,12 @@
 // before the last cover the copy; with 2 steps the loop waited for nearly every copy whole
 // (matmul_struct's 2-stage ring of 32-deep tiles at 4096^3 on the H100: 1.49x the planning
 // emitter's time, whose ring waits at the iteration's top for copies an iteration old). A
-// written 0 stays; a written 1 that does not qualify is set to 0.
+// written 0 stays; a written 1 that does not qualify is set to 0. Where the kernel sets the knob
+// mma_early_last_step = 1, such a dot also gets `early_last_step = 1`: the last k step's mma
+// instructions go out before that wait and barrier, the next fragments' loads after them (the
+// planning emitter's knob of the same name, a tuning knob: its mma.sync matmul at 4096^3 went
+// from 438 to 409 TFLOP/s with it, bench/RESULTS.md; a written value stays, a written 1 on a
+// dot without fragments_ahead is set to 0 with a note).
 //
 // The ring's refill (iteration i + S - 1's copies) is printed at the iteration's top, right
 // after its barrier, so the copies have the whole iteration to land. A loop with an mma.sync
@@ -197,6 +202,12 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (ring_stages && ring_stages->value != 0 && (ring_stages->value < 2 || ring_stages->value > 16))
     throw TesseraError(ring_stages->loc, "knob ring_stages = " + std::to_string(ring_stages->value) +
                                              ": 0 (the loop's pipeline) or 2..16");
+  const ConstexprDecl* early = k.find_constexpr("mma_early_last_step");
+  if (early && early->value != 0 && early->value != 1)
+    throw TesseraError(early->loc, "knob mma_early_last_step = " + std::to_string(early->value) +
+                                       ": 0 or 1 (an mma.sync dot's last k step before the ring's wait)");
+  const bool early_last_step = early && early->value == 1;
+  int64_t early_taken = 0;
   // Room for what else the program keeps in shared memory: the exchanges' scratch (8 KiB at a
   // time) and a swizzled base's alignment.
   const int64_t room = shared_memory_per_program(o.sm) - 8192 - 1024;
@@ -284,6 +295,24 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       const_cast<Op*>(ahead)->set_attr("fragments_ahead", int64_t{1});
       ++stats["pipeline-loops.fragments-ahead"];
     }
+    // The knob mma_early_last_step = 1: the last k step's mma instructions before the wait and
+    // barrier that fragments_ahead puts in front of it (a written value stays).
+    walk(op.region(0), [&](Op& d) {
+      if (d.kind != OpKind::Dot) return;
+      const bool is_ahead = d.has_attr("fragments_ahead") && d.attr_int("fragments_ahead") == 1;
+      if (d.has_attr("early_last_step")) {
+        if (d.attr_int("early_last_step") == 1 && !is_ahead) {
+          d.set_attr("early_last_step", int64_t{0});
+          stats.notes.push_back("dot at " + d.loc.str() + ": early_last_step = 1 needs fragments_ahead = 1; set to 0");
+        }
+        return;
+      }
+      if (early_last_step && is_ahead) {
+        d.set_attr("early_last_step", int64_t{1});
+        ++stats["pipeline-loops.early-last-steps"];
+        ++early_taken;
+      }
+    });
     // Where the ring's refill goes: at the iteration's top, unless the body has an mma.sync dot
     // and a ring stage in padded rows (not swizzled: f8 operands, rows shorter than 64 bytes),
     // where the copies' writes, issued at the top, met the dot's ldmatrix reads in the banks:
@@ -298,6 +327,9 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       }
     }
   });
+  if (early_last_step && early_taken == 0)
+    stats.notes.push_back("knob mma_early_last_step = 1 taken by no dot: it needs an mma.sync dot that loads its "
+                          "fragments ahead (pipeline-loops' fragments_ahead = 1)");
 }
 
 }  // namespace tessera

@@ -357,6 +357,85 @@ TEST(LayoutEmitter, StreamStoresKnobGivesTheStoresTheStreamingHint) {
   EXPECT_NE(m.ptx.find("st.global.cs.u32"), std::string::npos) << em.source;
 }
 
+// prefetch_loads = 1 (prefetch-loop-loads): the bf16 row kernels' loops that only read (their
+// reduction passes over column tiles) issue the next tile's load before this one's reductions,
+// and the default prints them with the layout emitter (the knob no longer sends them to the
+// planning emitter); the loops that store are left alone; another value is an error naming the
+// knob.
+TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
+  const CudaTarget sm90a = CudaTarget::parse("sm_90a");
+  auto bound_with = [](const char* name, int64_t prefetch) {
+    auto k = find_library_kernel(name)->build(ScalarKind::BF16);
+    k->set_constexpr("prefetch_loads", prefetch);
+    return run_pipeline(*bind_constexprs(*k, {{"BLOCK_N", 2048}}), {});
+  };
+  for (auto [name, read_loops] : {std::pair{"softmax", 1}, {"layernorm", 2}, {"rmsnorm", 1}}) {
+    const auto bound = bound_with(name, 1);
+    PassStats stats;
+    const auto lowered = run_gpu_lowering(*bound, gpu_lowering_options(sm90a, true), {}, &stats);
+    EXPECT_EQ(stats["prefetch-loop-loads.loops"], read_loops) << name;
+    EXPECT_EQ(stats["prefetch-loop-loads.loads"], read_loops) << name;
+    const CudaEmission em = emit_cuda_with_info(*bound, sm90a);
+    ASSERT_TRUE(em.lowered) << name << ": the default printed it with the planning emitter";
+    // Each prefetched loop: its first tile before it (in an `if` on the loop running), the next
+    // one first in its body, before the reductions' barriers.
+    const size_t loop = em.source.find("for (int64_t iv", em.source.find("if (v", em.source.find("tessera_")));
+    ASSERT_NE(loop, std::string::npos) << em.source;
+    const size_t next = em.source.find("if (v", loop);
+    EXPECT_LT(next, em.source.find("__syncthreads();", loop)) << name;
+    std::string why;
+    if (!nvrtc_available(&why)) continue;
+    EXPECT_FALSE(nvrtc_compile(em.source, sm90a, "prefetch.cu", em.line_op).cubin.empty()) << name;
+  }
+  PassStats plain;
+  run_gpu_lowering(*bound_with("softmax", 0), gpu_lowering_options(sm90a, true), {}, &plain);
+  EXPECT_EQ(plain["prefetch-loop-loads.loads"], 0);
+  try {
+    run_gpu_lowering(*bound_with("softmax", 2), gpu_lowering_options(sm90a, true), {}, &plain);
+    ADD_FAILURE() << "prefetch_loads = 2 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob prefetch_loads = 2: 0 (no prefetch) or 1"), std::string::npos) << e.what();
+  }
+}
+
+// mma_early_last_step = 1 (pipeline-loops' `early_last_step = 1` on a fragments_ahead dot): the
+// bf16 matmul on sm_80, printed by the default's layout emitter, runs its last k step's mma
+// instructions before the ring's wait and barrier and loads the next fragments after them;
+// without the knob the wait comes first; another value is an error naming the knob.
+TEST(LayoutEmitter, EarlyLastStepKnobMovesTheLastMmaStepBeforeTheWait) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  const CudaTarget sm80 = CudaTarget::parse("sm_80");
+  auto emit_with = [&](int64_t early) {
+    auto k = lk->build(ScalarKind::BF16);
+    k->set_constexpr("mma_early_last_step", early);
+    return emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_80")), {}),
+                               sm80);
+  };
+  const CudaEmission plain = emit_with(0), early = emit_with(1);
+  ASSERT_TRUE(early.lowered) << "the default printed it with the planning emitter";
+  EXPECT_EQ(early.stats.at("mma-early-last-steps"), 1);
+  EXPECT_EQ(plain.stats.count("mma-early-last-steps"), 0u);
+  // The last step's block: after the step's mma instructions, the wait, the barrier and the next
+  // iteration's first fragments (ldmatrix), all before the next iteration's mma instructions.
+  const size_t last = early.source.find("(early_last_step)");
+  ASSERT_NE(last, std::string::npos) << early.source;
+  EXPECT_LT(early.source.rfind("tsr::mma_", last), last);
+  const size_t wait = early.source.find("tsr::cp_async_wait<", last), sync = early.source.find("__syncthreads();", last);
+  EXPECT_LT(wait, sync);
+  EXPECT_LT(sync, early.source.find("tsr::ldsm_x", sync));
+  EXPECT_LT(early.source.find("tsr::ldsm_x", sync), early.source.find("tsr::mma_", sync));  // before the next mma
+  EXPECT_EQ(plain.source.find("(early_last_step)"), std::string::npos);
+  try {
+    emit_with(2);
+    ADD_FAILURE() << "mma_early_last_step = 2 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob mma_early_last_step = 2: 0 or 1"), std::string::npos) << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(early.source, sm80, "early.cu", early.line_op).cubin.empty());
+}
+
 // split_k >= 2 on a kernel whose K loop the runtime cannot split (the f32 matmul: FMA dots, no
 // wgmma) says so in a note; the bf16 matmul, which splits, has no such note.
 TEST(LayoutEmitter, SplitKKnobTheKernelCannotTakeIsANote) {
@@ -447,9 +526,10 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, mma_spread_copies = 1): the planning emitter made it"),
             std::string::npos)
       << notes;
+  // prefetch_loads (prefetch-loop-loads) no longer asks for the planning emitter (the matmul's
+  // K loop, a ring, takes none of it).
   std::tie(printed, notes) = emit_default({{"prefetch_loads", 1}});
-  EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("(prefetch_loads = 1)"), std::string::npos) << notes;
+  EXPECT_TRUE(printed) << notes;
   // Knobs at the values that ask for nothing, and knobs both emitters read (min_blocks: the
   // launch bounds), leave the kernel to the layout emitter.
   std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});

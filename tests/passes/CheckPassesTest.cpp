@@ -3,6 +3,7 @@
 // deliberately broken pass, injected into the list, is caught and named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "check/PassCheck.h"
 #include "ir/Verifier.h"
 #include "kernels/Library.h"
+#include "passes/Passes.h"
 #include "text/Text.h"
 
 namespace tessera {
@@ -61,6 +63,25 @@ TEST(CheckPasses, EveryLibraryKernelIsUnchangedByEveryPass) {
     passes_run += static_cast<int>(r.passes_run.size());
   }
   EXPECT_GE(passes_run, 5);  // canonicalize, cse, dce and pipes-to-loads change some of them
+}
+
+// prefetch-loop-loads (a GPU lowering pass, target-independent in what it does) keeps the row
+// kernels' results on the interpreter with the knob prefetch_loads = 1, at rows of three
+// column tiles, the last one partial (the loads one iteration ahead, the first before the loop).
+TEST(CheckPasses, PrefetchLoopLoadsKeepsTheRowKernelsResults) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    const LibraryKernel* lk = find_library_kernel(name);
+    auto k = lk->build(lk->dtypes.front());
+    k->set_constexpr("prefetch_loads", 1);
+    ConstexprConfig config{{"BLOCK_N", 256}};
+    if (std::string(name) == "layernorm") config["BLOCK_M"] = 2;
+    std::vector<Pass> passes = pipeline_passes(config);
+    passes.push_back({"prefetch-loop-loads", prefetch_loop_loads});
+    PassCheckResult r = check_passes(*k, passes, options_for(*lk, {{"M", 5}, {"N", 700}}, config));
+    EXPECT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.seeds_checked, kSeeds) << name << ": " << r.unchecked;
+    EXPECT_EQ(std::count(r.passes_run.begin(), r.passes_run.end(), "prefetch-loop-loads"), 1) << name;
+  }
 }
 
 // The kernels of a .tile file, from the part of tests/passes/data files before their expected

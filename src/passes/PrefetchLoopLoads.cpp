@@ -1,0 +1,149 @@
+// prefetch-loop-loads (GPU lowering, the knob prefetch_loads = 1): a read-only loop's loads
+// issued one iteration ahead, into registers the loop carries.
+//
+// A row kernel's loop over column tiles (softmax's, layernorm's and rmsnorm's reduction passes)
+// loads a tile and then reduces it: the reductions' shuffles and barriers wait on the load, and
+// the next load waits on them. Issued one iteration ahead, the next tile's load is in flight
+// while this one is reduced. For each `for` without a ring (pipeline-loops' `pipeline = S`: its
+// loads are copied stages ahead already) whose body (nested regions included) writes no memory
+// (no store_tile, scatter, atomic, Struct or Raw op; a later iteration's load then reads what it
+// would have read) and each load_tile into registers (not a shared tile) at the body's top
+// level whose view and indices are the induction variable or values from outside the loop:
+//
+//   %first = if (lb < ub) { load at lb } else { splat of 0 }     (before the loop)
+//   for ... carrying %cur = %first {
+//     %next = if (iv + step < ub) { load at iv + step } else { %cur }   (the body's first op)
+//     ... the body reads %cur where it read the load ...
+//     yield ..., %next
+//   }
+//
+// The guards keep the loads to the iterations that run (a load past the loop's bound may still
+// lie inside its view). What it costs: the tile's registers live across the whole iteration
+// (softmax at BLOCK_N = 4096: 64 -> 72 registers, one CTA less per SM), so it is a tuning knob,
+// off by default, as the planning emitter's prefetch of the same name was (it keeps that
+// emitter's loops). A note where the knob is set and no loop takes it; 0 and 1 only.
+#include <algorithm>
+
+#include "ir/IR.h"
+#include "passes/BlockEdit.h"
+#include "passes/Passes.h"
+
+namespace tessera {
+
+namespace {
+
+// Does `b` (nested regions included) write memory or hold an op whose effects the pass cannot
+// see through?
+bool writes_memory(Block& b) {
+  bool writes = false;
+  walk(b, [&](Op& o) {
+    const OpClass c = o.info().cls;
+    writes |= c == OpClass::Raw || c == OpClass::Struct ||
+              (c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather);
+  });
+  return writes;
+}
+
+// Is `v` defined outside `loop` (or its induction variable)?
+bool outside_or_iv(const Value* v, const Op& loop) {
+  const Block& body = loop.region(0);
+  if (v == body.args[0]) return true;
+  for (const Block* b = v->def ? v->def->parent : v->block; b; b = b->parent ? b->parent->parent : nullptr)
+    if (b == &body) return false;
+  return true;
+}
+
+// The loads of `loop`'s body that the pass issues an iteration ahead.
+std::vector<Op*> prefetchable_loads(Op& loop) {
+  std::vector<Op*> loads;
+  Block& body = loop.region(0);
+  // A ring loop's loads (pipeline-loops' `pipeline = S`) are copied stages ahead already.
+  if ((loop.has_attr("pipeline") && loop.attr_int("pipeline") >= 2) || writes_memory(body)) return loads;
+  for (const auto& op : body.ops) {
+    // Registers only: a shared tile is one buffer, written where the load stands.
+    if (op->kind != OpKind::LoadTile || op->result()->type.space == "shared") continue;
+    if (std::all_of(op->operands.begin(), op->operands.end(), [&](const Value* v) { return outside_or_iv(v, loop); }))
+      loads.push_back(op.get());
+  }
+  return loads;
+}
+
+// A copy of `load` at the end of `b` (or before `before`) with `iv` for the loop's induction
+// variable `loop_iv` among its indices.
+Value* load_at(Kernel& k, Block& b, const Op& load, const Value* loop_iv, Value* iv, const Op* before = nullptr) {
+  std::vector<Value*> operands = load.operands;
+  std::replace(operands.begin(), operands.end(), const_cast<Value*>(loop_iv), iv);
+  return k.create_op(b, OpKind::LoadTile, operands, {load.result()->type}, load.attrs, load.loc, 0, before)->result();
+}
+
+// `if cond { then } else { other }` in front of `before`, one result of type `t`; `then` and
+// `other` fill the regions (each yields one value).
+Op* make_if(Kernel& k, Value* cond, const Type& t, const Op& before, const Loc& loc) {
+  return k.create_op(*before.parent, OpKind::If, {cond}, {t}, {}, loc, 2, &before);
+}
+
+void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
+  Block& body = loop.region(0);
+  Value* const loop_iv = body.args[0];
+  Value *lb = loop.operand(0), *ub = loop.operand(1), *step = loop.operand(2);
+  const Loc& loc = loop.loc;
+  const Type i1 = Type::scalar(ScalarKind::I1);
+  // Before the loop: whether it runs, and the next index at the top of its body.
+  Value* runs = k.create_op(*loop.parent, OpKind::Cmp, {lb, ub}, {i1}, {{"pred", std::string("lt")}}, loc, 0, &loop)->result();
+  const Op& first_body_op = *body.ops.front();
+  Value* next_iv = k.create_op(body, OpKind::Add, {loop_iv, step}, {loop_iv->type}, {}, loc, 0, &first_body_op)->result();
+  Value* more = k.create_op(body, OpKind::Cmp, {next_iv, ub}, {i1}, {{"pred", std::string("lt")}}, loc, 0, &first_body_op)->result();
+  Op& yield = *body.terminator();
+  for (Op* load : loads) {
+    const Type& t = load->result()->type;
+    // The first iteration's tile (a splat where the loop does not run: never read).
+    Op* first = make_if(k, runs, t, loop, load->loc);
+    k.create_op(first->region(0), OpKind::Yield, {load_at(k, first->region(0), *load, loop_iv, lb)}, {}, {}, load->loc);
+    Value* zero = k.create_op(first->region(1), OpKind::Const, {}, {Type::scalar(t.elem)}, {{"value", is_float(t.elem) ? Attr{0.0} : Attr{int64_t{0}}}}, load->loc)->result();
+    Value* filler = k.create_op(first->region(1), OpKind::Splat, {zero}, {t}, {}, load->loc)->result();
+    k.create_op(first->region(1), OpKind::Yield, {filler}, {}, {}, load->loc);
+    // The loop carries it: this iteration's tile comes in as `cur`.
+    loop.operands.push_back(first->result());
+    Value* cur = k.add_block_arg(body, t, load->result()->name);
+    Value* result = k.new_value(t);
+    result->def = &loop;
+    result->index = static_cast<int>(loop.results.size());
+    loop.results.push_back(result);
+    replace_all_uses(k, load->result(), cur);
+    // The next iteration's, first in the body (or this one's again past the last iteration).
+    Op* next = make_if(k, more, t, first_body_op, load->loc);
+    k.create_op(next->region(0), OpKind::Yield, {load_at(k, next->region(0), *load, loop_iv, next_iv)}, {}, {}, load->loc);
+    k.create_op(next->region(1), OpKind::Yield, {cur}, {}, {}, load->loc);
+    yield.operands.push_back(next->result());
+  }
+  // (Erased last: the first of them may be the op the new ones were put in front of.)
+  for (Op* load : loads) body.ops.erase(op_position(*load));
+}
+
+}  // namespace
+
+void prefetch_loop_loads(Kernel& k, PassStats& stats) {
+  const ConstexprDecl* knob = k.find_constexpr("prefetch_loads");
+  if (!knob || knob->value == 0) return;
+  if (knob->value != 1)
+    throw TesseraError(knob->loc, "knob prefetch_loads = " + std::to_string(knob->value) +
+                                      ": 0 (no prefetch) or 1 (a read-only loop's loads one iteration ahead)");
+  std::vector<Op*> loops;
+  walk(*k.body, [&](Op& op) {
+    if (op.kind == OpKind::For) loops.push_back(&op);
+  });
+  int64_t taken = 0;
+  for (Op* loop : loops) {
+    std::vector<Op*> loads = prefetchable_loads(*loop);
+    if (loads.empty()) continue;
+    prefetch_loop(k, *loop, loads);
+    ++stats["prefetch-loop-loads.loops"];
+    taken += static_cast<int64_t>(loads.size());
+  }
+  stats["prefetch-loop-loads.loads"] += taken;
+  if (taken == 0)
+    stats.notes.push_back("knob prefetch_loads = 1 taken by no load: no loop whose body writes no memory loads a tile at "
+                          "indices from outside it and its induction variable");
+}
+
+}  // namespace tessera
