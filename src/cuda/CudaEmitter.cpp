@@ -1418,19 +1418,21 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues;
 // tma_store_epilogue and epilogue_buffers: store-epilogues-by-tma; ring_stages: pipeline-loops;
 // mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
-// prefetch_loads: prefetch-loop-loads; mma_early_last_step: pipeline-loops; swap_operands:
-// swap-dot-operands; the runtime's split_k: the split compilation's split-k-loops). Such a
-// kernel goes to the planning emitter by default; the layout emitter, when asked for
-// (Emitter::Layouts), says which it ignored rather than running as if they had been taken.
+// mma_early_last_step and mma_spread_copies:
+// pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
+// compilation's split-k-loops). Such a kernel goes to the planning emitter by default; the
+// layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
+// as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // Each knob with the values that ask for nothing the layout emitter does not do anyway
   // (pair_stores is its A/B switch of row stores). Not here: min_blocks (both emitters print it
   // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
   // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
-      {"stream_k", {0}},              {"cluster_m", {1}},
-      {"cluster_size", {1}},
-      {"mma_spread_copies", {0}},     {"pair_stores", {1}}};
+      {"stream_k", {0}}, {"cluster_m", {1}}, {"cluster_size", {1}}, {"pair_stores", {1}},
+      // prefetch-loop-loads takes it, but the layout emitter carries the tile unpacked (more
+      // registers than the planning emitter's Packed16: PrefetchLoopLoads.cpp).
+      {"prefetch_loads", {0}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

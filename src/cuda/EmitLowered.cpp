@@ -429,7 +429,15 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   // hint-l2-policy's `l2_prefetch`: the bytes L2 fetches around each copy (cp.async's .L2::NB).
   const std::string cp_async = op.has_attr("l2_prefetch") ? "tsr::cp_async_16<" + num(op.attr_int("l2_prefetch")) + ">("
                                                           : "tsr::cp_async_16(";
-  const int64_t chunks = shape_numel(tile->type.shape) / E, rounds = (chunks + T_ - 1) / T_;
+  const int64_t chunks = shape_numel(tile->type.shape) / E, all_rounds = (chunks + T_ - 1) / T_;
+  // This piece's rounds (copy_part_; all of them unless a ring's refill is spread).
+  const int64_t first = all_rounds * copy_part_.first / copy_part_.second,
+                last = all_rounds * (copy_part_.first + 1) / copy_part_.second, rounds = last - first;
+  if (rounds <= 0) {
+    close();
+    return;
+  }
+  const std::string from = num(first);
   // Opens the loop over this thread's chunks; `c` gets the chunk's coordinates in the tile, `g`
   // in the view, `at_g` its offset in the view, `at_s` its shared-memory address.
   std::vector<std::string> c, g(R);
@@ -437,7 +445,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
   auto open_chunks = [&](const std::string& unroll) {
     const std::string i = fresh("i"), q = fresh("q");
     line(unroll);
-    open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
+    open("for (int " + i + " = " + from + "; " + i + " < " + num(last) + "; ++" + i + ") {");
     line("const int " + q + " = " + i + " * " + num(T_) + " + tsr_tid;");
     if (chunks % T_ != 0) line("if (" + q + " >= " + num(chunks) + ") break;");
     c = coords(q + " * " + num(E), S);
@@ -488,7 +496,7 @@ void Emitter::issue_shared_copies(const Op& op, const SharedView& dst_view) {
       if (plain) line("const uint32_t " + d0 + " = " + base + " + uint32_t(" + shared_index(dst_view, {r0, c0}) + ") * " + num(eb) + "u;");
       const std::string i = fresh("i");
       line(rounds > 16 ? "#pragma unroll 4" : "#pragma unroll");
-      open("for (int " + i + " = 0; " + i + " < " + num(rounds) + "; ++" + i + ") {");
+      open("for (int " + i + " = " + from + "; " + i + " < " + num(last) + "; ++" + i + ") {");
       if (chunks % T_ != 0) line("if (" + i + " * " + num(T_) + " + tsr_tid >= " + num(chunks) + ") break;");
       const std::string row = r0 + " + " + i + " * " + num(rows_per_round);
       const std::string dst = plain ? d0 + " + uint32_t(" + i + ") * " + num(rows_per_round * dst_view.strides[0] * eb) + "u"
@@ -600,8 +608,10 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     return true;
   }
   const std::string lb = nm(op.operand(0)), ub = nm(op.operand(1)), step = nm(op.operand(2));
-  // The copies of the iteration whose induction value is `iv` into stage `st`, when it runs.
-  auto issue = [&](const std::string& iv, const std::string& st) {
+  // The copies of the iteration whose induction value is `iv` into stage `st`, when it runs:
+  // piece `part` of `parts` (ring_refill_), committed with the last.
+  auto issue = [&](const std::string& iv, const std::string& st, int part = 0, int parts = 1) {
+    copy_part_ = {part, parts};
     open("if (" + iv + " < int64_t(" + ub + ")) {");
     const std::string nv = fresh("nx");
     line("const int32_t " + nv + " = int32_t(" + iv + ");");
@@ -616,7 +626,8 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
     }
     name_ = saved;
     close();
-    line("tsr::cp_async_commit();");
+    copy_part_ = {0, 1};
+    if (part + 1 == parts) line("tsr::cp_async_commit();");
   };
   line("int " + stage + " = 0;");
   // The first S - 1 stages' copies: a loop, not unrolled (each issue is a whole tile's copies, its
@@ -681,7 +692,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
               }
               const std::string at = "(" + iv + "_ + " + num(S - 1) + " * int64_t(" + step + "))";
               if (refill_in_dot) {
-                ring_refill_ = [&issue, at, next_stage] { issue(at, next_stage); };
+                ring_refill_ = [&issue, at, next_stage](int part, int parts) { issue(at, next_stage, part, parts); };
                 ring_refill_loop_ = &op;
               } else {
                 issue(at, next_stage);
@@ -691,7 +702,7 @@ bool Emitter::emit_ring_loop(const Op& op, const std::vector<const Value*>& vals
               if (ring_refill_) {
                 auto refill = std::move(ring_refill_);
                 ring_refill_ = nullptr;
-                refill();
+                refill(0, 1);
               }
               line(stage + " = int((unsigned(" + stage + ") + 1u) % " + num(S) + "u);");
             });
@@ -2305,15 +2316,27 @@ void Emitter::lowered_dot(const Op& op) {
   // loads waited for the copies to issue: Nsight Compute, session 39). H100, mma.sync matmul
   // 4096^3: 0.370 -> 0.355 ms (bench/RESULTS.md, session 40). TESSERA_CUDA_REFILL_AFTER_MMA=1
   // prints it after them (an A/B switch).
+  // The loop's `refill_parts = P` (pipeline-loops, the knob mma_spread_copies): piece p in step
+  // p, the first P of the dot's k steps (fewer than KT: all pieces are committed before the last
+  // step's wait counts them).
   const bool refill_here = ring_refill_ && op.parent && op.parent->parent == ring_refill_loop_;
   const bool refill_first = refill_here && !env_flag("TESSERA_CUDA_REFILL_AFTER_MMA");
+  const int parts = refill_here && ring_refill_loop_->has_attr("refill_parts")
+                        ? static_cast<int>(std::clamp<int64_t>(ring_refill_loop_->attr_int("refill_parts"), 1, KT > 1 ? KT - 1 : 1))
+                        : 1;
   auto print_refill = [&](const char* when) {
     auto refill = std::move(ring_refill_);
     ring_refill_ = nullptr;
-    open(std::string("if (ks == 0) {  // the ring's refill, ") + when);
-    refill();
-    close();
+    for (int part = 0; part < parts; ++part) {
+      open("if (ks == " + num(part) + ") {  // the ring's refill, " +
+           (parts > 1 ? "piece " + num(part + 1) + " of " + num(parts) + ", " + (refill_first ? "before" : "after") +
+                            " the step's mma instructions"
+                      : std::string(when)));
+      refill(part, parts);
+      close();
+    }
     count("ring-refills-in-dots");
+    if (parts > 1) count("ring-refill-pieces", parts);
   };
   if (refill_first) print_refill("before the first k step's mma instructions");
   for (int64_t i = 0; i < MT; ++i)

@@ -186,6 +186,9 @@ class Emitter {
   // The cp.async copies of load_tile `load` into the buffer `dst`, at the indices the load's
   // operands now name.
   void issue_shared_copies(const Op& load, const SharedView& dst);
+  // The piece of each tile's copies that issue_shared_copies prints: (part, parts), the rounds
+  // of chunks [part * rounds / parts, (part + 1) * rounds / parts) of every thread.
+  std::pair<int, int> copy_part_{0, 1};
   // Loops with `pipeline` >= 2 (the pipeline-loops pass) whose body loads into shared memory:
   // each such load gets a ring of that many buffers; iteration i + S - 1's copies go out at
   // the top of iteration i. False when the loop is not one (emit_loop prints it).
@@ -206,8 +209,10 @@ class Emitter {
   // The refill of a cp.async ring's freed stage (iteration i + S - 1's copies), left for an
   // mma.sync dot at the top level of the ring loop's body (ring_refill_loop_) to print in its
   // first k step, before that step's mma instructions (lowered_dot says why); printed at the
-  // iteration's end where no such dot took it.
-  std::function<void()> ring_refill_;
+  // iteration's end where no such dot took it. Called with (part, parts): the loop's
+  // `refill_parts = P` spreads the refill over the dot's first P k steps, piece p in step p
+  // (each load's chunk rounds cut in P ranges; the commit with the last piece); (0, 1) the whole.
+  std::function<void(int, int)> ring_refill_;
   const Op* ring_refill_loop_ = nullptr;
   // The mma.sync dot of a cp.async ring loop that loads its next iteration's first k step's
   // fragments (from the next stage) before its own last k step, with the ring's wait and barrier

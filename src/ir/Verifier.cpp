@@ -1310,6 +1310,9 @@ class Verifier {
         if (const Attr* r = op.find_attr("refill_in_dot"); r && std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
           return fail("refill_in_dot must be 0 or 1 (a ring's refill in its mma.sync dot's first k step, or at the "
                       "iteration's top), got " + attr_str(*r));
+        if (const Attr* r = op.find_attr("refill_parts"); r && (std::get<int64_t>(*r) < 1 || std::get<int64_t>(*r) > 64))
+          return fail("refill_parts must be 1..64 (the pieces of a ring's refill over its mma.sync dot's k steps), got " +
+                      attr_str(*r));
         if (const Attr* sk = op.find_attr("split_k")) {
           if (std::get<int64_t>(*sk) != 0 && std::get<int64_t>(*sk) != 1)
             return fail("split_k must be 0 or 1 (the loop's slice of a split-K launch, its carried value a partial sum), "

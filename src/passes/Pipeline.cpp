@@ -67,11 +67,12 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"split-k-loops", [o](Kernel& k, PassStats& st) { split_k_loops(k, o, st); }},
       {"pipeline-loops", [o](Kernel& k, PassStats& st) { pipeline_loops(k, o, st); }},
       {"hint-l2-policy", [o](Kernel& k, PassStats& st) { hint_l2_policy(k, o, st); }},
-      // After pipeline-loops: a loop it gave a ring (`pipeline = S`) keeps its loads.
-      {"prefetch-loop-loads", prefetch_loop_loads},
       {"specialize-warps", [o](Kernel& k, PassStats& st) { specialize_warps(k, o, st); }},
       {"persist-programs", persist_programs},
       {"prefetch-programs", [o](Kernel& k, PassStats& st) { prefetch_programs(k, o, st); }},
+      // After pipeline-loops (a loop it gave a ring keeps its loads) and prefetch-programs (the
+      // first tile's load it puts before the loop is not the next program's to copy).
+      {"prefetch-loop-loads", prefetch_loop_loads},
       {"store-epilogues-by-tma", store_epilogues_by_tma},
       {"stage-epilogue-stores", stage_epilogue_stores},
       {"pingpong-consumers", pingpong_consumers},

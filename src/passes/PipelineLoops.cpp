@@ -36,7 +36,10 @@
 // instructions go out before that wait and barrier, the next fragments' loads after them (the
 // planning emitter's knob of the same name, a tuning knob: its mma.sync matmul at 4096^3 went
 // from 438 to 409 TFLOP/s with it, bench/RESULTS.md; a written value stays, a written 1 on a
-// dot without fragments_ahead is set to 0 with a note).
+// dot without fragments_ahead is set to 0 with a note). The knob mma_spread_copies = 1 gives
+// the loop of such a dot with KT >= 3 k steps `refill_in_dot = 1, refill_parts = KT - 1`: the
+// refill in KT - 1 pieces, piece p in the dot's step p (the planning emitter's knob; it lost
+// 17% on its mma.sync matmul at 4096^3: a tuning knob).
 //
 // The ring's refill (iteration i + S - 1's copies) is printed at the iteration's top, right
 // after its barrier, so the copies have the whole iteration to land. A loop with an mma.sync
@@ -202,12 +205,17 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (ring_stages && ring_stages->value != 0 && (ring_stages->value < 2 || ring_stages->value > 16))
     throw TesseraError(ring_stages->loc, "knob ring_stages = " + std::to_string(ring_stages->value) +
                                              ": 0 (the loop's pipeline) or 2..16");
-  const ConstexprDecl* early = k.find_constexpr("mma_early_last_step");
-  if (early && early->value != 0 && early->value != 1)
-    throw TesseraError(early->loc, "knob mma_early_last_step = " + std::to_string(early->value) +
-                                       ": 0 or 1 (an mma.sync dot's last k step before the ring's wait)");
-  const bool early_last_step = early && early->value == 1;
+  // The mma.sync ring's 0/1 knobs (another value is an error naming the knob).
+  auto switch_knob = [&](const char* name, const char* what) {
+    const ConstexprDecl* d = k.find_constexpr(name);
+    if (d && d->value != 0 && d->value != 1)
+      throw TesseraError(d->loc, std::string("knob ") + name + " = " + std::to_string(d->value) + ": 0 or 1 (" + what + ")");
+    return d && d->value == 1;
+  };
+  const bool early_last_step = switch_knob("mma_early_last_step", "an mma.sync dot's last k step before the ring's wait");
+  const bool spread_copies = switch_knob("mma_spread_copies", "a ring's refill in pieces over its mma.sync dot's k steps");
   int64_t early_taken = 0;
+  int64_t spread_taken = 0;
   // Room for what else the program keeps in shared memory: the exchanges' scratch (8 KiB at a
   // time) and a swizzled base's alignment.
   const int64_t room = shared_memory_per_program(o.sm) - 8192 - 1024;
@@ -305,6 +313,7 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
           d.set_attr("early_last_step", int64_t{0});
           stats.notes.push_back("dot at " + d.loc.str() + ": early_last_step = 1 needs fragments_ahead = 1; set to 0");
         }
+        early_taken += d.attr_int("early_last_step") == 1;
         return;
       }
       if (early_last_step && is_ahead) {
@@ -317,6 +326,19 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     // and a ring stage in padded rows (not swizzled: f8 operands, rows shorter than 64 bytes),
     // where the copies' writes, issued at the top, met the dot's ldmatrix reads in the banks:
     // there `refill_in_dot = 1`, the refill in the dot's first k step. A written value stays.
+    // The knob mma_spread_copies = 1: where the dot loads its fragments ahead and has 3 or more k
+    // steps, the refill in the dot, in KT - 1 pieces, piece p in step p (the planning emitter's
+    // knob of the same name; written values stay).
+    if (spread_copies && ahead && ahead->has_attr("fragments_ahead") && ahead->attr_int("fragments_ahead") == 1 &&
+        !op.has_attr("refill_parts")) {
+      const int64_t steps = static_shape(ahead->operand(0)->type.shape)[1] / (256 / scalar_bits(ahead->operand(0)->type.elem));
+      if (steps >= 3 && (!op.has_attr("refill_in_dot") || op.attr_int("refill_in_dot") == 1)) {
+        op.set_attr("refill_in_dot", int64_t{1});
+        op.set_attr("refill_parts", steps - 1);
+        ++stats["pipeline-loops.spread-refills"];
+        ++spread_taken;
+      }
+    }
     if (!op.has_attr("refill_in_dot") && op.attr_int("pipeline") >= 2) {
       bool padded = false;
       for (const Op* l : loads)
@@ -327,6 +349,9 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       }
     }
   });
+  if (spread_copies && spread_taken == 0)
+    stats.notes.push_back("knob mma_spread_copies = 1 taken by no loop: it needs an mma.sync dot that loads its "
+                          "fragments ahead (pipeline-loops' fragments_ahead = 1) with 3 or more k steps");
   if (early_last_step && early_taken == 0)
     stats.notes.push_back("knob mma_early_last_step = 1 taken by no dot: it needs an mma.sync dot that loads its "
                           "fragments ahead (pipeline-loops' fragments_ahead = 1)");

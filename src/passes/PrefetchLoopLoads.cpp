@@ -19,9 +19,13 @@
 //
 // The guards keep the loads to the iterations that run (a load past the loop's bound may still
 // lie inside its view). What it costs: the tile's registers live across the whole iteration
-// (softmax at BLOCK_N = 4096: 64 -> 72 registers, one CTA less per SM), so it is a tuning knob,
-// off by default, as the planning emitter's prefetch of the same name was (it keeps that
-// emitter's loops). A note where the knob is set and no loop takes it; 0 and 1 only.
+// (the planning emitter's prefetch of the same name: softmax at BLOCK_N = 4096, 64 -> 72
+// registers, one CTA less per SM), so it is a tuning knob, off by default. The layout emitter
+// does not yet keep the carried tile of a 16-bit load packed as it keeps the load (packs_load
+// stops at the yields): 94 registers there, so the default leaves the knob to the planning
+// emitter (planning_only_knobs). A note where the knob is set and no loop takes it; 0 and 1
+// only. After prefetch-programs: the first tile's load, outside the loop, is not a candidate
+// for the next program's copies (it would take shared memory the row's own loads had).
 #include <algorithm>
 
 #include "ir/IR.h"
@@ -88,11 +92,18 @@ void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
   Value *lb = loop.operand(0), *ub = loop.operand(1), *step = loop.operand(2);
   const Loc& loc = loop.loc;
   const Type i1 = Type::scalar(ScalarKind::I1);
-  // Before the loop: whether it runs, and the next index at the top of its body.
+  // Before the loop: whether it runs. At the top of its body: whether there is a next iteration
+  // (iv + step < ub in 64 bits: near the i32 limit the sum would wrap to a negative index) and
+  // its index (i32, used only where it is below ub).
   Value* runs = k.create_op(*loop.parent, OpKind::Cmp, {lb, ub}, {i1}, {{"pred", std::string("lt")}}, loc, 0, &loop)->result();
   const Op& first_body_op = *body.ops.front();
-  Value* next_iv = k.create_op(body, OpKind::Add, {loop_iv, step}, {loop_iv->type}, {}, loc, 0, &first_body_op)->result();
-  Value* more = k.create_op(body, OpKind::Cmp, {next_iv, ub}, {i1}, {{"pred", std::string("lt")}}, loc, 0, &first_body_op)->result();
+  auto in_body = [&](OpKind kind, std::vector<Value*> operands, const Type& t, std::vector<NamedAttr> attrs = {}) {
+    return k.create_op(body, kind, std::move(operands), {t}, std::move(attrs), loc, 0, &first_body_op)->result();
+  };
+  const Type i64 = Type::scalar(ScalarKind::I64);
+  Value* next_wide = in_body(OpKind::Add, {in_body(OpKind::Cast, {loop_iv}, i64), in_body(OpKind::Cast, {step}, i64)}, i64);
+  Value* more = in_body(OpKind::Cmp, {next_wide, in_body(OpKind::Cast, {ub}, i64)}, i1, {{"pred", std::string("lt")}});
+  Value* next_iv = in_body(OpKind::Add, {loop_iv, step}, loop_iv->type);
   Op& yield = *body.terminator();
   for (Op* load : loads) {
     const Type& t = load->result()->type;

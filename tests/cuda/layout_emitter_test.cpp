@@ -5,6 +5,7 @@
 // tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
 #include <filesystem>
 #include <map>
+#include <regex>
 
 #include "CudaTestUtil.h"
 #include "../common/ScopedEnv.h"
@@ -357,11 +358,22 @@ TEST(LayoutEmitter, StreamStoresKnobGivesTheStoresTheStreamingHint) {
   EXPECT_NE(m.ptx.find("st.global.cs.u32"), std::string::npos) << em.source;
 }
 
+// `f` throws a TesseraError whose message contains `what`.
+template <class F>
+void expect_error_containing(F f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error: " << what;
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 // prefetch_loads = 1 (prefetch-loop-loads): the bf16 row kernels' loops that only read (their
 // reduction passes over column tiles) issue the next tile's load before this one's reductions,
-// and the default prints them with the layout emitter (the knob no longer sends them to the
-// planning emitter); the loops that store are left alone; another value is an error naming the
-// knob.
+// as the layout emitter prints them (forced: the default leaves the knob to the planning
+// emitter, whose carried tile stays packed); the loops that store are left alone; another
+// value is an error naming the knob.
 TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
   const CudaTarget sm90a = CudaTarget::parse("sm_90a");
   auto bound_with = [](const char* name, int64_t prefetch) {
@@ -375,8 +387,10 @@ TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
     const auto lowered = run_gpu_lowering(*bound, gpu_lowering_options(sm90a, true), {}, &stats);
     EXPECT_EQ(stats["prefetch-loop-loads.loops"], read_loops) << name;
     EXPECT_EQ(stats["prefetch-loop-loads.loads"], read_loops) << name;
-    const CudaEmission em = emit_cuda_with_info(*bound, sm90a);
-    ASSERT_TRUE(em.lowered) << name << ": the default printed it with the planning emitter";
+    CudaTarget forced = sm90a;
+    forced.emitter = CudaTarget::Emitter::Layouts;
+    const CudaEmission em = emit_cuda_with_info(*bound, forced);
+    ASSERT_TRUE(em.lowered) << name;
     // Each prefetched loop: its first tile before it (in an `if` on the loop running), the next
     // one first in its body, before the reductions' barriers.
     const size_t loop = em.source.find("for (int64_t iv", em.source.find("if (v", em.source.find("tessera_")));
@@ -390,12 +404,17 @@ TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
   PassStats plain;
   run_gpu_lowering(*bound_with("softmax", 0), gpu_lowering_options(sm90a, true), {}, &plain);
   EXPECT_EQ(plain["prefetch-loop-loads.loads"], 0);
-  try {
-    run_gpu_lowering(*bound_with("softmax", 2), gpu_lowering_options(sm90a, true), {}, &plain);
-    ADD_FAILURE() << "prefetch_loads = 2 accepted";
-  } catch (const TesseraError& e) {
-    EXPECT_NE(std::string(e.what()).find("knob prefetch_loads = 2: 0 (no prefetch) or 1"), std::string::npos) << e.what();
-  }
+  expect_error_containing([&] { run_gpu_lowering(*bound_with("softmax", 2), gpu_lowering_options(sm90a, true), {}, &plain); },
+                          "knob prefetch_loads = 2: 0 (no prefetch) or 1");
+}
+
+// The bf16 library matmul for sm_80 with knob `knob` = `value`, by the default (Auto) emitter.
+CudaEmission matmul_sm80_with(const char* knob, int64_t value) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto k = lk->build(ScalarKind::BF16);
+  k->set_constexpr(knob, value);
+  return emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_80")), {}),
+                             CudaTarget::parse("sm_80"));
 }
 
 // mma_early_last_step = 1 (pipeline-loops' `early_last_step = 1` on a fragments_ahead dot): the
@@ -403,14 +422,8 @@ TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
 // instructions before the ring's wait and barrier and loads the next fragments after them;
 // without the knob the wait comes first; another value is an error naming the knob.
 TEST(LayoutEmitter, EarlyLastStepKnobMovesTheLastMmaStepBeforeTheWait) {
-  const LibraryKernel* lk = find_library_kernel("matmul");
   const CudaTarget sm80 = CudaTarget::parse("sm_80");
-  auto emit_with = [&](int64_t early) {
-    auto k = lk->build(ScalarKind::BF16);
-    k->set_constexpr("mma_early_last_step", early);
-    return emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_80")), {}),
-                               sm80);
-  };
+  auto emit_with = [](int64_t value) { return matmul_sm80_with("mma_early_last_step", value); };
   const CudaEmission plain = emit_with(0), early = emit_with(1);
   ASSERT_TRUE(early.lowered) << "the default printed it with the planning emitter";
   EXPECT_EQ(early.stats.at("mma-early-last-steps"), 1);
@@ -425,15 +438,51 @@ TEST(LayoutEmitter, EarlyLastStepKnobMovesTheLastMmaStepBeforeTheWait) {
   EXPECT_LT(sync, early.source.find("tsr::ldsm_x", sync));
   EXPECT_LT(early.source.find("tsr::ldsm_x", sync), early.source.find("tsr::mma_", sync));  // before the next mma
   EXPECT_EQ(plain.source.find("(early_last_step)"), std::string::npos);
-  try {
-    emit_with(2);
-    ADD_FAILURE() << "mma_early_last_step = 2 accepted";
-  } catch (const TesseraError& e) {
-    EXPECT_NE(std::string(e.what()).find("knob mma_early_last_step = 2: 0 or 1"), std::string::npos) << e.what();
-  }
+  expect_error_containing([&] { emit_with(2); }, "knob mma_early_last_step = 2: 0 or 1");
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
   EXPECT_FALSE(nvrtc_compile(early.source, sm80, "early.cu", early.line_op).cubin.empty());
+}
+
+// mma_spread_copies = 1 (pipeline-loops' `refill_parts = KT - 1` beside `refill_in_dot = 1`):
+// the bf16 matmul on sm_80 (64-deep stages: 4 k steps) refills its ring in 3 pieces, in the
+// dot's first three k steps, each load's copies cut into ranges of rounds, one commit group an
+// iteration, with the last piece; the PTX compiles; another value is an error naming the knob.
+TEST(LayoutEmitter, SpreadCopiesKnobRefillsTheRingInPiecesOverTheKSteps) {
+  const CudaTarget sm80 = CudaTarget::parse("sm_80");
+  auto emit_with = [](int64_t value) { return matmul_sm80_with("mma_spread_copies", value); };
+  const CudaEmission plain = emit_with(0), spread = emit_with(1);
+  ASSERT_TRUE(spread.lowered) << "the default printed it with the planning emitter";
+  EXPECT_EQ(spread.stats.at("ring-refill-pieces"), 3);
+  EXPECT_EQ(plain.stats.count("ring-refill-pieces"), 0u);
+  for (int piece = 1; piece <= 3; ++piece) {
+    const std::string at = "if (ks == " + std::to_string(piece - 1) + ") {  // the ring's refill, piece " +
+                           std::to_string(piece) + " of 3";
+    EXPECT_EQ(occurrences(spread.source, at), 1u) << at << "\n" << spread.source;
+  }
+  // One commit in the loop's body, after the last piece's copies (the prologue's loop has one).
+  const size_t last_piece = spread.source.find("piece 3 of 3");
+  EXPECT_EQ(occurrences(spread.source, "tsr::cp_async_commit();"), occurrences(plain.source, "tsr::cp_async_commit();"));
+  EXPECT_LT(spread.source.rfind("tsr::cp_async_16(", spread.source.find("tsr::cp_async_commit();", last_piece)),
+            spread.source.find("tsr::cp_async_commit();", last_piece));
+  // More pieces print more copies' code, not more copies: the pieces' ranges of rounds cover
+  // A's 4 and B's 8 rounds (128 x 64 and 64 x 256 bf16 over 256 threads) once each: A [0, 1),
+  // [1, 2), [2, 4), B [0, 2), [2, 5), [5, 8) (each range in the whole-tile and the edge paths).
+  for (const char* range : {"= 0; i[0-9]+ < 1;", "= 1; i[0-9]+ < 2;", "= 2; i[0-9]+ < 4;", "= 0; i[0-9]+ < 2;",
+                            "= 2; i[0-9]+ < 5;", "= 5; i[0-9]+ < 8;"}) {
+    const std::regex re(std::string("for \\(int i[0-9]+ ") + range);
+    EXPECT_TRUE(std::regex_search(spread.source, re)) << range;
+  }
+  // B's whole range only in the prologue's copies (in both the prologue and the refill without).
+  const std::regex whole_b("for \\(int i[0-9]+ = 0; i[0-9]+ < 8;");
+  auto count_of = [&](const std::string& src) {
+    return std::distance(std::sregex_iterator(src.begin(), src.end(), whole_b), std::sregex_iterator());
+  };
+  EXPECT_EQ(2 * count_of(spread.source), count_of(plain.source));
+  expect_error_containing([&] { emit_with(2); }, "knob mma_spread_copies = 2: 0 or 1");
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(spread.source, sm80, "spread.cu", spread.line_op).cubin.empty());
 }
 
 // split_k >= 2 on a kernel whose K loop the runtime cannot split (the f32 matmul: FMA dots, no
@@ -521,15 +570,16 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   auto [printed, notes] = emit_default({});
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
-  std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"mma_spread_copies", 1}});
+  std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"cluster_m", 2}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, mma_spread_copies = 1): the planning emitter made it"),
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, cluster_m = 2): the planning emitter made it"),
             std::string::npos)
       << notes;
-  // prefetch_loads (prefetch-loop-loads) no longer asks for the planning emitter (the matmul's
-  // K loop, a ring, takes none of it).
+  // prefetch_loads: prefetch-loop-loads takes it, but the layout emitter carries the tile
+  // unpacked (more registers than the planning emitter), so the default leaves it there.
   std::tie(printed, notes) = emit_default({{"prefetch_loads", 1}});
-  EXPECT_TRUE(printed) << notes;
+  EXPECT_FALSE(printed) << notes;
+  EXPECT_NE(notes.find("(prefetch_loads = 1)"), std::string::npos) << notes;
   // Knobs at the values that ask for nothing, and knobs both emitters read (min_blocks: the
   // launch bounds), leave the kernel to the layout emitter.
   std::tie(printed, notes) = emit_default({{"swap_operands", 0}, {"split_k", 1}, {"min_blocks", 2}, {"pair_stores", 1}});
