@@ -42,7 +42,7 @@ struct CudaTarget {
   // gave it; the planning emitter makes its own decisions from the optimized IR. Auto, the
   // default: the layout emitter, unless the kernel or the compilation asks for what only the
   // planning emitter does (planning_only_knobs: stream_k, cluster_m, cluster_size,
-  // pair_stores, prefetch_loads, swap_operands on f8 operands; the runtime's stream-K
+  // pair_stores, swap_operands on f8 operands; the runtime's stream-K
   // compilation). Either way, a kernel the layout emitter cannot print yet is printed by the
   // planning emitter, with a note that says why. parse() reads
   // TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts (planning-only knobs ignored, with a note), 0 for

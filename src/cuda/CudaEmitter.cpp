@@ -182,6 +182,10 @@ std::string Emitter::declare(const Op& op, const Value* v, const std::string& hi
     if (bytes > 256 * 1024)
       fail(op, "tile " + v->type.str() + " needs " + std::to_string(bytes / 1024) +
                    " KiB of registers per CTA in kernel @" + k_.name + "; the limit is 256 KiB");
+    if (packed_in_layouts(v)) {
+      line(packed_type(v) + " " + n + ";");
+      return n;
+    }
     Layout L = layout_of(v);
     line(ctype(v->type.elem) + " " + n + "[" + std::to_string(L.slots) + "];");
   } else if (v->type.is_scalar()) {
@@ -659,7 +663,9 @@ void Emitter::emit_cast(const Op& op) {
 // --- control flow ---------------------------------------------------------------------------
 
 void Emitter::copy_value(const Value* v, const std::string& dst, const std::string& src) {
-  if (v->type.is_tile()) {
+  if (packed_in_layouts(v)) {
+    line(dst + " = " + src + ";");  // the packed words
+  } else if (v->type.is_tile()) {
     Layout L = layout_of(v);
     slots(L, [&](const std::string& s) { line(dst + "[" + s + "] = " + src + "[" + s + "];"); });
   } else {
@@ -677,7 +683,8 @@ void Emitter::assign_carried(const Op& y, const std::vector<const Value*>& vals,
       if (q != j && src[j] == carried[q]) {
         // A swap must read the old value: copy it first.
         std::string tmp = fresh("t");
-        if (v->type.is_tile()) line(ctype(v->type.elem) + " " + tmp + "[" + std::to_string(layout_of(v).slots) + "];");
+        if (packed_in_layouts(v)) line(packed_type(v) + " " + tmp + ";");
+        else if (v->type.is_tile()) line(ctype(v->type.elem) + " " + tmp + "[" + std::to_string(layout_of(v).slots) + "];");
         else line(ctype(v->type.elem) + " " + tmp + ";");
         copy_value(v, tmp, src[j]);
         src[j] = tmp;
@@ -1418,7 +1425,7 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues;
 // tma_store_epilogue and epilogue_buffers: store-epilogues-by-tma; ring_stages: pipeline-loops;
 // mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
-// mma_early_last_step and mma_spread_copies:
+// prefetch_loads: prefetch-loop-loads; mma_early_last_step and mma_spread_copies:
 // pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
 // compilation's split-k-loops). Such a kernel goes to the planning emitter by default; the
 // layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
@@ -1429,10 +1436,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
   // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
-      {"stream_k", {0}}, {"cluster_m", {1}}, {"cluster_size", {1}}, {"pair_stores", {1}},
-      // prefetch-loop-loads takes it, but the layout emitter carries the tile unpacked (more
-      // registers than the planning emitter's Packed16: PrefetchLoopLoads.cpp).
-      {"prefetch_loads", {0}}};
+      {"stream_k", {0}}, {"cluster_m", {1}}, {"cluster_size", {1}}, {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

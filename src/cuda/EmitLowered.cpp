@@ -1432,7 +1432,7 @@ void Emitter::lowered_load_store(const Op& op) {
                         : packed ? bind_new(tile)
                                  : declare(op, tile);
   if (packed) {
-    line(std::string("tsr::Packed16<") + (t == ScalarKind::BF16 ? "true" : "false") + ", " + num(d.slots()) + "> " + r + ";");
+    line(packed_type(tile) + " " + r + ";");
     count("packed-loads");
   }
   const std::string pad = lit(t, op.has_attr("pad") ? op.attr_number("pad") : 0.0);

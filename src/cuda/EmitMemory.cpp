@@ -1,6 +1,8 @@
 // Memory ops: load_tile/store_tile (16-byte vector accesses where the whole vector is in bounds
 // and aligned, masked scalar accesses at ragged edges), gather/scatter and atomics per element.
 // Addresses are computed in 64 bits.
+#include <set>
+
 #include "cuda/EmitterInternal.h"
 
 namespace tessera::cudagen {
@@ -277,22 +279,20 @@ void Emitter::emit_load_store(const Op& op) {
   }
 }
 
-bool Emitter::packs_load(const Op& load) {
-  const Value* v = load.result();
+bool Emitter::packs_load(const Op& load) { return packs_value(load.result()); }
+
+bool Emitter::packed_in_layouts(const Value* v) {
+  return lowered_ && v->type.is_tile() && (v->type.elem == ScalarKind::BF16 || v->type.elem == ScalarKind::F16) &&
+         packs_value(v);
+}
+
+std::string Emitter::packed_type(const Value* v) {
+  return std::string("tsr::Packed16<") + (v->type.elem == ScalarKind::BF16 ? "true" : "false") + ", " +
+         std::to_string(dist_of(v).slots()) + ">";
+}
+
+bool Emitter::packs_value(const Value* v) {
   if (auto it = packed_.find(v); it != packed_.end()) return it->second;
-  bool& ok = packed_[v];
-  if (const ConstexprDecl* d = k_.find_constexpr("pack_narrow_loads"); d && d->value == 0) return ok = false;
-  ScalarKind t = v->type.elem;
-  if ((t != ScalarKind::BF16 && t != ScalarKind::F16) || !v->type.is_tile() || !shape_is_static(v->type.shape)) return ok = false;
-  // Only the vector path fills whole words; its vectors are even. (The layout emitter's runs
-  // along the last dim: lowered_load_store fills each run's words.)
-  Layout L = layout_of(v);
-  std::vector<int64_t> S = static_shape(v->type.shape);
-  if (lowered_) {
-    if (S.empty() || lowered_vector_width(v) % 2 != 0) return ok = false;
-  } else if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0) {
-    return ok = false;
-  }
   if (users_.empty())
     walk(const_cast<Block&>(*k_.body), [&](Op& o) {
       for (const Value* x : o.operands) users_[x].push_back(&o);
@@ -301,6 +301,42 @@ bool Emitter::packs_load(const Op& load) {
     auto it = users_.find(x);
     return it == users_.end() ? std::vector<const Op*>{} : it->second;
   };
+  // The layout emitter: the values that must share v's representation, joined through `if`
+  // results and a for's carried values (a load carried one iteration ahead by
+  // prefetch-loop-loads: the loop's operand, its argument, the `if` at the body's top and the
+  // yields). The planning emitter packs loads alone.
+  std::vector<const Value*> members{v};
+  std::set<const Value*> seen{v};
+  auto join = [&](const Value* x) {
+    if (x && seen.insert(x).second) members.push_back(x);
+  };
+  auto owner_of_arg = [](const Value* x) { return !x->def && x->block ? x->block->parent : nullptr; };
+  for (size_t i = 0; lowered_ && i < members.size(); ++i) {
+    const Value* x = members[i];
+    const Op* def = x->def;
+    const Op* loop = def && def->kind == OpKind::For ? def : nullptr;
+    size_t j = def ? static_cast<size_t>(x->index) : 0;
+    if (const Op* f = owner_of_arg(x); f && f->kind == OpKind::For && x->index >= 1) loop = f, j = static_cast<size_t>(x->index - 1);
+    if (def && def->kind == OpKind::If)
+      for (const auto& r : def->regions)
+        if (const Op* y = r->terminator(); y && j < y->operands.size()) join(y->operand(j));
+    if (loop && j + 3 < loop->operands.size()) {
+      join(loop->operand(3 + j));
+      join(loop->result(j));
+      join(loop->region(0).args[j + 1]);
+      if (const Op* y = loop->region(0).terminator(); y && j < y->operands.size()) join(y->operand(j));
+    }
+    for (const Op* u : users(x)) {
+      const Op* owner = u->kind == OpKind::Yield && u->parent ? u->parent->parent : nullptr;
+      for (size_t q = 0; q < u->operands.size(); ++q) {
+        if (u->operands[q] != x) continue;
+        if (owner && (owner->kind == OpKind::If || owner->kind == OpKind::For) && q < owner->results.size())
+          join(owner->result(q));
+        else if (u->kind == OpKind::For && q >= 3)
+          join(u->result(q - 3));
+      }
+    }
+  }
   // Every use a cast to f32 whose result is read slot by slot: elementwise math, reductions,
   // register-copy shape ops, stores and yields (what indexes a tile with compile-time slots).
   auto read_by_slot = [](const Op& o) {
@@ -312,14 +348,41 @@ bool Emitter::packs_load(const Op& load) {
                o.kind == OpKind::Yield;
     }
   };
-  std::vector<const Op*> casts = users(v);
-  if (casts.empty()) return ok = false;
-  for (const Op* c : casts) {
-    if (c->kind != OpKind::Cast || c->result()->type.elem != ScalarKind::F32) return ok = false;
-    for (const Op* u : users(c->result()))
-      if (!read_by_slot(*u)) return ok = false;
-  }
-  return ok = true;
+  auto member_ok = [&](const Value* x) {
+    const ScalarKind t = x->type.elem;
+    if ((t != ScalarKind::BF16 && t != ScalarKind::F16) || !x->type.is_tile() || !shape_is_static(x->type.shape) ||
+        x->type != v->type)
+      return false;
+    // Only the vector path fills whole words; its vectors are even. (The layout emitter's runs
+    // along the last dim: lowered_load_store fills each run's words.)
+    const Layout L = layout_of(x);
+    const std::vector<int64_t> S = static_shape(x->type.shape);
+    if (lowered_) {
+      if (S.empty() || lowered_vector_width(x) % 2 != 0) return false;
+    } else if (L.replicated || L.vec < 2 || S.empty() || S.back() % L.vec != 0) {
+      return false;
+    }
+    // Made by a load, or (the layout emitter) an `if` or a for's carried value of members.
+    const Op* f = owner_of_arg(x);
+    if (!(x->def && x->def->kind == OpKind::LoadTile) &&
+        !(lowered_ && ((x->def && (x->def->kind == OpKind::If || x->def->kind == OpKind::For)) ||
+                       (f && f->kind == OpKind::For))))
+      return false;
+    for (const Op* u : users(x)) {
+      const Op* owner = u->kind == OpKind::Yield && u->parent ? u->parent->parent : nullptr;
+      if (lowered_ && ((owner && (owner->kind == OpKind::If || owner->kind == OpKind::For)) || u->kind == OpKind::For))
+        continue;  // into a member: an `if`'s or a loop's yield, a loop's carried operand (joined above)
+      if (u->kind != OpKind::Cast || u->result()->type.elem != ScalarKind::F32) return false;
+      for (const Op* w : users(u->result()))
+        if (!read_by_slot(*w)) return false;
+    }
+    return !users(x).empty() || x != v;
+  };
+  bool ok = true;
+  if (const ConstexprDecl* d = k_.find_constexpr("pack_narrow_loads"); d && d->value == 0) ok = false;
+  for (const Value* x : members) ok = ok && member_ok(x);
+  for (const Value* x : members) packed_[x] = ok;
+  return ok;
 }
 
 std::vector<const Op*> Emitter::begin_prefetch(const Op& for_op) {

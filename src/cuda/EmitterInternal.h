@@ -340,7 +340,14 @@ class Emitter {
   // and each such cast becomes a view of it that converts at every use. The loaded tile then
   // holds half the registers while it stays live (across a row's reductions, say). A kernel
   // constexpr pack_narrow_loads = 0 turns this off (for comparisons).
+  // The layout emitter packs such a load carried one iteration ahead too (prefetch-loop-loads):
+  // packs_value answers for the load, the `if` results and the loop's carried values it flows
+  // through, all packed or none (declare and copy_value then print Packed16 and copy words).
   bool packs_load(const Op& load);
+  bool packs_value(const Value* v);
+  // A layout-emitter value held packed (a member of such a class), and its Packed16 type.
+  bool packed_in_layouts(const Value* v);
+  std::string packed_type(const Value* v);
   bool alias_packed_cast(const Op& cast);
   std::unordered_map<const Value*, std::vector<const Op*>> users_;  // filled on first use
   std::unordered_map<const Value*, bool> packed_;

@@ -10,21 +10,21 @@
 // would have read) and each load_tile into registers (not a shared tile) at the body's top
 // level whose view and indices are the induction variable or values from outside the loop:
 //
-//   %first = if (lb < ub) { load at lb } else { splat of 0 }     (before the loop)
+//   %first = load at lb                                           (before the loop)
 //   for ... carrying %cur = %first {
 //     %next = if (iv + step < ub) { load at iv + step } else { %cur }   (the body's first op)
 //     ... the body reads %cur where it read the load ...
 //     yield ..., %next
 //   }
 //
-// The guards keep the loads to the iterations that run (a load past the loop's bound may still
-// lie inside its view). What it costs: the tile's registers live across the whole iteration
-// (the planning emitter's prefetch of the same name: softmax at BLOCK_N = 4096, 64 -> 72
-// registers, one CTA less per SM), so it is a tuning knob, off by default. The layout emitter
-// does not yet keep the carried tile of a 16-bit load packed as it keeps the load (packs_load
-// stops at the yields): 94 registers there, so the default leaves the knob to the planning
-// emitter (planning_only_knobs). A note where the knob is set and no loop takes it; 0 and 1
-// only. After prefetch-programs: the first tile's load, outside the loop, is not a candidate
+// The guard keeps the loads in the loop to the iterations that run (a load past the loop's bound
+// may still lie inside its view); the first tile is loaded even where the loop does not run
+// (one tile's read; a load reads nothing past its view). What it costs: the tile's registers live across the whole iteration
+// (bf16 softmax at BLOCK_N = 4096 on sm_90a: 64 -> 72 registers, the planning emitter's
+// prefetch of the same name 64), so it is a tuning knob, off by default. The layout emitter
+// keeps the carried tile of a 16-bit load packed as it keeps the load (packs_value: the load,
+// the loop's operand and argument, the `if` and the yields, all tsr::Packed16; unpacked it was
+// 94). A note where the knob is set and no loop takes it; 0 and 1 only. After prefetch-programs: the first tile's load, outside the loop, is not a candidate
 // for the next program's copies (it would take shared memory the row's own loads had).
 #include <algorithm>
 
@@ -92,10 +92,9 @@ void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
   Value *lb = loop.operand(0), *ub = loop.operand(1), *step = loop.operand(2);
   const Loc& loc = loop.loc;
   const Type i1 = Type::scalar(ScalarKind::I1);
-  // Before the loop: whether it runs. At the top of its body: whether there is a next iteration
-  // (iv + step < ub in 64 bits: near the i32 limit the sum would wrap to a negative index) and
-  // its index (i32, used only where it is below ub).
-  Value* runs = k.create_op(*loop.parent, OpKind::Cmp, {lb, ub}, {i1}, {{"pred", std::string("lt")}}, loc, 0, &loop)->result();
+  // At the top of the body: whether there is a next iteration (iv + step < ub in 64 bits: near
+  // the i32 limit the sum would wrap to a negative index) and its index (i32, used only where it
+  // is below ub).
   const Op& first_body_op = *body.ops.front();
   auto in_body = [&](OpKind kind, std::vector<Value*> operands, const Type& t, std::vector<NamedAttr> attrs = {}) {
     return k.create_op(body, kind, std::move(operands), {t}, std::move(attrs), loc, 0, &first_body_op)->result();
@@ -107,14 +106,13 @@ void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
   Op& yield = *body.terminator();
   for (Op* load : loads) {
     const Type& t = load->result()->type;
-    // The first iteration's tile (a splat where the loop does not run: never read).
-    Op* first = make_if(k, runs, t, loop, load->loc);
-    k.create_op(first->region(0), OpKind::Yield, {load_at(k, first->region(0), *load, loop_iv, lb)}, {}, {}, load->loc);
-    Value* zero = k.create_op(first->region(1), OpKind::Const, {}, {Type::scalar(t.elem)}, {{"value", is_float(t.elem) ? Attr{0.0} : Attr{int64_t{0}}}}, load->loc)->result();
-    Value* filler = k.create_op(first->region(1), OpKind::Splat, {zero}, {t}, {}, load->loc)->result();
-    k.create_op(first->region(1), OpKind::Yield, {filler}, {}, {}, load->loc);
+    // The first iteration's tile, loaded whether the loop runs or not: a load reads nothing
+    // past its view (what lies there is its pad), and its value is then never read. (An `if`
+    // on the loop running would need a tile for its other branch, which the layout emitter
+    // could not keep packed with the load.)
+    Value* first = load_at(k, *loop.parent, *load, loop_iv, lb, &loop);
     // The loop carries it: this iteration's tile comes in as `cur`.
-    loop.operands.push_back(first->result());
+    loop.operands.push_back(first);
     Value* cur = k.add_block_arg(body, t, load->result()->name);
     Value* result = k.new_value(t);
     result->def = &loop;
