@@ -348,6 +348,7 @@ bool Emitter::packs_value(const Value* v) {
                o.kind == OpKind::Yield;
     }
   };
+  int64_t casts = 0;  // (the class must be read somewhere: by a cast to f32)
   auto member_ok = [&](const Value* x) {
     const ScalarKind t = x->type.elem;
     if ((t != ScalarKind::BF16 && t != ScalarKind::F16) || !x->type.is_tile() || !shape_is_static(x->type.shape) ||
@@ -368,19 +369,25 @@ bool Emitter::packs_value(const Value* v) {
         !(lowered_ && ((x->def && (x->def->kind == OpKind::If || x->def->kind == OpKind::For)) ||
                        (f && f->kind == OpKind::For))))
       return false;
+    // A loop's argument is its carried variable, which the yield overwrites: a cast of it (a
+    // view of those words, alias_packed_cast) must not be yielded too, or the yield would read
+    // the next iteration's tile through it.
+    const bool carried = f && f->kind == OpKind::For;
     for (const Op* u : users(x)) {
       const Op* owner = u->kind == OpKind::Yield && u->parent ? u->parent->parent : nullptr;
       if (lowered_ && ((owner && (owner->kind == OpKind::If || owner->kind == OpKind::For)) || u->kind == OpKind::For))
         continue;  // into a member: an `if`'s or a loop's yield, a loop's carried operand (joined above)
       if (u->kind != OpKind::Cast || u->result()->type.elem != ScalarKind::F32) return false;
+      ++casts;
       for (const Op* w : users(u->result()))
-        if (!read_by_slot(*w)) return false;
+        if (!read_by_slot(*w) || (carried && w->kind == OpKind::Yield)) return false;
     }
-    return !users(x).empty() || x != v;
+    return true;
   };
   bool ok = true;
   if (const ConstexprDecl* d = k_.find_constexpr("pack_narrow_loads"); d && d->value == 0) ok = false;
   for (const Value* x : members) ok = ok && member_ok(x);
+  ok = ok && casts > 0;
   for (const Value* x : members) packed_[x] = ok;
   return ok;
 }

@@ -420,6 +420,42 @@ TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
                           "knob prefetch_loads = 2: 0 (no prefetch) or 1");
 }
 
+// A bf16 tile a loop carries is kept packed with its loads (packs_value), unless a cast of the
+// loop's argument is itself yielded: the cast is a view of the carried words, which the yield
+// overwrites before it reads the cast (found by review: it read the next iteration's tile).
+TEST(LayoutEmitter, CarriedPackedTileIsNotYieldedThroughItsCast) {
+  auto source_with = [](const std::string& tail) {
+    const std::string text = R"(kernel @al(%x: view<bf16, [M, N]>, %y: view<f32, [M, N]>) {
+  grid {
+    %rows0 = dim %x {axis = 0} : i32
+    yield %rows0
+  }
+  %row = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %nt = const {value = 4} : i32
+  %f0 = const {value = 0.0} : f32
+  %z = splat %f0 : tile<f32, [1, 256]>
+  %t0 = load_tile %x, %row, %c0 : tile<bf16, [1, 256]>
+  %cur, %acc = for %c0, %nt, %c1, %t0, %z : tile<bf16, [1, 256]>, tile<f32, [1, 256]> {
+    ^(%j: i32, %c: tile<bf16, [1, 256]>, %a: tile<f32, [1, 256]>):
+    %f = cast %c : tile<f32, [1, 256]>
+    %j1 = add %j, %c1 : i32
+    %nx = load_tile %x, %row, %j1 : tile<bf16, [1, 256]>
+)" + tail + R"(
+  }
+  store_tile %y, %acc, %row, %c0
+})";
+    auto m = parse_module(text, "carried.tile");
+    const CudaEmission em = emit_cuda_with_info(*run_pipeline(*m->kernels[0], {}), CudaTarget::parse("sm_90a"));
+    EXPECT_TRUE(em.lowered);
+    return em.source;
+  };
+  EXPECT_EQ(source_with("    yield %nx, %f").find("Packed16"), std::string::npos);
+  // The cast only added into the other carried value: the loads and the carried tile packed.
+  EXPECT_GE(occurrences(source_with("    %s = add %a, %f : tile<f32, [1, 256]>\n    yield %nx, %s"), "tsr::Packed16<true, "), 3u);
+}
+
 // The bf16 library matmul for sm_80 with knob `knob` = `value`, by the default (Auto) emitter.
 CudaEmission matmul_sm80_with(const char* knob, int64_t value) {
   const LibraryKernel* lk = find_library_kernel("matmul");
