@@ -1449,7 +1449,8 @@ void Emitter::lowered_load_store(const Op& op) {
     ok.clear(), at.clear();
     for (int q = 0; q < R; ++q) {
       std::string g = "(" + o[q] + " + " + d.const_expr(q, s) + (q == R - 1 && v ? " + " + num(v) : "") + ")";
-      ok += (q ? " && " : "") + g + " < " + vi.dims[q];
+      // Unsigned: a negative coordinate (a tile index below 0) is outside too, in one compare.
+      ok += (q ? " && " : "") + std::string("uint64_t") + g + " < uint64_t(" + vi.dims[q] + ")";
       at += (q ? " + " : "") + g + " * " + vi.strides[q];
     }
   };

@@ -81,17 +81,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_argmax_rows(float* tsr
         #pragma unroll
         for (int c24 = 0; c24 < 2; ++c24) {
           float vb25[4];
-          if ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1)) {
+          if (uint64_t(o19 + ((((c24 * 4) / 4) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o20 + (((c24 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1)) {
             tsr::copy_vec<float, 4>(vb25, tsr_p0 + (o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1);
             v18_xt[c24 * 4 + 0] = vb25[0];
             v18_xt[c24 * 4 + 1] = vb25[1];
             v18_xt[c24 * 4 + 2] = vb25[2];
             v18_xt[c24 * 4 + 3] = vb25[3];
           } else {
-            v18_xt[c24 * 4] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-            v18_xt[c24 * 4 + 1] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-            v18_xt[c24 * 4 + 2] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-            v18_xt[c24 * 4 + 3] = ((o19 + ((((c24 * 4) / 4) % 2) * 4)) < int64_t(tsr_dim_M) && (o20 + (((c24 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4] = (uint64_t(o19 + ((((c24 * 4) / 4) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o20 + (((c24 * 4) % 4))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 1] = (uint64_t(o19 + ((((c24 * 4) / 4) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o20 + (((c24 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 2] = (uint64_t(o19 + ((((c24 * 4) / 4) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o20 + (((c24 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v18_xt[c24 * 4 + 3] = (uint64_t(o19 + ((((c24 * 4) / 4) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o20 + (((c24 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o19 + ((((c24 * 4) / 4) % 2) * 4)) * tsr_p0_s0 + (o20 + (((c24 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
           }
         }
       }
@@ -217,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_argmax_rows(float* tsr
     const int64_t o73 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
     #pragma unroll
     for (int s74 = 0; s74 < 2; ++s74) {
-      if (((tsr_lane & 31) == 0) && (o73 + (((s74) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p1[(o73 + (((s74) % 2) * 4)) * tsr_p1_s0] = c13_vals[s74];
+      if (((tsr_lane & 31) == 0) && uint64_t(o73 + (((s74) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M))) tsr_p1[(o73 + (((s74) % 2) * 4)) * tsr_p1_s0] = c13_vals[s74];
     }
   }
   // store_tile %idx, %inds, %pm
@@ -225,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_argmax_rows(float* tsr
     const int64_t o75 = int64_t(v0_pm) * 8 + (((tsr_warp >> 0) & 3));
     #pragma unroll
     for (int s76 = 0; s76 < 2; ++s76) {
-      if (((tsr_lane & 31) == 0) && (o75 + (((s76) % 2) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o75 + (((s76) % 2) * 4)) * tsr_p2_s0] = c15_inds[s76];
+      if (((tsr_lane & 31) == 0) && uint64_t(o75 + (((s76) % 2) * 4)) < uint64_t(int64_t(tsr_dim_M))) tsr_p2[(o75 + (((s76) % 2) * 4)) * tsr_p2_s0] = c15_inds[s76];
     }
   }
 }

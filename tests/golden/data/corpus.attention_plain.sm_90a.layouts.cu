@@ -67,17 +67,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
       #pragma unroll
       for (int c16 = 0; c16 < 4; ++c16) {
         float vb17[4];
-        if ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1)) {
+        if (uint64_t(o11 + ((((c16 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o12 + (((c16 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1)) {
           tsr::copy_vec<float, 4>(vb17, tsr_p0 + (o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1);
           v10_qt[c16 * 4 + 0] = vb17[0];
           v10_qt[c16 * 4 + 1] = vb17[1];
           v10_qt[c16 * 4 + 2] = vb17[2];
           v10_qt[c16 * 4 + 3] = vb17[3];
         } else {
-          v10_qt[c16 * 4] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-          v10_qt[c16 * 4 + 1] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v10_qt[c16 * 4 + 2] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v10_qt[c16 * 4 + 3] = ((o11 + ((((c16 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o12 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4] = (uint64_t(o11 + ((((c16 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o12 + (((c16 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 1] = (uint64_t(o11 + ((((c16 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o12 + (((c16 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 2] = (uint64_t(o11 + ((((c16 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o12 + (((c16 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+          v10_qt[c16 * 4 + 3] = (uint64_t(o11 + ((((c16 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o12 + (((c16 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o11 + ((((c16 * 4) / 4) % 4) * 8)) * tsr_p0_s0 + (o12 + (((c16 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
         }
       }
     }
@@ -256,17 +256,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
         #pragma unroll
         for (int c91 = 0; c91 < 8; ++c91) {
           float vb92[4];
-          if ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1)) {
+          if (uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1)) {
             tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1);
             v85_kt[c91 * 4 + 0] = vb92[0];
             v85_kt[c91 * 4 + 1] = vb92[1];
             v85_kt[c91 * 4 + 2] = vb92[2];
             v85_kt[c91 * 4 + 3] = vb92[3];
           } else {
-            v85_kt[c91 * 4] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v85_kt[c91 * 4 + 1] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v85_kt[c91 * 4 + 2] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v85_kt[c91 * 4 + 3] = ((o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4] = (uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 1] = (uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 2] = (uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v85_kt[c91 * 4 + 3] = (uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s0 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
@@ -760,17 +760,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain(float*
       #pragma unroll
       for (int c197 = 0; c197 < 4; ++c197) {
         float vb198[4];
-        if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1)) {
+        if (uint64_t(o192 + ((((c197 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1)) {
           vb198[0] = v190[c197 * 4 + 0];
           vb198[1] = v190[c197 * 4 + 1];
           vb198[2] = v190[c197 * 4 + 2];
           vb198[3] = v190[c197 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p3 + (o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1, vb198);
         } else {
-          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1] = v190[c197 * 4];
-          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 1) * tsr_p3_s1] = v190[c197 * 4 + 1];
-          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 2) * tsr_p3_s1] = v190[c197 * 4 + 2];
-          if ((o192 + ((((c197 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 3) * tsr_p3_s1] = v190[c197 * 4 + 3];
+          if (uint64_t(o192 + ((((c197 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4))) * tsr_p3_s1] = v190[c197 * 4];
+          if (uint64_t(o192 + ((((c197 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 1) * tsr_p3_s1] = v190[c197 * 4 + 1];
+          if (uint64_t(o192 + ((((c197 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 2) * tsr_p3_s1] = v190[c197 * 4 + 2];
+          if (uint64_t(o192 + ((((c197 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o192 + ((((c197 * 4) / 4) % 4) * 8)) * tsr_p3_s0 + (o193 + (((c197 * 4) % 4)) + 3) * tsr_p3_s1] = v190[c197 * 4 + 3];
         }
       }
     }

@@ -78,17 +78,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
       #pragma unroll
       for (int c18 = 0; c18 < 4; ++c18) {
         float vb19[4];
-        if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
+        if (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
           tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2);
           v11_q3[c18 * 4 + 0] = vb19[0];
           v11_q3[c18 * 4 + 1] = vb19[1];
           v11_q3[c18 * 4 + 2] = vb19[2];
           v11_q3[c18 * 4 + 3] = vb19[3];
         } else {
-          v11_q3[c18 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 1] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 2] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 3] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 4) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
         }
       }
     }
@@ -312,17 +312,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
         #pragma unroll
         for (int c100 = 0; c100 < 8; ++c100) {
           float vb101[4];
-          if ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2)) {
+          if (uint64_t(o94 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o95 + ((((c100 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o96 + (((c100 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2)) {
             tsr::copy_vec<float, 4>(vb101, tsr_p1 + (o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2);
             v93_k3[c100 * 4 + 0] = vb101[0];
             v93_k3[c100 * 4 + 1] = vb101[1];
             v93_k3[c100 * 4 + 2] = vb101[2];
             v93_k3[c100 * 4 + 3] = vb101[3];
           } else {
-            v93_k3[c100 * 4] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v93_k3[c100 * 4 + 1] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v93_k3[c100 * 4 + 2] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v93_k3[c100 * 4 + 3] = ((o94 + 0) < int64_t(tsr_dim_H) && (o95 + ((((c100 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o96 + (((c100 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4] = (uint64_t(o94 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o95 + ((((c100 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o96 + (((c100 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 1] = (uint64_t(o94 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o95 + ((((c100 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o96 + (((c100 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 2] = (uint64_t(o94 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o95 + ((((c100 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o96 + (((c100 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v93_k3[c100 * 4 + 3] = (uint64_t(o94 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o95 + ((((c100 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o96 + (((c100 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o94 + 0) * tsr_p1_s0 + (o95 + ((((c100 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o96 + (((c100 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
@@ -942,17 +942,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_plain_causal
       #pragma unroll
       for (int c222 = 0; c222 < 4; ++c222) {
         float vb223[4];
-        if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2)) {
+        if (uint64_t(o216 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o217 + ((((c222 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o218 + (((c222 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2)) {
           vb223[0] = v215_o3[c222 * 4 + 0];
           vb223[1] = v215_o3[c222 * 4 + 1];
           vb223[2] = v215_o3[c222 * 4 + 2];
           vb223[3] = v215_o3[c222 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p3 + (o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2, vb223);
         } else {
-          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2] = v215_o3[c222 * 4];
-          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 1) * tsr_p3_s2] = v215_o3[c222 * 4 + 1];
-          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 2) * tsr_p3_s2] = v215_o3[c222 * 4 + 2];
-          if ((o216 + 0) < int64_t(tsr_dim_H) && (o217 + ((((c222 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_S) && (o218 + (((c222 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 3) * tsr_p3_s2] = v215_o3[c222 * 4 + 3];
+          if (uint64_t(o216 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o217 + ((((c222 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o218 + (((c222 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4))) * tsr_p3_s2] = v215_o3[c222 * 4];
+          if (uint64_t(o216 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o217 + ((((c222 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o218 + (((c222 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 1) * tsr_p3_s2] = v215_o3[c222 * 4 + 1];
+          if (uint64_t(o216 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o217 + ((((c222 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o218 + (((c222 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 2) * tsr_p3_s2] = v215_o3[c222 * 4 + 2];
+          if (uint64_t(o216 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o217 + ((((c222 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o218 + (((c222 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o216 + 0) * tsr_p3_s0 + (o217 + ((((c222 * 4) / 4) % 4) * 8)) * tsr_p3_s1 + (o218 + (((c222 * 4) % 4)) + 3) * tsr_p3_s2] = v215_o3[c222 * 4 + 3];
         }
       }
     }

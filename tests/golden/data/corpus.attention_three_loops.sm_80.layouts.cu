@@ -78,17 +78,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
       #pragma unroll
       for (int c18 = 0; c18 < 8; ++c18) {
         float vb19[4];
-        if ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
+        if (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2)) {
           tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2);
           v11_q3[c18 * 4 + 0] = vb19[0];
           v11_q3[c18 * 4 + 1] = vb19[1];
           v11_q3[c18 * 4 + 2] = vb19[2];
           v11_q3[c18 * 4 + 3] = vb19[3];
         } else {
-          v11_q3[c18 * 4] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 1] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 2] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-          v11_q3[c18 * 4 + 3] = ((o12 + 0) < int64_t(tsr_dim_H) && (o13 + ((((c18 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o14 + (((c18 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 1] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 2] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v11_q3[c18 * 4 + 3] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o13 + ((((c18 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o14 + (((c18 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + ((((c18 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o14 + (((c18 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
         }
       }
     }
@@ -302,17 +302,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
         #pragma unroll
         for (int c91 = 0; c91 < 8; ++c91) {
           float vb92[4];
-          if ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2)) {
+          if (uint64_t(o85 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2)) {
             tsr::copy_vec<float, 4>(vb92, tsr_p1 + (o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2);
             v84_kblk1[c91 * 4 + 0] = vb92[0];
             v84_kblk1[c91 * 4 + 1] = vb92[1];
             v84_kblk1[c91 * 4 + 2] = vb92[2];
             v84_kblk1[c91 * 4 + 3] = vb92[3];
           } else {
-            v84_kblk1[c91 * 4] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v84_kblk1[c91 * 4 + 1] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v84_kblk1[c91 * 4 + 2] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v84_kblk1[c91 * 4 + 3] = ((o85 + 0) < int64_t(tsr_dim_H) && (o86 + ((((c91 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_T) && (o87 + (((c91 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4] = (uint64_t(o85 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 1] = (uint64_t(o85 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 2] = (uint64_t(o85 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v84_kblk1[c91 * 4 + 3] = (uint64_t(o85 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o86 + ((((c91 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o87 + (((c91 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o85 + 0) * tsr_p1_s0 + (o86 + ((((c91 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o87 + (((c91 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
@@ -1076,17 +1076,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_attention_three_loops(
       #pragma unroll
       for (int c228 = 0; c228 < 8; ++c228) {
         float vb229[4];
-        if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2)) {
+        if (uint64_t(o222 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o223 + ((((c228 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o224 + (((c228 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2)) {
           vb229[0] = v221_o3[c228 * 4 + 0];
           vb229[1] = v221_o3[c228 * 4 + 1];
           vb229[2] = v221_o3[c228 * 4 + 2];
           vb229[3] = v221_o3[c228 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p3 + (o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2, vb229);
         } else {
-          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2] = v221_o3[c228 * 4];
-          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 1) * tsr_p3_s2] = v221_o3[c228 * 4 + 1];
-          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 2) * tsr_p3_s2] = v221_o3[c228 * 4 + 2];
-          if ((o222 + 0) < int64_t(tsr_dim_H) && (o223 + ((((c228 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_S) && (o224 + (((c228 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 3) * tsr_p3_s2] = v221_o3[c228 * 4 + 3];
+          if (uint64_t(o222 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o223 + ((((c228 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o224 + (((c228 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4))) * tsr_p3_s2] = v221_o3[c228 * 4];
+          if (uint64_t(o222 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o223 + ((((c228 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o224 + (((c228 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 1) * tsr_p3_s2] = v221_o3[c228 * 4 + 1];
+          if (uint64_t(o222 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o223 + ((((c228 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o224 + (((c228 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 2) * tsr_p3_s2] = v221_o3[c228 * 4 + 2];
+          if (uint64_t(o222 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o223 + ((((c228 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o224 + (((c228 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o222 + 0) * tsr_p3_s0 + (o223 + ((((c228 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o224 + (((c228 * 4) % 4)) + 3) * tsr_p3_s2] = v221_o3[c228 * 4 + 3];
         }
       }
     }

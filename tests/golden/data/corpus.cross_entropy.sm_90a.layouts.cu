@@ -85,17 +85,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
         #pragma unroll
         for (int c26 = 0; c26 < 4; ++c26) {
           float vb27[4];
-          if ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1)) {
+          if (uint64_t(o21 + ((((c26 * 4) / 4) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + (((c26 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1)) {
             tsr::copy_vec<float, 4>(vb27, tsr_p0 + (o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1);
             v20_x[c26 * 4 + 0] = vb27[0];
             v20_x[c26 * 4 + 1] = vb27[1];
             v20_x[c26 * 4 + 2] = vb27[2];
             v20_x[c26 * 4 + 3] = vb27[3];
           } else {
-            v20_x[c26 * 4] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-            v20_x[c26 * 4 + 1] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-            v20_x[c26 * 4 + 2] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-            v20_x[c26 * 4 + 3] = ((o21 + ((((c26 * 4) / 4) % 4) * 4)) < int64_t(tsr_dim_M) && (o22 + (((c26 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4] = (uint64_t(o21 + ((((c26 * 4) / 4) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + (((c26 * 4) % 4))) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 1] = (uint64_t(o21 + ((((c26 * 4) / 4) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + (((c26 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 2] = (uint64_t(o21 + ((((c26 * 4) / 4) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + (((c26 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v20_x[c26 * 4 + 3] = (uint64_t(o21 + ((((c26 * 4) / 4) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + (((c26 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o21 + ((((c26 * 4) / 4) % 4) * 4)) * tsr_p0_s0 + (o22 + (((c26 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
           }
         }
       }
@@ -310,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
     const int64_t o93 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
     #pragma unroll
     for (int s94 = 0; s94 < 4; ++s94) {
-      v92_tg[s94] = ((o93 + (((s94) % 4) * 4)) < int64_t(tsr_dim_M)) ? tsr_p1[(o93 + (((s94) % 4) * 4)) * tsr_p1_s0] : int32_t(-1LL);
+      v92_tg[s94] = (uint64_t(o93 + (((s94) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M))) ? tsr_p1[(o93 + (((s94) % 4) * 4)) * tsr_p1_s0] : int32_t(-1LL);
     }
   }
   // %zeros = splat %c0 : tile<i32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -434,7 +434,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_cross_entropy(float* t
     const int64_t o134 = int64_t(v0_pm) * 16 + (((tsr_warp >> 0) & 3));
     #pragma unroll
     for (int s135 = 0; s135 < 4; ++s135) {
-      if (((tsr_lane & 31) == 0) && (o134 + (((s135) % 4) * 4)) < int64_t(tsr_dim_M)) tsr_p2[(o134 + (((s135) % 4) * 4)) * tsr_p2_s0] = v132_out[s135];
+      if (((tsr_lane & 31) == 0) && uint64_t(o134 + (((s135) % 4) * 4)) < uint64_t(int64_t(tsr_dim_M))) tsr_p2[(o134 + (((s135) % 4) * 4)) * tsr_p2_s0] = v132_out[s135];
     }
   }
 }

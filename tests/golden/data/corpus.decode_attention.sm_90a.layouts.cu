@@ -59,17 +59,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
     #pragma unroll
     for (int c12 = 0; c12 < 1; ++c12) {
       float vb13[4];
-      if ((o10 + 0) < int64_t(tsr_dim_H) && (o11 + (((c12 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o11 + (((c12 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 4>(vb13, tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4))) * tsr_p0_s1);
         v9_q2[c12 * 4 + 0] = vb13[0];
         v9_q2[c12 * 4 + 1] = vb13[1];
         v9_q2[c12 * 4 + 2] = vb13[2];
         v9_q2[c12 * 4 + 3] = vb13[3];
       } else {
-        v9_q2[c12 * 4] = ((o10 + 0) < int64_t(tsr_dim_H) && (o11 + (((c12 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v9_q2[c12 * 4 + 1] = ((o10 + 0) < int64_t(tsr_dim_H) && (o11 + (((c12 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v9_q2[c12 * 4 + 2] = ((o10 + 0) < int64_t(tsr_dim_H) && (o11 + (((c12 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v9_q2[c12 * 4 + 3] = ((o10 + 0) < int64_t(tsr_dim_H) && (o11 + (((c12 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v9_q2[c12 * 4] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o11 + (((c12 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+        v9_q2[c12 * 4 + 1] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o11 + (((c12 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v9_q2[c12 * 4 + 2] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o11 + (((c12 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+        v9_q2[c12 * 4 + 3] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o11 + (((c12 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -146,17 +146,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
         #pragma unroll
         for (int c35 = 0; c35 < 4; ++c35) {
           float vb36[4];
-          if ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2)) {
+          if (uint64_t(o29 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o30 + ((((c35 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o31 + (((c35 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2)) {
             tsr::copy_vec<float, 4>(vb36, tsr_p1 + (o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2);
             v28_k31[c35 * 4 + 0] = vb36[0];
             v28_k31[c35 * 4 + 1] = vb36[1];
             v28_k31[c35 * 4 + 2] = vb36[2];
             v28_k31[c35 * 4 + 3] = vb36[3];
           } else {
-            v28_k31[c35 * 4] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v28_k31[c35 * 4 + 1] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v28_k31[c35 * 4 + 2] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v28_k31[c35 * 4 + 3] = ((o29 + 0) < int64_t(tsr_dim_H) && (o30 + ((((c35 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o31 + (((c35 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4] = (uint64_t(o29 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o30 + ((((c35 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o31 + (((c35 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 1] = (uint64_t(o29 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o30 + ((((c35 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o31 + (((c35 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 2] = (uint64_t(o29 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o30 + ((((c35 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o31 + (((c35 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v28_k31[c35 * 4 + 3] = (uint64_t(o29 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o30 + ((((c35 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o31 + (((c35 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o29 + 0) * tsr_p1_s0 + (o30 + ((((c35 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o31 + (((c35 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
@@ -369,17 +369,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
         #pragma unroll
         for (int c102 = 0; c102 < 4; ++c102) {
           float vb103[4];
-          if ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2)) {
+          if (uint64_t(o96 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o97 + ((((c102 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o98 + (((c102 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2)) {
             tsr::copy_vec<float, 4>(vb103, tsr_p2 + (o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2);
             v95_v3[c102 * 4 + 0] = vb103[0];
             v95_v3[c102 * 4 + 1] = vb103[1];
             v95_v3[c102 * 4 + 2] = vb103[2];
             v95_v3[c102 * 4 + 3] = vb103[3];
           } else {
-            v95_v3[c102 * 4] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-            v95_v3[c102 * 4 + 1] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-            v95_v3[c102 * 4 + 2] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-            v95_v3[c102 * 4 + 3] = ((o96 + 0) < int64_t(tsr_dim_H) && (o97 + ((((c102 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o98 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4] = (uint64_t(o96 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o97 + ((((c102 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o98 + (((c102 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 1] = (uint64_t(o96 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o97 + ((((c102 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o98 + (((c102 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 2] = (uint64_t(o96 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o97 + ((((c102 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o98 + (((c102 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v95_v3[c102 * 4 + 3] = (uint64_t(o96 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o97 + ((((c102 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o98 + (((c102 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o96 + 0) * tsr_p2_s0 + (o97 + ((((c102 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o98 + (((c102 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
           }
         }
       }
@@ -539,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention(float
     const int64_t o136 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s137 = 0; s137 < 1; ++s137) {
-      if (((tsr_warp & 2) == 0) && (o135 + 0) < int64_t(tsr_dim_H) && (o136 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o135 + 0) * tsr_p3_s0 + (o136 + 0) * tsr_p3_s1] = v134_res[s137];
+      if (((tsr_warp & 2) == 0) && uint64_t(o135 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o136 + 0) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o135 + 0) * tsr_p3_s0 + (o136 + 0) * tsr_p3_s1] = v134_res[s137];
     }
   }
 }

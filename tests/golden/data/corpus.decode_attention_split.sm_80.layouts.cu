@@ -89,17 +89,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     #pragma unroll
     for (int c22 = 0; c22 < 1; ++c22) {
       float vb23[4];
-      if ((o20 + 0) < int64_t(tsr_dim_H) && (o21 + (((c22 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o21 + (((c22 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 4>(vb23, tsr_p0 + (o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4))) * tsr_p0_s1);
         v19_q2[c22 * 4 + 0] = vb23[0];
         v19_q2[c22 * 4 + 1] = vb23[1];
         v19_q2[c22 * 4 + 2] = vb23[2];
         v19_q2[c22 * 4 + 3] = vb23[3];
       } else {
-        v19_q2[c22 * 4] = ((o20 + 0) < int64_t(tsr_dim_H) && (o21 + (((c22 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v19_q2[c22 * 4 + 1] = ((o20 + 0) < int64_t(tsr_dim_H) && (o21 + (((c22 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v19_q2[c22 * 4 + 2] = ((o20 + 0) < int64_t(tsr_dim_H) && (o21 + (((c22 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v19_q2[c22 * 4 + 3] = ((o20 + 0) < int64_t(tsr_dim_H) && (o21 + (((c22 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v19_q2[c22 * 4] = (uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o21 + (((c22 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+        v19_q2[c22 * 4 + 1] = (uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o21 + (((c22 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v19_q2[c22 * 4 + 2] = (uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o21 + (((c22 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+        v19_q2[c22 * 4 + 3] = (uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o21 + (((c22 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o20 + 0) * tsr_p0_s0 + (o21 + (((c22 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -176,17 +176,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
         #pragma unroll
         for (int c45 = 0; c45 < 4; ++c45) {
           float vb46[4];
-          if ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2)) {
+          if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o40 + ((((c45 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o41 + (((c45 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2)) {
             tsr::copy_vec<float, 4>(vb46, tsr_p1 + (o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2);
             v38_k3[c45 * 4 + 0] = vb46[0];
             v38_k3[c45 * 4 + 1] = vb46[1];
             v38_k3[c45 * 4 + 2] = vb46[2];
             v38_k3[c45 * 4 + 3] = vb46[3];
           } else {
-            v38_k3[c45 * 4] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v38_k3[c45 * 4 + 1] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v38_k3[c45 * 4 + 2] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v38_k3[c45 * 4 + 3] = ((o39 + 0) < int64_t(tsr_dim_H) && (o40 + ((((c45 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o41 + (((c45 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4] = (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o40 + ((((c45 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o41 + (((c45 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 1] = (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o40 + ((((c45 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o41 + (((c45 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 2] = (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o40 + ((((c45 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o41 + (((c45 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v38_k3[c45 * 4 + 3] = (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o40 + ((((c45 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o41 + (((c45 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o39 + 0) * tsr_p1_s0 + (o40 + ((((c45 * 4) / 4) % 4) * 8)) * tsr_p1_s1 + (o41 + (((c45 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
@@ -407,17 +407,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
         #pragma unroll
         for (int c114 = 0; c114 < 4; ++c114) {
           float vb115[4];
-          if ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2)) {
+          if (uint64_t(o108 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o109 + ((((c114 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o110 + (((c114 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2)) {
             tsr::copy_vec<float, 4>(vb115, tsr_p2 + (o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2);
             v107_v3[c114 * 4 + 0] = vb115[0];
             v107_v3[c114 * 4 + 1] = vb115[1];
             v107_v3[c114 * 4 + 2] = vb115[2];
             v107_v3[c114 * 4 + 3] = vb115[3];
           } else {
-            v107_v3[c114 * 4] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
-            v107_v3[c114 * 4 + 1] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
-            v107_v3[c114 * 4 + 2] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
-            v107_v3[c114 * 4 + 3] = ((o108 + 0) < int64_t(tsr_dim_H) && (o109 + ((((c114 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_T) && (o110 + (((c114 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4] = (uint64_t(o108 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o109 + ((((c114 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o110 + (((c114 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4))) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 1] = (uint64_t(o108 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o109 + ((((c114 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o110 + (((c114 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 1) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 2] = (uint64_t(o108 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o109 + ((((c114 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o110 + (((c114 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 2) * tsr_p2_s2] : 0x0p+0f;
+            v107_v3[c114 * 4 + 3] = (uint64_t(o108 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o109 + ((((c114 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o110 + (((c114 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p2[(o108 + 0) * tsr_p2_s0 + (o109 + ((((c114 * 4) / 4) % 4) * 8)) * tsr_p2_s1 + (o110 + (((c114 * 4) % 4)) + 3) * tsr_p2_s2] : 0x0p+0f;
           }
         }
       }
@@ -548,7 +548,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     const int64_t o139 = int64_t(v3_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s140 = 0; s140 < 1; ++s140) {
-      if (((tsr_warp & 2) == 0) && (o137 + 0) < int64_t(tsr_dim_H) && (o138 + 0) < int64_t(tsr_dim_NS) && (o139 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o137 + 0) * tsr_p3_s0 + (o138 + 0) * tsr_p3_s1 + (o139 + 0) * tsr_p3_s2] = v136_acc3[s140];
+      if (((tsr_warp & 2) == 0) && uint64_t(o137 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o138 + 0) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o139 + 0) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o137 + 0) * tsr_p3_s0 + (o138 + 0) * tsr_p3_s1 + (o139 + 0) * tsr_p3_s2] = v136_acc3[s140];
     }
   }
   // %mt = splat %m : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
@@ -563,7 +563,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     const int64_t o144 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
     for (int s145 = 0; s145 < 1; ++s145) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o143 + 0) < int64_t(tsr_dim_H) && (o144 + 0) < int64_t(tsr_dim_NS)) tsr_p4[(o143 + 0) * tsr_p4_s0 + (o144 + 0) * tsr_p4_s1] = v141_mt[s145];
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && uint64_t(o143 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o144 + 0) < uint64_t(int64_t(tsr_dim_NS))) tsr_p4[(o143 + 0) * tsr_p4_s0 + (o144 + 0) * tsr_p4_s1] = v141_mt[s145];
     }
   }
   // %lt = splat %l : tile<f32, [1, 1], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [4, 1], order = [1, 0]>>
@@ -578,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_split
     const int64_t o149 = int64_t(v1_ps) * 1 + 0;
     #pragma unroll
     for (int s150 = 0; s150 < 1; ++s150) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && (o148 + 0) < int64_t(tsr_dim_H) && (o149 + 0) < int64_t(tsr_dim_NS)) tsr_p5[(o148 + 0) * tsr_p5_s0 + (o149 + 0) * tsr_p5_s1] = v146_lt[s150];
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 3) == 0) && uint64_t(o148 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o149 + 0) < uint64_t(int64_t(tsr_dim_NS))) tsr_p5[(o148 + 0) * tsr_p5_s0 + (o149 + 0) * tsr_p5_s1] = v146_lt[s150];
     }
   }
 }
@@ -649,7 +649,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
     const int64_t o4 = int64_t(v1_c0) * 16 + (((tsr_lane >> 0) & 15));
     #pragma unroll
     for (int s5 = 0; s5 < 1; ++s5) {
-      v2_mt[s5] = ((o3 + 0) < int64_t(tsr_dim_H) && (o4 + 0) < int64_t(tsr_dim_NS)) ? tsr_p1[(o3 + 0) * tsr_p1_s0 + (o4 + 0) * tsr_p1_s1] : (-tsr::inf_f());
+      v2_mt[s5] = (uint64_t(o3 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_NS))) ? tsr_p1[(o3 + 0) * tsr_p1_s0 + (o4 + 0) * tsr_p1_s1] : (-tsr::inf_f());
     }
   }
   // %mv = reshape %mt : tile<f32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -691,7 +691,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
     const int64_t o20 = int64_t(v1_c0) * 16 + (((tsr_lane >> 0) & 15));
     #pragma unroll
     for (int s21 = 0; s21 < 1; ++s21) {
-      v18_lt[s21] = ((o19 + 0) < int64_t(tsr_dim_H) && (o20 + 0) < int64_t(tsr_dim_NS)) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + 0) * tsr_p2_s1] : 0x0p+0f;
+      v18_lt[s21] = (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o20 + 0) < uint64_t(int64_t(tsr_dim_NS))) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + 0) * tsr_p2_s1] : 0x0p+0f;
     }
   }
   // %lv = reshape %lt : tile<f32, [16], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -735,17 +735,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
       #pragma unroll
       for (int c37 = 0; c37 < 2; ++c37) {
         float vb38[4];
-        if ((o31 + 0) < int64_t(tsr_dim_H) && (o32 + ((((c37 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4))) * tsr_p0_s2)) {
+        if (uint64_t(o31 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o32 + ((((c37 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o33 + (((c37 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4))) * tsr_p0_s2)) {
           tsr::copy_vec<float, 4>(vb38, tsr_p0 + (o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4))) * tsr_p0_s2);
           v30_o3[c37 * 4 + 0] = vb38[0];
           v30_o3[c37 * 4 + 1] = vb38[1];
           v30_o3[c37 * 4 + 2] = vb38[2];
           v30_o3[c37 * 4 + 3] = vb38[3];
         } else {
-          v30_o3[c37 * 4] = ((o31 + 0) < int64_t(tsr_dim_H) && (o32 + ((((c37 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o33 + (((c37 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-          v30_o3[c37 * 4 + 1] = ((o31 + 0) < int64_t(tsr_dim_H) && (o32 + ((((c37 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o33 + (((c37 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-          v30_o3[c37 * 4 + 2] = ((o31 + 0) < int64_t(tsr_dim_H) && (o32 + ((((c37 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o33 + (((c37 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-          v30_o3[c37 * 4 + 3] = ((o31 + 0) < int64_t(tsr_dim_H) && (o32 + ((((c37 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_NS) && (o33 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+          v30_o3[c37 * 4] = (uint64_t(o31 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o32 + ((((c37 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o33 + (((c37 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v30_o3[c37 * 4 + 1] = (uint64_t(o31 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o32 + ((((c37 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o33 + (((c37 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v30_o3[c37 * 4 + 2] = (uint64_t(o31 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o32 + ((((c37 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o33 + (((c37 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v30_o3[c37 * 4 + 3] = (uint64_t(o31 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o32 + ((((c37 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_NS)) && uint64_t(o33 + (((c37 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o31 + 0) * tsr_p0_s0 + (o32 + ((((c37 * 4) / 4) % 2) * 8)) * tsr_p0_s1 + (o33 + (((c37 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
         }
       }
     }
@@ -859,7 +859,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_decode_attention_merge
     const int64_t o66 = int64_t(v1_c0) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s67 = 0; s67 < 1; ++s67) {
-      if (((tsr_warp & 2) == 0) && (o65 + 0) < int64_t(tsr_dim_H) && (o66 + 0) < int64_t(tsr_dim_DH)) tsr_p3[(o65 + 0) * tsr_p3_s0 + (o66 + 0) * tsr_p3_s1] = v64_res2[s67];
+      if (((tsr_warp & 2) == 0) && uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o66 + 0) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o65 + 0) * tsr_p3_s0 + (o66 + 0) * tsr_p3_s1] = v64_res2[s67];
     }
   }
 }

@@ -885,13 +885,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
       #pragma unroll
       for (int c197 = 0; c197 < 16; ++c197) {
         uint16_t vb198[2];
-        if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
+        if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
           vb198[0] = tsr::f2bf(v190_o3[c197 * 2 + 0]);
           vb198[1] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
           tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb198);
         } else {
-          if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2]);
-          if ((o191 + 0) < int64_t(tsr_dim_H) && (o192 + ((((c197 * 2) / 2) % 2) * 8)) < int64_t(tsr_dim_S) && (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
+          if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2]);
+          if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
         }
       }
     }

@@ -88,17 +88,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
       #pragma unroll
       for (int c23 = 0; c23 < 8; ++c23) {
         float vb24[4];
-        if ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2)) {
+        if (uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o18 + ((((c23 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o19 + (((c23 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2)) {
           tsr::copy_vec<float, 4>(vb24, tsr_p0 + (o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2);
           v16_q3[c23 * 4 + 0] = vb24[0];
           v16_q3[c23 * 4 + 1] = vb24[1];
           v16_q3[c23 * 4 + 2] = vb24[2];
           v16_q3[c23 * 4 + 3] = vb24[3];
         } else {
-          v16_q3[c23 * 4] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
-          v16_q3[c23 * 4 + 1] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
-          v16_q3[c23 * 4 + 2] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
-          v16_q3[c23 * 4 + 3] = ((o17 + 0) < int64_t(tsr_dim_H) && (o18 + ((((c23 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o19 + (((c23 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4] = (uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o18 + ((((c23 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o19 + (((c23 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4))) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 1] = (uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o18 + ((((c23 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o19 + (((c23 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 1) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 2] = (uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o18 + ((((c23 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o19 + (((c23 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 2) * tsr_p0_s2] : 0x0p+0f;
+          v16_q3[c23 * 4 + 3] = (uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o18 + ((((c23 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o19 + (((c23 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o17 + 0) * tsr_p0_s0 + (o18 + ((((c23 * 4) / 4) % 8) * 8)) * tsr_p0_s1 + (o19 + (((c23 * 4) % 4)) + 3) * tsr_p0_s2] : 0x0p+0f;
         }
       }
     }
@@ -376,17 +376,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
         #pragma unroll
         for (int c105 = 0; c105 < 8; ++c105) {
           float vb106[4];
-          if ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2)) {
+          if (uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o100 + ((((c105 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o101 + (((c105 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2)) {
             tsr::copy_vec<float, 4>(vb106, tsr_p1 + (o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2);
             v98_k3[c105 * 4 + 0] = vb106[0];
             v98_k3[c105 * 4 + 1] = vb106[1];
             v98_k3[c105 * 4 + 2] = vb106[2];
             v98_k3[c105 * 4 + 3] = vb106[3];
           } else {
-            v98_k3[c105 * 4] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
-            v98_k3[c105 * 4 + 1] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
-            v98_k3[c105 * 4 + 2] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
-            v98_k3[c105 * 4 + 3] = ((o99 + 0) < int64_t(tsr_dim_H) && (o100 + ((((c105 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o101 + (((c105 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4] = (uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o100 + ((((c105 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o101 + (((c105 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4))) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 1] = (uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o100 + ((((c105 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o101 + (((c105 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 1) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 2] = (uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o100 + ((((c105 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o101 + (((c105 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 2) * tsr_p1_s2] : 0x0p+0f;
+            v98_k3[c105 * 4 + 3] = (uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o100 + ((((c105 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o101 + (((c105 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p1[(o99 + 0) * tsr_p1_s0 + (o100 + ((((c105 * 4) / 4) % 8) * 8)) * tsr_p1_s1 + (o101 + (((c105 * 4) % 4)) + 3) * tsr_p1_s2] : 0x0p+0f;
           }
         }
       }
@@ -1196,17 +1196,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_causal
       #pragma unroll
       for (int c246 = 0; c246 < 8; ++c246) {
         float vb247[4];
-        if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2)) {
+        if (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o241 + ((((c246 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o242 + (((c246 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2)) {
           vb247[0] = v239_o3[c246 * 4 + 0];
           vb247[1] = v239_o3[c246 * 4 + 1];
           vb247[2] = v239_o3[c246 * 4 + 2];
           vb247[3] = v239_o3[c246 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p3 + (o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2, vb247);
         } else {
-          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2] = v239_o3[c246 * 4];
-          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 1) * tsr_p3_s2] = v239_o3[c246 * 4 + 1];
-          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 2) * tsr_p3_s2] = v239_o3[c246 * 4 + 2];
-          if ((o240 + 0) < int64_t(tsr_dim_H) && (o241 + ((((c246 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_N) && (o242 + (((c246 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 3) * tsr_p3_s2] = v239_o3[c246 * 4 + 3];
+          if (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o241 + ((((c246 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o242 + (((c246 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4))) * tsr_p3_s2] = v239_o3[c246 * 4];
+          if (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o241 + ((((c246 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o242 + (((c246 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 1) * tsr_p3_s2] = v239_o3[c246 * 4 + 1];
+          if (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o241 + ((((c246 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o242 + (((c246 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 2) * tsr_p3_s2] = v239_o3[c246 * 4 + 2];
+          if (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o241 + ((((c246 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o242 + (((c246 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o240 + 0) * tsr_p3_s0 + (o241 + ((((c246 * 4) / 4) % 8) * 8)) * tsr_p3_s1 + (o242 + (((c246 * 4) % 4)) + 3) * tsr_p3_s2] = v239_o3[c246 * 4 + 3];
         }
       }
     }

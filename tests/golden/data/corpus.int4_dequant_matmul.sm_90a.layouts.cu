@@ -189,17 +189,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
         #pragma unroll
         for (int c70 = 0; c70 < 4; ++c70) {
           uint8_t vb71[4];
-          if ((o65 + ((((c70 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o66 + (((c70 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4))) * tsr_p1_s1)) {
+          if (uint64_t(o65 + ((((c70 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_KP)) && uint64_t(o66 + (((c70 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint8_t, 4>(tsr_p1 + (o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4))) * tsr_p1_s1)) {
             tsr::copy_vec<uint8_t, 4>(vb71, tsr_p1 + (o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4))) * tsr_p1_s1);
             v64_packed[c70 * 4 + 0] = vb71[0];
             v64_packed[c70 * 4 + 1] = vb71[1];
             v64_packed[c70 * 4 + 2] = vb71[2];
             v64_packed[c70 * 4 + 3] = vb71[3];
           } else {
-            v64_packed[c70 * 4] = ((o65 + ((((c70 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o66 + (((c70 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
-            v64_packed[c70 * 4 + 1] = ((o65 + ((((c70 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o66 + (((c70 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
-            v64_packed[c70 * 4 + 2] = ((o65 + ((((c70 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o66 + (((c70 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
-            v64_packed[c70 * 4 + 3] = ((o65 + ((((c70 * 4) / 4) % 4) * 8)) < int64_t(tsr_dim_KP) && (o66 + (((c70 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
+            v64_packed[c70 * 4] = (uint64_t(o65 + ((((c70 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_KP)) && uint64_t(o66 + (((c70 * 4) % 4))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4))) * tsr_p1_s1] : uint8_t(0LL);
+            v64_packed[c70 * 4 + 1] = (uint64_t(o65 + ((((c70 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_KP)) && uint64_t(o66 + (((c70 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 1) * tsr_p1_s1] : uint8_t(0LL);
+            v64_packed[c70 * 4 + 2] = (uint64_t(o65 + ((((c70 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_KP)) && uint64_t(o66 + (((c70 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 2) * tsr_p1_s1] : uint8_t(0LL);
+            v64_packed[c70 * 4 + 3] = (uint64_t(o65 + ((((c70 * 4) / 4) % 4) * 8)) < uint64_t(int64_t(tsr_dim_KP)) && uint64_t(o66 + (((c70 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o65 + ((((c70 * 4) / 4) % 4) * 8)) * tsr_p1_s0 + (o66 + (((c70 * 4) % 4)) + 3) * tsr_p1_s1] : uint8_t(0LL);
           }
         }
       }
@@ -348,17 +348,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int4_dequant_matmul(ui
       #pragma unroll
       for (int c102 = 0; c102 < 1; ++c102) {
         uint16_t vb103[4];
-        if ((o100 + 0) < int64_t(tsr_dim_G) && (o101 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s1)) {
+        if (uint64_t(o100 + 0) < uint64_t(int64_t(tsr_dim_G)) && uint64_t(o101 + (((c102 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 4>(tsr_p2 + (o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s1)) {
           tsr::copy_vec<uint16_t, 4>(vb103, tsr_p2 + (o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s1);
           v99_sc[c102 * 4 + 0] = tsr::h2f(vb103[0]);
           v99_sc[c102 * 4 + 1] = tsr::h2f(vb103[1]);
           v99_sc[c102 * 4 + 2] = tsr::h2f(vb103[2]);
           v99_sc[c102 * 4 + 3] = tsr::h2f(vb103[3]);
         } else {
-          v99_sc[c102 * 4] = ((o100 + 0) < int64_t(tsr_dim_G) && (o101 + (((c102 * 4) % 4))) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
-          v99_sc[c102 * 4 + 1] = ((o100 + 0) < int64_t(tsr_dim_G) && (o101 + (((c102 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
-          v99_sc[c102 * 4 + 2] = ((o100 + 0) < int64_t(tsr_dim_G) && (o101 + (((c102 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
-          v99_sc[c102 * 4 + 3] = ((o100 + 0) < int64_t(tsr_dim_G) && (o101 + (((c102 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
+          v99_sc[c102 * 4] = (uint64_t(o100 + 0) < uint64_t(int64_t(tsr_dim_G)) && uint64_t(o101 + (((c102 * 4) % 4))) < uint64_t(int64_t(tsr_dim_N))) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4))) * tsr_p2_s1]) : 0x0p+0f;
+          v99_sc[c102 * 4 + 1] = (uint64_t(o100 + 0) < uint64_t(int64_t(tsr_dim_G)) && uint64_t(o101 + (((c102 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 1) * tsr_p2_s1]) : 0x0p+0f;
+          v99_sc[c102 * 4 + 2] = (uint64_t(o100 + 0) < uint64_t(int64_t(tsr_dim_G)) && uint64_t(o101 + (((c102 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 2) * tsr_p2_s1]) : 0x0p+0f;
+          v99_sc[c102 * 4 + 3] = (uint64_t(o100 + 0) < uint64_t(int64_t(tsr_dim_G)) && uint64_t(o101 + (((c102 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr::h2f(tsr_p2[(o100 + 0) * tsr_p2_s0 + (o101 + (((c102 * 4) % 4)) + 3) * tsr_p2_s1]) : 0x0p+0f;
         }
       }
     }

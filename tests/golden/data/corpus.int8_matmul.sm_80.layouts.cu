@@ -260,17 +260,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_int8_matmul(int8_t* ts
       #pragma unroll
       for (int c98 = 0; c98 < 2; ++c98) {
         int32_t vb99[4];
-        if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1)) {
+        if (uint64_t(o93 + ((((c98 * 4) / 4) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o94 + (((c98 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1)) {
           vb99[0] = c9_acc[c98 * 4 + 0];
           vb99[1] = c9_acc[c98 * 4 + 1];
           vb99[2] = c9_acc[c98 * 4 + 2];
           vb99[3] = c9_acc[c98 * 4 + 3];
           tsr::copy_vec<int32_t, 4>(tsr_p2 + (o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1, vb99);
         } else {
-          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1] = c9_acc[c98 * 4];
-          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c98 * 4 + 1];
-          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c98 * 4 + 2];
-          if ((o93 + ((((c98 * 4) / 4) % 2) * 16)) < int64_t(tsr_dim_M) && (o94 + (((c98 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c98 * 4 + 3];
+          if (uint64_t(o93 + ((((c98 * 4) / 4) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o94 + (((c98 * 4) % 4))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4))) * tsr_p2_s1] = c9_acc[c98 * 4];
+          if (uint64_t(o93 + ((((c98 * 4) / 4) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o94 + (((c98 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 1) * tsr_p2_s1] = c9_acc[c98 * 4 + 1];
+          if (uint64_t(o93 + ((((c98 * 4) / 4) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o94 + (((c98 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 2) * tsr_p2_s1] = c9_acc[c98 * 4 + 2];
+          if (uint64_t(o93 + ((((c98 * 4) / 4) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o94 + (((c98 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o93 + ((((c98 * 4) / 4) % 2) * 16)) * tsr_p2_s0 + (o94 + (((c98 * 4) % 4)) + 3) * tsr_p2_s1] = c9_acc[c98 * 4 + 3];
         }
       }
     }

@@ -53,7 +53,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s14 = 0; s14 < 1; ++s14) {
-        v11_xt[s14] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + 0) * tsr_p0_s1] : 0x0p+0f;
+        v11_xt[s14] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %xf = reshape %xt : tile<f32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -115,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o36 = int64_t(iv33) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s37 = 0; s37 < 1; ++s37) {
-        v34_xt2[s37] = ((o35 + 0) < int64_t(tsr_dim_M) && (o36 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o35 + 0) * tsr_p0_s0 + (o36 + 0) * tsr_p0_s1] : 0x0p+0f;
+        v34_xt2[s37] = (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o36 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o35 + 0) * tsr_p0_s0 + (o36 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %dev = sub %xt2, %means : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -226,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o76 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s77 = 0; s77 < 1; ++s77) {
-        v74_xt3[s77] = ((o75 + 0) < int64_t(tsr_dim_M) && (o76 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o75 + 0) * tsr_p0_s0 + (o76 + 0) * tsr_p0_s1] : 0x0p+0f;
+        v74_xt3[s77] = (uint64_t(o75 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o76 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o75 + 0) * tsr_p0_s0 + (o76 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %wt = load_tile %w, %j3 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
@@ -235,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o79 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s80 = 0; s80 < 1; ++s80) {
-        v78_wt[s80] = ((o79 + 0) < int64_t(tsr_dim_N)) ? tsr_p1[(o79 + 0) * tsr_p1_s0] : 0x0p+0f;
+        v78_wt[s80] = (uint64_t(o79 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o79 + 0) * tsr_p1_s0] : 0x0p+0f;
       }
     }
     // %bt = load_tile %b, %j3 : tile<f32, [128], layout = slice<dim = 0, parent = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>>
@@ -244,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o82 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s83 = 0; s83 < 1; ++s83) {
-        v81_bt[s83] = ((o82 + 0) < int64_t(tsr_dim_N)) ? tsr_p2[(o82 + 0) * tsr_p2_s0] : 0x0p+0f;
+        v81_bt[s83] = (uint64_t(o82 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o82 + 0) * tsr_p2_s0] : 0x0p+0f;
       }
     }
     // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -277,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(float* tsr_p
       const int64_t o93 = int64_t(iv73) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s94 = 0; s94 < 1; ++s94) {
-        if ((o92 + 0) < int64_t(tsr_dim_M) && (o93 + 0) < int64_t(tsr_dim_N)) tsr_p3[(o92 + 0) * tsr_p3_s0 + (o93 + 0) * tsr_p3_s1] = v90_yt[s94];
+        if (uint64_t(o92 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o93 + 0) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o92 + 0) * tsr_p3_s0 + (o93 + 0) * tsr_p3_s1] = v90_yt[s94];
       }
     }
     // yield

@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
     const int64_t o20 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
     for (int s21 = 0; s21 < 2; ++s21) {
-      v19_tg[s21] = ((o20 + (((s21) % 2) * 8)) < int64_t(tsr_dim_M)) ? tsr_p2[(o20 + (((s21) % 2) * 8)) * tsr_p2_s0] : int32_t(-1LL);
+      v19_tg[s21] = (uint64_t(o20 + (((s21) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M))) ? tsr_p2[(o20 + (((s21) % 2) * 8)) * tsr_p2_s0] : int32_t(-1LL);
     }
   }
   // %tg2 = expand_dims %tg {axis = 1} : tile<i32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
@@ -234,17 +234,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
           #pragma unroll
           for (int c87 = 0; c87 < 4; ++c87) {
             float vb88[4];
-            if ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1)) {
+            if (uint64_t(o82 + ((((c87 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o83 + (((c87 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HID)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1)) {
               tsr::copy_vec<float, 4>(vb88, tsr_p1 + (o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1);
               v81_wt1[c87 * 4 + 0] = vb88[0];
               v81_wt1[c87 * 4 + 1] = vb88[1];
               v81_wt1[c87 * 4 + 2] = vb88[2];
               v81_wt1[c87 * 4 + 3] = vb88[3];
             } else {
-              v81_wt1[c87 * 4] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-              v81_wt1[c87 * 4 + 1] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-              v81_wt1[c87 * 4 + 2] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-              v81_wt1[c87 * 4 + 3] = ((o82 + ((((c87 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o83 + (((c87 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4] = (uint64_t(o82 + ((((c87 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o83 + (((c87 * 4) % 4))) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 1] = (uint64_t(o82 + ((((c87 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o83 + (((c87 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 2] = (uint64_t(o82 + ((((c87 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o83 + (((c87 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+              v81_wt1[c87 * 4 + 3] = (uint64_t(o82 + ((((c87 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o83 + (((c87 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o82 + ((((c87 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o83 + (((c87 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
             }
           }
         }
@@ -655,7 +655,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_cross_entropy(f
     const int64_t o199 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
     for (int s200 = 0; s200 < 2; ++s200) {
-      if (((tsr_lane & 15) == 0) && (o199 + (((s200) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p3[(o199 + (((s200) % 2) * 8)) * tsr_p3_s0] = v197_out[s200];
+      if (((tsr_lane & 15) == 0) && uint64_t(o199 + (((s200) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M))) tsr_p3[(o199 + (((s200) % 2) * 8)) * tsr_p3_s0] = v197_out[s200];
     }
   }
 }

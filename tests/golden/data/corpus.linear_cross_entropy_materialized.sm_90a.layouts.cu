@@ -161,17 +161,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
         #pragma unroll
         for (int c60 = 0; c60 < 4; ++c60) {
           float vb61[4];
-          if ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 3) < int64_t(tsr_dim_HID) && tsr::aligned_vec<float, 4>(tsr_p1 + (o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1)) {
+          if (uint64_t(o55 + ((((c60 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o56 + (((c60 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HID)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1)) {
             tsr::copy_vec<float, 4>(vb61, tsr_p1 + (o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1);
             v54_wt[c60 * 4 + 0] = vb61[0];
             v54_wt[c60 * 4 + 1] = vb61[1];
             v54_wt[c60 * 4 + 2] = vb61[2];
             v54_wt[c60 * 4 + 3] = vb61[3];
           } else {
-            v54_wt[c60 * 4] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4))) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-            v54_wt[c60 * 4 + 1] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 1) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-            v54_wt[c60 * 4 + 2] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 2) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-            v54_wt[c60 * 4 + 3] = ((o55 + ((((c60 * 4) / 4) % 4) * 16)) < int64_t(tsr_dim_V) && (o56 + (((c60 * 4) % 4)) + 3) < int64_t(tsr_dim_HID)) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4] = (uint64_t(o55 + ((((c60 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o56 + (((c60 * 4) % 4))) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 1] = (uint64_t(o55 + ((((c60 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o56 + (((c60 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 2] = (uint64_t(o55 + ((((c60 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o56 + (((c60 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+            v54_wt[c60 * 4 + 3] = (uint64_t(o55 + ((((c60 * 4) / 4) % 4) * 16)) < uint64_t(int64_t(tsr_dim_V)) && uint64_t(o56 + (((c60 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HID))) ? tsr_p1[(o55 + ((((c60 * 4) / 4) % 4) * 16)) * tsr_p1_s0 + (o56 + (((c60 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
           }
         }
       }
@@ -257,17 +257,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_linear_logits(float* t
       #pragma unroll
       for (int c74 = 0; c74 < 2; ++c74) {
         float vb75[4];
-        if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p2 + (o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1)) {
+        if (uint64_t(o69 + ((((c74 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + (((c74 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V)) && tsr::aligned_vec<float, 4>(tsr_p2 + (o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1)) {
           vb75[0] = c10_acc[c74 * 4 + 0];
           vb75[1] = c10_acc[c74 * 4 + 1];
           vb75[2] = c10_acc[c74 * 4 + 2];
           vb75[3] = c10_acc[c74 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p2 + (o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1, vb75);
         } else {
-          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4))) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1] = c10_acc[c74 * 4];
-          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c74 * 4 + 1];
-          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c74 * 4 + 2];
-          if ((o69 + ((((c74 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o70 + (((c74 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c74 * 4 + 3];
+          if (uint64_t(o69 + ((((c74 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + (((c74 * 4) % 4))) < uint64_t(int64_t(tsr_dim_V))) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4))) * tsr_p2_s1] = c10_acc[c74 * 4];
+          if (uint64_t(o69 + ((((c74 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + (((c74 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_V))) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 1) * tsr_p2_s1] = c10_acc[c74 * 4 + 1];
+          if (uint64_t(o69 + ((((c74 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + (((c74 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_V))) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 2) * tsr_p2_s1] = c10_acc[c74 * 4 + 2];
+          if (uint64_t(o69 + ((((c74 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + (((c74 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V))) tsr_p2[(o69 + ((((c74 * 4) / 4) % 2) * 8)) * tsr_p2_s0 + (o70 + (((c74 * 4) % 4)) + 3) * tsr_p2_s1] = c10_acc[c74 * 4 + 3];
         }
       }
     }
@@ -347,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
     const int64_t o11 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
     for (int s12 = 0; s12 < 2; ++s12) {
-      v10_tg[s12] = ((o11 + (((s12) % 2) * 8)) < int64_t(tsr_dim_M)) ? tsr_p1[(o11 + (((s12) % 2) * 8)) * tsr_p1_s0] : int32_t(-1LL);
+      v10_tg[s12] = (uint64_t(o11 + (((s12) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M))) ? tsr_p1[(o11 + (((s12) % 2) * 8)) * tsr_p1_s0] : int32_t(-1LL);
     }
   }
   // %tg2 = expand_dims %tg {axis = 1} : tile<i32, [16, 1], layout = blocked<per_thread = [1, 4], threads = [2, 16], warps = [4, 1], order = [1, 0]>>
@@ -426,17 +426,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
         #pragma unroll
         for (int c36 = 0; c36 < 2; ++c36) {
           float vb37[4];
-          if ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 3) < int64_t(tsr_dim_V) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1)) {
+          if (uint64_t(o31 + ((((c36 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o32 + (((c36 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1)) {
             tsr::copy_vec<float, 4>(vb37, tsr_p0 + (o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1);
             v30_lg1[c36 * 4 + 0] = vb37[0];
             v30_lg1[c36 * 4 + 1] = vb37[1];
             v30_lg1[c36 * 4 + 2] = vb37[2];
             v30_lg1[c36 * 4 + 3] = vb37[3];
           } else {
-            v30_lg1[c36 * 4] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4))) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
-            v30_lg1[c36 * 4 + 1] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 1) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-            v30_lg1[c36 * 4 + 2] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 2) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-            v30_lg1[c36 * 4 + 3] = ((o31 + ((((c36 * 4) / 4) % 2) * 8)) < int64_t(tsr_dim_M) && (o32 + (((c36 * 4) % 4)) + 3) < int64_t(tsr_dim_V)) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4] = (uint64_t(o31 + ((((c36 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o32 + (((c36 * 4) % 4))) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4))) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 1] = (uint64_t(o31 + ((((c36 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o32 + (((c36 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 2] = (uint64_t(o31 + ((((c36 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o32 + (((c36 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v30_lg1[c36 * 4 + 3] = (uint64_t(o31 + ((((c36 * 4) / 4) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o32 + (((c36 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_V))) ? tsr_p0[(o31 + ((((c36 * 4) / 4) % 2) * 8)) * tsr_p0_s0 + (o32 + (((c36 * 4) % 4)) + 3) * tsr_p0_s1] : (-tsr::inf_f());
           }
         }
       }
@@ -744,7 +744,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_logits_cross_entropy(f
     const int64_t o131 = int64_t(v0_pm) * 16 + (((tsr_lane >> 4) & 1) + ((tsr_warp >> 0) & 3) * 2);
     #pragma unroll
     for (int s132 = 0; s132 < 2; ++s132) {
-      if (((tsr_lane & 15) == 0) && (o131 + (((s132) % 2) * 8)) < int64_t(tsr_dim_M)) tsr_p2[(o131 + (((s132) % 2) * 8)) * tsr_p2_s0] = v129_out[s132];
+      if (((tsr_lane & 15) == 0) && uint64_t(o131 + (((s132) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M))) tsr_p2[(o131 + (((s132) % 2) * 8)) * tsr_p2_s0] = v129_out[s132];
     }
   }
 }

@@ -62,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_masked_rows(float* tsr
       const int64_t o17 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s18 = 0; s18 < 1; ++s18) {
-        v15_xt[s18] = ((o16 + 0) < int64_t(tsr_dim_B) && (o17 + 0) < int64_t(tsr_dim_L)) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + 0) * tsr_p0_s1] : 0x0p+0f;
+        v15_xt[s18] = (uint64_t(o16 + 0) < uint64_t(int64_t(tsr_dim_B)) && uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_L))) ? tsr_p0[(o16 + 0) * tsr_p0_s0 + (o17 + 0) * tsr_p0_s1] : 0x0p+0f;
       }
     }
     // %off = mul %j, %bl : i32
@@ -118,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_masked_rows(float* tsr
       const int64_t o36 = int64_t(iv14) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s37 = 0; s37 < 1; ++s37) {
-        if ((o35 + 0) < int64_t(tsr_dim_B) && (o36 + 0) < int64_t(tsr_dim_L)) tsr_p2[(o35 + 0) * tsr_p2_s0 + (o36 + 0) * tsr_p2_s1] = v33_yt[s37];
+        if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_B)) && uint64_t(o36 + 0) < uint64_t(int64_t(tsr_dim_L))) tsr_p2[(o35 + 0) * tsr_p2_s0 + (o36 + 0) * tsr_p2_s1] = v33_yt[s37];
       }
     }
     // yield

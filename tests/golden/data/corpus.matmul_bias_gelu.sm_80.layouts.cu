@@ -277,13 +277,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul_bias_gelu(uint1
       #pragma unroll
       for (int c103 = 0; c103 < 4; ++c103) {
         float vb104[2];
-        if ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p2 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
+        if (uint64_t(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 2>(tsr_p2 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0)) {
           tsr::copy_vec<float, 2>(vb104, tsr_p2 + (o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0);
           v98_bt[c103 * 2 + 0] = vb104[0];
           v98_bt[c103 * 2 + 1] = vb104[1];
         } else {
-          v98_bt[c103 * 2] = ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) < int64_t(tsr_dim_N)) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
-          v98_bt[c103 * 2 + 1] = ((o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
+          v98_bt[c103 * 2] = (uint64_t(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16)) * tsr_p2_s0] : 0x0p+0f;
+          v98_bt[c103 * 2 + 1] = (uint64_t(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o99 + (((c103 * 2) % 2) + (((c103 * 2) / 2) % 4) * 16) + 1) * tsr_p2_s0] : 0x0p+0f;
         }
       }
     }

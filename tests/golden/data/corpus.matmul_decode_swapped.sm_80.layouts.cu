@@ -282,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_decode_swapped(
     const int64_t o104 = int64_t(v1_pn) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8);
     #pragma unroll
     for (int s105 = 0; s105 < 8; ++s105) {
-      if ((o103 + (((s105) % 4))) < int64_t(tsr_dim_M) && (o104 + ((((s105) / 4) % 2) * 64)) < int64_t(tsr_dim_N)) tsr_p2[(o103 + (((s105) % 4))) * tsr_p2_s0 + (o104 + ((((s105) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v101_h[s105]);
+      if (uint64_t(o103 + (((s105) % 4))) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o104 + ((((s105) / 4) % 2) * 64)) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o103 + (((s105) % 4))) * tsr_p2_s0 + (o104 + ((((s105) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v101_h[s105]);
     }
   }
 }

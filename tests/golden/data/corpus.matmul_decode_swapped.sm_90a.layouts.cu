@@ -185,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul_decode_swapp
         const int64_t o38 = int64_t(v17_pn) * 128 + (((tsr_lane >> 2) & 7) + ((tsr_warp >> 0) & 7) * 8);
         #pragma unroll
         for (int s39 = 0; s39 < 8; ++s39) {
-          if ((o37 + (((s39) % 4))) < int64_t(tsr_dim_M) && (o38 + ((((s39) / 4) % 2) * 64)) < int64_t(tsr_dim_N)) tsr_p2[(o37 + (((s39) % 4))) * tsr_p2_s0 + (o38 + ((((s39) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v35_h[s39]);
+          if (uint64_t(o37 + (((s39) % 4))) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o38 + ((((s39) / 4) % 2) * 64)) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o37 + (((s39) % 4))) * tsr_p2_s0 + (o38 + ((((s39) / 4) % 2) * 64)) * tsr_p2_s1] = tsr::f2bf(v35_h[s39]);
         }
       }
     }

@@ -27,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_atomic(int32
     const int64_t o5 = int64_t(v0_pid) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
     #pragma unroll
     for (int s6 = 0; s6 < 1; ++s6) {
-      v4_e[s6] = ((o5 + 0) < int64_t(tsr_dim_NT)) ? tsr_p0[(o5 + 0) * tsr_p0_s0] : int32_t(-1LL);
+      v4_e[s6] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_NT))) ? tsr_p0[(o5 + 0) * tsr_p0_s0] : int32_t(-1LL);
     }
   }
   // %zeros = splat %c0 : tile<i32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_reduce(int32
       const int64_t o24 = int64_t(iv22) * 64 + (((tsr_lane >> 1) & 15) + ((tsr_warp >> 0) & 3) * 16);
       #pragma unroll
       for (int s25 = 0; s25 < 1; ++s25) {
-        v23_e[s25] = ((o24 + 0) < int64_t(tsr_dim_NT)) ? tsr_p0[(o24 + 0) * tsr_p0_s0] : int32_t(-1LL);
+        v23_e[s25] = (uint64_t(o24 + 0) < uint64_t(int64_t(tsr_dim_NT))) ? tsr_p0[(o24 + 0) * tsr_p0_s0] : int32_t(-1LL);
       }
     }
     // %e2 = expand_dims %e {axis = 1} : tile<i32, [64, 1], layout = blocked<per_thread = [1, 4], threads = [16, 2], warps = [4, 1], order = [1, 0]>>
@@ -270,17 +270,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_moe_count_reduce(int32
     #pragma unroll
     for (int c56 = 0; c56 < 1; ++c56) {
       int32_t vb57[4];
-      if ((o55 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_E) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o55 + (((c56 * 4) % 4))) * tsr_p1_s0)) {
+      if (uint64_t(o55 + (((c56 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_E)) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o55 + (((c56 * 4) % 4))) * tsr_p1_s0)) {
         vb57[0] = c20_cnt[c56 * 4 + 0];
         vb57[1] = c20_cnt[c56 * 4 + 1];
         vb57[2] = c20_cnt[c56 * 4 + 2];
         vb57[3] = c20_cnt[c56 * 4 + 3];
         if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0)) tsr::copy_vec<int32_t, 4>(tsr_p1 + (o55 + (((c56 * 4) % 4))) * tsr_p1_s0, vb57);
       } else {
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4))) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4))) * tsr_p1_s0] = c20_cnt[c56 * 4];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 1) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 1) * tsr_p1_s0] = c20_cnt[c56 * 4 + 1];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 2) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 2) * tsr_p1_s0] = c20_cnt[c56 * 4 + 2];
-        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && (o55 + (((c56 * 4) % 4)) + 3) < int64_t(tsr_dim_E)) tsr_p1[(o55 + (((c56 * 4) % 4)) + 3) * tsr_p1_s0] = c20_cnt[c56 * 4 + 3];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && uint64_t(o55 + (((c56 * 4) % 4))) < uint64_t(int64_t(tsr_dim_E))) tsr_p1[(o55 + (((c56 * 4) % 4))) * tsr_p1_s0] = c20_cnt[c56 * 4];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && uint64_t(o55 + (((c56 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_E))) tsr_p1[(o55 + (((c56 * 4) % 4)) + 1) * tsr_p1_s0] = c20_cnt[c56 * 4 + 1];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && uint64_t(o55 + (((c56 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_E))) tsr_p1[(o55 + (((c56 * 4) % 4)) + 2) * tsr_p1_s0] = c20_cnt[c56 * 4 + 2];
+        if (((tsr_lane & 30) == 0 && (tsr_warp & 3) == 0) && uint64_t(o55 + (((c56 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_E))) tsr_p1[(o55 + (((c56 * 4) % 4)) + 3) * tsr_p1_s0] = c20_cnt[c56 * 4 + 3];
       }
     }
   }

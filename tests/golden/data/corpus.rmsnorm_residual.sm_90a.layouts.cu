@@ -58,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o13 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s14 = 0; s14 < 1; ++s14) {
-        v11_xt[s14] = ((o12 + 0) < int64_t(tsr_dim_M) && (o13 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + 0) * tsr_p0_s1]) : 0x0p+0f;
+        v11_xt[s14] = (uint64_t(o12 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o12 + 0) * tsr_p0_s0 + (o13 + 0) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
     // %rt = load_tile %res, %row, %j : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -68,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o17 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s18 = 0; s18 < 1; ++s18) {
-        v15_rt[s18] = ((o16 + 0) < int64_t(tsr_dim_M) && (o17 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o16 + 0) * tsr_p1_s0 + (o17 + 0) * tsr_p1_s1]) : 0x0p+0f;
+        v15_rt[s18] = (uint64_t(o16 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o17 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p1[(o16 + 0) * tsr_p1_s0 + (o17 + 0) * tsr_p1_s1]) : 0x0p+0f;
       }
     }
     // %ht = add %xt, %rt : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o22 = int64_t(iv10) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s23 = 0; s23 < 1; ++s23) {
-        if ((o21 + 0) < int64_t(tsr_dim_M) && (o22 + 0) < int64_t(tsr_dim_N)) tsr_p3[(o21 + 0) * tsr_p3_s0 + (o22 + 0) * tsr_p3_s1] = tsr::f2bf(v19_ht[s23]);
+        if (uint64_t(o21 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o22 + 0) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o21 + 0) * tsr_p3_s0 + (o22 + 0) * tsr_p3_s1] = tsr::f2bf(v19_ht[s23]);
       }
     }
     // %hf = cast %ht : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -160,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o49 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s50 = 0; s50 < 1; ++s50) {
-        v47_xt2[s50] = ((o48 + 0) < int64_t(tsr_dim_M) && (o49 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + 0) * tsr_p0_s1]) : 0x0p+0f;
+        v47_xt2[s50] = (uint64_t(o48 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o49 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o48 + 0) * tsr_p0_s0 + (o49 + 0) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
     // %rt2 = load_tile %res, %row, %j2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -170,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o53 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s54 = 0; s54 < 1; ++s54) {
-        v51_rt2[s54] = ((o52 + 0) < int64_t(tsr_dim_M) && (o53 + 0) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p1[(o52 + 0) * tsr_p1_s0 + (o53 + 0) * tsr_p1_s1]) : 0x0p+0f;
+        v51_rt2[s54] = (uint64_t(o52 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p1[(o52 + 0) * tsr_p1_s0 + (o53 + 0) * tsr_p1_s1]) : 0x0p+0f;
       }
     }
     // %ht2 = add %xt2, %rt2 : tile<bf16, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -191,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o60 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s61 = 0; s61 < 1; ++s61) {
-        v59_wt[s61] = ((o60 + 0) < int64_t(tsr_dim_N)) ? tsr_p2[(o60 + 0) * tsr_p2_s0] : 0x0p+0f;
+        v59_wt[s61] = (uint64_t(o60 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o60 + 0) * tsr_p2_s0] : 0x0p+0f;
       }
     }
     // %wt2 = expand_dims %wt {axis = 0} : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -221,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm_residual(uint1
       const int64_t o70 = int64_t(iv46) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s71 = 0; s71 < 1; ++s71) {
-        if ((o69 + 0) < int64_t(tsr_dim_M) && (o70 + 0) < int64_t(tsr_dim_N)) tsr_p4[(o69 + 0) * tsr_p4_s0 + (o70 + 0) * tsr_p4_s1] = tsr::f2bf(v67_yt[s71]);
+        if (uint64_t(o69 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o70 + 0) < uint64_t(int64_t(tsr_dim_N))) tsr_p4[(o69 + 0) * tsr_p4_s0 + (o70 + 0) * tsr_p4_s1] = tsr::f2bf(v67_yt[s71]);
       }
     }
     // yield

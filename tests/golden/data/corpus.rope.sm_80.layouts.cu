@@ -40,17 +40,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c6 = 0; c6 < 1; ++c6) {
       float vb7[4];
-      if ((o4 + 0) < int64_t(tsr_dim_T) && (o5 + (((c6 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o5 + (((c6 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 4>(vb7, tsr_p0 + (o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s1);
         v3_x1[c6 * 4 + 0] = vb7[0];
         v3_x1[c6 * 4 + 1] = vb7[1];
         v3_x1[c6 * 4 + 2] = vb7[2];
         v3_x1[c6 * 4 + 3] = vb7[3];
       } else {
-        v3_x1[c6 * 4] = ((o4 + 0) < int64_t(tsr_dim_T) && (o5 + (((c6 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v3_x1[c6 * 4 + 1] = ((o4 + 0) < int64_t(tsr_dim_T) && (o5 + (((c6 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v3_x1[c6 * 4 + 2] = ((o4 + 0) < int64_t(tsr_dim_T) && (o5 + (((c6 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v3_x1[c6 * 4 + 3] = ((o4 + 0) < int64_t(tsr_dim_T) && (o5 + (((c6 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v3_x1[c6 * 4] = (uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o5 + (((c6 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+        v3_x1[c6 * 4 + 1] = (uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o5 + (((c6 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v3_x1[c6 * 4 + 2] = (uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o5 + (((c6 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+        v3_x1[c6 * 4 + 3] = (uint64_t(o4 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o5 + (((c6 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o4 + 0) * tsr_p0_s0 + (o5 + (((c6 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -62,17 +62,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c11 = 0; c11 < 1; ++c11) {
       float vb12[4];
-      if ((o9 + 0) < int64_t(tsr_dim_T) && (o10 + (((c11 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p0 + (o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o9 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o10 + (((c11 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 4>(vb12, tsr_p0 + (o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4))) * tsr_p0_s1);
         v8_x2[c11 * 4 + 0] = vb12[0];
         v8_x2[c11 * 4 + 1] = vb12[1];
         v8_x2[c11 * 4 + 2] = vb12[2];
         v8_x2[c11 * 4 + 3] = vb12[3];
       } else {
-        v8_x2[c11 * 4] = ((o9 + 0) < int64_t(tsr_dim_T) && (o10 + (((c11 * 4) % 4))) < int64_t(tsr_dim_DH)) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v8_x2[c11 * 4 + 1] = ((o9 + 0) < int64_t(tsr_dim_T) && (o10 + (((c11 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v8_x2[c11 * 4 + 2] = ((o9 + 0) < int64_t(tsr_dim_T) && (o10 + (((c11 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v8_x2[c11 * 4 + 3] = ((o9 + 0) < int64_t(tsr_dim_T) && (o10 + (((c11 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v8_x2[c11 * 4] = (uint64_t(o9 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o10 + (((c11 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+        v8_x2[c11 * 4 + 1] = (uint64_t(o9 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o10 + (((c11 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v8_x2[c11 * 4 + 2] = (uint64_t(o9 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o10 + (((c11 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+        v8_x2[c11 * 4 + 3] = (uint64_t(o9 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o10 + (((c11 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) ? tsr_p0[(o9 + 0) * tsr_p0_s0 + (o10 + (((c11 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -84,17 +84,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
       float vb17[4];
-      if ((o14 + 0) < int64_t(tsr_dim_T) && (o15 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_HALFW) && tsr::aligned_vec<float, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1)) {
+      if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o15 + (((c16 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HALFW)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1)) {
         tsr::copy_vec<float, 4>(vb17, tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1);
         v13_ct[c16 * 4 + 0] = vb17[0];
         v13_ct[c16 * 4 + 1] = vb17[1];
         v13_ct[c16 * 4 + 2] = vb17[2];
         v13_ct[c16 * 4 + 3] = vb17[3];
       } else {
-        v13_ct[c16 * 4] = ((o14 + 0) < int64_t(tsr_dim_T) && (o15 + (((c16 * 4) % 4))) < int64_t(tsr_dim_HALFW)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
-        v13_ct[c16 * 4 + 1] = ((o14 + 0) < int64_t(tsr_dim_T) && (o15 + (((c16 * 4) % 4)) + 1) < int64_t(tsr_dim_HALFW)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
-        v13_ct[c16 * 4 + 2] = ((o14 + 0) < int64_t(tsr_dim_T) && (o15 + (((c16 * 4) % 4)) + 2) < int64_t(tsr_dim_HALFW)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
-        v13_ct[c16 * 4 + 3] = ((o14 + 0) < int64_t(tsr_dim_T) && (o15 + (((c16 * 4) % 4)) + 3) < int64_t(tsr_dim_HALFW)) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
+        v13_ct[c16 * 4] = (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o15 + (((c16 * 4) % 4))) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4))) * tsr_p1_s1] : 0x0p+0f;
+        v13_ct[c16 * 4 + 1] = (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o15 + (((c16 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 1) * tsr_p1_s1] : 0x0p+0f;
+        v13_ct[c16 * 4 + 2] = (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o15 + (((c16 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 2) * tsr_p1_s1] : 0x0p+0f;
+        v13_ct[c16 * 4 + 3] = (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o15 + (((c16 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 4) % 4)) + 3) * tsr_p1_s1] : 0x0p+0f;
       }
     }
   }
@@ -106,17 +106,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c21 = 0; c21 < 1; ++c21) {
       float vb22[4];
-      if ((o19 + 0) < int64_t(tsr_dim_T) && (o20 + (((c21 * 4) % 4)) + 3) < int64_t(tsr_dim_HALFW) && tsr::aligned_vec<float, 4>(tsr_p2 + (o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p2_s1)) {
+      if (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o20 + (((c21 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HALFW)) && tsr::aligned_vec<float, 4>(tsr_p2 + (o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p2_s1)) {
         tsr::copy_vec<float, 4>(vb22, tsr_p2 + (o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p2_s1);
         v18_st[c21 * 4 + 0] = vb22[0];
         v18_st[c21 * 4 + 1] = vb22[1];
         v18_st[c21 * 4 + 2] = vb22[2];
         v18_st[c21 * 4 + 3] = vb22[3];
       } else {
-        v18_st[c21 * 4] = ((o19 + 0) < int64_t(tsr_dim_T) && (o20 + (((c21 * 4) % 4))) < int64_t(tsr_dim_HALFW)) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p2_s1] : 0x0p+0f;
-        v18_st[c21 * 4 + 1] = ((o19 + 0) < int64_t(tsr_dim_T) && (o20 + (((c21 * 4) % 4)) + 1) < int64_t(tsr_dim_HALFW)) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 1) * tsr_p2_s1] : 0x0p+0f;
-        v18_st[c21 * 4 + 2] = ((o19 + 0) < int64_t(tsr_dim_T) && (o20 + (((c21 * 4) % 4)) + 2) < int64_t(tsr_dim_HALFW)) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 2) * tsr_p2_s1] : 0x0p+0f;
-        v18_st[c21 * 4 + 3] = ((o19 + 0) < int64_t(tsr_dim_T) && (o20 + (((c21 * 4) % 4)) + 3) < int64_t(tsr_dim_HALFW)) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 3) * tsr_p2_s1] : 0x0p+0f;
+        v18_st[c21 * 4] = (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o20 + (((c21 * 4) % 4))) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4))) * tsr_p2_s1] : 0x0p+0f;
+        v18_st[c21 * 4 + 1] = (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o20 + (((c21 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 1) * tsr_p2_s1] : 0x0p+0f;
+        v18_st[c21 * 4 + 2] = (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o20 + (((c21 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 2) * tsr_p2_s1] : 0x0p+0f;
+        v18_st[c21 * 4 + 3] = (uint64_t(o19 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o20 + (((c21 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_HALFW))) ? tsr_p2[(o19 + 0) * tsr_p2_s0 + (o20 + (((c21 * 4) % 4)) + 3) * tsr_p2_s1] : 0x0p+0f;
       }
     }
   }
@@ -163,17 +163,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c37 = 0; c37 < 1; ++c37) {
       float vb38[4];
-      if ((o35 + 0) < int64_t(tsr_dim_T) && (o36 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4))) * tsr_p3_s1)) {
+      if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o36 + (((c37 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4))) * tsr_p3_s1)) {
         vb38[0] = v27_y1[c37 * 4 + 0];
         vb38[1] = v27_y1[c37 * 4 + 1];
         vb38[2] = v27_y1[c37 * 4 + 2];
         vb38[3] = v27_y1[c37 * 4 + 3];
         tsr::copy_vec<float, 4>(tsr_p3 + (o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4))) * tsr_p3_s1, vb38);
       } else {
-        if ((o35 + 0) < int64_t(tsr_dim_T) && (o36 + (((c37 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4))) * tsr_p3_s1] = v27_y1[c37 * 4];
-        if ((o35 + 0) < int64_t(tsr_dim_T) && (o36 + (((c37 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 1) * tsr_p3_s1] = v27_y1[c37 * 4 + 1];
-        if ((o35 + 0) < int64_t(tsr_dim_T) && (o36 + (((c37 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 2) * tsr_p3_s1] = v27_y1[c37 * 4 + 2];
-        if ((o35 + 0) < int64_t(tsr_dim_T) && (o36 + (((c37 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 3) * tsr_p3_s1] = v27_y1[c37 * 4 + 3];
+        if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o36 + (((c37 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4))) * tsr_p3_s1] = v27_y1[c37 * 4];
+        if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o36 + (((c37 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 1) * tsr_p3_s1] = v27_y1[c37 * 4 + 1];
+        if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o36 + (((c37 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 2) * tsr_p3_s1] = v27_y1[c37 * 4 + 2];
+        if (uint64_t(o35 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o36 + (((c37 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o35 + 0) * tsr_p3_s0 + (o36 + (((c37 * 4) % 4)) + 3) * tsr_p3_s1] = v27_y1[c37 * 4 + 3];
       }
     }
   }
@@ -184,17 +184,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rope(float* tsr_p0, fl
     #pragma unroll
     for (int c41 = 0; c41 < 1; ++c41) {
       float vb42[4];
-      if ((o39 + 0) < int64_t(tsr_dim_T) && (o40 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_DH) && tsr::aligned_vec<float, 4>(tsr_p3 + (o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4))) * tsr_p3_s1)) {
+      if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o40 + (((c41 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<float, 4>(tsr_p3 + (o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4))) * tsr_p3_s1)) {
         vb42[0] = v33_y2[c41 * 4 + 0];
         vb42[1] = v33_y2[c41 * 4 + 1];
         vb42[2] = v33_y2[c41 * 4 + 2];
         vb42[3] = v33_y2[c41 * 4 + 3];
         tsr::copy_vec<float, 4>(tsr_p3 + (o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4))) * tsr_p3_s1, vb42);
       } else {
-        if ((o39 + 0) < int64_t(tsr_dim_T) && (o40 + (((c41 * 4) % 4))) < int64_t(tsr_dim_DH)) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4))) * tsr_p3_s1] = v33_y2[c41 * 4];
-        if ((o39 + 0) < int64_t(tsr_dim_T) && (o40 + (((c41 * 4) % 4)) + 1) < int64_t(tsr_dim_DH)) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 1) * tsr_p3_s1] = v33_y2[c41 * 4 + 1];
-        if ((o39 + 0) < int64_t(tsr_dim_T) && (o40 + (((c41 * 4) % 4)) + 2) < int64_t(tsr_dim_DH)) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 2) * tsr_p3_s1] = v33_y2[c41 * 4 + 2];
-        if ((o39 + 0) < int64_t(tsr_dim_T) && (o40 + (((c41 * 4) % 4)) + 3) < int64_t(tsr_dim_DH)) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 3) * tsr_p3_s1] = v33_y2[c41 * 4 + 3];
+        if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o40 + (((c41 * 4) % 4))) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4))) * tsr_p3_s1] = v33_y2[c41 * 4];
+        if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o40 + (((c41 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 1) * tsr_p3_s1] = v33_y2[c41 * 4 + 1];
+        if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o40 + (((c41 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 2) * tsr_p3_s1] = v33_y2[c41 * 4 + 2];
+        if (uint64_t(o39 + 0) < uint64_t(int64_t(tsr_dim_T)) && uint64_t(o40 + (((c41 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o39 + 0) * tsr_p3_s0 + (o40 + (((c41 * 4) % 4)) + 3) * tsr_p3_s1] = v33_y2[c41 * 4 + 3];
       }
     }
   }

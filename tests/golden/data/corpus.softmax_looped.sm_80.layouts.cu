@@ -53,7 +53,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
       const int64_t o15 = int64_t(iv12) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s16 = 0; s16 < 1; ++s16) {
-        v13_xt[s16] = ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + 0) * tsr_p0_s1] : (-tsr::inf_f());
+        v13_xt[s16] = (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o14 + 0) * tsr_p0_s0 + (o15 + 0) * tsr_p0_s1] : (-tsr::inf_f());
       }
     }
     // %xf = reshape %xt : tile<f32, [128], layout = blocked<per_thread = [1], threads = [32], warps = [4], order = [0]>>
@@ -176,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
       const int64_t o59 = int64_t(iv56) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s60 = 0; s60 < 1; ++s60) {
-        v57_xt3[s60] = ((o58 + 0) < int64_t(tsr_dim_M) && (o59 + 0) < int64_t(tsr_dim_N)) ? tsr_p0[(o58 + 0) * tsr_p0_s0 + (o59 + 0) * tsr_p0_s1] : (-tsr::inf_f());
+        v57_xt3[s60] = (uint64_t(o58 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o59 + 0) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o58 + 0) * tsr_p0_s0 + (o59 + 0) * tsr_p0_s1] : (-tsr::inf_f());
       }
     }
     // %d3 = sub %xt3, %mxs : tile<f32, [1, 128], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [1, 4], order = [1, 0]>>
@@ -203,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax_looped(float* 
       const int64_t o68 = int64_t(iv56) * 128 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 3) * 32);
       #pragma unroll
       for (int s69 = 0; s69 < 1; ++s69) {
-        if ((o67 + 0) < int64_t(tsr_dim_M) && (o68 + 0) < int64_t(tsr_dim_N)) tsr_p1[(o67 + 0) * tsr_p1_s0 + (o68 + 0) * tsr_p1_s1] = v65_yt[s69];
+        if (uint64_t(o67 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o68 + 0) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o67 + 0) * tsr_p1_s0 + (o68 + 0) * tsr_p1_s1] = v65_yt[s69];
       }
     }
     // yield

@@ -46,7 +46,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_transpose(uint16_t* ts
       #pragma unroll
       for (int c8 = 0; c8 < 2; ++c8) {
         uint16_t vb9[8];
-        if ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1)) {
+        if (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1)) {
           tsr::copy_vec<uint16_t, 8>(vb9, tsr_p0 + (o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1);
           v2_t[c8 * 8 + 0] = tsr::bf2f(vb9[0]);
           v2_t[c8 * 8 + 1] = tsr::bf2f(vb9[1]);
@@ -57,14 +57,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_transpose(uint16_t* ts
           v2_t[c8 * 8 + 6] = tsr::bf2f(vb9[6]);
           v2_t[c8 * 8 + 7] = tsr::bf2f(vb9[7]);
         } else {
-          v2_t[c8 * 8] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 1] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 2] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 3] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 4] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 5] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 6] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
-          v2_t[c8 * 8 + 7] = ((o3 + ((((c8 * 8) / 8) % 2) * 16)) < int64_t(tsr_dim_M) && (o4 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 1] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 2] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 3] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 4] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 5] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 6] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v2_t[c8 * 8 + 7] = (uint64_t(o3 + ((((c8 * 8) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c8 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o3 + ((((c8 * 8) / 8) % 2) * 16)) * tsr_p0_s0 + (o4 + (((c8 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
         }
       }
     }
@@ -93,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_transpose(uint16_t* ts
     const int64_t o12 = int64_t(v0_i) * 32 + (((tsr_lane >> 3) & 3) + ((tsr_warp >> 0) & 3) * 4);
     #pragma unroll
     for (int s13 = 0; s13 < 16; ++s13) {
-      if ((o11 + (((s13) % 8))) < int64_t(tsr_dim_N) && (o12 + ((((s13) / 8) % 2) * 16)) < int64_t(tsr_dim_M)) tsr_p1[(o11 + (((s13) % 8))) * tsr_p1_s0 + (o12 + ((((s13) / 8) % 2) * 16)) * tsr_p1_s1] = tsr::f2bf(v10_tt[s13]);
+      if (uint64_t(o11 + (((s13) % 8))) < uint64_t(int64_t(tsr_dim_N)) && uint64_t(o12 + ((((s13) / 8) % 2) * 16)) < uint64_t(int64_t(tsr_dim_M))) tsr_p1[(o11 + (((s13) % 8))) * tsr_p1_s0 + (o12 + ((((s13) / 8) % 2) * 16)) * tsr_p1_s1] = tsr::f2bf(v10_tt[s13]);
     }
   }
 }

@@ -55,17 +55,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
       #pragma unroll
       for (int c13 = 0; c13 < 1; ++c13) {
         uint16_t vb14[8];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
+        if (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
           tsr::copy_vec<uint16_t, 8>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1);
         } else {
-          vb14[0] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[5] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[6] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[7] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[0] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[1] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[2] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[3] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[4] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[5] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[6] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[7] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
         }
         v10.w[(c13 * 8) / 2 + 0] = uint32_t(vb14[0]) | (uint32_t(vb14[1]) << 16);
         v10.w[(c13 * 8) / 2 + 1] = uint32_t(vb14[2]) | (uint32_t(vb14[3]) << 16);
@@ -82,17 +82,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
       #pragma unroll
       for (int c18 = 0; c18 < 1; ++c18) {
         uint16_t vb19[8];
-        if ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
+        if (uint64_t(o17 + (((c18 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
           tsr::copy_vec<uint16_t, 8>(vb19, tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0);
         } else {
-          vb19[0] = ((o17 + (((c18 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[1] = ((o17 + (((c18 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[2] = ((o17 + (((c18 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[3] = ((o17 + (((c18 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[4] = ((o17 + (((c18 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[5] = ((o17 + (((c18 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[6] = ((o17 + (((c18 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[7] = ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[0] = (uint64_t(o17 + (((c18 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[1] = (uint64_t(o17 + (((c18 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[2] = (uint64_t(o17 + (((c18 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[3] = (uint64_t(o17 + (((c18 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[4] = (uint64_t(o17 + (((c18 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[5] = (uint64_t(o17 + (((c18 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[6] = (uint64_t(o17 + (((c18 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[7] = (uint64_t(o17 + (((c18 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
         }
         v16.w[(c18 * 8) / 2 + 0] = uint32_t(vb19[0]) | (uint32_t(vb19[1]) << 16);
         v16.w[(c18 * 8) / 2 + 1] = uint32_t(vb19[2]) | (uint32_t(vb19[3]) << 16);
@@ -109,17 +109,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
       #pragma unroll
       for (int c23 = 0; c23 < 1; ++c23) {
         uint16_t vb24[8];
-        if ((o22 + (((c23 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o22 + (((c23 * 8) % 8))) * tsr_p2_s0)) {
+        if (uint64_t(o22 + (((c23 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o22 + (((c23 * 8) % 8))) * tsr_p2_s0)) {
           tsr::copy_vec<uint16_t, 8>(vb24, tsr_p2 + (o22 + (((c23 * 8) % 8))) * tsr_p2_s0);
         } else {
-          vb24[0] = ((o22 + (((c23 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[1] = ((o22 + (((c23 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[2] = ((o22 + (((c23 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[3] = ((o22 + (((c23 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[4] = ((o22 + (((c23 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[5] = ((o22 + (((c23 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[6] = ((o22 + (((c23 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb24[7] = ((o22 + (((c23 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[0] = (uint64_t(o22 + (((c23 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[1] = (uint64_t(o22 + (((c23 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[2] = (uint64_t(o22 + (((c23 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[3] = (uint64_t(o22 + (((c23 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[4] = (uint64_t(o22 + (((c23 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[5] = (uint64_t(o22 + (((c23 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[6] = (uint64_t(o22 + (((c23 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb24[7] = (uint64_t(o22 + (((c23 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o22 + (((c23 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
         }
         v21.w[(c23 * 8) / 2 + 0] = uint32_t(vb24[0]) | (uint32_t(vb24[1]) << 16);
         v21.w[(c23 * 8) / 2 + 1] = uint32_t(vb24[2]) | (uint32_t(vb24[3]) << 16);
@@ -380,7 +380,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
       #pragma unroll
       for (int c92 = 0; c92 < 1; ++c92) {
         uint16_t vb93[8];
-        if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1)) {
+        if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1)) {
           vb93[0] = tsr::f2bf(v88[c92 * 8 + 0]);
           vb93[1] = tsr::f2bf(v88[c92 * 8 + 1]);
           vb93[2] = tsr::f2bf(v88[c92 * 8 + 2]);
@@ -391,14 +391,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
           vb93[7] = tsr::f2bf(v88[c92 * 8 + 7]);
           tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1, vb93);
         } else {
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 1]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 2]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 3]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 4]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 5]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 6]);
-          if ((o90 + 0) < int64_t(tsr_dim_M) && (o91 + (((c92 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 7]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 1]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 2]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 3]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 4]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 5]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 6]);
+          if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 7]);
         }
       }
     }
@@ -430,17 +430,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c104 = 0; c104 < 1; ++c104) {
           uint16_t vb105[8];
-          if ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb105, tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb105[0] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[1] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[2] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[3] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[4] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[5] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[6] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[7] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[0] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[1] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[2] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[3] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[4] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[5] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[6] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[7] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v101.w[(c104 * 8) / 2 + 0] = uint32_t(vb105[0]) | (uint32_t(vb105[1]) << 16);
           v101.w[(c104 * 8) / 2 + 1] = uint32_t(vb105[2]) | (uint32_t(vb105[3]) << 16);
@@ -545,17 +545,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c135 = 0; c135 < 1; ++c135) {
           uint16_t vb136[8];
-          if ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb136, tsr_p0 + (o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb136[0] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[1] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[2] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[3] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[4] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[5] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[6] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb136[7] = ((o133 + 0) < int64_t(tsr_dim_M) && (o134 + (((c135 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[0] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[1] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[2] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[3] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[4] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[5] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[6] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb136[7] = (uint64_t(o133 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o134 + (((c135 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o133 + 0) * tsr_p0_s0 + (o134 + (((c135 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v132.w[(c135 * 8) / 2 + 0] = uint32_t(vb136[0]) | (uint32_t(vb136[1]) << 16);
           v132.w[(c135 * 8) / 2 + 1] = uint32_t(vb136[2]) | (uint32_t(vb136[3]) << 16);
@@ -745,17 +745,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c190 = 0; c190 < 1; ++c190) {
           uint16_t vb191[8];
-          if ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb191, tsr_p0 + (o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb191[0] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[1] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[2] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[3] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[4] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[5] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[6] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb191[7] = ((o188 + 0) < int64_t(tsr_dim_M) && (o189 + (((c190 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[0] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[1] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[2] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[3] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[4] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[5] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[6] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb191[7] = (uint64_t(o188 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o189 + (((c190 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o188 + 0) * tsr_p0_s0 + (o189 + (((c190 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v187.w[(c190 * 8) / 2 + 0] = uint32_t(vb191[0]) | (uint32_t(vb191[1]) << 16);
           v187.w[(c190 * 8) / 2 + 1] = uint32_t(vb191[2]) | (uint32_t(vb191[3]) << 16);
@@ -772,17 +772,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c195 = 0; c195 < 1; ++c195) {
           uint16_t vb196[8];
-          if ((o194 + (((c195 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o194 + (((c195 * 8) % 8))) * tsr_p1_s0)) {
+          if (uint64_t(o194 + (((c195 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o194 + (((c195 * 8) % 8))) * tsr_p1_s0)) {
             tsr::copy_vec<uint16_t, 8>(vb196, tsr_p1 + (o194 + (((c195 * 8) % 8))) * tsr_p1_s0);
           } else {
-            vb196[0] = ((o194 + (((c195 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[1] = ((o194 + (((c195 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[2] = ((o194 + (((c195 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[3] = ((o194 + (((c195 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[4] = ((o194 + (((c195 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[5] = ((o194 + (((c195 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[6] = ((o194 + (((c195 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb196[7] = ((o194 + (((c195 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[0] = (uint64_t(o194 + (((c195 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[1] = (uint64_t(o194 + (((c195 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[2] = (uint64_t(o194 + (((c195 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[3] = (uint64_t(o194 + (((c195 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[4] = (uint64_t(o194 + (((c195 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[5] = (uint64_t(o194 + (((c195 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[6] = (uint64_t(o194 + (((c195 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb196[7] = (uint64_t(o194 + (((c195 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o194 + (((c195 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v193.w[(c195 * 8) / 2 + 0] = uint32_t(vb196[0]) | (uint32_t(vb196[1]) << 16);
           v193.w[(c195 * 8) / 2 + 1] = uint32_t(vb196[2]) | (uint32_t(vb196[3]) << 16);
@@ -799,17 +799,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c200 = 0; c200 < 1; ++c200) {
           uint16_t vb201[8];
-          if ((o199 + (((c200 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o199 + (((c200 * 8) % 8))) * tsr_p2_s0)) {
+          if (uint64_t(o199 + (((c200 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o199 + (((c200 * 8) % 8))) * tsr_p2_s0)) {
             tsr::copy_vec<uint16_t, 8>(vb201, tsr_p2 + (o199 + (((c200 * 8) % 8))) * tsr_p2_s0);
           } else {
-            vb201[0] = ((o199 + (((c200 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[1] = ((o199 + (((c200 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[2] = ((o199 + (((c200 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[3] = ((o199 + (((c200 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[4] = ((o199 + (((c200 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[5] = ((o199 + (((c200 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[6] = ((o199 + (((c200 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb201[7] = ((o199 + (((c200 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[0] = (uint64_t(o199 + (((c200 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8))) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[1] = (uint64_t(o199 + (((c200 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 1) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[2] = (uint64_t(o199 + (((c200 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 2) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[3] = (uint64_t(o199 + (((c200 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 3) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[4] = (uint64_t(o199 + (((c200 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 4) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[5] = (uint64_t(o199 + (((c200 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 5) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[6] = (uint64_t(o199 + (((c200 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 6) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb201[7] = (uint64_t(o199 + (((c200 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p2[(o199 + (((c200 * 8) % 8)) + 7) * tsr_p2_s0] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v198.w[(c200 * 8) / 2 + 0] = uint32_t(vb201[0]) | (uint32_t(vb201[1]) << 16);
           v198.w[(c200 * 8) / 2 + 1] = uint32_t(vb201[2]) | (uint32_t(vb201[3]) << 16);
@@ -896,7 +896,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         #pragma unroll
         for (int c219 = 0; c219 < 1; ++c219) {
           uint16_t vb220[8];
-          if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1)) {
+          if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1)) {
             vb220[0] = tsr::f2bf(v215[c219 * 8 + 0]);
             vb220[1] = tsr::f2bf(v215[c219 * 8 + 1]);
             vb220[2] = tsr::f2bf(v215[c219 * 8 + 2]);
@@ -907,14 +907,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
             vb220[7] = tsr::f2bf(v215[c219 * 8 + 7]);
             tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1, vb220);
           } else {
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 1]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 2]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 3]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 4]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 5]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 6]);
-            if ((o217 + 0) < int64_t(tsr_dim_M) && (o218 + (((c219 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 7]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 1]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 2) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 2]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 3) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 3]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 4) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 4]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 5) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 5]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 6) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 6]);
+            if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 7) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 7]);
           }
         }
       }

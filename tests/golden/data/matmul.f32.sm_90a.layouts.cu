@@ -296,17 +296,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_matmul(float* tsr_p0, 
       #pragma unroll
       for (int c101 = 0; c101 < 8; ++c101) {
         float vb102[4];
-        if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1)) {
+        if (uint64_t(o96 + ((((c101 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o97 + (((c101 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p2 + (o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1)) {
           vb102[0] = c12[c101 * 4 + 0];
           vb102[1] = c12[c101 * 4 + 1];
           vb102[2] = c12[c101 * 4 + 2];
           vb102[3] = c12[c101 * 4 + 3];
           tsr::copy_vec<float, 4>(tsr_p2 + (o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1, vb102);
         } else {
-          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4))) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1] = c12[c101 * 4];
-          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c101 * 4 + 1];
-          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c101 * 4 + 2];
-          if ((o96 + ((((c101 * 4) / 4) % 8) * 8)) < int64_t(tsr_dim_M) && (o97 + (((c101 * 4) % 4)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c101 * 4 + 3];
+          if (uint64_t(o96 + ((((c101 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o97 + (((c101 * 4) % 4))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4))) * tsr_p2_s1] = c12[c101 * 4];
+          if (uint64_t(o96 + ((((c101 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o97 + (((c101 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 1) * tsr_p2_s1] = c12[c101 * 4 + 1];
+          if (uint64_t(o96 + ((((c101 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o97 + (((c101 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 2) * tsr_p2_s1] = c12[c101 * 4 + 2];
+          if (uint64_t(o96 + ((((c101 * 4) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o97 + (((c101 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o96 + ((((c101 * 4) / 4) % 8) * 8)) * tsr_p2_s0 + (o97 + (((c101 * 4) % 4)) + 3) * tsr_p2_s1] = c12[c101 * 4 + 3];
         }
       }
     }

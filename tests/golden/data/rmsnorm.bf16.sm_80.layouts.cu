@@ -50,17 +50,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
       #pragma unroll
       for (int c13 = 0; c13 < 1; ++c13) {
         uint16_t vb14[8];
-        if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
+        if (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1)) {
           tsr::copy_vec<uint16_t, 8>(vb14, tsr_p0 + (o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1);
         } else {
-          vb14[0] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[5] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[6] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb14[7] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[0] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[1] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[2] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[3] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[4] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[5] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[6] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb14[7] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o11 + 0) * tsr_p0_s0 + (o12 + (((c13 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
         }
         v10.w[(c13 * 8) / 2 + 0] = uint32_t(vb14[0]) | (uint32_t(vb14[1]) << 16);
         v10.w[(c13 * 8) / 2 + 1] = uint32_t(vb14[2]) | (uint32_t(vb14[3]) << 16);
@@ -77,17 +77,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
       #pragma unroll
       for (int c18 = 0; c18 < 1; ++c18) {
         uint16_t vb19[8];
-        if ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
+        if (uint64_t(o17 + (((c18 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0)) {
           tsr::copy_vec<uint16_t, 8>(vb19, tsr_p1 + (o17 + (((c18 * 8) % 8))) * tsr_p1_s0);
         } else {
-          vb19[0] = ((o17 + (((c18 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[1] = ((o17 + (((c18 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[2] = ((o17 + (((c18 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[3] = ((o17 + (((c18 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[4] = ((o17 + (((c18 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[5] = ((o17 + (((c18 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[6] = ((o17 + (((c18 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-          vb19[7] = ((o17 + (((c18 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[0] = (uint64_t(o17 + (((c18 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[1] = (uint64_t(o17 + (((c18 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[2] = (uint64_t(o17 + (((c18 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[3] = (uint64_t(o17 + (((c18 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[4] = (uint64_t(o17 + (((c18 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[5] = (uint64_t(o17 + (((c18 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[6] = (uint64_t(o17 + (((c18 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+          vb19[7] = (uint64_t(o17 + (((c18 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o17 + (((c18 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
         }
         v16.w[(c18 * 8) / 2 + 0] = uint32_t(vb19[0]) | (uint32_t(vb19[1]) << 16);
         v16.w[(c18 * 8) / 2 + 1] = uint32_t(vb19[2]) | (uint32_t(vb19[3]) << 16);
@@ -222,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
       #pragma unroll
       for (int c55 = 0; c55 < 1; ++c55) {
         uint16_t vb56[8];
-        if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1)) {
+        if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1)) {
           vb56[0] = tsr::f2bf(v51[c55 * 8 + 0]);
           vb56[1] = tsr::f2bf(v51[c55 * 8 + 1]);
           vb56[2] = tsr::f2bf(v51[c55 * 8 + 2]);
@@ -233,14 +233,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
           vb56[7] = tsr::f2bf(v51[c55 * 8 + 7]);
           tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1, vb56);
         } else {
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 1]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 2]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 3]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 4]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 5]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 6]);
-          if ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + (((c55 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 7]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 1]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 2]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 3]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 4]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 5]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 6]);
+          if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 7]);
         }
       }
     }
@@ -272,17 +272,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
         #pragma unroll
         for (int c67 = 0; c67 < 1; ++c67) {
           uint16_t vb68[8];
-          if ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb68, tsr_p0 + (o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb68[0] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[1] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[2] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[3] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[4] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[5] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[6] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb68[7] = ((o65 + 0) < int64_t(tsr_dim_M) && (o66 + (((c67 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[0] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[1] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[2] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[3] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[4] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[5] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[6] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb68[7] = (uint64_t(o65 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o66 + (((c67 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o65 + 0) * tsr_p0_s0 + (o66 + (((c67 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v64.w[(c67 * 8) / 2 + 0] = uint32_t(vb68[0]) | (uint32_t(vb68[1]) << 16);
           v64.w[(c67 * 8) / 2 + 1] = uint32_t(vb68[2]) | (uint32_t(vb68[3]) << 16);
@@ -405,17 +405,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
         #pragma unroll
         for (int c104 = 0; c104 < 1; ++c104) {
           uint16_t vb105[8];
-          if ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb105, tsr_p0 + (o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb105[0] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[1] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[2] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[3] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[4] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[5] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[6] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb105[7] = ((o102 + 0) < int64_t(tsr_dim_M) && (o103 + (((c104 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[0] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[1] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[2] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[3] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[4] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[5] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[6] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb105[7] = (uint64_t(o102 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o103 + (((c104 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o102 + 0) * tsr_p0_s0 + (o103 + (((c104 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v101.w[(c104 * 8) / 2 + 0] = uint32_t(vb105[0]) | (uint32_t(vb105[1]) << 16);
           v101.w[(c104 * 8) / 2 + 1] = uint32_t(vb105[2]) | (uint32_t(vb105[3]) << 16);
@@ -432,17 +432,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
         #pragma unroll
         for (int c109 = 0; c109 < 1; ++c109) {
           uint16_t vb110[8];
-          if ((o108 + (((c109 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o108 + (((c109 * 8) % 8))) * tsr_p1_s0)) {
+          if (uint64_t(o108 + (((c109 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o108 + (((c109 * 8) % 8))) * tsr_p1_s0)) {
             tsr::copy_vec<uint16_t, 8>(vb110, tsr_p1 + (o108 + (((c109 * 8) % 8))) * tsr_p1_s0);
           } else {
-            vb110[0] = ((o108 + (((c109 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[1] = ((o108 + (((c109 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[2] = ((o108 + (((c109 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[3] = ((o108 + (((c109 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[4] = ((o108 + (((c109 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[5] = ((o108 + (((c109 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[6] = ((o108 + (((c109 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
-            vb110[7] = ((o108 + (((c109 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[0] = (uint64_t(o108 + (((c109 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[1] = (uint64_t(o108 + (((c109 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[2] = (uint64_t(o108 + (((c109 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[3] = (uint64_t(o108 + (((c109 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[4] = (uint64_t(o108 + (((c109 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[5] = (uint64_t(o108 + (((c109 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[6] = (uint64_t(o108 + (((c109 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
+            vb110[7] = (uint64_t(o108 + (((c109 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o108 + (((c109 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2bf(0x0p+0f));
           }
           v107.w[(c109 * 8) / 2 + 0] = uint32_t(vb110[0]) | (uint32_t(vb110[1]) << 16);
           v107.w[(c109 * 8) / 2 + 1] = uint32_t(vb110[2]) | (uint32_t(vb110[3]) << 16);
@@ -500,7 +500,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
         #pragma unroll
         for (int c123 = 0; c123 < 1; ++c123) {
           uint16_t vb124[8];
-          if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1)) {
+          if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1)) {
             vb124[0] = tsr::f2bf(v119[c123 * 8 + 0]);
             vb124[1] = tsr::f2bf(v119[c123 * 8 + 1]);
             vb124[2] = tsr::f2bf(v119[c123 * 8 + 2]);
@@ -511,14 +511,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
             vb124[7] = tsr::f2bf(v119[c123 * 8 + 7]);
             tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1, vb124);
           } else {
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 1]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 2]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 3]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 4]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 5]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 6]);
-            if ((o121 + 0) < int64_t(tsr_dim_M) && (o122 + (((c123 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 7]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 1]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 2) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 2]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 3) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 3]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 4) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 4]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 5) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 5]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 6) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 6]);
+            if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 7) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 7]);
           }
         }
       }

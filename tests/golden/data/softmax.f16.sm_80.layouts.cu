@@ -47,17 +47,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
       #pragma unroll
       for (int c12 = 0; c12 < 1; ++c12) {
         uint16_t vb13[8];
-        if ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8))) * tsr_p0_s1)) {
+        if (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8))) * tsr_p0_s1)) {
           tsr::copy_vec<uint16_t, 8>(vb13, tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8))) * tsr_p0_s1);
         } else {
-          vb13[0] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[1] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[2] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[3] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[4] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[5] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[6] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-          vb13[7] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c12 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[0] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[1] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[2] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[3] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[4] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[5] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[6] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+          vb13[7] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c12 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c12 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
         }
         v9.w[(c12 * 8) / 2 + 0] = uint32_t(vb13[0]) | (uint32_t(vb13[1]) << 16);
         v9.w[(c12 * 8) / 2 + 1] = uint32_t(vb13[2]) | (uint32_t(vb13[3]) << 16);
@@ -222,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
       #pragma unroll
       for (int c56 = 0; c56 < 1; ++c56) {
         uint16_t vb57[8];
-        if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1)) {
+        if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1)) {
           vb57[0] = tsr::f2h(v52[c56 * 8 + 0]);
           vb57[1] = tsr::f2h(v52[c56 * 8 + 1]);
           vb57[2] = tsr::f2h(v52[c56 * 8 + 2]);
@@ -233,14 +233,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
           vb57[7] = tsr::f2h(v52[c56 * 8 + 7]);
           tsr::copy_vec<uint16_t, 8>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1, vb57);
         } else {
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 1]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 2) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 2]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 3) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 3]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 4) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 4]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 5) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 5]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 6) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 6]);
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c56 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 7) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 7]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 1]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 2) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 2]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 3) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 3]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 4) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 4]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 5) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 5]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 6) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 6]);
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 7) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 7]);
         }
       }
     }
@@ -285,17 +285,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
         #pragma unroll
         for (int c73 = 0; c73 < 1; ++c73) {
           uint16_t vb74[8];
-          if ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb74, tsr_p0 + (o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb74[0] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[1] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[2] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[3] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[4] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[5] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[6] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb74[7] = ((o71 + 0) < int64_t(tsr_dim_M) && (o72 + (((c73 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[0] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[1] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[2] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[3] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[4] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[5] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[6] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb74[7] = (uint64_t(o71 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o72 + (((c73 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o71 + 0) * tsr_p0_s0 + (o72 + (((c73 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
           }
           v70.w[(c73 * 8) / 2 + 0] = uint32_t(vb74[0]) | (uint32_t(vb74[1]) << 16);
           v70.w[(c73 * 8) / 2 + 1] = uint32_t(vb74[2]) | (uint32_t(vb74[3]) << 16);
@@ -481,17 +481,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
         #pragma unroll
         for (int c125 = 0; c125 < 1; ++c125) {
           uint16_t vb126[8];
-          if ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8))) * tsr_p0_s1)) {
+          if (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8))) * tsr_p0_s1)) {
             tsr::copy_vec<uint16_t, 8>(vb126, tsr_p0 + (o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8))) * tsr_p0_s1);
           } else {
-            vb126[0] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[1] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[2] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[3] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[4] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[5] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[6] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
-            vb126[7] = ((o123 + 0) < int64_t(tsr_dim_M) && (o124 + (((c125 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[0] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8))) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[1] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 1) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[2] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 2) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[3] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 3) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[4] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 4) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[5] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 5) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[6] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 6) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
+            vb126[7] = (uint64_t(o123 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o124 + (((c125 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o123 + 0) * tsr_p0_s0 + (o124 + (((c125 * 8) % 8)) + 7) * tsr_p0_s1] : uint16_t(tsr::f2h((-tsr::inf_f())));
           }
           v122.w[(c125 * 8) / 2 + 0] = uint32_t(vb126[0]) | (uint32_t(vb126[1]) << 16);
           v122.w[(c125 * 8) / 2 + 1] = uint32_t(vb126[2]) | (uint32_t(vb126[3]) << 16);
@@ -558,7 +558,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
         #pragma unroll
         for (int c142 = 0; c142 < 1; ++c142) {
           uint16_t vb143[8];
-          if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1)) {
+          if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1)) {
             vb143[0] = tsr::f2h(v138[c142 * 8 + 0]);
             vb143[1] = tsr::f2h(v138[c142 * 8 + 1]);
             vb143[2] = tsr::f2h(v138[c142 * 8 + 2]);
@@ -569,14 +569,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
             vb143[7] = tsr::f2h(v138[c142 * 8 + 7]);
             tsr::copy_vec<uint16_t, 8>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1, vb143);
           } else {
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 1]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 2) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 2]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 3) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 3]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 4) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 4]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 5) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 5]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 6) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 6]);
-            if ((o140 + 0) < int64_t(tsr_dim_M) && (o141 + (((c142 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 7) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 7]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 1]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 2) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 2]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 3) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 3]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 4) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 4]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 5) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 5]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 6) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 6]);
+            if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 7) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 7]);
           }
         }
       }

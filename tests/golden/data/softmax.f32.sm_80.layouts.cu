@@ -59,17 +59,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(float* tsr_p0,
         #pragma unroll
         for (int c15 = 0; c15 < 2; ++c15) {
           float vb16[4];
-          if ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+          if (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
             tsr::copy_vec<float, 4>(vb16, tsr_p0 + (o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
             v9[c15 * 4 + 0] = vb16[0];
             v9[c15 * 4 + 1] = vb16[1];
             v9[c15 * 4 + 2] = vb16[2];
             v9[c15 * 4 + 3] = vb16[3];
           } else {
-            v9[c15 * 4] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
-            v9[c15 * 4 + 1] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-            v9[c15 * 4 + 2] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-            v9[c15 * 4 + 3] = ((o10 + 0) < int64_t(tsr_dim_M) && (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+            v9[c15 * 4] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
+            v9[c15 * 4 + 1] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+            v9[c15 * 4 + 2] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+            v9[c15 * 4 + 3] = (uint64_t(o10 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o10 + 0) * tsr_p0_s0 + (o11 + (((c15 * 4) % 4) + (((c15 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
           }
         }
       }
@@ -235,17 +235,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(float* tsr_p0,
         #pragma unroll
         for (int c59 = 0; c59 < 2; ++c59) {
           float vb60[4];
-          if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p1_s1)) {
+          if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p1_s1)) {
             vb60[0] = v52[c59 * 4 + 0];
             vb60[1] = v52[c59 * 4 + 1];
             vb60[2] = v52[c59 * 4 + 2];
             vb60[3] = v52[c59 * 4 + 3];
             tsr::copy_vec<float, 4>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p1_s1, vb60);
           } else {
-            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p1_s1] = v52[c59 * 4];
-            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s1] = v52[c59 * 4 + 1];
-            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s1] = v52[c59 * 4 + 2];
-            if ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s1] = v52[c59 * 4 + 3];
+            if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512)) * tsr_p1_s1] = v52[c59 * 4];
+            if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s1] = v52[c59 * 4 + 1];
+            if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s1] = v52[c59 * 4 + 2];
+            if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c59 * 4) % 4) + (((c59 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s1] = v52[c59 * 4 + 3];
           }
         }
       }
@@ -303,17 +303,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(float* tsr_p0,
           #pragma unroll
           for (int c79 = 0; c79 < 2; ++c79) {
             float vb80[4];
-            if ((o74 + 0) < int64_t(tsr_dim_M) && (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+            if (uint64_t(o74 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
               tsr::copy_vec<float, 4>(vb80, tsr_p0 + (o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
               v73[c79 * 4 + 0] = vb80[0];
               v73[c79 * 4 + 1] = vb80[1];
               v73[c79 * 4 + 2] = vb80[2];
               v73[c79 * 4 + 3] = vb80[3];
             } else {
-              v73[c79 * 4] = ((o74 + 0) < int64_t(tsr_dim_M) && (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
-              v73[c79 * 4 + 1] = ((o74 + 0) < int64_t(tsr_dim_M) && (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-              v73[c79 * 4 + 2] = ((o74 + 0) < int64_t(tsr_dim_M) && (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-              v73[c79 * 4 + 3] = ((o74 + 0) < int64_t(tsr_dim_M) && (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+              v73[c79 * 4] = (uint64_t(o74 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
+              v73[c79 * 4 + 1] = (uint64_t(o74 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+              v73[c79 * 4 + 2] = (uint64_t(o74 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+              v73[c79 * 4 + 3] = (uint64_t(o74 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o74 + 0) * tsr_p0_s0 + (o75 + (((c79 * 4) % 4) + (((c79 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
             }
           }
         }
@@ -506,17 +506,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(float* tsr_p0,
           #pragma unroll
           for (int c133 = 0; c133 < 2; ++c133) {
             float vb134[4];
-            if ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
+            if (uint64_t(o128 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1)) {
               tsr::copy_vec<float, 4>(vb134, tsr_p0 + (o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1);
               v127[c133 * 4 + 0] = vb134[0];
               v127[c133 * 4 + 1] = vb134[1];
               v127[c133 * 4 + 2] = vb134[2];
               v127[c133 * 4 + 3] = vb134[3];
             } else {
-              v127[c133 * 4] = ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
-              v127[c133 * 4 + 1] = ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
-              v127[c133 * 4 + 2] = ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
-              v127[c133 * 4 + 3] = ((o128 + 0) < int64_t(tsr_dim_M) && (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
+              v127[c133 * 4] = (uint64_t(o128 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512)) * tsr_p0_s1] : (-tsr::inf_f());
+              v127[c133 * 4 + 1] = (uint64_t(o128 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 1) * tsr_p0_s1] : (-tsr::inf_f());
+              v127[c133 * 4 + 2] = (uint64_t(o128 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 2) * tsr_p0_s1] : (-tsr::inf_f());
+              v127[c133 * 4 + 3] = (uint64_t(o128 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o128 + 0) * tsr_p0_s0 + (o129 + (((c133 * 4) % 4) + (((c133 * 4) / 4) % 2) * 512) + 3) * tsr_p0_s1] : (-tsr::inf_f());
             }
           }
         }
@@ -584,17 +584,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(float* tsr_p0,
           #pragma unroll
           for (int c150 = 0; c150 < 2; ++c150) {
             float vb151[4];
-            if ((o145 + 0) < int64_t(tsr_dim_M) && (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p1 + (o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) * tsr_p1_s1)) {
+            if (uint64_t(o145 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p1 + (o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) * tsr_p1_s1)) {
               vb151[0] = v143[c150 * 4 + 0];
               vb151[1] = v143[c150 * 4 + 1];
               vb151[2] = v143[c150 * 4 + 2];
               vb151[3] = v143[c150 * 4 + 3];
               tsr::copy_vec<float, 4>(tsr_p1 + (o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) * tsr_p1_s1, vb151);
             } else {
-              if ((o145 + 0) < int64_t(tsr_dim_M) && (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) < int64_t(tsr_dim_N)) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) * tsr_p1_s1] = v143[c150 * 4];
-              if ((o145 + 0) < int64_t(tsr_dim_M) && (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s1] = v143[c150 * 4 + 1];
-              if ((o145 + 0) < int64_t(tsr_dim_M) && (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 2) < int64_t(tsr_dim_N)) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s1] = v143[c150 * 4 + 2];
-              if ((o145 + 0) < int64_t(tsr_dim_M) && (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) < int64_t(tsr_dim_N)) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s1] = v143[c150 * 4 + 3];
+              if (uint64_t(o145 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512)) * tsr_p1_s1] = v143[c150 * 4];
+              if (uint64_t(o145 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 1) * tsr_p1_s1] = v143[c150 * 4 + 1];
+              if (uint64_t(o145 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 2) * tsr_p1_s1] = v143[c150 * 4 + 2];
+              if (uint64_t(o145 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o145 + 0) * tsr_p1_s0 + (o146 + (((c150 * 4) % 4) + (((c150 * 4) / 4) % 2) * 512) + 3) * tsr_p1_s1] = v143[c150 * 4 + 3];
             }
           }
         }

@@ -34,13 +34,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(float* tsr_p0, fl
     #pragma unroll
     for (int c5 = 0; c5 < 1; ++c5) {
       float vb6[2];
-      if ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1)) {
+      if (uint64_t(o3 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c5 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 2>(tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 2>(vb6, tsr_p0 + (o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1);
         v2[c5 * 2 + 0] = vb6[0];
         v2[c5 * 2 + 1] = vb6[1];
       } else {
-        v2[c5 * 2] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2))) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1] : tsr::nan_f();
-        v2[c5 * 2 + 1] = ((o3 + 0) < int64_t(tsr_dim_M) && (o4 + (((c5 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2)) + 1) * tsr_p0_s1] : tsr::nan_f();
+        v2[c5 * 2] = (uint64_t(o3 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c5 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2))) * tsr_p0_s1] : tsr::nan_f();
+        v2[c5 * 2 + 1] = (uint64_t(o3 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o4 + (((c5 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o3 + 0) * tsr_p0_s0 + (o4 + (((c5 * 2) % 2)) + 1) * tsr_p0_s1] : tsr::nan_f();
       }
     }
   }
@@ -92,13 +92,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(float* tsr_p0, fl
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
       float vb17[2];
-      if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1)) {
+      if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1)) {
         vb17[0] = v7[c16 * 2 + 0];
         vb17[1] = v7[c16 * 2 + 1];
         tsr::copy_vec<float, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1, vb17);
       } else {
-        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1] = v7[c16 * 2];
-        if ((o14 + 0) < int64_t(tsr_dim_M) && (o15 + (((c16 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2)) + 1) * tsr_p1_s1] = v7[c16 * 2 + 1];
+        if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1] = v7[c16 * 2];
+        if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2)) + 1) * tsr_p1_s1] = v7[c16 * 2 + 1];
       }
     }
   }
@@ -109,13 +109,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(float* tsr_p0, fl
     #pragma unroll
     for (int c20 = 0; c20 < 1; ++c20) {
       int32_t vb21[2];
-      if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1)) {
+      if (uint64_t(o18 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o19 + (((c20 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1)) {
         vb21[0] = v8[c20 * 2 + 0];
         vb21[1] = v8[c20 * 2 + 1];
         tsr::copy_vec<int32_t, 2>(tsr_p2 + (o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1, vb21);
       } else {
-        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2))) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1] = v8[c20 * 2];
-        if ((o18 + 0) < int64_t(tsr_dim_M) && (o19 + (((c20 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2)) + 1) * tsr_p2_s1] = v8[c20 * 2 + 1];
+        if (uint64_t(o18 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o19 + (((c20 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2))) * tsr_p2_s1] = v8[c20 * 2];
+        if (uint64_t(o18 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o19 + (((c20 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o18 + 0) * tsr_p2_s0 + (o19 + (((c20 * 2) % 2)) + 1) * tsr_p2_s1] = v8[c20 * 2 + 1];
       }
     }
   }

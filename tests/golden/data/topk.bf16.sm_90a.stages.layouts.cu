@@ -51,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk_bucket_best(uint1
       #pragma unroll
       for (int c10 = 0; c10 < 2; ++c10) {
         uint16_t vb11[8];
-        if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) * tsr_p0_s1)) {
+        if (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) * tsr_p0_s1)) {
           tsr::copy_vec<uint16_t, 8>(vb11, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) * tsr_p0_s1);
           v4[c10 * 8 + 0] = tsr::bf2f(vb11[0]);
           v4[c10 * 8 + 1] = tsr::bf2f(vb11[1]);
@@ -62,14 +62,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk_bucket_best(uint1
           v4[c10 * 8 + 6] = tsr::bf2f(vb11[6]);
           v4[c10 * 8 + 7] = tsr::bf2f(vb11[7]);
         } else {
-          v4[c10 * 8] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 1) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 2) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 3) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 4) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 5] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 5) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 6] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 6) * tsr_p0_s1]) : 0x0p+0f;
-          v4[c10 * 8 + 7] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024)) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 1] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 1) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 2] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 2) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 3] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 3) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 4] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 4) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 5] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 5) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 6] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 6) * tsr_p0_s1]) : 0x0p+0f;
+          v4[c10 * 8 + 7] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 8) % 8) + (((c10 * 8) / 8) % 2) * 1024) + 7) * tsr_p0_s1]) : 0x0p+0f;
         }
       }
     }
@@ -345,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk_bucket_best(uint1
     const int64_t o99 = int64_t(v2) * 16 + (((tsr_lane >> 0) & 15));
     #pragma unroll
     for (int s100 = 0; s100 < 1; ++s100) {
-      if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o98 + 0) < int64_t(tsr_dim_M) && (o99 + 0) < int64_t(tsr_dim_B)) tsr_p1[(o98 + 0) * tsr_p1_s0 + (o99 + 0) * tsr_p1_s1] = tsr::f2bf(v97[s100]);
+      if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && uint64_t(o98 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o99 + 0) < uint64_t(int64_t(tsr_dim_B))) tsr_p1[(o98 + 0) * tsr_p1_s0 + (o99 + 0) * tsr_p1_s1] = tsr::f2bf(v97[s100]);
     }
   }
 }
@@ -409,13 +409,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bucket_select_til
     #pragma unroll
     for (int c8 = 0; c8 < 1; ++c8) {
       uint16_t vb9[2];
-      if ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1)) {
+      if (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 2>(tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1)) {
         tsr::copy_vec<uint16_t, 2>(vb9, tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1);
         v5[c8 * 2 + 0] = tsr::bf2f(vb9[0]);
         v5[c8 * 2 + 1] = tsr::bf2f(vb9[1]);
       } else {
-        v5[c8 * 2] = ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1]) : 0x0p+0f;
-        v5[c8 * 2 + 1] = ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+        v5[c8 * 2] = (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1]) : 0x0p+0f;
+        v5[c8 * 2 + 1] = (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2)) + 1) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
   }
@@ -857,7 +857,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bucket_select_til
     const int64_t o167 = int64_t(v4) * 1 + 0;
     #pragma unroll
     for (int s168 = 0; s168 < 1; ++s168) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 15) == 0) && (o166 + 0) < int64_t(tsr_dim_M) && (o167 + 0) < int64_t(tsr_dim_one)) tsr_p1[(o166 + 0) * tsr_p1_s0 + (o167 + 0) * tsr_p1_s1] = v164[s168];
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 15) == 0) && uint64_t(o166 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o167 + 0) < uint64_t(int64_t(tsr_dim_one))) tsr_p1[(o166 + 0) * tsr_p1_s0 + (o167 + 0) * tsr_p1_s1] = v164[s168];
     }
   }
 }
@@ -947,7 +947,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bkt_segments_tile
     #pragma unroll
     for (int c15 = 0; c15 < 1; ++c15) {
       uint16_t vb16[8];
-      if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8))) * tsr_p0_s1)) {
+      if (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8))) * tsr_p0_s1)) {
         tsr::copy_vec<uint16_t, 8>(vb16, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8))) * tsr_p0_s1);
         v12[c15 * 8 + 0] = tsr::bf2f(vb16[0]);
         v12[c15 * 8 + 1] = tsr::bf2f(vb16[1]);
@@ -958,14 +958,14 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bkt_segments_tile
         v12[c15 * 8 + 6] = tsr::bf2f(vb16[6]);
         v12[c15 * 8 + 7] = tsr::bf2f(vb16[7]);
       } else {
-        v12[c15 * 8] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 5] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 6] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
-        v12[c15 * 8 + 7] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c15 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8))) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 1] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 2] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 3] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 4] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 4) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 5] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 5) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 6] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 6) * tsr_p0_s1]) : 0x0p+0f;
+        v12[c15 * 8 + 7] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c15 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr::bf2f(tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c15 * 8) % 8)) + 7) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
   }
@@ -1082,7 +1082,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bkt_segments_tile
     const int64_t o54 = int64_t(v10) * 1 + 0;
     #pragma unroll
     for (int s55 = 0; s55 < 1; ++s55) {
-      v52[s55] = ((o53 + 0) < int64_t(tsr_dim_M) && (o54 + 0) < int64_t(tsr_dim_one)) ? tsr_p3[(o53 + 0) * tsr_p3_s0 + (o54 + 0) * tsr_p3_s1] : int32_t(0LL);
+      v52[s55] = (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_one))) ? tsr_p3[(o53 + 0) * tsr_p3_s0 + (o54 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %42 = reshape %41 : tile<i32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
@@ -2057,17 +2057,17 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     #pragma unroll
     for (int c7 = 0; c7 < 1; ++c7) {
       uint16_t vb8[4];
-      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C)) && tsr::aligned_vec<uint16_t, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<uint16_t, 4>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1);
         v4[c7 * 4 + 0] = tsr::bf2f(vb8[0]);
         v4[c7 * 4 + 1] = tsr::bf2f(vb8[1]);
         v4[c7 * 4 + 2] = tsr::bf2f(vb8[2]);
         v4[c7 * 4 + 3] = tsr::bf2f(vb8[3]);
       } else {
-        v4[c7 * 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
-        v4[c7 * 4 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 4] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4))) < uint64_t(int64_t(tsr_dim_C))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 4 + 1] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_C))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 4 + 2] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_C))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1]) : 0x0p+0f;
+        v4[c7 * 4 + 3] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C))) ? tsr::bf2f(tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1]) : 0x0p+0f;
       }
     }
   }
@@ -2085,17 +2085,17 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     #pragma unroll
     for (int c13 = 0; c13 < 1; ++c13) {
       int32_t vb14[4];
-      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
+      if (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C)) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
         tsr::copy_vec<int32_t, 4>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1);
         v10[c13 * 4 + 0] = vb14[0];
         v10[c13 * 4 + 1] = vb14[1];
         v10[c13 * 4 + 2] = vb14[2];
         v10[c13 * 4 + 3] = vb14[3];
       } else {
-        v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4))) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 1] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 2] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 3] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
       }
     }
   }
@@ -2759,7 +2759,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     const int64_t o243 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s244 = 0; s244 < 1; ++s244) {
-      v241[s244] = ((o242 + 0) < int64_t(tsr_dim_M) && (o243 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o242 + 0) * tsr_p3_s0 + (o243 + 0) * tsr_p3_s1] : int32_t(0LL);
+      v241[s244] = (uint64_t(o242 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o243 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p3[(o242 + 0) * tsr_p3_s0 + (o243 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %133 = load_tile %values, %1, %4 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
@@ -2769,7 +2769,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     const int64_t o247 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s248 = 0; s248 < 1; ++s248) {
-      v245[s248] = ((o246 + 0) < int64_t(tsr_dim_M) && (o247 + 0) < int64_t(tsr_dim_K)) ? tsr::bf2f(tsr_p2[(o246 + 0) * tsr_p2_s0 + (o247 + 0) * tsr_p2_s1]) : 0x0p+0f;
+      v245[s248] = (uint64_t(o246 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o247 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr::bf2f(tsr_p2[(o246 + 0) * tsr_p2_s0 + (o247 + 0) * tsr_p2_s1]) : 0x0p+0f;
     }
   }
   // %134, %135 = sort %133, %132 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
@@ -2824,7 +2824,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     const int64_t o258 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s259 = 0; s259 < 1; ++s259) {
-      if (((tsr_warp & 14) == 0) && (o257 + 0) < int64_t(tsr_dim_M) && (o258 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o257 + 0) * tsr_p2_s0 + (o258 + 0) * tsr_p2_s1] = tsr::f2bf(v249[s259]);
+      if (((tsr_warp & 14) == 0) && uint64_t(o257 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o258 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o257 + 0) * tsr_p2_s0 + (o258 + 0) * tsr_p2_s1] = tsr::f2bf(v249[s259]);
     }
   }
   // store_tile %indices, %135, %1, %4
@@ -2833,7 +2833,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(uint16
     const int64_t o261 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s262 = 0; s262 < 1; ++s262) {
-      if (((tsr_warp & 14) == 0) && (o260 + 0) < int64_t(tsr_dim_M) && (o261 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o260 + 0) * tsr_p3_s0 + (o261 + 0) * tsr_p3_s1] = v250[s262];
+      if (((tsr_warp & 14) == 0) && uint64_t(o260 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o261 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p3[(o260 + 0) * tsr_p3_s0 + (o261 + 0) * tsr_p3_s1] = v250[s262];
     }
   }
 }

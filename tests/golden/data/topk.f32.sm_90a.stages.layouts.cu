@@ -47,17 +47,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk_bucket_best(float
       #pragma unroll
       for (int c10 = 0; c10 < 4; ++c10) {
         float vb11[4];
-        if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) * tsr_p0_s1)) {
+        if (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) * tsr_p0_s1)) {
           tsr::copy_vec<float, 4>(vb11, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) * tsr_p0_s1);
           v4[c10 * 4 + 0] = vb11[0];
           v4[c10 * 4 + 1] = vb11[1];
           v4[c10 * 4 + 2] = vb11[2];
           v4[c10 * 4 + 3] = vb11[3];
         } else {
-          v4[c10 * 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) < int64_t(tsr_dim_N)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) * tsr_p0_s1] : 0x0p+0f;
-          v4[c10 * 4 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v4[c10 * 4 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v4[c10 * 4 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
+          v4[c10 * 4] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512)) * tsr_p0_s1] : 0x0p+0f;
+          v4[c10 * 4 + 1] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 1) * tsr_p0_s1] : 0x0p+0f;
+          v4[c10 * 4 + 2] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 2) * tsr_p0_s1] : 0x0p+0f;
+          v4[c10 * 4 + 3] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c10 * 4) % 4) + (((c10 * 4) / 4) % 4) * 512) + 3) * tsr_p0_s1] : 0x0p+0f;
         }
       }
     }
@@ -326,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_topk_bucket_best(float
     const int64_t o92 = int64_t(v2) * 16 + (((tsr_lane >> 0) & 15));
     #pragma unroll
     for (int s93 = 0; s93 < 1; ++s93) {
-      if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && (o91 + 0) < int64_t(tsr_dim_M) && (o92 + 0) < int64_t(tsr_dim_B)) tsr_p1[(o91 + 0) * tsr_p1_s0 + (o92 + 0) * tsr_p1_s1] = v90[s93];
+      if (((tsr_lane & 16) == 0 && (tsr_warp & 3) == 0) && uint64_t(o91 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o92 + 0) < uint64_t(int64_t(tsr_dim_B))) tsr_p1[(o91 + 0) * tsr_p1_s0 + (o92 + 0) * tsr_p1_s1] = v90[s93];
     }
   }
 }
@@ -390,13 +390,13 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bucket_select_til
     #pragma unroll
     for (int c8 = 0; c8 < 1; ++c8) {
       float vb9[2];
-      if ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2)) + 1) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 2>(tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1)) {
+      if (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 2>(tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 2>(vb9, tsr_p0 + (o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1);
         v5[c8 * 2 + 0] = vb9[0];
         v5[c8 * 2 + 1] = vb9[1];
       } else {
-        v5[c8 * 2] = ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2))) < int64_t(tsr_dim_N)) ? tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1] : 0x0p+0f;
-        v5[c8 * 2 + 1] = ((o6 + 0) < int64_t(tsr_dim_M) && (o7 + (((c8 * 2) % 2)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v5[c8 * 2] = (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2))) * tsr_p0_s1] : 0x0p+0f;
+        v5[c8 * 2 + 1] = (uint64_t(o6 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o7 + (((c8 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o6 + 0) * tsr_p0_s0 + (o7 + (((c8 * 2) % 2)) + 1) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -832,7 +832,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_bucket_select_til
     const int64_t o163 = int64_t(v4) * 1 + 0;
     #pragma unroll
     for (int s164 = 0; s164 < 1; ++s164) {
-      if (((tsr_lane & 31) == 0 && (tsr_warp & 15) == 0) && (o162 + 0) < int64_t(tsr_dim_M) && (o163 + 0) < int64_t(tsr_dim_one)) tsr_p1[(o162 + 0) * tsr_p1_s0 + (o163 + 0) * tsr_p1_s1] = v160[s164];
+      if (((tsr_lane & 31) == 0 && (tsr_warp & 15) == 0) && uint64_t(o162 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o163 + 0) < uint64_t(int64_t(tsr_dim_one))) tsr_p1[(o162 + 0) * tsr_p1_s0 + (o163 + 0) * tsr_p1_s1] = v160[s164];
     }
   }
 }
@@ -934,17 +934,17 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_bkt_segments_t
       #pragma unroll
       for (int c18 = 0; c18 < 2; ++c18) {
         float vb19[4];
-        if ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 8)) + 3) < int64_t(tsr_dim_N) && tsr::aligned_vec<float, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8))) * tsr_p0_s1)) {
+        if (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c18 * 4) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8))) * tsr_p0_s1)) {
           tsr::copy_vec<float, 4>(vb19, tsr_p0 + (o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8))) * tsr_p0_s1);
           v12[c18 * 4 + 0] = vb19[0];
           v12[c18 * 4 + 1] = vb19[1];
           v12[c18 * 4 + 2] = vb19[2];
           v12[c18 * 4 + 3] = vb19[3];
         } else {
-          v12[c18 * 4] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8))) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 1] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 1) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 2] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 2) * tsr_p0_s1] : 0x0p+0f;
-          v12[c18 * 4 + 3] = ((o13 + 0) < int64_t(tsr_dim_M) && (o14 + (((c18 * 4) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 3) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c18 * 4) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8))) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 1] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c18 * 4) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 1) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 2] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c18 * 4) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 2) * tsr_p0_s1] : 0x0p+0f;
+          v12[c18 * 4 + 3] = (uint64_t(o13 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o14 + (((c18 * 4) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o13 + 0) * tsr_p0_s0 + (o14 + (((c18 * 4) % 8)) + 3) * tsr_p0_s1] : 0x0p+0f;
         }
       }
     }
@@ -1056,7 +1056,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) tessera_topk_bkt_segments_t
     const int64_t o55 = int64_t(v10) * 1 + 0;
     #pragma unroll
     for (int s56 = 0; s56 < 1; ++s56) {
-      v53[s56] = ((o54 + 0) < int64_t(tsr_dim_M) && (o55 + 0) < int64_t(tsr_dim_one)) ? tsr_p3[(o54 + 0) * tsr_p3_s0 + (o55 + 0) * tsr_p3_s1] : int32_t(0LL);
+      v53[s56] = (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + 0) < uint64_t(int64_t(tsr_dim_one))) ? tsr_p3[(o54 + 0) * tsr_p3_s0 + (o55 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %41 = reshape %40 : tile<i32, [1], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
@@ -2033,17 +2033,17 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     #pragma unroll
     for (int c7 = 0; c7 < 1; ++c7) {
       float vb8[4];
-      if ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<float, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
+      if (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C)) && tsr::aligned_vec<float, 4>(tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1)) {
         tsr::copy_vec<float, 4>(vb8, tsr_p0 + (o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1);
         v4[c7 * 4 + 0] = vb8[0];
         v4[c7 * 4 + 1] = vb8[1];
         v4[c7 * 4 + 2] = vb8[2];
         v4[c7 * 4 + 3] = vb8[3];
       } else {
-        v4[c7 * 4] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 1] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 2] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
-        v4[c7 * 4 + 3] = ((o5 + 0) < int64_t(tsr_dim_M) && (o6 + (((c7 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 4] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4))) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4))) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 4 + 1] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 1) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 4 + 2] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 2) * tsr_p0_s1] : 0x0p+0f;
+        v4[c7 * 4 + 3] = (uint64_t(o5 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o6 + (((c7 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p0[(o5 + 0) * tsr_p0_s0 + (o6 + (((c7 * 4) % 4)) + 3) * tsr_p0_s1] : 0x0p+0f;
       }
     }
   }
@@ -2061,17 +2061,17 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     #pragma unroll
     for (int c13 = 0; c13 < 1; ++c13) {
       int32_t vb14[4];
-      if ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
+      if (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C)) && tsr::aligned_vec<int32_t, 4>(tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1)) {
         tsr::copy_vec<int32_t, 4>(vb14, tsr_p1 + (o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1);
         v10[c13 * 4 + 0] = vb14[0];
         v10[c13 * 4 + 1] = vb14[1];
         v10[c13 * 4 + 2] = vb14[2];
         v10[c13 * 4 + 3] = vb14[3];
       } else {
-        v10[c13 * 4] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4))) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 1] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 1) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 2] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 2) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
-        v10[c13 * 4 + 3] = ((o11 + 0) < int64_t(tsr_dim_M) && (o12 + (((c13 * 4) % 4)) + 3) < int64_t(tsr_dim_C)) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4))) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4))) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 1] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 1) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 1) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 2] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 2) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 2) * tsr_p1_s1] : int32_t(-1LL);
+        v10[c13 * 4 + 3] = (uint64_t(o11 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o12 + (((c13 * 4) % 4)) + 3) < uint64_t(int64_t(tsr_dim_C))) ? tsr_p1[(o11 + 0) * tsr_p1_s0 + (o12 + (((c13 * 4) % 4)) + 3) * tsr_p1_s1] : int32_t(-1LL);
       }
     }
   }
@@ -2723,7 +2723,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     const int64_t o237 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s238 = 0; s238 < 1; ++s238) {
-      v235[s238] = ((o236 + 0) < int64_t(tsr_dim_M) && (o237 + 0) < int64_t(tsr_dim_K)) ? tsr_p3[(o236 + 0) * tsr_p3_s0 + (o237 + 0) * tsr_p3_s1] : int32_t(0LL);
+      v235[s238] = (uint64_t(o236 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o237 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p3[(o236 + 0) * tsr_p3_s0 + (o237 + 0) * tsr_p3_s1] : int32_t(0LL);
     }
   }
   // %131 = load_tile %values, %1, %4 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
@@ -2733,7 +2733,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     const int64_t o241 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s242 = 0; s242 < 1; ++s242) {
-      v239[s242] = ((o240 + 0) < int64_t(tsr_dim_M) && (o241 + 0) < int64_t(tsr_dim_K)) ? tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + 0) * tsr_p2_s1] : 0x0p+0f;
+      v239[s242] = (uint64_t(o240 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o241 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p2[(o240 + 0) * tsr_p2_s0 + (o241 + 0) * tsr_p2_s1] : 0x0p+0f;
     }
   }
   // %132, %133 = sort %131, %130 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
@@ -2788,7 +2788,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     const int64_t o252 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s253 = 0; s253 < 1; ++s253) {
-      if (((tsr_warp & 14) == 0) && (o251 + 0) < int64_t(tsr_dim_M) && (o252 + 0) < int64_t(tsr_dim_K)) tsr_p2[(o251 + 0) * tsr_p2_s0 + (o252 + 0) * tsr_p2_s1] = v243[s253];
+      if (((tsr_warp & 14) == 0) && uint64_t(o251 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o252 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o251 + 0) * tsr_p2_s0 + (o252 + 0) * tsr_p2_s1] = v243[s253];
     }
   }
   // store_tile %indices, %133, %1, %4
@@ -2797,7 +2797,7 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk_merge_tile(float*
     const int64_t o255 = int64_t(v3) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
     for (int s256 = 0; s256 < 1; ++s256) {
-      if (((tsr_warp & 14) == 0) && (o254 + 0) < int64_t(tsr_dim_M) && (o255 + 0) < int64_t(tsr_dim_K)) tsr_p3[(o254 + 0) * tsr_p3_s0 + (o255 + 0) * tsr_p3_s1] = v244[s256];
+      if (((tsr_warp & 14) == 0) && uint64_t(o254 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o255 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p3[(o254 + 0) * tsr_p3_s0 + (o255 + 0) * tsr_p3_s1] = v244[s256];
     }
   }
 }

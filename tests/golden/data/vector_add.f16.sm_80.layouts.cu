@@ -24,17 +24,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
     #pragma unroll
     for (int c3 = 0; c3 < 1; ++c3) {
       uint16_t vb4[8];
-      if ((o2 + (((c3 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o2 + (((c3 * 8) % 8))) * tsr_p0_s0)) {
+      if (uint64_t(o2 + (((c3 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p0 + (o2 + (((c3 * 8) % 8))) * tsr_p0_s0)) {
         tsr::copy_vec<uint16_t, 8>(vb4, tsr_p0 + (o2 + (((c3 * 8) % 8))) * tsr_p0_s0);
       } else {
-        vb4[0] = ((o2 + (((c3 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8))) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[1] = ((o2 + (((c3 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 1) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[2] = ((o2 + (((c3 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 2) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[3] = ((o2 + (((c3 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 3) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[4] = ((o2 + (((c3 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 4) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[5] = ((o2 + (((c3 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 5) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[6] = ((o2 + (((c3 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 6) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb4[7] = ((o2 + (((c3 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 7) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[0] = (uint64_t(o2 + (((c3 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8))) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[1] = (uint64_t(o2 + (((c3 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 1) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[2] = (uint64_t(o2 + (((c3 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 2) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[3] = (uint64_t(o2 + (((c3 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 3) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[4] = (uint64_t(o2 + (((c3 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 4) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[5] = (uint64_t(o2 + (((c3 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 5) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[6] = (uint64_t(o2 + (((c3 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 6) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb4[7] = (uint64_t(o2 + (((c3 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p0[(o2 + (((c3 * 8) % 8)) + 7) * tsr_p0_s0] : uint16_t(tsr::f2h(0x0p+0f));
       }
       v1.w[(c3 * 8) / 2 + 0] = uint32_t(vb4[0]) | (uint32_t(vb4[1]) << 16);
       v1.w[(c3 * 8) / 2 + 1] = uint32_t(vb4[2]) | (uint32_t(vb4[3]) << 16);
@@ -51,17 +51,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
     #pragma unroll
     for (int c8 = 0; c8 < 1; ++c8) {
       uint16_t vb9[8];
-      if ((o7 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o7 + (((c8 * 8) % 8))) * tsr_p1_s0)) {
+      if (uint64_t(o7 + (((c8 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o7 + (((c8 * 8) % 8))) * tsr_p1_s0)) {
         tsr::copy_vec<uint16_t, 8>(vb9, tsr_p1 + (o7 + (((c8 * 8) % 8))) * tsr_p1_s0);
       } else {
-        vb9[0] = ((o7 + (((c8 * 8) % 8))) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[1] = ((o7 + (((c8 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[2] = ((o7 + (((c8 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[3] = ((o7 + (((c8 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[4] = ((o7 + (((c8 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[5] = ((o7 + (((c8 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[6] = ((o7 + (((c8 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
-        vb9[7] = ((o7 + (((c8 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[0] = (uint64_t(o7 + (((c8 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8))) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[1] = (uint64_t(o7 + (((c8 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 1) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[2] = (uint64_t(o7 + (((c8 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 2) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[3] = (uint64_t(o7 + (((c8 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 3) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[4] = (uint64_t(o7 + (((c8 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 4) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[5] = (uint64_t(o7 + (((c8 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 5) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[6] = (uint64_t(o7 + (((c8 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 6) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
+        vb9[7] = (uint64_t(o7 + (((c8 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) ? tsr_p1[(o7 + (((c8 * 8) % 8)) + 7) * tsr_p1_s0] : uint16_t(tsr::f2h(0x0p+0f));
       }
       v6.w[(c8 * 8) / 2 + 0] = uint32_t(vb9[0]) | (uint32_t(vb9[1]) << 16);
       v6.w[(c8 * 8) / 2 + 1] = uint32_t(vb9[2]) | (uint32_t(vb9[3]) << 16);
@@ -89,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
       uint16_t vb17[8];
-      if ((o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0)) {
+      if (uint64_t(o15 + (((c16 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0)) {
         vb17[0] = tsr::f2h(v13[c16 * 8 + 0]);
         vb17[1] = tsr::f2h(v13[c16 * 8 + 1]);
         vb17[2] = tsr::f2h(v13[c16 * 8 + 2]);
@@ -100,14 +100,14 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
         vb17[7] = tsr::f2h(v13[c16 * 8 + 7]);
         tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0, vb17);
       } else {
-        if ((o15 + (((c16 * 8) % 8))) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8))) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8]);
-        if ((o15 + (((c16 * 8) % 8)) + 1) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 1) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 1]);
-        if ((o15 + (((c16 * 8) % 8)) + 2) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 2) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 2]);
-        if ((o15 + (((c16 * 8) % 8)) + 3) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 3) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 3]);
-        if ((o15 + (((c16 * 8) % 8)) + 4) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 4) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 4]);
-        if ((o15 + (((c16 * 8) % 8)) + 5) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 5) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 5]);
-        if ((o15 + (((c16 * 8) % 8)) + 6) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 6) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 6]);
-        if ((o15 + (((c16 * 8) % 8)) + 7) < int64_t(tsr_dim_N)) tsr_p2[(o15 + (((c16 * 8) % 8)) + 7) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 7]);
+        if (uint64_t(o15 + (((c16 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8))) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 1) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 1]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 2) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 2) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 2]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 3) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 3) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 3]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 4) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 4) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 4]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 5) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 5) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 5]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 6) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 6) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 6]);
+        if (uint64_t(o15 + (((c16 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 7) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 7]);
       }
     }
   }
