@@ -391,8 +391,8 @@ TEST(LayoutEmitter, PrefetchLoadsKnobIssuesReadOnlyLoopsLoadsAnIterationAhead) {
     ASSERT_TRUE(em.lowered) << name << ": the default printed it with the planning emitter";
     // The load, the tile carried into the next iteration and the `if` that passes it on: packed.
     EXPECT_GE(occurrences(em.source, "tsr::Packed16<true, "), 3u) << name;
-    // Each prefetched loop: its first tile before it (in an `if` on the loop running), the next
-    // one first in its body, before the reductions' barriers.
+    // Each prefetched loop: its first tile before it, the next one first in its body (in an
+    // `if` on a next iteration), before the reductions' barriers.
     const size_t loop = em.source.find("for (int64_t iv", em.source.find("if (v", em.source.find("tessera_")));
     ASSERT_NE(loop, std::string::npos) << em.source;
     const size_t next = em.source.find("if (v", loop);
