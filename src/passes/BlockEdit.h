@@ -52,6 +52,17 @@ inline bool only_unit_dims_change(const Type& from, const Type& to) {
   return a == b && from.shape.back() == to.shape.back();
 }
 
+// Whether `v` is defined inside `region_op` (by an op in its regions, at any depth, or as an
+// argument of one of their blocks).
+inline bool defined_inside(const Value* v, const Op& region_op) {
+  for (const Op* d = v->def; d; d = d->parent ? d->parent->parent : nullptr)
+    if (d == &region_op) return true;
+  if (v->block)
+    for (const Op* p = v->block->parent; p; p = p->parent ? p->parent->parent : nullptr)
+      if (p == &region_op) return true;
+  return false;
+}
+
 // Moves `op` out of its block to just in front of `anchor` (in anchor's block).
 inline void move_before(Op& op, const Op& anchor) {
   auto at = op_position(op);

@@ -55,6 +55,15 @@
 
 namespace tessera {
 
+namespace {
+
+// The k steps of an mma.sync dot (16 elements of K each, 32 of f8).
+int64_t mma_k_steps(const Op& dot) {
+  return static_shape(dot.operand(0)->type.shape)[1] / (256 / scalar_bits(dot.operand(0)->type.elem));
+}
+
+}  // namespace
+
 bool pure_scalar_op(const Op& o) {
   if (!o.regions.empty()) return false;
   for (const Value* r : o.results)
@@ -288,7 +297,7 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     if (ahead && op.attr_int("pipeline") == 2) {
       // With 2 stages the barrier before the last k step waits for the copy the same
       // iteration's refill began: only a dot of 4 or more k steps covers it.
-      const int64_t steps = static_shape(ahead->operand(0)->type.shape)[1] / (256 / scalar_bits(ahead->operand(0)->type.elem));
+      const int64_t steps = mma_k_steps(*ahead);
       if (steps < 4) ahead = nullptr;
     }
     walk(op.region(0), [&](Op& d) {
@@ -331,7 +340,7 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     // knob of the same name; written values stay).
     if (spread_copies && ahead && ahead->has_attr("fragments_ahead") && ahead->attr_int("fragments_ahead") == 1 &&
         !op.has_attr("refill_parts")) {
-      const int64_t steps = static_shape(ahead->operand(0)->type.shape)[1] / (256 / scalar_bits(ahead->operand(0)->type.elem));
+      const int64_t steps = mma_k_steps(*ahead);
       if (steps >= 3 && (!op.has_attr("refill_in_dot") || op.attr_int("refill_in_dot") == 1)) {
         op.set_attr("refill_in_dot", int64_t{1});
         op.set_attr("refill_parts", steps - 1);

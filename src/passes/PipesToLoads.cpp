@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 
 namespace tessera {
@@ -55,15 +56,6 @@ int uses_of(Kernel& k, const Value* v) {
     for (const Value* x : o.operands) n += x == v;
   });
   return n;
-}
-
-bool defined_inside(const Value* v, const Op& region_op) {
-  for (const Op* d = v->def; d; d = d->parent ? d->parent->parent : nullptr)
-    if (d == &region_op) return true;
-  if (v->block)
-    for (const Op* p = v->block->parent; p; p = p->parent ? p->parent->parent : nullptr)
-      if (p == &region_op) return true;
-  return false;
 }
 
 std::unique_ptr<Op> take(Block& b, const Op* op) {

@@ -19,12 +19,13 @@
 //
 // The guard keeps the loads in the loop to the iterations that run (a load past the loop's bound
 // may still lie inside its view); the first tile is loaded even where the loop does not run
-// (one tile's read; a load reads nothing past its view). What it costs: the tile's registers live across the whole iteration
-// (bf16 softmax at BLOCK_N = 4096 on sm_90a: 64 -> 72 registers, the planning emitter's
-// prefetch of the same name 64), so it is a tuning knob, off by default. The layout emitter
-// keeps the carried tile of a 16-bit load packed as it keeps the load (packs_value: the load,
-// the loop's operand and argument, the `if` and the yields, all tsr::Packed16; unpacked it was
-// 94). A note where the knob is set and no loop takes it; 0 and 1 only. After prefetch-programs: the first tile's load, outside the loop, is not a candidate
+// (one tile's read; a load reads nothing past its view). What it costs: the tile's registers
+// live across the whole iteration (bf16 softmax at BLOCK_N = 4096 on sm_90a: 64 -> 72
+// registers, the planning emitter's prefetch of the same name 64), so it is a tuning knob, off
+// by default. The layout emitter keeps the carried tile of a 16-bit load packed as it keeps the
+// load (packs_value: the load, the loop's operand and argument, the `if` and the yields, all
+// tsr::Packed16; unpacked it was 94). A note where the knob is set and no loop takes it; 0 and
+// 1 only. After prefetch-programs: the first tile's load, outside the loop, is not a candidate
 // for the next program's copies (it would take shared memory the row's own loads had).
 #include <algorithm>
 
@@ -48,15 +49,6 @@ bool writes_memory(Block& b) {
   return writes;
 }
 
-// Is `v` defined outside `loop` (or its induction variable)?
-bool outside_or_iv(const Value* v, const Op& loop) {
-  const Block& body = loop.region(0);
-  if (v == body.args[0]) return true;
-  for (const Block* b = v->def ? v->def->parent : v->block; b; b = b->parent ? b->parent->parent : nullptr)
-    if (b == &body) return false;
-  return true;
-}
-
 // The loads of `loop`'s body that the pass issues an iteration ahead.
 std::vector<Op*> prefetchable_loads(Op& loop) {
   std::vector<Op*> loads;
@@ -66,7 +58,9 @@ std::vector<Op*> prefetchable_loads(Op& loop) {
   for (const auto& op : body.ops) {
     // Registers only: a shared tile is one buffer, written where the load stands.
     if (op->kind != OpKind::LoadTile || op->result()->type.space == "shared") continue;
-    if (std::all_of(op->operands.begin(), op->operands.end(), [&](const Value* v) { return outside_or_iv(v, loop); }))
+    // (Its view and indices from outside the loop, or the induction variable.)
+    if (std::all_of(op->operands.begin(), op->operands.end(),
+                    [&](const Value* v) { return v == body.args[0] || !defined_inside(v, loop); }))
       loads.push_back(op.get());
   }
   return loads;
@@ -78,12 +72,6 @@ Value* load_at(Kernel& k, Block& b, const Op& load, const Value* loop_iv, Value*
   std::vector<Value*> operands = load.operands;
   std::replace(operands.begin(), operands.end(), const_cast<Value*>(loop_iv), iv);
   return k.create_op(b, OpKind::LoadTile, operands, {load.result()->type}, load.attrs, load.loc, 0, before)->result();
-}
-
-// `if cond { then } else { other }` in front of `before`, one result of type `t`; `then` and
-// `other` fill the regions (each yields one value).
-Op* make_if(Kernel& k, Value* cond, const Type& t, const Op& before, const Loc& loc) {
-  return k.create_op(*before.parent, OpKind::If, {cond}, {t}, {}, loc, 2, &before);
 }
 
 void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
@@ -120,7 +108,7 @@ void prefetch_loop(Kernel& k, Op& loop, const std::vector<Op*>& loads) {
     loop.results.push_back(result);
     replace_all_uses(k, load->result(), cur);
     // The next iteration's, first in the body (or this one's again past the last iteration).
-    Op* next = make_if(k, more, t, first_body_op, load->loc);
+    Op* next = k.create_op(body, OpKind::If, {more}, {t}, {}, load->loc, 2, &first_body_op);
     k.create_op(next->region(0), OpKind::Yield, {load_at(k, next->region(0), *load, loop_iv, next_iv)}, {}, {}, load->loc);
     k.create_op(next->region(1), OpKind::Yield, {cur}, {}, {}, load->loc);
     yield.operands.push_back(next->result());
