@@ -1160,7 +1160,7 @@ CudaEmission Emitter::run() {
                      " CTAs, each holding 1/" + std::to_string(cluster_) +
                      " of every tile; reductions meet through distributed shared memory");
   }
-  if (wg_.cluster_m > 1 || info.split_cluster) {
+  if (wg_.cluster_m > 1 || info.split_cluster || program_pairs_) {
     line("#include \"tessera/cluster.cuh\"");
     out.headers.push_back("tessera/cluster.cuh");
   }
@@ -1177,8 +1177,9 @@ CudaEmission Emitter::run() {
   // A warp-specialized kernel runs one CTA per SM (its ring takes most of shared memory): the
   // 1 lets ptxas use 65536 / block_threads registers per thread.
   std::string s = "extern \"C\" __global__ void " +
-                  (cluster_ > 1 || wg_.cluster_m > 1
-                       ? "__cluster_dims__(" + std::to_string(std::max(cluster_, wg_.cluster_m)) + ", 1, 1) "
+                  (cluster_ > 1 || wg_.cluster_m > 1 || program_pairs_
+                       ? "__cluster_dims__(" + std::to_string(std::max({cluster_, wg_.cluster_m, program_pairs_ ? 2 : 1})) +
+                             ", 1, 1) "
                        : std::string()) +
                   "__launch_bounds__(" + std::to_string(info.block_threads) + (wg_.ok || ws_loop_ ? ", 1" : "") + ") " +
                   info.symbol + "(";
@@ -1427,7 +1428,7 @@ const Op* first_layout_op(const Block& b) {
 // mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
 // prefetch_loads: prefetch-loop-loads; mma_early_last_step and mma_spread_copies:
 // pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
-// compilation's split-k-loops). Such a kernel goes to the planning emitter by default; the
+// compilation's split-k-loops; cluster_m: pair-programs, unmeasured_layout_knobs). Such a kernel goes to the planning emitter by default; the
 // layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
 // as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
@@ -1436,7 +1437,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
   // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
   static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
-      {"stream_k", {0}}, {"cluster_m", {1}}, {"cluster_size", {1}}, {"pair_stores", {1}}};
+      {"stream_k", {0}}, {"cluster_size", {1}}, {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);
@@ -1453,6 +1454,17 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
     });
     if (f8) knobs.push_back("swap_operands = 1 (of f8 operands)");
   }
+  return knobs;
+}
+
+// The knobs the layout emitter takes (a pass of the GPU lowering reads them) whose kernels have
+// not yet run on a GPU from it, as "name = value" where the kernel asks for something: Auto
+// leaves such a kernel to the planning emitter, which has run them. cluster_m: pair-programs
+// (CTA pairs with TMA multicast; printed and compiled by NVRTC in the tests, session 53).
+std::vector<std::string> unmeasured_layout_knobs(const Kernel& k) {
+  std::vector<std::string> knobs;
+  if (const ConstexprDecl* d = k.find_constexpr("cluster_m"); d && d->value != 1)
+    knobs.push_back("cluster_m = " + std::to_string(d->value));
   return knobs;
 }
 
@@ -1474,10 +1486,16 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   if (target.emitter == CudaTarget::Emitter::Auto) {
     std::string asks;
     for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
+    std::string unmeasured;
+    for (const std::string& knob : unmeasured_layout_knobs(bound_kernel))
+      unmeasured += (unmeasured.empty() ? "" : ", ") + knob;
     if (target.stream_k)
       layouts_note = "the stream-K compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
     else if (!asks.empty())
       layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
+    else if (!unmeasured.empty())
+      layouts_note = "knobs the layout emitter takes but has not yet run on a GPU (" + unmeasured +
+                     "): the planning emitter made it";
     else
       layouts = true;
   }
@@ -1555,6 +1573,10 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           // and their stores go out from registers (the TMA store follows persistence).
           if (Op* y = lowered->grid ? lowered->grid->terminator() : nullptr; y && y->has_attr("persistent"))
             take_back_persistence(*y);
+          // (No CTA pairs without persistence: their shared tiles are copied whole.)
+          walk(*lowered->body, [](Op& op) {
+            if (op.kind == OpKind::LoadTile && op.has_attr("multicast")) op.set_attr("multicast", int64_t{0});
+          });
           store_from_registers();
           out = print();
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");

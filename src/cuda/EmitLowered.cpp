@@ -135,8 +135,18 @@ std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::s
 bool Emitter::emit_lowered(const Op& op) {
   switch (op.kind) {
     case OpKind::ConvertLayout: lowered_convert(op); return true;
-    case OpKind::LoadTile:
-    case OpKind::StoreTile: lowered_load_store(op); return true;
+    case OpKind::LoadTile: lowered_load_store(op); return true;
+    case OpKind::StoreTile:
+      if (program_pairs_ && ws_consumers_ && op.parent == k_.body.get()) {
+        // The last pair's second program past an odd grid keeps its partner's copies and
+        // barriers, but its tile is not the kernel's to store.
+        open("if (tsr_pid0 < int32_t(tsr_grid0)) {  // not the program past an odd grid of CTA pairs");
+        lowered_load_store(op);
+        close();
+        return true;
+      }
+      lowered_load_store(op);
+      return true;
     case OpKind::Reshape:
     case OpKind::Permute:
     case OpKind::ExpandDims:
@@ -723,11 +733,17 @@ void Emitter::plan_tma_rings(std::vector<std::string>& sig, CudaKernelInfo& info
   // (Only with wgmma: a 128-byte swizzled tile of an mma.sync kernel, swizzle-mma-operands',
   // is laid out by indices on a 128-byte boundary, not by the address bits the TMA swizzles.)
   if (!tg_.arch_specific || !tg_.tma || tg_.sm < 90 || !lowered_wgmma_) return;
+  const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+  program_pairs_ = y && y->has_attr("program_pairs") && y->attr_int("program_pairs") == 1;
   for (const auto& loop : k_.body->ops)
-    for (const auto& [l, box] : tma_ring_boxes(k_, *loop)) tma_loads_[l] = add_tensor_map(sig, info, l->operand(0), box, 128);
+    for (auto [l, box] : tma_ring_boxes(k_, *loop)) {
+      // A shared tile's box is half its rows: each CTA of the pair copies one half.
+      if (multicast_load(*l)) box[1] /= 2;
+      tma_loads_[l] = add_tensor_map(sig, info, l->operand(0), box, 128);
+    }
 }
 
-std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_count) {
+std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_count, bool pairs) {
   const std::string SS = num(S) + "u";
   const int64_t off = (lowered_smem_ + 7) / 8 * 8;
   lowered_smem_ = off + 16 * S + 8 * order;
@@ -736,14 +752,17 @@ std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_
   open("if (tsr_tid == 0) {");
   line("for (uint32_t s_ = 0; s_ < " + SS + "; ++s_) {");
   line("  tsr::mbar_init(" + bars + " + 8u * s_, 1);");
-  line("  tsr::mbar_init(" + bars + " + 8u * (" + SS + " + s_), " + num(warps_) + ");");
+  line("  tsr::mbar_init(" + bars + " + 8u * (" + SS + " + s_), " + num(pairs ? 2 * warps_ : warps_) + ");");
   line("}");
   if (order > 0)
     line("for (uint32_t o_ = 0; o_ < " + num(order) + "u; ++o_) tsr::mbar_init(" + bars + " + 8u * (2u * " + SS +
          " + o_), " + num(order_count) + ");");
   line("tsr::mbar_init_fence();");
   close();
-  barrier();
+  // A pair's barriers are set up before either CTA copies into the other's ring or arrives on
+  // its barriers.
+  if (pairs) line("tsr::cluster_sync();");
+  else barrier();
   return bars;
 }
 
@@ -771,14 +790,22 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
     std::vector<std::string> o(R);
     for (int d = 0; d < R; ++d) o[d] = "int(" + nm(l->operand(1 + d)) + ") * " + num(Sh[d]);
     const int64_t A = ring.view.atom, eb = 128 / A;  // a box per 128-byte column block
+    // A pair's shared tile (2-D, pair-programs): this CTA copies rows [rank h, rank h + h) of
+    // every box (h half the tile's rows, whole 8-row swizzle atoms) into both CTAs' rings.
+    const bool mc = multicast_load(*l);
+    const int64_t h = Sh[0] / 2;
+    const std::string mc_at = mc ? " + tsr_mc_rank * " + num(h * 128) + "u" : "";
+    if (mc) o[0] += " + int(tsr_mc_rank) * " + num(h);
+    const std::string fn = "tsr::tma_load_" + num(R) + "d" + (mc ? "_multicast" : "");
     for (int64_t b = 0; b < Sh[R - 1] / A; ++b) {
       std::string at = smem_fn() + ring.view.ptr + ") + " + st + " * " + num(ring.stage_elems * eb) + "u + " +
-                       num(b * ring.view.rows * 128) + "u";
+                       num(b * ring.view.rows * 128) + "u" + mc_at;
       std::string coords = o[R - 1] + " + " + num(A * b);
       for (int d = R - 2; d >= 0; --d) coords += ", " + o[d];
-      const std::string args = at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st;
+      // (The multicast's CTA mask: both of the pair.)
+      const std::string args = at + ", &" + tma_loads_.at(l) + ", " + coords + ", " + bars + " + 8u * " + st + (mc ? ", 3" : "");
       const std::string hint = R == 2 && l->has_attr("l2_hint") ? l->attr_string("l2_hint") : "";
-      const std::string plain = "tsr::tma_load_" + num(R) + "d(" + args + ");";
+      const std::string plain = fn + "(" + args + ");";
       if (hint.empty()) {
         line(plain);
       } else if (hint == "few_readers") {  // hint-l2-policy: evict_first where at most 2 programs read it
@@ -786,10 +813,10 @@ void Emitter::issue_tma_stage(const Op& loop, const std::vector<const Op*>& load
         for (int64_t a : l->attr_ints("readers"))
           readers += (readers.empty() ? "" : " * ") + std::string(ws_persistent_ ? "int64_t(tsr_grid" + num(a) + ")"
                                                                                   : std::string("int64_t(gridDim.") + "xyz"[a] + ")");
-        line("if (" + readers + " <= 2) tsr::tma_load_2d_hint(" + args + ", tsr::l2_policy_evict_first()); else " + plain);
+        line("if (" + readers + " <= 2) " + fn + "_hint(" + args + ", tsr::l2_policy_evict_first()); else " + plain);
         count("tma-l2-hints");
       } else {
-        line("tsr::tma_load_2d_hint(" + args + ", tsr::l2_policy_" + hint + "());");
+        line(fn + "_hint(" + args + ", tsr::l2_policy_" + hint + "());");
         count("tma-l2-hints");
       }
     }
@@ -814,6 +841,11 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   };
   std::string rn0 = "0";
   const bool pingpong = persistent && consumers_ == 2;
+  // A stage's release: in both CTAs of a pair (each CTA's producer fills half of both rings).
+  auto release = [&](const std::string& bar) {
+    return producer && program_pairs_ ? "{ tsr::mbar_arrive(" + bar + "); tsr::mbar_arrive_cluster(" + bar + ", tsr_mc_peer); }"
+                                      : "tsr::mbar_arrive(" + bar + ");";
+  };
   if (pingpong) {
     // Every program's loop has the same trip count (pingpong-consumers checked that its bounds
     // do not depend on program ids), and the producer issues the programs in order: the
@@ -871,12 +903,12 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
               if (async) {
                 // The group of the iteration before has finished (the dot waited for all but its
                 // own): that stage is free for the copies S - 1 iterations ahead.
-                line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" +
-                     rn + " - 1u) % " + SS + "));");
+                line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) " +
+                     release(bars + " + 8u * (" + SS + " + (" + rn + " - 1u) % " + SS + ")"));
                 issue("(" + iv_name + "_ + " + num(S - 1) + " * int64_t(" + step + "))", rn + " + " + num(S - 1) + "u");
               } else {
                 // The warp's reads of the stage are done (the dots waited for their groups).
-                line("if (tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + " + rn + " % " + SS + "));");
+                line("if (tsr_lane == 0) " + release(bars + " + 8u * (" + SS + " + " + rn + " % " + SS + ")"));
               }
               line("++" + rn + ";");
               line(stage + " = (" + stage + " + 1) % " + num(S) + ";");
@@ -897,8 +929,8 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
     wgmma_fence_acc(async->result(), nm(async->operand(2)));
     // The last stage is read: the producer may refill it for the CTA's next program.
     if (persistent)
-      line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) tsr::mbar_arrive(" + bars + " + 8u * (" + SS + " + (" + rn +
-           " - 1u) % " + SS + "));");
+      line("if (" + rn + " > " + rn0 + " && tsr_lane == 0) " +
+           release(bars + " + 8u * (" + SS + " + (" + rn + " - 1u) % " + SS + ")"));
     async_dot_ = nullptr;
     count("wgmma-dots-in-flight");
   }
@@ -946,6 +978,14 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       count("persistent-programs");
       notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(group_rows()) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
+      if (program_pairs_) {
+        info.persistent_cluster = 2;
+        count("program-pairs");
+        for (const Op* l : ring_loads(*o, nullptr))
+          if (multicast_load(*l)) count("tma-multicast-loads");
+        notes_.push_back("program pairs: clusters of 2 CTAs take programs (2q, n) and (2q + 1, n); each copies half of "
+                         "every shared ring tile into both rings with TMA multicast");
+      }
       for (const auto& s : k_.body->ops)
         if (s->kind == OpKind::StoreTile && s->has_attr("tma_store") && s->attr_int("tma_store") == 1) {
           tma_store_op_ = s.get();
@@ -1076,7 +1116,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
 }
 
 void Emitter::open_program_loop(bool pingpong) {
-  const std::string G = num(group_rows());
+  std::string G = num(group_rows());
   // Program numbers in 32 bits: the runtime launches no persistent kernel of more than 2^31 - 1
   // programs (CudaRuntime.cpp), so a CTA's next number (+ gridDim.x, or twice that, at most a
   // few SMs' worth) does not wrap. 64-bit divisions are a software routine: the grouped order's
@@ -1084,10 +1124,20 @@ void Emitter::open_program_loop(bool pingpong) {
   // a CTA) about as much as a microsecond. A group past 2^32 programs is taken as 2^32 - 1: no
   // program number reaches it either way.
   const bool planes = !k_.grid || k_.grid->terminator()->operands.size() > 2;
-  line("const uint32_t tsr_plane = uint32_t(tsr_grid0) * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);");
+  // CTA pairs (program_pairs_) number pairs of axis-0 programs: tsr_grid0p = ceil(tsr_grid0 / 2)
+  // rows of them, group_rows / 2 a group; both CTAs of a cluster take the same pair, rank r its
+  // program 2q + r (past an odd grid for the last pair's rank 1: emit_lowered skips its stores).
+  const std::string G0 = program_pairs_ ? "tsr_grid0p" : "uint32_t(tsr_grid0)";
+  if (program_pairs_) {
+    G = num(std::max<int64_t>(1, group_rows() / 2));
+    line("const uint32_t tsr_grid0p = (uint32_t(tsr_grid0) + 1u) / 2u;");
+  }
+  line("const uint32_t tsr_plane = " + G0 + " * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);");
   line("const uint32_t tsr_in_group = uint32_t(" + G + "LL * tsr_grid1 < 4294967295LL ? " + G +
        "LL * tsr_grid1 : 4294967295LL);");
-  if (pingpong)
+  if (program_pairs_)
+    open("for (uint32_t tsr_t = blockIdx.x / 2u; tsr_t < tsr_programs; tsr_t += gridDim.x / 2u) {");
+  else if (pingpong)
     open("for (uint32_t tsr_j = 0, tsr_t = blockIdx.x + uint32_t(tsr_cons) * gridDim.x; tsr_t < tsr_programs; "
          "++tsr_j, tsr_t += 2u * gridDim.x) {");
   else
@@ -1096,7 +1146,7 @@ void Emitter::open_program_loop(bool pingpong) {
   // in turn, axis 0 fastest (the planning emitter's grouped order). (A grid of two axes has one
   // plane.)
   line(planes ? "const uint32_t tsr_u = tsr_t % tsr_plane;" : "const uint32_t tsr_u = tsr_t;");
-  emit_grouped_ids("tsr_u", G, "uint32_t(tsr_grid0)", false, "uint32_t");
+  emit_grouped_ids("tsr_u", G, G0, program_pairs_, "uint32_t");
   line(planes ? "const int32_t tsr_pid2 = int32_t(tsr_t / tsr_plane);" : "const int32_t tsr_pid2 = 0;");
   line("(void)tsr_pid0; (void)tsr_pid1; (void)tsr_pid2;");
 }
@@ -1123,7 +1173,7 @@ void Emitter::emit_warp_specialized_body() {
   }
   // Ping-pong: an empty barrier counts one consumer's warps (one warpgroup releases a stage),
   // and two order barriers follow the ring's, one per consumer, each for its warps' arrivals.
-  ws_bars_ = init_ring_barriers(S, consumers_ == 2 ? 2 : 0, warps_);
+  ws_bars_ = init_ring_barriers(S, consumers_ == 2 ? 2 : 0, warps_, program_pairs_);
   if (consumers_ == 2) ws_order_ = "(" + ws_bars_ + " + " + num(16 * S) + "u)";
   const std::string W = num(CW);
   // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
@@ -1141,6 +1191,7 @@ void Emitter::emit_warp_specialized_body() {
   // run on).
   const std::string it = fresh("pi");
   line("uint32_t " + it + " = 0;");
+  if (program_pairs_) line("const uint32_t tsr_mc_rank = tsr::cluster_rank();  // which half of the pair's shared tiles");
   if (ws_persistent_) open_program_loop();
   for (const auto& o : k_.body->ops) {
     if (std::find(slice.begin(), slice.end(), o.get()) != slice.end()) {
@@ -1168,6 +1219,7 @@ void Emitter::emit_warp_specialized_body() {
   line("} else {  // the compute warps");
   ++ind_;
   if (realloc) line("tsr::setmaxnreg_inc<" + num(consumer_regs) + ">();");
+  if (program_pairs_) line("const uint32_t tsr_mc_peer = tsr::cluster_rank() ^ 1u;  // the pair's other CTA");
   const size_t first = lines_.size();
   const bool pingpong = consumers_ == 2;
   if (pingpong) {
@@ -1217,6 +1269,9 @@ void Emitter::emit_warp_specialized_body() {
       throw NotWarpSpecializable{"the ping-pong consumers' code has a barrier over the compute warps"};
   }
   close();
+  // Neither CTA of a pair leaves while the other may still copy into its ring or arrive on its
+  // barriers.
+  if (program_pairs_) line("tsr::cluster_sync();");
 }
 
 void Emitter::emit_tma_store(const Op& op) {

@@ -723,7 +723,9 @@ class Emitter {
   // "empty" s at bars + 8 (S + s), one arrival per compute warp), initialised by thread 0
   // before a barrier; returns the name of their base address.
   // `order` > 0: that many more barriers after the ring's, each for `order_count` arrivals.
-  std::string init_ring_barriers(int64_t S, int64_t order = 0, int64_t order_count = 0);
+  // `pairs`: the ring of a CTA pair (program_pairs_): each empty barrier counts both CTAs'
+  // compute warps, and a cluster barrier follows the setup.
+  std::string init_ring_barriers(int64_t S, int64_t order = 0, int64_t order_count = 0, bool pairs = false);
   // The TMA copies of the iteration numbered `it` (induction value `iv`) of `loop` into its
   // stage, once the warps have released what the stage held S iterations before; only thread
   // 0 issues them unless `one_thread` is false (the caller has chosen the thread).
@@ -752,6 +754,15 @@ class Emitter {
   // two order barriers (emit_warp_specialized_body says why they make it race-free).
   int consumers_ = 1;
   std::string ws_order_;
+  // pair-programs' `program_pairs = 1` on a persistent kernel's yield: clusters of two CTAs
+  // (__cluster_dims__(2, 1, 1)) take programs (2q, n) and (2q + 1, n) together; each CTA's
+  // producer copies half of every `multicast = 1` ring tile into both CTAs' rings, its compute
+  // warps release each stage in both CTAs, and the program past an odd grid stores nothing.
+  bool program_pairs_ = false;
+  // Whether ring load `l` is copied half by each CTA of the pair.
+  bool multicast_load(const Op& l) const {
+    return program_pairs_ && l.has_attr("multicast") && l.attr_int("multicast") == 1;
+  }
   // store-epilogues-by-tma's `tma_store = 1` store of a persistent kernel: its tensor map, and
   // the compute warpgroup's two 8 KiB staging buffers (a shared address).
   const Op* tma_store_op_ = nullptr;

@@ -25,7 +25,7 @@ Extra extra(OpKind k) {
     case OpKind::Dim: return {{req("axis", A::Int)}, "size of a view along an axis (i32)"};
     case OpKind::Arange: return {{opt("start", A::Int)}, "tile<i32, [N]> holding start, start+1, ..., start+N-1"};
     case OpKind::Splat: return {{}, "a tile whose every element is the scalar operand"};
-    case OpKind::LoadTile: return {{opt("pad", A::Number), opt("l2_hint", A::String), opt("readers", A::IntList), opt("l2_prefetch", A::Int), opt("prefetch", A::String), opt("prefetch_at", A::Int)}, "load tile number (i0, i1, ...) of a view; out-of-bounds elements read as pad (default 0)"};
+    case OpKind::LoadTile: return {{opt("pad", A::Number), opt("l2_hint", A::String), opt("readers", A::IntList), opt("l2_prefetch", A::Int), opt("prefetch", A::String), opt("prefetch_at", A::Int), opt("multicast", A::Int)}, "load tile number (i0, i1, ...) of a view; out-of-bounds elements read as pad (default 0)"};
     case OpKind::StoreTile: return {{opt("tma_store", A::Int), opt("l2_hint", A::String), opt("tma_buffers", A::Int), opt("overlap", A::Int), opt("staged", A::Int)}, "store a tile at tile number (i0, i1, ...) of a view; out-of-bounds elements are dropped"};
     case OpKind::Gather: return {{opt("pad", A::Number)}, "load view[idx0, idx1, ...] elementwise from index tiles, with an optional i1 mask; masked-off or out-of-bounds elements read as pad"};
     case OpKind::Scatter: return {{}, "store a value tile to view[idx0, ...] elementwise, with an optional i1 mask; masked-off elements are skipped, out-of-bounds ones are an error"};
@@ -87,7 +87,8 @@ Extra extra(OpKind k) {
     case OpKind::If: return {{}, "if cond then region 0 else region 1, each yielding the results"};
     case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
     case OpKind::Yield:
-      return {{opt("persistent", A::Int), opt("group_rows", A::Int), opt("num_warps", A::Int), opt("prefetch_buffers", A::Int)},
+      return {{opt("persistent", A::Int), opt("group_rows", A::Int), opt("num_warps", A::Int), opt("prefetch_buffers", A::Int),
+               opt("program_pairs", A::Int)},
               "end a region, passing its values out"};
     case OpKind::Alloc: return {{}, "a buffer in the result type's memory space (\"shared\"), live for the whole program; a slot is read only after something wrote it"};
     case OpKind::AsyncCopy: return {{opt("pad", A::Number)}, "start copying tile (i0, ...) of a view into buffer slot (s0, ...), as load_tile reads it (pad); done at the next async_wait"};

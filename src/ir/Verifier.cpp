@@ -282,9 +282,10 @@ class Verifier {
         else if (i + 1 != b.ops.size())
           error(op->loc, "'yield' must be the last op of its region");
         else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") ||
-                                              op->find_attr("num_warps") || op->find_attr("prefetch_buffers")))
-          error(op->loc, "'yield' takes persistent, group_rows, num_warps and prefetch_buffers only in the grid block (they "
-                         "say how its programs run)");
+                                              op->find_attr("num_warps") || op->find_attr("prefetch_buffers") ||
+                                              op->find_attr("program_pairs")))
+          error(op->loc, "'yield' takes persistent, group_rows, num_warps, prefetch_buffers and program_pairs only in the "
+                         "grid block (they say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
@@ -607,6 +608,13 @@ class Verifier {
       if (std::get<int64_t>(*g) < 1 || std::get<int64_t>(*g) > 1024)
         return fail("group_rows must be between 1 and 1024 (values of program axis 0 per group), got " + attr_str(*g));
     }
+    // CTA pairs of a cluster taking programs (2q, n), (2q + 1, n) (pair-programs): persistent CTAs only.
+    if (const Attr* pp = op.find_attr("program_pairs")) {
+      const int64_t v = std::get<int64_t>(*pp);
+      if (v != 0 && v != 1) return fail("program_pairs must be 0 or 1 (CTA pairs taking programs 2q and 2q + 1), got " + attr_str(*pp));
+      if (v == 1 && !(op.has_attr("persistent") && op.attr_int("persistent") == 1))
+        return fail("program_pairs = 1 needs persistent = 1 (the pairs are persistent CTAs of a cluster)");
+    }
     for (const Value* v : op.operands)
       if (!v->type.is_scalar() && !(op.kind == OpKind::Dim && v->type.is_view())) {
         fail("in the grid block must work on scalars, got " + v->type.str());
@@ -694,6 +702,18 @@ class Verifier {
     const int64_t* on = pers ? std::get_if<int64_t>(pers) : nullptr;
     if (!on || *on != 1)
       fail("prefetch needs persistent = 1 on the grid's yield (the CTA's previous program copies the tile)");
+  }
+
+  // multicast (pair-programs): 0 or 1, and 1 only where the grid's yield says program_pairs = 1
+  // (the pair's other CTA copies the other half of the tile).
+  void check_multicast(const Op& op) {
+    const Attr* m = op.find_attr("multicast");
+    if (!m) return;
+    const int64_t v = std::get<int64_t>(*m);
+    if (v != 0 && v != 1) return fail("multicast must be 0 or 1 (a CTA pair's shared ring tile), got " + attr_str(*m));
+    const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+    if (v == 1 && !(y && y->has_attr("program_pairs") && y->attr_int("program_pairs") == 1))
+      fail("multicast = 1 needs program_pairs = 1 on the grid's yield (the CTA pair that shares the tile)");
   }
 
   // Operands [first, first + n) must be i32 scalars named `what` i.
@@ -840,6 +860,7 @@ class Verifier {
         check_pad(op, view.elem);
         check_l2_hint(op);
         check_prefetch(op);
+        check_multicast(op);
         return;
       }
       case OpKind::StoreTile: {

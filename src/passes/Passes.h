@@ -202,8 +202,9 @@ void prefetch_loop_loads(Kernel& k, PassStats& stats);
 // else none (the loop's ring is copied by cp.async). The layout emitter's plan_tma_rings and
 // hint-l2-policy both ask it.
 std::vector<std::pair<const Op*, std::vector<int64_t>>> tma_ring_boxes(const Kernel& k, const Op& loop);
-// The grid's yield `yield` says one CTA per program again: `persistent = 0`, no `group_rows`
-// (persist-programs declining a written 1, the cuda emitter printing without a producer).
+// The grid's yield `yield` says one CTA per program again: `persistent = 0`, no `group_rows` or
+// `program_pairs` (persist-programs declining a written 1, the cuda emitter printing without a
+// producer).
 void take_back_persistence(Op& yield);
 // A persistent kernel's wgmma result stored from shared memory by TMA: `tma_store = 1` on its
 // store_tile (StoreEpiloguesByTma.cpp).
@@ -218,6 +219,10 @@ void pingpong_consumers(Kernel& k, PassStats& stats);
 // A persistent kernel's TMA-stored result stored during the next program's K loop: `overlap = 1`
 // on the store (OverlapEpilogues.cpp).
 void overlap_epilogues(Kernel& k, PassStats& stats);
+// The knob cluster_m = 2: CTA pairs of a cluster take programs (2q, n) and (2q + 1, n) of a
+// persistent warp-specialized kernel, `program_pairs = 1` on the grid's yield, and copy the ring
+// tiles both programs read by TMA multicast, `multicast = 1` on those loads (PairPrograms.cpp).
+void pair_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The top-level pure scalar ops, in program order, that a producer warpgroup re-computes to
 // issue `loop`'s ring copies (its bounds, its loads' indices); *why says what stops a producer
 // (then the result is empty; "" when it can run).

@@ -77,6 +77,8 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"stage-epilogue-stores", stage_epilogue_stores},
       {"pingpong-consumers", pingpong_consumers},
       {"overlap-epilogues", overlap_epilogues},
+      // After pingpong-consumers (whose consumers take programs of their own CTA: no pairs).
+      {"pair-programs", [o](Kernel& k, PassStats& st) { pair_programs(k, o, st); }},
       {"verify-lowered", verify_bound},
   };
 }

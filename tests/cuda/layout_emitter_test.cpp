@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "CudaTestUtil.h"
+#include "../common/NtMatmulText.h"
 #include "../common/ScopedEnv.h"
 #include "cuda/CubinInfo.h"
 #include "cuda/DistLayout.h"
@@ -596,6 +597,77 @@ TEST(LayoutEmitter, EpilogueBuffersKnobGivesTheTmaStoreFourBoxes) {
   EXPECT_EQ(cubin_resources(r.cubin, four.info.symbol).frame_bytes, 0) << "spills";
 }
 
+// cluster_m = 2 (pair-programs) on the persistent bf16 matmul, printed by the layout emitter:
+// clusters of two CTAs (the runtime launches pairs: persistent_cluster) number pairs of axis-0
+// programs; B's ring tile (its index does not depend on axis 0) is copied half by each CTA into
+// both rings (its tensor map's box half the tile's 64 rows; the half at rank x 32 rows), A's
+// whole by each; a stage's release counts both CTAs' 8 compute warps and reaches both; the store
+// of the program past an odd grid is skipped; a cluster barrier after the barriers' setup and one
+// at the end. NVRTC takes it without spills, with multicast copies and cluster barriers in the
+// PTX. Another value of the knob is a located error.
+TEST(LayoutEmitter, ProgramPairsShareBTilesByMulticast) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto emit_with = [&](int64_t c) {
+    auto k = lk->build(ScalarKind::BF16);
+    k->set_constexpr("cluster_m", c);
+    bool printed = false;
+    CudaEmission em = by_layouts(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), "sm_90a", &printed);
+    EXPECT_TRUE(printed);
+    return em;
+  };
+  const CudaEmission one = emit_with(1), two = emit_with(2);
+  EXPECT_EQ(one.info.persistent_cluster, 1);
+  EXPECT_EQ(one.source.find("__cluster_dims__"), std::string::npos);
+  EXPECT_EQ(two.info.persistent_cluster, 2);
+  EXPECT_EQ(two.stats.at("program-pairs"), 1);
+  EXPECT_EQ(two.stats.at("tma-multicast-loads"), 1);
+  EXPECT_NE(two.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  for (const std::string& n : two.notes) EXPECT_EQ(n.find("knob cluster_m"), std::string::npos) << n;
+  // The tensor maps: A's box 64 x 128 rows, B's 64 x 32 (half of its 64-row tile).
+  std::vector<std::pair<int, int>> boxes;
+  for (const CudaParam& p : two.info.params)
+    if (p.kind == CudaParam::Kind::TensorMap && p.param_index < 2) boxes.push_back({p.box[0], p.box[1]});
+  EXPECT_EQ(boxes, (std::vector<std::pair<int, int>>{{64, 128}, {64, 32}}));
+  EXPECT_NE(two.source.find("for (uint32_t tsr_t = blockIdx.x / 2u; tsr_t < tsr_programs; tsr_t += gridDim.x / 2u) {"),
+            std::string::npos);
+  EXPECT_NE(two.source.find("const int32_t tsr_pid0 = int32_t(2 * (tsr_first + tsr_u % tsr_in_group % tsr_rows) + "
+                            "int64_t(tsr::cluster_rank()));"),
+            std::string::npos);
+  EXPECT_EQ(occurrences(two.source, "tsr::tma_load_2d_multicast("), 4u);  // B's four 64-column boxes
+  EXPECT_NE(two.source.find("+ tsr_mc_rank * 4096u, &tsr_tma1, int(v"), std::string::npos) << "half at 32 rows";
+  EXPECT_NE(two.source.find(" + int(tsr_mc_rank) * 32, "), std::string::npos);
+  EXPECT_NE(two.source.find("tsr::mbar_init(mb4 + 8u * (4u + s_), 16);"), std::string::npos) << two.source;
+  EXPECT_EQ(occurrences(two.source, "tsr::mbar_arrive_cluster("), occurrences(one.source, "tsr::mbar_arrive(mb"));
+  EXPECT_NE(two.source.find("if (tsr_pid0 < int32_t(tsr_grid0)) {"), std::string::npos);
+  EXPECT_EQ(occurrences(two.source, "tsr::cluster_sync();"), 2u);
+  try {
+    emit_with(3);
+    ADD_FAILURE() << "cluster_m = 3 accepted";
+  } catch (const TesseraError& e) {
+    EXPECT_NE(std::string(e.what()).find("knob cluster_m = 3: 1 (one CTA per program, the default) or 2"), std::string::npos)
+        << e.what();
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(two.source, CudaTarget::parse("sm_90a"), "pairs.cu", two.line_op);
+  EXPECT_EQ(cubin_resources(r.cubin, two.info.symbol).frame_bytes, 0) << "spills";
+  EXPECT_NE(r.ptx.find(".multicast::cluster"), std::string::npos);
+  EXPECT_NE(r.ptx.find("barrier.cluster.arrive"), std::string::npos);
+  EXPECT_NE(r.ptx.find("mapa.shared::cluster"), std::string::npos);
+  // B as [N, K] (K-major tiles: each CTA copies 128 of a box's 256 rows), bf16 and f8 operands.
+  for (std::string in : {"bf16", "f8e4m3"}) {
+    auto k = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
+    k->set_constexpr("cluster_m", 2);
+    bool printed = false;
+    const CudaEmission nt = by_layouts(*k, "sm_90a", &printed);
+    EXPECT_TRUE(printed) << in;
+    EXPECT_EQ(nt.info.persistent_cluster, 2) << in;
+    EXPECT_NE(nt.source.find(" + int(tsr_mc_rank) * 128, "), std::string::npos) << in;
+    const NvrtcResult rn = nvrtc_compile(nt.source, CudaTarget::parse("sm_90a"), "pairs_nt.cu", nt.line_op);
+    EXPECT_EQ(cubin_resources(rn.cubin, nt.info.symbol).frame_bytes, 0) << in << ": spills";
+  }
+}
+
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
 // the planning emitter reads, and the runtime's stream-K compilation, go to the planning emitter
 // with a note that says why; the split-K compilation and the swapped product are the layout
@@ -618,9 +690,16 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   auto [printed, notes] = emit_default({});
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
-  std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"cluster_m", 2}});
+  std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"cluster_size", 2}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, cluster_m = 2): the planning emitter made it"),
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, cluster_size = 2): the planning emitter made it"),
+            std::string::npos)
+      << notes;
+  // cluster_m = 2: pair-programs takes it, but the GPU has not yet run the layout emitter's pairs.
+  std::tie(printed, notes) = emit_default({{"cluster_m", 2}});
+  EXPECT_FALSE(printed) << notes;
+  EXPECT_NE(notes.find("knobs the layout emitter takes but has not yet run on a GPU (cluster_m = 2): the planning emitter "
+                       "made it"),
             std::string::npos)
       << notes;
   // prefetch_loads (prefetch-loop-loads) no longer asks for the planning emitter (the matmul's

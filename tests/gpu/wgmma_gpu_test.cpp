@@ -554,11 +554,28 @@ TEST(WgmmaGpu, EpilogueOverlapMatchesTheInterpreter) {
   }
 }
 
+// The planning emitter's options, and the layout emitter's (pair-programs), each unsplit.
+std::vector<std::pair<std::string, CudaOptions>> both_emitters_unsplit() {
+  CudaOptions layouts = no_split_options();
+  layouts.target.emitter = CudaTarget::Emitter::Layouts;
+  return {{"planning", no_split_options()}, {"layouts", layouts}};
+}
+
+// That the layout emitter prints `k` with CTA pairs (so that a test of its pairs cannot pass on
+// the planning emitter's fallback or on one CTA per program).
+void expect_layout_pairs(const Kernel& k, const CudaOptions& o) {
+  if (o.target.emitter != CudaTarget::Emitter::Layouts) return;
+  CudaEmission em = emit_cuda_with_info(*run_pipeline(k, {}), cuda_target_for(o));
+  EXPECT_NE(em.lowered, nullptr) << "the layout emitter did not print it";
+  EXPECT_EQ(em.info.persistent_cluster, 2) << "no CTA pairs";
+}
+
 // cluster_m = 2: CTA pairs take programs (2q, n) and (2q + 1, n) and multicast half of each B
 // tile into both rings. An even and an odd number of program rows (the last pair's second
 // program lies past the grid), more pairs than clusters (the rings' phases and the epilogue
 // buffers carry from tile to tile), ragged M, N and K, a 64-column tile (one epilogue box),
-// the streamed-B hint (one row of tiles), and B as [N, K] (K-major, fp8 too).
+// the streamed-B hint (one row of tiles), and B as [N, K] (K-major, fp8 too). Both emitters
+// (the layout emitter's pairs: pair-programs).
 TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
   REQUIRE_HOPPER();
   uint64_t seed = 71;
@@ -566,20 +583,25 @@ TEST(WgmmaGpu, ClusterPairsMatchTheInterpreter) {
     int64_t bm, bn;
     Sizes s;
   };
-  for (const Case& c : {Case{128, 256, {{"M", 128 * 12 - 24}, {"N", 256 * 12 - 8}, {"K", 136}}},
-                        Case{128, 256, {{"M", 128 * 13 - 40}, {"N", 256 * 11 - 8}, {"K", 264}}},
-                        Case{128, 64, {{"M", 128 * 15 - 8}, {"N", 64 * 21 - 8}, {"K", 72}}},
-                        Case{64, 256, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}}}) {
-    auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
-    k->set_constexpr("cluster_m", 2);
-    SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
-    EXPECT_EQ(run_and_compare(*k, c.s, seed++, no_split_options()), 0);
-  }
-  for (std::string in : {"bf16", "f8e4m3"}) {
-    auto k = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
-    k->set_constexpr("cluster_m", 2);
-    SCOPED_TRACE(in + " NT");
-    EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, no_split_options()), 0);
+  for (const auto& [emitter, opts] : both_emitters_unsplit()) {
+    SCOPED_TRACE(emitter);
+    for (const Case& c : {Case{128, 256, {{"M", 128 * 12 - 24}, {"N", 256 * 12 - 8}, {"K", 136}}},
+                          Case{128, 256, {{"M", 128 * 13 - 40}, {"N", 256 * 11 - 8}, {"K", 264}}},
+                          Case{128, 64, {{"M", 128 * 15 - 8}, {"N", 64 * 21 - 8}, {"K", 72}}},
+                          Case{64, 256, {{"M", 100}, {"N", 256 * 40 - 8}, {"K", 264}}}}) {
+      auto k = matmul(ScalarKind::BF16, c.bm, c.bn, 64);
+      k->set_constexpr("cluster_m", 2);
+      SCOPED_TRACE(std::to_string(c.bm) + "x" + std::to_string(c.bn) + " at " + sizes_str(c.s));
+      expect_layout_pairs(*k, opts);
+      EXPECT_EQ(run_and_compare(*k, c.s, seed++, opts), 0);
+    }
+    for (std::string in : {"bf16", "f8e4m3"}) {
+      auto k = testutil::nt_matmul(in, "bf16", 128, 256, in == "bf16" ? 64 : 128);
+      k->set_constexpr("cluster_m", 2);
+      SCOPED_TRACE(in + " NT");
+      expect_layout_pairs(*k, opts);
+      EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 11 - 8}, {"N", 256 * 13 - 16}, {"K", 272}}, seed++, opts), 0);
+    }
   }
 }
 
@@ -593,13 +615,15 @@ TEST(WgmmaGpu, ClusterPairsProgramPastAnOddGridStoresNothing) {
   ASSERT_NE(t.find(ceil_rows), std::string::npos);
   t.replace(t.find(ceil_rows), ceil_rows.size(), "%gm = div %m, %bm : i32");
   uint64_t seed = 91;
-  for (int64_t tma_store : {1, 0}) {
-    SCOPED_TRACE("tma_store_epilogue = " + std::to_string(tma_store));
-    auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
-    k->set_constexpr("cluster_m", 2);
-    k->set_constexpr("tma_store_epilogue", tma_store);
-    EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 13 + 64}, {"N", 256 * 5 - 8}, {"K", 136}}, seed++, no_split_options()), 0);
-  }
+  for (const auto& [emitter, opts] : both_emitters_unsplit())
+    for (int64_t tma_store : {1, 0}) {
+      SCOPED_TRACE(emitter + ", tma_store_epilogue = " + std::to_string(tma_store));
+      auto k = bind_constexprs(*parse_module(t, "floor_rows.tile")->kernels.at(0), {});
+      k->set_constexpr("cluster_m", 2);
+      k->set_constexpr("tma_store_epilogue", tma_store);
+      expect_layout_pairs(*k, opts);
+      EXPECT_EQ(run_and_compare(*k, {{"M", 128 * 13 + 64}, {"N", 256 * 5 - 8}, {"K", 136}}, seed++, opts), 0);
+    }
 }
 
 }  // namespace
