@@ -9,11 +9,13 @@
 // runs one program and keeps the rule.
 //
 // On sm_90a one exception to the rule: a kernel whose dots all take 16-bit or f8 float operands
-// into accumulators of one 64-row block (matmul's BLOCK_M = 64, which the tuner picks for a
-// 128-row GEMM) gets 4 warps where the rule says 8. A wgmma warpgroup takes whole 64-row blocks,
-// so at 8 warps assign-layouts would leave such a dot to mma.sync; at 4 its one warpgroup runs
-// wgmma and the layout emitter adds the producer warpgroup, the planning emitter's 256 threads
-// (H100, bf16 128 x 14336 x 4096: 0.158 ms on mma.sync against the planning emitter's 0.050).
+// into accumulators of an odd number of 64-row blocks (matmul's BLOCK_M = 64, which the tuner
+// picks for a 128-row GEMM; 192 rows, the swapped decode product of a 192-column tile) of at
+// most 128 f32 registers a thread on one warpgroup gets 4 warps where the rule says 8. A wgmma warpgroup takes whole 64-row blocks, so at 8 warps (two
+// warpgroups, each half the rows) assign-layouts would leave such a dot to mma.sync; at 4 its one
+// warpgroup runs wgmma and the layout emitter adds the producer warpgroup, the planning
+// emitter's 256 threads (H100, bf16 128 x 14336 x 4096: 0.158 ms on mma.sync against the
+// planning emitter's 0.050).
 #include "ir/IR.h"
 #include "passes/Passes.h"
 
@@ -21,7 +23,8 @@ namespace tessera {
 
 namespace {
 
-// The rule's warps, or 4 where every dot of the kernel is one 64-row wgmma block (above).
+// The rule's warps, or 4 where every dot of the kernel is an odd number of 64-row wgmma blocks
+// (above).
 int warps_for(const Kernel& k, const GpuLoweringOptions& o) {
   const int warps = default_num_warps(k);
   const ConstexprDecl* d = k.find_constexpr("num_warps");
@@ -31,7 +34,10 @@ int warps_for(const Kernel& k, const GpuLoweringOptions& o) {
     if (op.kind != OpKind::Dot) return;
     any = true;
     const Type &a = op.operand(0)->type, &r = op.result()->type;
-    all_one_block &= tensor_core_float(a.elem) && r.rank() == 2 && shape_is_static(r.shape) && static_shape(r.shape)[0] == 64;
+    // (At most 128 accumulator registers a thread: 64 x 256, 192 x 32; a 192 x 128 tile stays.)
+    all_one_block &= tensor_core_float(a.elem) && r.rank() == 2 && shape_is_static(r.shape) &&
+                     static_shape(r.shape)[0] % 64 == 0 && static_shape(r.shape)[0] % 128 != 0 &&
+                     static_shape(r.shape)[0] * static_shape(r.shape)[1] <= 128 * 128;
   });
   return any && all_one_block ? 4 : warps;
 }
