@@ -11,8 +11,9 @@
 // the interpreter gives the same bits.
 //
 // Which loop: a top-level `for` carrying one value, the accumulator of its body's one dot (the
-// dot reads it as C and the yield yields the dot), of 16-bit float operands (f8 wgmma reads
-// both operands K-major, which b^T is not) with an M of 8, 16 or 32 rows and an N that is a
+// dot reads it as C and the yield yields the dot), of 16-bit float operands, or f8 ones where b
+// is a permute of the weights' [N, K] tile (f8 wgmma reads both operands K-major: b^T is then
+// that tile, a^T the batch's [M, K] tile), with an M of 8, 16 or 32 rows and an N that is a
 // multiple of 64 up to 256. The knob is the planning emitter's of the same name (which swaps
 // inside its wgmma plan): 1 asks for the swap, 0 or none leaves the dot as it is; other values
 // are an error. Only on sm_90a (GpuLoweringOptions::wgmma): mma.sync takes 16-row tiles anyway.
@@ -43,13 +44,25 @@ Op* carried_dot(Op& loop) {
   return dot;
 }
 
+// The tile `v` is the transpose of (a 2-D permute [1, 0] of it), else null.
+Value* transposed_from(const Value* v) {
+  const Op* d = v->def;
+  if (!d || d->kind != OpKind::Permute || d->attr_ints("dims") != std::vector<int64_t>{1, 0}) return nullptr;
+  return d->operand(0);
+}
+
 // Why the loop's dot is not swapped ("" when it is).
 std::string why_not(const Op& dot) {
   const Type &a = dot.operand(0)->type, &r = dot.result()->type;
   if (!shape_is_static(r.shape) || r.rank() != 2 || a.rank() != 2) return "a tile without a static 2-D shape";
-  if (scalar_bits(a.elem) != 16 || !is_float(a.elem) || dot.operand(1)->type.elem != a.elem)
-    return a.elem == ScalarKind::F8E4M3 || a.elem == ScalarKind::F8E5M2 ? "its operands are f8 (f8 wgmma reads both operands K-major, which b^T is not)"
-                         : "its operands are not 16-bit floats";
+  const bool f8 = a.elem == ScalarKind::F8E4M3 || a.elem == ScalarKind::F8E5M2;
+  if (f8 && dot.operand(1)->type.elem == a.elem) {
+    // f8 wgmma reads both operands K-major: b^T is, where b is a permute of an [N, K] tile (the
+    // weights given as [N, K]); a^T is a's [M, K] tile, K-major.
+    if (!transposed_from(dot.operand(1))) return "its operands are f8 and b is not a permute of an [N, K] tile (f8 wgmma reads both operands K-major)";
+  } else if (scalar_bits(a.elem) != 16 || !is_float(a.elem) || dot.operand(1)->type.elem != a.elem) {
+    return "its operands are not 16-bit or 8-bit floats of one type";
+  }
   for (const Value* v : {dot.operand(0), dot.operand(1), dot.operand(2), dot.result()})
     if (!v->type.layout.empty()) return "a layout written on its operands or result (" + v->type.layout.str() + ")";
   if (r.elem != ScalarKind::F32) return "its accumulator is not f32";
@@ -107,10 +120,18 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     Value* old = loop->result(0);
     loop->results[0]->type = rt;
     // The dot of the permuted operands, into the transposed accumulator.
-    Value* bt = permuted(k, body, dot->operand(1), dot);
+    // (b^T of b = permute(t) is t itself: the weights' [N, K] tile, K-major.)
+    Value* bt = transposed_from(dot->operand(1));
+    if (!bt) bt = permuted(k, body, dot->operand(1), dot);
     Value* at = permuted(k, body, dot->operand(0), dot);
+    Value* old_b = dot->operand(1);
     dot->operands[0] = bt;
     dot->operands[1] = at;
+    // (b's permute, read by nothing else now, goes.)
+    if (old_b->def && old_b->def->kind == OpKind::Permute && old_b->def->parent == &body && uses_in(body, old_b) == 0) {
+      const Op* gone = old_b->def;
+      std::erase_if(body.ops, [&](const std::unique_ptr<Op>& u) { return u.get() == gone; });
+    }
     dot->results[0]->type = rt;
     // After the loop, the result in its own shape for every use.
     const Op* after = next_op(*loop);

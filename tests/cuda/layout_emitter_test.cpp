@@ -597,6 +597,30 @@ TEST(LayoutEmitter, EpilogueBuffersKnobGivesTheTmaStoreFourBoxes) {
   EXPECT_EQ(cubin_resources(r.cubin, four.info.symbol).frame_bytes, 0) << "spills";
 }
 
+// swap_operands = 1 on matmul_fp8 (the weights as [N, K]) at a decode config: swap-dot-operands
+// swaps the f8 dot (b^T the weights' tile itself, a^T the batch's: both K-major, as f8 wgmma
+// reads them), the layout emitter prints it as m64n16k32 e4m3 wgmma, and NVRTC takes it
+// without spills. The default leaves it to the planning emitter (not yet run on a GPU).
+TEST(LayoutEmitter, F8SwappedProductIsWgmmaOnKMajorOperands) {
+  const LibraryKernel* lk = find_library_kernel("matmul_fp8");
+  auto k = bind_constexprs(*lk->build(ScalarKind::BF16), {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"BLOCK_K", 128}});
+  k->set_constexpr("swap_operands", 1);
+  bool printed = false;
+  const CudaEmission em = by_layouts(*k, "sm_90a", &printed);
+  ASSERT_TRUE(printed);
+  std::vector<int64_t> dot_shape;
+  walk(*em.lowered->body, [&](Op& op) {
+    if (op.kind == OpKind::Dot) dot_shape = static_shape(op.result()->type.shape);
+  });
+  EXPECT_EQ(dot_shape, (std::vector<int64_t>{128, 16}));
+  for (const std::string& n : em.notes) EXPECT_EQ(n.find("swap_operands"), std::string::npos) << n;
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "f8swap.cu", em.line_op);
+  EXPECT_NE(r.ptx.find("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_EQ(cubin_resources(r.cubin, em.info.symbol).frame_bytes, 0) << "spills";
+}
+
 // cluster_m = 2 (pair-programs) on the persistent bf16 matmul, printed by the layout emitter:
 // clusters of two CTAs (the runtime launches pairs: persistent_cluster) number pairs of axis-0
 // programs; B's ring tile (its index does not depend on axis 0) is copied half by each CTA into

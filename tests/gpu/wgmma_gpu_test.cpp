@@ -283,12 +283,24 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
     auto k = bind_constexprs(*find_library_kernel(c.kernel)->build(c.dt),
                              {{"BLOCK_M", c.bm}, {"BLOCK_N", c.bn}, {"BLOCK_K", c.bk}});
     k->set_constexpr("swap_operands", 1);
-    // The planning emitter swaps every config (the default's layout emitter all but f8's, through
-    // swap-dot-operands; the runs below take the default, and planning_options() the planning
-    // emitter's).
+    // The planning emitter swaps every config, and so does the layout emitter (swap-dot-operands:
+    // f8 too since session 53, where the default still takes the planning emitter's). The runs
+    // below take the planning emitter (planning_options() and those made from it) and then the
+    // layout emitter, unsplit and split.
     CudaTarget planning = CudaTarget::parse("sm_90a");
     planning.emitter = CudaTarget::Emitter::Planning;
     ASSERT_EQ(emit_cuda_with_info(*k, planning).stats["wgmma-swapped-operands"], 1);
+    CudaTarget layouts = CudaTarget::parse("sm_90a");
+    layouts.emitter = CudaTarget::Emitter::Layouts;
+    const CudaEmission lem = emit_cuda_with_info(*run_pipeline(*k, {}), layouts);
+    ASSERT_NE(lem.lowered, nullptr);
+    std::vector<int64_t> dot_shape;
+    walk(*lem.lowered->body, [&](Op& op) {
+      if (op.kind == OpKind::Dot) dot_shape = static_shape(op.result()->type.shape);
+    });
+    ASSERT_EQ(dot_shape, (std::vector<int64_t>{c.bn, c.bm})) << "not swapped by the layout emitter";
+    CudaOptions layouts_unsplit = no_split_options(), layouts_split = forced_split_options();
+    layouts_unsplit.target.emitter = layouts_split.target.emitter = CudaTarget::Emitter::Layouts;
     // (fp8: a shorter K, within the f32 tolerance that wgmma's fast accumulation keeps to, and
     // rows of whole 16 bytes, which TMA needs)
     const bool f8 = std::string(c.kernel) == "matmul_fp8";
@@ -297,7 +309,8 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
       SCOPED_TRACE(sizes_str(s));
       CudaOptions workspace = forced_split_options();
       workspace.split_k_cluster = false;
-      for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), planning_options()})
+      for (const CudaOptions& o : {forced_split_options(), workspace, no_split_options(), planning_options(), layouts_unsplit,
+                                   layouts_split})
         EXPECT_EQ(run_and_compare(*k, s, 12, o), 0) << "the TMA path should have run";
     }
     // Stream-K (the runtime's split off): the few tiles cut into shares of K over the CTAs.
