@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 53 (issue 16): pair-programs (cluster_m = 2 as IR) on a GPU. The CTA-pair GPU tests
+# Session 53 (issue 16): pair-programs (cluster_m = 2 as IR) and the f8 swap on a GPU. The CTA-pair and swapped-product GPU tests
 # under both emitters (WgmmaGpu.ClusterPairs*: the planning emitter's pairs and the layout
 # emitter's, which the default does not yet take), then the bf16 matmul with cluster_m = 2 on
 # the planning emitter (TESSERA_CUDA_FROM_LAYOUTS=0) and the layout emitter (=1), and the layout
@@ -16,8 +16,8 @@ R=${OUT:-/tmp}
 exec > >(tee -a "$R/session53.log") 2>&1
 gpu_build tessera tessera_gpu_tests
 nvidia-smi --query-gpu=name --format=csv,noheader
-echo "=== ctest ClusterPairs ($(( $(date +%s) - S0 )) s)"
-timeout ${CTEST_S:-200} ctest --test-dir "$B" -L gpu -R "${CTEST_R:-ClusterPairs}" -j4 --output-on-failure --timeout 150 > "$R/ctest_pairs.log" 2>&1
+echo "=== ctest ClusterPairs, SwappedOperands, SwappedDecode ($(( $(date +%s) - S0 )) s)"
+timeout ${CTEST_S:-200} ctest --test-dir "$B" -L gpu -R "${CTEST_R:-ClusterPairs|SwappedOperands|SwappedDecode}" -j4 --output-on-failure --timeout 150 > "$R/ctest_pairs.log" 2>&1
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$R/ctest_pairs.log" | head -20
 grep -E -A8 ": Failure$" "$R/ctest_pairs.log" | head -60
 echo "=== A/B median ms: P2 planning cluster_m=2, L2 layouts cluster_m=2, L1 layouts cluster_m=1 ($(( $(date +%s) - S0 )) s)"
