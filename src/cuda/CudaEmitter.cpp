@@ -1449,8 +1449,8 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
 
 // The knobs the layout emitter takes (a pass of the GPU lowering reads them) whose kernels have
 // not yet run on a GPU from it, as "name = value" where the kernel asks for something: Auto
-// leaves such a kernel to the planning emitter, which has run them (session 53: printed and
-// compiled by NVRTC in the tests). cluster_m: pair-programs (CTA pairs with TMA multicast);
+// leaves such a kernel to the planning emitter, which has run them (the layout emitter's forms,
+// session 53, are printed and compiled by NVRTC in the tests, not yet run on a GPU). cluster_m: pair-programs (CTA pairs with TMA multicast);
 // swap_operands = 1 on f8 operands: swap-dot-operands (b^T the weights' [N, K] tile itself).
 std::vector<std::string> unmeasured_layout_knobs(const Kernel& k) {
   std::vector<std::string> knobs;

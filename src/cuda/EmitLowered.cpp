@@ -760,8 +760,8 @@ std::string Emitter::init_ring_barriers(int64_t S, int64_t order, int64_t order_
   line("tsr::mbar_init_fence();");
   close();
   // A pair's barriers are set up before either CTA copies into the other's ring or arrives on
-  // its barriers.
-  if (pairs) line("tsr::cluster_sync();");
+  // its barriers. (__syncwarp: the .aligned cluster barrier wants thread 0's warp together.)
+  if (pairs) line("__syncwarp();"), line("tsr::cluster_sync();");
   else barrier();
   return bars;
 }
@@ -1271,7 +1271,7 @@ void Emitter::emit_warp_specialized_body() {
   close();
   // Neither CTA of a pair leaves while the other may still copy into its ring or arrive on its
   // barriers.
-  if (program_pairs_) line("tsr::cluster_sync();");
+  if (program_pairs_) line("__syncwarp();  // (the producer's warp after its one thread's loop)"), line("tsr::cluster_sync();");
 }
 
 void Emitter::emit_tma_store(const Op& op) {

@@ -29,17 +29,17 @@ int warps_for(const Kernel& k, const GpuLoweringOptions& o) {
   const int warps = default_num_warps(k);
   const ConstexprDecl* d = k.find_constexpr("num_warps");
   if (!o.wgmma || warps != 8 || (d && d->value >= 1)) return warps;
-  bool any = false, all_one_block = true;
+  bool any = false, all_odd_blocks = true;
   walk(const_cast<Block&>(*k.body), [&](Op& op) {
     if (op.kind != OpKind::Dot) return;
     any = true;
     const Type &a = op.operand(0)->type, &r = op.result()->type;
     // (At most 128 accumulator registers a thread: 64 x 256, 192 x 32; a 192 x 128 tile stays.)
-    all_one_block &= tensor_core_float(a.elem) && r.rank() == 2 && shape_is_static(r.shape) &&
+    all_odd_blocks &= tensor_core_float(a.elem) && r.rank() == 2 && shape_is_static(r.shape) &&
                      static_shape(r.shape)[0] % 64 == 0 && static_shape(r.shape)[0] % 128 != 0 &&
                      static_shape(r.shape)[0] * static_shape(r.shape)[1] <= 128 * 128;
   });
-  return any && all_one_block ? 4 : warps;
+  return any && all_odd_blocks ? 4 : warps;
 }
 
 }  // namespace

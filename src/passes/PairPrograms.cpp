@@ -5,9 +5,9 @@
 // In a persistent matmul (persist-programs) the programs of one value of axis 1 read the same
 // B tile at every K step. Two CTAs of a cluster that run programs (2q, n) and (2q + 1, n) in
 // step each copy half of that tile's rows, multicast into both shared memories: B crosses from
-// L2 once per pair instead of twice. On the H200 the planning emitter's pairs measured +2% at
-// 4096^3 and +3% at 4096 x 14336 x 4096 beside the overlapped epilogue, level at 8192^3
-// (bench/RESULTS.md, session 10); the tuner picks them at some decode shapes.
+// L2 once per pair instead of twice. Opt-in: on the H200 the planning emitter's pairs gained
+// nothing at 4096^3, 4096 x 14336 x 4096 and 8192^3 (bench/RESULTS.md, sessions 9 and 10), but
+// the tuner picks them at some shapes of 128 rows (128 x 4096 x 14336, 128 x 3584 x 3584).
 //
 // With the knob cluster_m = 2 (bound), a kernel whose grid block's yield has `persistent = 1`
 // and whose top-level loop has a producer warpgroup (specialize-warps' `warp_specialize = 1`)
@@ -29,6 +29,7 @@
 // pair's second program would lie past the grid), a loop whose bounds depend on axis 0, a
 // kernel that writes memory other than by top-level store_tile (the program past the grid
 // skips those only), or no ring tile the pair shares. Other values of the knob: a located error.
+#include <map>
 #include <string>
 
 #include "ir/IR.h"
@@ -39,15 +40,17 @@ namespace tessera {
 
 namespace {
 
-// Whether `v` is computed from program_id axis 0 (block arguments, the loop's induction
-// variable among them, are not).
-bool varies_with_axis0(const Value* v) {
+// Whether `v` is computed from program_id axis 0. Block arguments (the loop's induction
+// variable among them) are not: the values the producer computes (producer_slice) are the top
+// level's pure scalar ops and the induction variable, never a carried value. `seen` memoizes
+// (the operands form a DAG).
+bool varies_with_axis0(const Value* v, std::map<const Value*, bool>& seen) {
   const Op* d = v ? v->def : nullptr;
   if (!d) return false;
-  if (d->kind == OpKind::ProgramId) return d->attr_int("axis") == 0;
-  for (const Value* o : d->operands)
-    if (varies_with_axis0(o)) return true;
-  return false;
+  if (auto it = seen.find(v); it != seen.end()) return it->second;
+  bool varies = d->kind == OpKind::ProgramId && d->attr_int("axis") == 0;
+  for (const Value* o : d->operands) varies = varies || varies_with_axis0(o, seen);
+  return seen[v] = varies;
 }
 
 // Whether a ring tile of this shape can be copied in two halves of whole 128-byte swizzle atoms
@@ -83,6 +86,8 @@ void pair_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   for (const auto& op : k.body->ops)
     if (op->kind == OpKind::For && op->has_attr("warp_specialize") && op->attr_int("warp_specialize") == 1) loop = op.get();
   std::string why;
+  std::map<const Value*, bool> seen;
+  auto varies_with_axis0 = [&](const Value* v) { return tessera::varies_with_axis0(v, seen); };
   std::vector<std::pair<const Op*, std::vector<int64_t>>> boxes;
   if (!yield || !yield->has_attr("persistent") || yield->attr_int("persistent") != 1)
     why = "the kernel is not persistent";

@@ -60,6 +60,7 @@ std::string why_not(const Op& dot) {
     // f8 wgmma reads both operands K-major: b^T is, where b is a permute of an [N, K] tile (the
     // weights given as [N, K]); a^T is a's [M, K] tile, K-major.
     if (!transposed_from(dot.operand(1))) return "its operands are f8 and b is not a permute of an [N, K] tile (f8 wgmma reads both operands K-major)";
+    if (transposed_from(dot.operand(0))) return "its operands are f8 and a is a permute (a^T would not be K-major, as f8 wgmma reads both operands)";
   } else if (scalar_bits(a.elem) != 16 || !is_float(a.elem) || dot.operand(1)->type.elem != a.elem) {
     return "its operands are not 16-bit or 8-bit floats of one type";
   }
@@ -120,17 +121,19 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     Value* old = loop->result(0);
     loop->results[0]->type = rt;
     // The dot of the permuted operands, into the transposed accumulator.
-    // (b^T of b = permute(t) is t itself: the weights' [N, K] tile, K-major.)
-    Value* bt = transposed_from(dot->operand(1));
+    // (f8: b^T of b = permute(t) is t itself, the weights' [N, K] tile, K-major. 16-bit
+    // operands keep the permute of b's permute, as the GPU has run them.)
+    const ScalarKind e = dot->operand(0)->type.elem;
+    Value* bt = e == ScalarKind::F8E4M3 || e == ScalarKind::F8E5M2 ? transposed_from(dot->operand(1)) : nullptr;
     if (!bt) bt = permuted(k, body, dot->operand(1), dot);
     Value* at = permuted(k, body, dot->operand(0), dot);
     Value* old_b = dot->operand(1);
     dot->operands[0] = bt;
     dot->operands[1] = at;
-    // (b's permute, read by nothing else now, goes.)
-    if (old_b->def && old_b->def->kind == OpKind::Permute && old_b->def->parent == &body && uses_in(body, old_b) == 0) {
+    // (b's permute, read by nothing else now, goes, wherever it stands.)
+    if (old_b->def && old_b->def->kind == OpKind::Permute && uses_in(top, old_b) == 0) {
       const Op* gone = old_b->def;
-      std::erase_if(body.ops, [&](const std::unique_ptr<Op>& u) { return u.get() == gone; });
+      std::erase_if(gone->parent->ops, [&](const std::unique_ptr<Op>& u) { return u.get() == gone; });
     }
     dot->results[0]->type = rt;
     // After the loop, the result in its own shape for every use.
