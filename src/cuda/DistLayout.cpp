@@ -280,6 +280,27 @@ Dist make_dist(const Layout& l, const std::vector<int64_t>& shape, int warps) {
       cut(d.warp_bits, p.warp_bits);
       break;
     }
+    case Layout::Kind::Permuted: {
+      // The parent's placement of the unpermuted tile, each digit and bit along its dim's place
+      // in the result (parent dim dims[i] is result dim i).
+      const size_t r = shape.size();
+      if (l.dims.size() != r) throw NotLowerable{"a permuted layout of another rank"};
+      std::vector<int64_t> ps(r);
+      std::vector<int> where(r);
+      for (size_t i = 0; i < r; ++i) {
+        ps[static_cast<size_t>(l.dims[i])] = shape[i];
+        where[static_cast<size_t>(l.dims[i])] = static_cast<int>(i);
+      }
+      Dist p = make_dist(*l.parent, ps, warps);
+      d.digits.clear();
+      for (Dist::Digit g : p.digits) d.digits.push_back({g.radix, where[static_cast<size_t>(g.dim)], g.coef});
+      auto move = [&](std::vector<Dist::Bit>& out, const std::vector<Dist::Bit>& in) {
+        for (size_t b = 0; b < in.size(); ++b) out[b] = in[b].dim < 0 ? in[b] : Dist::Bit{where[static_cast<size_t>(in[b].dim)], in[b].coef};
+      };
+      move(d.lane_bits, p.lane_bits);
+      move(d.warp_bits, p.warp_bits);
+      break;
+    }
     default: throw NotLowerable{"tiles in shared memory or without a layout"};
   }
   // A thread's elements are a register array the printed code unrolls over: a replicated

@@ -39,6 +39,23 @@ Layout Layout::slice(const Layout& parent, int64_t dim) {
   return l;
 }
 
+Layout Layout::permuted(const Layout& parent, const std::vector<int64_t>& dims) {
+  // permuted(permuted(p, a), b): result dim i is the inner result's dim b[i], which is p's dim
+  // a[b[i]].
+  if (parent.kind == Kind::Permuted && parent.parent && parent.dims.size() == dims.size()) {
+    std::vector<int64_t> composed(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) composed[i] = parent.dims[static_cast<size_t>(dims[i])];
+    return permuted(*parent.parent, composed);
+  }
+  bool identity = true;
+  for (size_t i = 0; i < dims.size(); ++i) identity = identity && dims[i] == static_cast<int64_t>(i);
+  if (identity) return parent;
+  Layout l = of(Kind::Permuted);
+  l.parent = std::make_shared<const Layout>(parent);
+  l.dims = dims;
+  return l;
+}
+
 Layout Layout::shared(int64_t swizzle, int64_t pad, std::vector<int64_t> order) {
   Layout l = of(Kind::Shared);
   l.swizzle = swizzle;
@@ -61,13 +78,14 @@ const char* layout_kind_name(Layout::Kind k) {
     case Layout::Kind::DotOperand: return "dot_operand";
     case Layout::Kind::Slice: return "slice";
     case Layout::Kind::Shared: return "shared";
+    case Layout::Kind::Permuted: return "permuted";
   }
   return "none";
 }
 
 Layout::Kind layout_kind_from_name(const std::string& s) {
   for (Layout::Kind k : {Layout::Kind::Replicated, Layout::Kind::Blocked, Layout::Kind::Mma,
-                         Layout::Kind::DotOperand, Layout::Kind::Slice, Layout::Kind::Shared})
+                         Layout::Kind::DotOperand, Layout::Kind::Slice, Layout::Kind::Shared, Layout::Kind::Permuted})
     if (s == layout_kind_name(k)) return k;
   return Layout::Kind::None;
 }
@@ -141,6 +159,8 @@ std::string Layout::str() const {
              ", parent = " + (parent ? parent->str() : "") + ">";
     case Kind::Slice:
       return "slice<dim = " + std::to_string(dim) + ", parent = " + (parent ? parent->str() : "") + ">";
+    case Kind::Permuted:
+      return "permuted<dims = " + list(dims) + ", parent = " + (parent ? parent->str() : "") + ">";
     case Kind::Shared:
       return "shared<swizzle = " + std::to_string(swizzle) + ", pad = " + std::to_string(pad) +
              (order.empty() ? std::string() : ", order = " + list(order)) + ">";
@@ -151,7 +171,7 @@ std::string Layout::str() const {
 bool Layout::operator==(const Layout& o) const {
   if (kind != o.kind || per_thread != o.per_thread || threads != o.threads || warps != o.warps || order != o.order ||
       version != o.version || instr != o.instr || operand != o.operand || k_width != o.k_width || dim != o.dim ||
-      swizzle != o.swizzle || pad != o.pad)
+      dims != o.dims || swizzle != o.swizzle || pad != o.pad)
     return false;
   if (!parent || !o.parent) return !parent && !o.parent;
   return *parent == *o.parent;
@@ -243,6 +263,18 @@ std::string layout_misfit(const Layout& l, const std::vector<int64_t>& shape) {
       std::vector<int64_t> parent_shape = shape;
       parent_shape.insert(parent_shape.begin() + l.dim, -1);
       if (auto m = layout_misfit(*l.parent, parent_shape); !m.empty()) return "slice parent: " + m;
+      return "";
+    }
+    case Layout::Kind::Permuted: {
+      // (A blocked parent permutes into a blocked layout: one spelling for one placement.)
+      if (!l.parent || (l.parent->kind != Layout::Kind::Mma && l.parent->kind != Layout::Kind::DotOperand))
+        return "a permuted layout's parent must be an mma or dot_operand layout, got " +
+               (l.parent ? std::string(layout_kind_name(l.parent->kind)) : std::string("none"));
+      if (!is_dims_permutation(l.dims, rank))
+        return "permuted layout dims " + list(l.dims) + " is not a permutation of the tile's " + std::to_string(rank) + " dims";
+      std::vector<int64_t> parent_shape(rank);
+      for (size_t i = 0; i < rank; ++i) parent_shape[static_cast<size_t>(l.dims[i])] = shape[i];
+      if (auto m = layout_misfit(*l.parent, parent_shape); !m.empty()) return "permuted parent: " + m;
       return "";
     }
     case Layout::Kind::Shared:

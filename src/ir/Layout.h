@@ -21,6 +21,10 @@
 //       k elements per thread
 //   slice<dim = 1, parent = blocked<...>>
 //       the parent layout with dim `dim` removed (a reduction's result)
+//   permuted<dims = [1, 0], parent = mma<...>>
+//       the parent layout of a tile whose dims are permuted: result dim i is the parent's dim
+//       dims[i] (a permute of a tile in an mma or dot_operand layout keeps each element in its
+//       thread; a blocked layout permutes into a blocked one instead)
 //   shared<swizzle = 128, pad = 0>   shared<swizzle = 128, pad = 0, order = [0, 1]>
 //       a tile in shared memory: rows swizzled in `swizzle`-byte atoms (0, 32, 64, 128) or
 //       padded by `pad` elements (not both); `order` lists the dims from fastest-varying in
@@ -40,7 +44,7 @@ namespace tessera {
 inline constexpr int64_t kMaxLayoutPerThread = int64_t{1} << 16;
 
 struct Layout {
-  enum class Kind : uint8_t { None, Replicated, Blocked, Mma, DotOperand, Slice, Shared };
+  enum class Kind : uint8_t { None, Replicated, Blocked, Mma, DotOperand, Slice, Shared, Permuted };
 
   Kind kind = Kind::None;
   // Blocked: one entry per tile dim (`order` also for Shared, where it may be empty).
@@ -52,6 +56,7 @@ struct Layout {
   std::shared_ptr<const Layout> parent;
   int64_t operand = 0, k_width = 0;  // DotOperand
   int64_t dim = 0;                   // Slice
+  std::vector<int64_t> dims;         // Permuted: result dim i is the parent's dim dims[i]
   int64_t swizzle = 0, pad = 0;      // Shared
 
   static Layout replicated() { return of(Kind::Replicated); }
@@ -60,6 +65,9 @@ struct Layout {
   static Layout mma(int64_t version, std::vector<int64_t> warps, std::vector<int64_t> instr);
   static Layout dot_operand(const Layout& parent, int64_t operand, int64_t k_width);
   static Layout slice(const Layout& parent, int64_t dim);
+  // The parent's placement of a tile permuted by `dims` (a permuted parent composes; the
+  // identity gives the parent back).
+  static Layout permuted(const Layout& parent, const std::vector<int64_t>& dims);
   static Layout shared(int64_t swizzle, int64_t pad, std::vector<int64_t> order = {});
 
   static Layout of(Kind k) {

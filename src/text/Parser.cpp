@@ -346,11 +346,11 @@ class Parser {
     Token w = take();
     if (depth > 8) fail(w, "layouts nested deeper than 8 parents");
     if (w.kind == Tok::String)
-      fail(w, "a layout is an encoding (replicated, blocked<...>, mma<...>, dot_operand<...>, slice<...> or "
-              "shared<...>), not a string");
+      fail(w, "a layout is an encoding (replicated, blocked<...>, mma<...>, dot_operand<...>, slice<...>, "
+              "permuted<...> or shared<...>), not a string");
     Layout::Kind kind = w.kind == Tok::Ident ? layout_kind_from_name(std::string(w.text)) : Layout::Kind::None;
     if (kind == Layout::Kind::None)
-      expected(w, "a layout encoding (replicated, blocked, mma, dot_operand, slice or shared)");
+      expected(w, "a layout encoding (replicated, blocked, mma, dot_operand, slice, permuted or shared)");
     if (kind == Layout::Kind::Replicated) return Layout::replicated();
     const std::string what = quote(std::string(w.text)) + " layout";
     expect_punct('<', "after " + what);
@@ -404,6 +404,16 @@ class Parser {
         int64_t d = one("dim");
         Layout p = parent("parent");
         l = Layout::slice(p, d);
+        break;
+      }
+      case Layout::Kind::Permuted: {
+        auto ds = ints("dims");
+        Layout p = parent("parent");
+        // (As written: the verifier says what is wrong with it, where Layout::permuted would
+        // compose or drop it.)
+        l = Layout::of(Layout::Kind::Permuted);
+        l.dims = ds;
+        l.parent = std::make_shared<const Layout>(p);
         break;
       }
       default: {

@@ -98,6 +98,20 @@ TEST(DistLayout, FmaOperandsHoldWhatTheirAccumulatorSlotsNeed) {
             size_t(mnk.slots()));
 }
 
+// A permuted layout puts each element where its parent puts the unpermuted tile's: the
+// transposed wgmma accumulator of the swapped product ([64, 16] permuted to [16, 64]).
+TEST(DistLayout, PermutedIsTheParentsPlacementTransposed) {
+  const Layout acc = Layout::mma(3, {4, 1}, {64, 16});
+  Dist p = make_dist(acc, {64, 16}, 4), t = make_dist(Layout::permuted(acc, {1, 0}), {16, 64}, 4);
+  ASSERT_EQ(p.slots(), t.slots());
+  for (int warp : {0, 3})
+    for (int lane : {0, 5, 31})
+      for (int64_t s = 0; s < p.slots(); ++s) {
+        const std::vector<int64_t> c = at(p, s, lane, warp);
+        EXPECT_EQ(at(t, s, lane, warp), (std::vector<int64_t>{c[1], c[0]})) << s << " " << lane << " " << warp;
+      }
+}
+
 TEST(DistLayout, SliceOfBlockedAndWrap) {
   Layout bl = Layout::blocked({1, 4}, {2, 16}, {4, 1}, {1, 0});
   Dist d = make_dist(bl, {64, 64}, 4);  // covers [8, 64]: 8 repeats along dim 0

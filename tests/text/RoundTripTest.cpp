@@ -161,6 +161,8 @@ TEST(RoundTrip, LayoutEncodings) {
        "slice<dim = 1, parent = blocked<per_thread = [1, 4], threads = [8, 4], warps = [4, 1], order = [1, 0]>>"},
       {Layout::shared(128, 0), "shared<swizzle = 128, pad = 0>"},
       {Layout::shared(64, 0, {0, 1}), "shared<swizzle = 64, pad = 0, order = [0, 1]>"},
+      {Layout::permuted(mma2, {1, 0}),
+       "permuted<dims = [1, 0], parent = mma<version = 2, warps = [4, 2], instr = [16, 8]>>"},
   };
   for (const auto& [layout, text] : cases) {
     EXPECT_EQ(layout.str(), text);
@@ -179,6 +181,11 @@ TEST(RoundTrip, LayoutEncodings) {
   EXPECT_NE(Layout::slice(blocked, 0), Layout::slice(blocked, 1));
   EXPECT_NE(Layout::shared(128, 0), Layout::shared(128, 0, {0, 1}));
   EXPECT_NE(Layout::dot_operand(mma2, 0, 2), Layout::dot_operand(Layout::mma(2, {2, 2}, {16, 8}), 0, 2));
+  // A permuted layout composes, and the identity is the parent.
+  EXPECT_EQ(Layout::permuted(Layout::permuted(mma2, {1, 0}), {1, 0}), mma2);
+  EXPECT_EQ(Layout::permuted(mma2, {0, 1}), mma2);
+  const Layout p3 = Layout::permuted(Layout::permuted(Layout::mma(3, {4, 1}, {64, 16}), {1, 0}), {1, 0});
+  EXPECT_EQ(p3, Layout::mma(3, {4, 1}, {64, 16}));
 }
 
 TEST(RoundTrip, EmptyModule) {
