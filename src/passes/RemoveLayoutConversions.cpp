@@ -15,7 +15,8 @@
 //   reach the load;
 // - stores: a store writes the unconverted value (a store takes any layout), and a reshape
 //   that only adds or drops leading unit dims of an accumulator keeps its layout (the
-//   conversion moves past it, to the store);
+//   conversion moves past it, to the store), as does a permute of a tensor-core layout (its
+//   result in the permuted layout: the swapped product's accumulator permuted back);
 // - forward through elementwise ops: an op whose tile operands are all conversions from one
 //   layout (or rematerializable) runs in that layout, with one conversion of its result, when
 //   that result has no more bytes than the conversions it replaces;
@@ -342,8 +343,30 @@ class Remove {
       erase(c);
       return true;
     }
+    // permutes of a tensor-core layout (the swapped product's accumulator, permuted back after
+    // its loop): the permute keeps every element in its thread (a permuted layout, ir/Layout.h),
+    // and the conversion moves past it, on toward the store rule above
+    if (user.kind == OpKind::Permute && x->type.space.empty() && permutable(x->type.layout)) {
+      const Layout moved = Layout::permuted(x->type.layout, user.attr_ints("dims"));
+      if (layout_misfit(moved, static_shape(user.result()->type.shape)).empty()) {
+        user.operands[0] = x;
+        Value* r = user.result();
+        const Type old = r->type;
+        r->type.layout = moved;
+        Value* back = convert(r, old, *user.parent, next_op(user), user.loc);
+        redirect(r, back, back->def);
+        erase(c);
+        return true;
+      }
+    }
     if (elementwise_forward(c, user)) return true;
     return carried(c);
+  }
+
+  // A register layout that a permute carries as a permuted layout (ir/Layout.h): a blocked
+  // layout permutes into a blocked one instead (assign-layouts).
+  static bool permutable(const Layout& l) {
+    return l.kind == Layout::Kind::Mma || l.kind == Layout::Kind::DotOperand || l.kind == Layout::Kind::Permuted;
   }
 
   // Do `from` and `to` (static shapes) differ only in leading dims of extent 1?
