@@ -7,7 +7,9 @@
 # L2 flush: a ratio between emitters, not against cuBLAS), each shape followed by a `run --check`
 # of the layout emitter's pairs. From the repo root on the GPU machine:
 #   source .devdeps/setup.sh && bash bench/session53_gpu.sh
-# SHAPES="M=..,N=..,K=.. ..." the A/B's shapes; AB_S the seconds after which no shape starts.
+# SHAPES="M=..,N=..,K=.. ..." the A/B's shapes; AB_S the seconds after which no shape starts;
+# SHAPES2, AB2_S the same for the decode A/B of the default's kernels (the swapped product's
+# epilogue from its permuted accumulator).
 # Logs in $OUT: ctest_pairs.log, session53.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +37,18 @@ for s in ${SHAPES:-M=4096,N=4096,K=4096 M=4096,N=14336,K=4096 M=8192,N=8192,K=81
   echo "$line"
   TESSERA_CUDA_FROM_LAYOUTS=1 timeout 60 "$B/bin/tessera" run matmul -b cuda --check --dtype bf16 --size "$s" \
     --config cluster_m=2 2>&1 | tail -1
+done
+echo "=== decode A/B, the default's kernels: planning (0) vs layouts (1), median ms ($(( $(date +%s) - S0 )) s)"
+for s in ${SHAPES2:-M=1,N=4608,K=3584 M=16,N=4096,K=4096 M=1,N=4096,K=4096}; do
+  [ $(( $(date +%s) - S0 )) -gt ${AB2_S:-570} ] && { echo "(out of time)"; break; }
+  line="$s"
+  for round in 1 2 3; do
+    for env in 0 1; do
+      ms=$(TESSERA_CUDA_FROM_LAYOUTS=$env timeout 30 "$B/bin/tessera" bench matmul --dtype bf16 -b cuda --size "$s" --reps 200 --warmup 20 2>&1 |
+           grep -o 'median_ms=[0-9.e+-]*' | cut -d= -f2)
+      line="$line ${env}:${ms:-?}"
+    done
+  done
+  echo "$line"
 done
 echo "[$(( $(date +%s) - S0 )) s] done"
