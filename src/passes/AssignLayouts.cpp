@@ -465,13 +465,6 @@ class Assign {
       for (size_t i = 0; i < p.size(); ++i) out.order[i] = inverse[a.layout.order[i]];
       if (layout_misfit(out, dims(r->type)).empty()) return set(r, out);
     }
-    // A permute of a tensor-core layout keeps every element in its thread: the permuted layout.
-    if (op.kind == OpKind::Permute && a.is_tile() && a.space.empty() &&
-        (a.layout.kind == Layout::Kind::Mma || a.layout.kind == Layout::Kind::DotOperand ||
-         a.layout.kind == Layout::Kind::Permuted)) {
-      const Layout out = Layout::permuted(a.layout, op.attr_ints("dims"));
-      if (layout_misfit(out, dims(r->type)).empty()) return set(r, out);
-    }
     // Reshape, extract and insert (and a permute of anything else): the operands in the
     // default layout of their shapes, an exchange where they are not.
     for (size_t i = 0; i < op.operands.size(); ++i)

@@ -346,7 +346,9 @@ class Remove {
     // permutes of a tensor-core layout (the swapped product's accumulator, permuted back after
     // its loop): the permute keeps every element in its thread (a permuted layout, ir/Layout.h),
     // and the conversion moves past it, on toward the store rule above
-    if (user.kind == OpKind::Permute && x->type.space.empty() && permutable(x->type.layout)) {
+    // (Not a permute in shared memory: the view above, which a dot reads, moves nothing.)
+    if (user.kind == OpKind::Permute && x->type.space.empty() && permutable(x->type.layout) &&
+        user.result()->type.space.empty() && user.result()->type.layout.is_distributed()) {
       const Layout moved = Layout::permuted(x->type.layout, user.attr_ints("dims"));
       if (layout_misfit(moved, static_shape(user.result()->type.shape)).empty()) {
         user.operands[0] = x;
