@@ -52,6 +52,14 @@ inline bool only_unit_dims_change(const Type& from, const Type& to) {
   return a == b && from.shape.back() == to.shape.back();
 }
 
+// Whether `op` itself (its regions aside) may write memory or has effects a pass cannot see
+// through: Raw and Struct ops, and memory ops other than load_tile and gather.
+inline bool may_write_memory(const Op& op) {
+  const OpClass c = op.info().cls;
+  return c == OpClass::Raw || c == OpClass::Struct ||
+         (c == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather);
+}
+
 // Whether `v` is defined inside `region_op` (by an op in its regions, at any depth, or as an
 // argument of one of their blocks).
 inline bool defined_inside(const Value* v, const Op& region_op) {

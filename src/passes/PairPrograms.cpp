@@ -33,6 +33,7 @@
 #include <string>
 
 #include "ir/IR.h"
+#include "passes/BlockEdit.h"
 #include "passes/Passes.h"
 #include "support/Diagnostic.h"
 
@@ -63,10 +64,7 @@ const Op* other_write(const Kernel& k) {
   walk(*k.body, [&](Op& op) {
     if (found) return;
     const bool top_store = op.kind == OpKind::StoreTile && op.parent == k.body.get();
-    const OpClass c = op.info().cls;
-    const bool writes = c == OpClass::Raw || c == OpClass::Struct ||
-                        (c == OpClass::Memory && op.kind != OpKind::LoadTile && op.kind != OpKind::Gather);
-    if (writes && !top_store) found = &op;
+    if (may_write_memory(op) && !top_store) found = &op;
   });
   return found;
 }

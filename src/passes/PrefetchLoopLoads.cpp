@@ -41,11 +41,7 @@ namespace {
 // see through?
 bool writes_memory(Block& b) {
   bool writes = false;
-  walk(b, [&](Op& o) {
-    const OpClass c = o.info().cls;
-    writes |= c == OpClass::Raw || c == OpClass::Struct ||
-              (c == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather);
-  });
+  walk(b, [&](Op& o) { writes |= may_write_memory(o); });
   return writes;
 }
 
