@@ -42,8 +42,7 @@ struct CudaTarget {
   // gave it; the planning emitter makes its own decisions from the optimized IR. Auto, the
   // default: the layout emitter, unless the kernel or the compilation asks for what only the
   // planning emitter does (planning_only_knobs: stream_k, cluster_size, pair_stores; the
-  // runtime's stream-K compilation), or a knob the layout emitter takes but has not yet run on
-  // a GPU (unmeasured_layout_knobs: cluster_m, swap_operands on f8 operands). Either way, a kernel the layout emitter cannot print yet is printed by the
+  // runtime's stream-K compilation). Either way, a kernel the layout emitter cannot print yet is printed by the
   // planning emitter, with a note that says why. parse() reads
   // TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts (planning-only knobs ignored, with a note), 0 for
   // Planning.

@@ -1428,8 +1428,8 @@ const Op* first_layout_op(const Block& b) {
 // mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
 // prefetch_loads: prefetch-loop-loads; mma_early_last_step and mma_spread_copies:
 // pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
-// compilation's split-k-loops; cluster_m: pair-programs, and swap_operands on f8 operands:
-// swap-dot-operands, both in unmeasured_layout_knobs). Such a kernel goes to the planning emitter by default; the
+// compilation's split-k-loops; cluster_m: pair-programs; swap_operands on f8 operands:
+// swap-dot-operands, since session 53). Such a kernel goes to the planning emitter by default; the
 // layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
 // as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
@@ -1444,27 +1444,6 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
     if (const ConstexprDecl* d = k.find_constexpr(name);
         d && std::find(nothing.begin(), nothing.end(), d->value) == nothing.end())
       knobs.push_back(std::string(name) + " = " + std::to_string(d->value));
-  return knobs;
-}
-
-// The knobs the layout emitter takes (a pass of the GPU lowering reads them) whose kernels have
-// not yet run on a GPU from it, as "name = value" where the kernel asks for something: Auto
-// leaves such a kernel to the planning emitter, which has run them (the layout emitter's forms,
-// session 53, are printed and compiled by NVRTC in the tests, not yet run on a GPU). cluster_m: pair-programs (CTA pairs with TMA multicast);
-// swap_operands = 1 on f8 operands: swap-dot-operands (b^T the weights' [N, K] tile itself).
-std::vector<std::string> unmeasured_layout_knobs(const Kernel& k) {
-  std::vector<std::string> knobs;
-  if (const ConstexprDecl* d = k.find_constexpr("cluster_m"); d && d->value != 1)
-    knobs.push_back("cluster_m = " + std::to_string(d->value));
-  if (const ConstexprDecl* d = k.find_constexpr("swap_operands"); d && d->value == 1) {
-    bool f8 = false;
-    walk(const_cast<Block&>(*k.body), [&](Op& op) {
-      if (op.kind != OpKind::Dot) return;
-      for (int i = 0; i < 2; ++i)
-        f8 |= op.operand(i)->type.elem == ScalarKind::F8E4M3 || op.operand(i)->type.elem == ScalarKind::F8E5M2;
-    });
-    if (f8) knobs.push_back("swap_operands = 1 (of f8 operands)");
-  }
   return knobs;
 }
 
@@ -1486,16 +1465,10 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   if (target.emitter == CudaTarget::Emitter::Auto) {
     std::string asks;
     for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
-    std::string unmeasured;
-    for (const std::string& knob : unmeasured_layout_knobs(bound_kernel))
-      unmeasured += (unmeasured.empty() ? "" : ", ") + knob;
     if (target.stream_k)
       layouts_note = "the stream-K compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
     else if (!asks.empty())
       layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
-    else if (!unmeasured.empty())
-      layouts_note = "knobs the layout emitter takes but has not yet run on a GPU (" + unmeasured +
-                     "): the planning emitter made it";
     else
       layouts = true;
   }

@@ -284,7 +284,7 @@ TEST(WgmmaGpu, SwappedOperandsMatchTheInterpreter) {
                              {{"BLOCK_M", c.bm}, {"BLOCK_N", c.bn}, {"BLOCK_K", c.bk}});
     k->set_constexpr("swap_operands", 1);
     // The planning emitter swaps every config, and so does the layout emitter (swap-dot-operands:
-    // f8 too since session 53, where the default still takes the planning emitter's). The runs
+    // f8 too since session 53). The runs
     // below take the planning emitter (planning_options() and those made from it) and then the
     // layout emitter, unsplit and split.
     CudaTarget planning = CudaTarget::parse("sm_90a");
