@@ -136,17 +136,15 @@ bool Emitter::emit_lowered(const Op& op) {
   switch (op.kind) {
     case OpKind::ConvertLayout: lowered_convert(op); return true;
     case OpKind::LoadTile: lowered_load_store(op); return true;
-    case OpKind::StoreTile:
-      if (program_pairs_ && ws_consumers_ && op.parent == k_.body.get()) {
-        // The last pair's second program past an odd grid keeps its partner's copies and
-        // barriers, but its tile is not the kernel's to store.
-        open("if (tsr_pid0 < int32_t(tsr_grid0)) {  // not the program past an odd grid of CTA pairs");
-        lowered_load_store(op);
-        close();
-        return true;
-      }
+    case OpKind::StoreTile: {
+      // The last pair's second program past an odd grid keeps its partner's copies and
+      // barriers, but its tile is not the kernel's to store.
+      const bool past_grid_guard = program_pairs_ && ws_consumers_ && op.parent == k_.body.get();
+      if (past_grid_guard) open("if (tsr_pid0 < int32_t(tsr_grid0)) {  // not the program past an odd grid of CTA pairs");
       lowered_load_store(op);
+      if (past_grid_guard) close();
       return true;
+    }
     case OpKind::Reshape:
     case OpKind::Permute:
     case OpKind::ExpandDims:

@@ -842,7 +842,6 @@ std::string fma_dot_step(ScalarKind out, const std::string& x, const std::string
 // fragments and a deeper ring.
 inline bool pipe_fits_two_ctas(int64_t acc_regs, int64_t stage_elems) { return acc_regs <= 64 && stage_elems <= 32; }
 
-inline bool is_f8(ScalarKind t) { return t == ScalarKind::F8E4M3 || t == ScalarKind::F8E5M2; }
 // The tensor cores' name of a 16-bit or f8 float operand type, as the device library's wgmma
 // functions spell it ("bf16", "f16", "e4m3", "e5m2"); null for any other type. Both emitters.
 inline const char* tensor_core_type(ScalarKind t) {

@@ -56,6 +56,8 @@ bool is_float(ScalarKind k);
 // f16, bf16 and the f8 kinds: stored narrow, computed as float (by the backends) and rounded
 // after every op.
 bool is_narrow(ScalarKind k);
+// The two 8-bit float kinds (e4m3, e5m2).
+inline bool is_f8(ScalarKind k) { return k == ScalarKind::F8E4M3 || k == ScalarKind::F8E5M2; }
 // Half the distance from 1 to the next number of the float type: 2^-24 for f32, 2^-53 for
 // f64, 2^-11 for f16, 2^-8 for bf16 (0 for integers, which are exact).
 double unit_roundoff(ScalarKind k);

@@ -55,8 +55,7 @@ Value* transposed_from(const Value* v) {
 std::string why_not(const Op& dot) {
   const Type &a = dot.operand(0)->type, &r = dot.result()->type;
   if (!shape_is_static(r.shape) || r.rank() != 2 || a.rank() != 2) return "a tile without a static 2-D shape";
-  const bool f8 = a.elem == ScalarKind::F8E4M3 || a.elem == ScalarKind::F8E5M2;
-  if (f8 && dot.operand(1)->type.elem == a.elem) {
+  if (is_f8(a.elem) && dot.operand(1)->type.elem == a.elem) {
     // f8 wgmma reads both operands K-major: b^T is, where b is a permute of an [N, K] tile (the
     // weights given as [N, K]); a^T is a's [M, K] tile, K-major.
     if (!transposed_from(dot.operand(1))) return "its operands are f8 and b is not a permute of an [N, K] tile (f8 wgmma reads both operands K-major)";
@@ -123,8 +122,7 @@ void swap_dot_operands(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
     // The dot of the permuted operands, into the transposed accumulator.
     // (f8: b^T of b = permute(t) is t itself, the weights' [N, K] tile, K-major. 16-bit
     // operands keep the permute of b's permute, as the GPU has run them.)
-    const ScalarKind e = dot->operand(0)->type.elem;
-    Value* bt = e == ScalarKind::F8E4M3 || e == ScalarKind::F8E5M2 ? transposed_from(dot->operand(1)) : nullptr;
+    Value* bt = is_f8(dot->operand(0)->type.elem) ? transposed_from(dot->operand(1)) : nullptr;
     if (!bt) bt = permuted(k, body, dot->operand(1), dot);
     Value* at = permuted(k, body, dot->operand(0), dot);
     Value* old_b = dot->operand(1);
