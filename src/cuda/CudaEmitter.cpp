@@ -734,6 +734,7 @@ void Emitter::emit_for(const Op& op) {
   else if (pipe.ok) emit_pipelined(op, pipe, frag_names[0]);
   else if (!(lowered_ && emit_ring_loop(op, vals, carried))) emit_loop(op, vals, carried);
   if (&op == split_loop_) lowered_split_k_fixup(op);
+  if (&op == stream_loop_ && ws_consumers_) lowered_stream_k_fixup(op);
   for (size_t q = 0; q < frags.size(); ++q) {
     MmaPlan p = fragment_plan(*frags[q].second);
     if (!frag_store_chain(op, frags[q].first).empty())
@@ -750,9 +751,13 @@ void Emitter::emit_loop(const Op& op, const std::vector<const Value*>& vals, con
   std::string iv = fresh("iv");
   // A step of 0 or below is an error (docs/semantics.md): the kernel traps, the launch fails.
   if (!const_positive(op.operand(2))) line("if (!(" + nm(op.operand(2)) + " > 0)) __trap();  // 'for' step is not positive");
-  // 64-bit induction: iv + step never overflows before the test.
-  open("for (int64_t " + iv + "_ = " + nm(op.operand(0)) + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " +
-       nm(op.operand(1)) + "; " + iv + "_ += " + nm(op.operand(2)) + ") {");
+  // 64-bit induction: iv + step never overflows before the test. (A stream-K part's bounds:
+  // loop_bounds_.)
+  const auto bounds = loop_bounds_.find(&op);
+  const std::string lb = bounds != loop_bounds_.end() ? bounds->second.first : nm(op.operand(0));
+  const std::string ub = bounds != loop_bounds_.end() ? bounds->second.second : nm(op.operand(1));
+  open("for (int64_t " + iv + "_ = " + lb + "; " + nm(op.operand(2)) + " > 0 && " + iv + "_ < " + ub + "; " + iv +
+       "_ += " + nm(op.operand(2)) + ") {");
   line("const int32_t " + iv + " = int32_t(" + iv + "_);");
   name_[body.args[0]] = iv;
   prefetch_next(op, ahead, iv);
@@ -1429,7 +1434,8 @@ const Op* first_layout_op(const Block& b) {
 // prefetch_loads: prefetch-loop-loads; mma_early_last_step and mma_spread_copies:
 // pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
 // compilation's split-k-loops; cluster_m: pair-programs; swap_operands on f8 operands:
-// swap-dot-operands, since session 53). Such a kernel goes to the planning emitter by default; the
+// swap-dot-operands, since session 53; stream_k and the stream-K compilation:
+// stream-k-programs, since session 54). Such a kernel goes to the planning emitter by default; the
 // layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
 // as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
@@ -1437,8 +1443,7 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   // (pair_stores is its A/B switch of row stores). Not here: min_blocks (both emitters print it
   // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
   // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
-  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {
-      {"stream_k", {0}}, {"cluster_size", {1}}, {"pair_stores", {1}}};
+  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {{"cluster_size", {1}}, {"pair_stores", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);
@@ -1447,11 +1452,24 @@ std::vector<std::string> planning_only_knobs(const Kernel& k) {
   return knobs;
 }
 
+// What the layout emitter takes but has not yet run on a GPU, as "name = value" (or the
+// compilation's name): under Emitter::Auto such a kernel still goes to the planning emitter,
+// with a note; Emitter::Layouts takes it. Since session 54: stream_k = 1 and the stream-K
+// compilation (stream-k-programs).
+std::vector<std::string> unmeasured_layout_knobs(const Kernel& k, const CudaTarget& target) {
+  std::vector<std::string> knobs;
+  if (const ConstexprDecl* d = k.find_constexpr("stream_k"); d && d->value != 0)
+    knobs.push_back("stream_k = " + std::to_string(d->value));
+  if (target.stream_k) knobs.push_back("the stream-K compilation");
+  return knobs;
+}
+
 }  // namespace
 
 GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
   GpuLoweringOptions o{target.sm, wgmma};
   o.split_k = target.split_k && wgmma;
+  o.stream_k = target.stream_k && wgmma;
   return o;
 }
 
@@ -1465,10 +1483,13 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   if (target.emitter == CudaTarget::Emitter::Auto) {
     std::string asks;
     for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
-    if (target.stream_k)
-      layouts_note = "the stream-K compilation: the planning emitter made it (the GPU lowering has no such pass yet)";
-    else if (!asks.empty())
+    std::string unmeasured;
+    for (const std::string& knob : unmeasured_layout_knobs(bound_kernel, target))
+      unmeasured += (unmeasured.empty() ? "" : ", ") + knob;
+    if (!asks.empty())
       layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
+    else if (!unmeasured.empty())
+      layouts_note = unmeasured + ": the layout emitter's form has not run on a GPU yet: the planning emitter made it";
     else
       layouts = true;
   }
@@ -1541,6 +1562,8 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
               op->set_attr("warp_specialize", int64_t{0});
               // The layouts stay one warpgroup's: the program is that warpgroup alone.
               if (op->has_attr("consumers")) op->set_attr("consumers", int64_t{1});
+              // (Stream-K's parts are the persistent CTAs': the whole loop again.)
+              std::erase_if(op->attrs, [](const NamedAttr& a) { return a.name == "stream_k"; });
             }
           // Without a producer the programs run one per CTA (persistence follows the producer),
           // and their stores go out from registers (the TMA store follows persistence).

@@ -888,6 +888,7 @@ void Emitter::emit_tma_ring_loop(const Op& op, const std::vector<const Value*>& 
   // wgmma group is issued (lowered_wgmma).
   const bool store_boxes = !overlap_.pk.empty() && persistent && ws_consumers_ && async;
   if (store_boxes) overlap_.iter = "(" + rn + " - " + rn0 + ")";
+  if (&op == stream_loop_) loop_bounds_[&op] = stream_k_bounds(op);
   std::string iv_name;
   emit_loop(op, vals, carried,
             [&](const std::string& iv) {
@@ -976,6 +977,20 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       count("persistent-programs");
       notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(group_rows()) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
+      if (y->has_attr("stream_k") && y->attr_int("stream_k") == 1 && o->has_attr("stream_k") && o->attr_int("stream_k") == 1) {
+        // The workspace: a flag per CTA, then a slot per CTA (every compute thread's registers
+        // of the accumulator, slot-major, as the split's).
+        stream_loop_ = o.get();
+        sig.push_back("unsigned char* __restrict__ tsr_ws");
+        info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
+        info.stream_k = true;
+        info.split_slot_bytes = dist_of(o->result()).slots() * T_ * 4;
+        count("stream-k");
+        notes_.push_back("stream-K (stream-k-programs): the tiles when they are fewer than the CTAs, else a last partial "
+                         "wave (of at least half the CTAs, else with the full wave before it), are cut into equal shares "
+                         "of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier "
+                         "parts in K order");
+      }
       if (program_pairs_) {
         info.persistent_cluster = 2;
         count("program-pairs");
@@ -1087,13 +1102,9 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
     close();
     open("else {");
   }
-  // Quads of registers loaded together in the last CTA's sum: as many as registers allow
-  // beside the accumulators without spills, as the planning emitter's batches (one compute
-  // warpgroup: 16; more: 2 for 128 accumulators a thread, else 4).
   // (A wgmma f32 accumulator, as split-k-loops requires: whole quads of registers a thread.)
   if (slots < 4 || slots % 4 != 0) fail(loop, "internal: a split-K accumulator of " + num(slots) + " registers a thread");
-  int64_t batch = std::min<int64_t>(slots / 4, warps_ * consumers_ == 4 ? 16 : slots >= 128 ? 2 : 4);
-  while ((slots / 4) % batch != 0) batch /= 2;
+  const int64_t batch = fixup_batch(slots);
   line("volatile int& tsr_last_ = *reinterpret_cast<int*>(" + lowered_base() + " + " + num(flag) + ");");
   line("const int64_t prog_ = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, progs_ = int64_t(gridDim.x) * gridDim.y;");
   line("unsigned* const cnt_ = reinterpret_cast<unsigned*>(tsr_ws);");
@@ -1110,6 +1121,63 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   line(if_mine + "tsr::floats_sum_slots<" + num(batch) + ">(" + acc + ", slots_ + prog_ * " + slot + ", progs_ * " + slot +
        ", int(gridDim.z), tsr_tid, " + T + ");");
   if (split_cluster_ring_) close();
+  close();
+}
+
+int64_t Emitter::fixup_batch(int64_t slots) const {
+  // As the planning emitter's batches: one compute warpgroup 16, more 2 for 128 accumulators a
+  // thread, else 4; whole batches of the quads.
+  int64_t batch = std::max<int64_t>(1, std::min<int64_t>(slots / 4, warps_ * consumers_ == 4 ? 16 : slots >= 128 ? 2 : 4));
+  while ((slots / 4) % batch != 0) batch /= 2;
+  return batch;
+}
+
+std::pair<std::string, std::string> Emitter::stream_k_bounds(const Op& loop) {
+  const std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1)), step = nm(loop.operand(2));
+  const std::string all = fresh("skall"), lo = fresh("sklo"), hi = fresh("skhi");
+  line("const int64_t " + all + " = " + step + " > 0 && " + ub + " > " + lb + " ? (int64_t(" + ub + ") - " + lb + " + " + step +
+       " - 1) / " + step + " : 0;  // the loop's iterations, of which this part runs units [tsr_pb, tsr_pe) of tsr_G");
+  line("const int64_t " + lo + " = int64_t(" + lb + ") + " + all + " * tsr_pb / tsr_G * " + step + ", " + hi + " = int64_t(" + lb +
+       ") + " + all + " * tsr_pe / tsr_G * " + step + ";");
+  return {lo, hi};
+}
+
+// After a stream-K part's loop (compute warps): a part that ends inside its tile leaves its
+// partial sum in its CTA's slot, raises its CTA's flag and skips the rest of the program (a CTA
+// leaves a slot at most once a launch: only its last units, which it runs first, can end inside
+// a tile); the tile's last part waits for each earlier part's flag, CTA by CTA (K order), adds
+// its slot, and zeroes the flags for the next launch (stream order) before the rest runs.
+void Emitter::lowered_stream_k_fixup(const Op& loop) {
+  const std::string acc = nm(loop.result());
+  const int64_t slots = dist_of(loop.result()).slots();
+  if (slots < 4 || slots % 4 != 0) fail(loop, "internal: a stream-K accumulator of " + num(slots) + " registers a thread");
+  const std::string T = num(T_), slot = num(slots * T_);
+  open("{  // stream-K: the tile's parts add their partial sums");
+  line("unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);");
+  line("float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (int64_t(tsr_G) * 4 + 255) / 256 * 256);");
+  open("if (tsr_pe < tsr_G) {");
+  line("// a part that ends inside the tile: its partial sum for the CTA that ends it");
+  line("tsr::floats_to_slot(" + acc + ", skslot_ + int64_t(blockIdx.x) * " + slot + ", tsr_tid, " + T + ");");
+  line("__threadfence();");
+  barrier();
+  line("if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);");
+  line("continue;");
+  close();
+  open("if (tsr_pb > 0) {");
+  line("// the tile's last part: the earlier parts' sums, CTA by CTA (K order); they ran first in their");
+  line("// CTAs, so they are (nearly) always there already");
+  open("for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {");
+  line("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);");
+  barrier();
+  line("(void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it");
+  line("tsr::floats_add_slot_batched<" + num(fixup_batch(slots)) + ">(" + acc + ", skslot_ + int64_t(c_) * " + slot +
+       ", tsr_tid, " + T + ");");
+  close();
+  line("// every thread has seen the flags: zero them for the next launch");
+  barrier();
+  line("if (tsr_tid == 0)");
+  line("  for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) skflag_[c_] = 0u;");
+  close();
   close();
 }
 
@@ -1133,7 +1201,32 @@ void Emitter::open_program_loop(bool pingpong) {
   line("const uint32_t tsr_plane = " + G0 + " * uint32_t(tsr_grid1), tsr_programs = tsr_plane * uint32_t(tsr_grid2);");
   line("const uint32_t tsr_in_group = uint32_t(" + G + "LL * tsr_grid1 < 4294967295LL ? " + G +
        "LL * tsr_grid1 : 4294967295LL);");
-  if (program_pairs_)
+  if (stream_loop_) {
+    // Stream-K (stream-k-programs; pairs, ping-pong and planes it declines): whole tiles
+    // tsr_t = blockIdx.x, + gridDim.x, ... below tsr_dp; the last tsr_L tiles
+    // (cuda::stream_k_tiles: all of them when they are fewer than gridDim.x, else a last partial
+    // wave of at least half of gridDim.x, a smaller one with the full wave before it) as
+    // tsr_L * gridDim.x units of K work, gridDim.x a tile, of which CTA c takes units
+    // [c tsr_L, (c + 1) tsr_L): parts of at most three tiles (tsr_L < 2 gridDim.x), of which only
+    // the last can end inside a tile. A CTA runs them last tile first: the parts that end inside
+    // a tile, which the tile's last part waits for, run first, and the parts running at once
+    // read nearby K panels (as a wave of whole tiles does, for L2). [tsr_pb, tsr_pe) is the
+    // item's part of its tile, in units.
+    line("const int32_t tsr_G = int32_t(gridDim.x), tsr_rem = int32_t(tsr_programs % uint32_t(tsr_G));");
+    line("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < uint32_t(tsr_G) ? tsr_rem : tsr_rem + tsr_G;");
+    line("const uint32_t tsr_dp = tsr_programs - uint32_t(tsr_L);");
+    line("const int32_t tsr_u0 = int32_t(blockIdx.x) * tsr_L, tsr_u1 = tsr_u0 + tsr_L;");
+    line("const int32_t tsr_ndp = blockIdx.x < tsr_dp ? int32_t((tsr_dp - 1u - blockIdx.x) / uint32_t(tsr_G)) + 1 : 0;");
+    line("const int32_t tsr_nsk = tsr_L > 0 ? (tsr_u1 - 1) / tsr_G - tsr_u0 / tsr_G + 1 : 0;");
+    open("for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {");
+    line("const bool tsr_sk = tsr_i >= tsr_ndp;");
+    line("const uint32_t tsr_t = tsr_sk ? tsr_dp + uint32_t((tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp)) : blockIdx.x + uint32_t(tsr_i) * "
+         "uint32_t(tsr_G);");
+    line("const int32_t tsr_tu = tsr_sk ? int32_t(tsr_t - tsr_dp) * tsr_G : 0;  // the tile's first unit (stream-K tiles)");
+    line("const int32_t tsr_pb = tsr_sk && tsr_u0 > tsr_tu ? tsr_u0 - tsr_tu : 0;");
+    line("const int32_t tsr_pe = tsr_sk && tsr_u1 < tsr_tu + tsr_G ? tsr_u1 - tsr_tu : tsr_G;");
+    line("(void)tsr_pb; (void)tsr_pe; (void)tsr_tu;");
+  } else if (program_pairs_)
     open("for (uint32_t tsr_t = blockIdx.x / 2u; tsr_t < tsr_programs; tsr_t += gridDim.x / 2u) {");
   else if (pingpong)
     open("for (uint32_t tsr_j = 0, tsr_t = blockIdx.x + uint32_t(tsr_cons) * gridDim.x; tsr_t < tsr_programs; "
@@ -1195,7 +1288,9 @@ void Emitter::emit_warp_specialized_body() {
     if (std::find(slice.begin(), slice.end(), o.get()) != slice.end()) {
       emit_op(*o);
     } else if (o.get() == &loop) {
-      const std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1)), step = nm(loop.operand(2));
+      std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1));
+      const std::string step = nm(loop.operand(2));
+      if (&loop == stream_loop_) std::tie(lb, ub) = stream_k_bounds(loop);
       const std::string iv = fresh("pv");
       open("for (int64_t " + iv + " = " + lb + "; " + step + " > 0 && " + iv + " < " + ub + "; " + iv + " += " + step +
            ", ++" + it + ") {");

@@ -794,6 +794,21 @@ class Emitter {
   const Op* split_cluster_ring_ = nullptr;
   void plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo& info);
   void lowered_split_k_fixup(const Op& loop);
+  // stream-k-programs' `stream_k = 1` on the persistent producer's loop (and the grid's yield):
+  // the program loop takes whole tiles, then the CTA's units of the shared-out ones
+  // (open_program_loop: units [tsr_pb, tsr_pe) of the tile's tsr_G), both branches run the
+  // loop's part of its iterations (stream_k_bounds), and the compute warps add the parts after
+  // it (lowered_stream_k_fixup). The workspace holds a flag and a slot per CTA.
+  const Op* stream_loop_ = nullptr;
+  // Declares the first and the end of `loop`'s part as int64_t names: the same rounding in every
+  // CTA, so that the parts of a tile cover its iterations exactly once.
+  std::pair<std::string, std::string> stream_k_bounds(const Op& loop);
+  void lowered_stream_k_fixup(const Op& loop);
+  // Bounds emit_loop prints instead of the loop's operands (a stream-K part's).
+  std::map<const Op*, std::pair<std::string, std::string>> loop_bounds_;
+  // Quads of registers a fixup loads together (of an accumulator of `slots` registers a
+  // thread): as many as registers allow beside the accumulators without spills.
+  int64_t fixup_batch(int64_t slots) const;
   std::string store_vec_fn(const Op& store);
   // Opens the persistent CTA's loop over the programs and names their ids (ws_persistent_).
   // `pingpong`: consumer tsr_cons's loop, over the CTA's programs 2j + tsr_cons (j is tsr_j).

@@ -83,12 +83,12 @@ Extra extra(OpKind k) {
     case OpKind::Sort: return {{req("axis", A::Int), opt("descending", A::Bool)}, "stable sort along axis (ascending unless descending; NaN above +inf, -0 below +0); with an i32 index tile, results (values, the indices moved alike), else values or (values, positions)"};
     case OpKind::Topk: return {{req("axis", A::Int), opt("largest", A::Bool)}, "the k = result-dim largest (smallest unless largest, default true) along axis, best first, ties by smaller position; results (values[, indices]): the index tile's elements, or positions"};
     case OpKind::Histogram: return {{}, "counts of the integer operand's values (any shape) in bins 0 .. B-1, B = the result's dim: tile<i32, [B]>; values outside [0, B) are not counted"};
-    case OpKind::For: return {{opt("pipeline", A::Int), opt("warp_specialize", A::Int), opt("consumers", A::Int), opt("refill_in_dot", A::Int), opt("refill_parts", A::Int), opt("split_k", A::Int), opt("split_skip_rows", A::Int)}, "for iv = lb; iv < ub; iv += step, with loop-carried values"};
+    case OpKind::For: return {{opt("pipeline", A::Int), opt("warp_specialize", A::Int), opt("consumers", A::Int), opt("refill_in_dot", A::Int), opt("refill_parts", A::Int), opt("split_k", A::Int), opt("split_skip_rows", A::Int), opt("stream_k", A::Int)}, "for iv = lb; iv < ub; iv += step, with loop-carried values"};
     case OpKind::If: return {{}, "if cond then region 0 else region 1, each yielding the results"};
     case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
     case OpKind::Yield:
       return {{opt("persistent", A::Int), opt("group_rows", A::Int), opt("num_warps", A::Int), opt("prefetch_buffers", A::Int),
-               opt("program_pairs", A::Int)},
+               opt("program_pairs", A::Int), opt("stream_k", A::Int)},
               "end a region, passing its values out"};
     case OpKind::Alloc: return {{}, "a buffer in the result type's memory space (\"shared\"), live for the whole program; a slot is read only after something wrote it"};
     case OpKind::AsyncCopy: return {{opt("pad", A::Number)}, "start copying tile (i0, ...) of a view into buffer slot (s0, ...), as load_tile reads it (pad); done at the next async_wait"};

@@ -283,8 +283,8 @@ class Verifier {
           error(op->loc, "'yield' must be the last op of its region");
         else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") ||
                                               op->find_attr("num_warps") || op->find_attr("prefetch_buffers") ||
-                                              op->find_attr("program_pairs")))
-          error(op->loc, "'yield' takes persistent, group_rows, num_warps, prefetch_buffers and program_pairs only in the "
+                                              op->find_attr("program_pairs") || op->find_attr("stream_k")))
+          error(op->loc, "'yield' takes persistent, group_rows, num_warps, prefetch_buffers, program_pairs and stream_k only in the "
                          "grid block (they say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
@@ -614,6 +614,15 @@ class Verifier {
       if (v != 0 && v != 1) return fail("program_pairs must be 0 or 1 (CTA pairs taking programs 2q and 2q + 1), got " + attr_str(*pp));
       if (v == 1 && !(op.has_attr("persistent") && op.attr_int("persistent") == 1))
         return fail("program_pairs = 1 needs persistent = 1 (the pairs are persistent CTAs of a cluster)");
+    }
+    // A last partial wave shared out over the persistent CTAs (stream-k-programs).
+    if (const Attr* sk = op.find_attr("stream_k")) {
+      const int64_t v = std::get<int64_t>(*sk);
+      if (v != 0 && v != 1) return fail("stream_k must be 0 or 1 (the last partial wave's K loops shared out), got " + attr_str(*sk));
+      if (v == 1 && !(op.has_attr("persistent") && op.attr_int("persistent") == 1))
+        return fail("stream_k = 1 needs persistent = 1 (the parts are run by persistent CTAs)");
+      if (v == 1 && op.has_attr("program_pairs") && op.attr_int("program_pairs") == 1)
+        return fail("stream_k = 1 does not go with program_pairs = 1 (a pair's parts would not run in step)");
     }
     for (const Value* v : op.operands)
       if (!v->type.is_scalar() && !(op.kind == OpKind::Dim && v->type.is_view())) {
@@ -1347,6 +1356,19 @@ class Verifier {
                         attr_str(*r));
           if (std::get<int64_t>(*r) == 1 && !(op.find_attr("split_k") && op.attr_int("split_k") == 1))
             return fail("split_skip_rows = 1 needs split_k = 1 (it is about the split's partial sums)");
+        }
+        if (const Attr* sk = op.find_attr("stream_k")) {
+          const int64_t v = std::get<int64_t>(*sk);
+          if (v != 0 && v != 1)
+            return fail("stream_k must be 0 or 1 (the loop runs its program's stream-K part, its carried value a partial "
+                        "sum), got " + attr_str(*sk));
+          const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
+          if (v == 1 && !(y && y->has_attr("stream_k") && y->attr_int("stream_k") == 1))
+            return fail("stream_k = 1 needs stream_k = 1 on the grid's yield (the programs' parts)");
+          if (v == 1 && (op.operands.size() != 4 || !ot(3).is_tile() || ot(3).elem != ScalarKind::F32))
+            return fail("stream_k = 1 needs one carried f32 tile (the partial sum the tile's parts add)");
+          if (v == 1 && op.find_attr("split_k") && op.attr_int("split_k") == 1)
+            return fail("stream_k = 1 does not go with split_k = 1 (a loop is cut one way)");
         }
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +

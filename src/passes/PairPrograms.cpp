@@ -24,7 +24,7 @@
 //    half the tile's rows; its tensor map's box is h rows high).
 // Declined, with a note naming why: a split-K compilation (never persistent), a kernel that is
 // not persistent or whose top-level loop has no producer, ping-pong consumers (each consumer
-// takes programs 2j + c of its own CTA), program prefetch, a cluster_size knob other than 1, the
+// takes programs 2j + c of its own CTA), program prefetch, stream-K (stream-k-programs), a cluster_size knob other than 1, the
 // swapped decode product (swap_operands = 1: the batch's few rows are one program row, so the
 // pair's second program would lie past the grid), a loop whose bounds depend on axis 0, a
 // kernel that writes memory other than by top-level store_tile (the program past the grid
@@ -95,6 +95,8 @@ void pair_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     why = "the ping-pong consumers take programs 2j + c of their own CTA";
   else if (yield->has_attr("prefetch_buffers"))
     why = "the programs prefetch their tiles (prefetch-programs)";
+  else if (yield->has_attr("stream_k") && yield->attr_int("stream_k") == 1)
+    why = "stream-K shares the last wave's K loops out (stream-k-programs): a pair's parts would not run in step";
   else if (const ConstexprDecl* c = k.find_constexpr("cluster_size"); c && c->value != 1)
     why = "the kernel already runs each program on a cluster (cluster_size)";
   else if (const ConstexprDecl* s = k.find_constexpr("swap_operands"); s && s->value == 1)

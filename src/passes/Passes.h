@@ -125,6 +125,9 @@ struct GpuLoweringOptions {
   bool fma_operands_in_shared = !fma_dot_in_registers_env();
   // The split-K compilation (CudaTarget::split_k): split-k-loops slices the K loop over grid axis 2.
   bool split_k = false;
+  // The stream-K compilation (CudaTarget::stream_k): stream-k-programs shares the last partial
+  // wave out, as the knob stream_k = 1 asks.
+  bool stream_k = false;
 };
 // The most warps of a program (1024 threads, a CTA's limit).
 inline constexpr int kMaxWarps = 32;
@@ -219,6 +222,10 @@ void pingpong_consumers(Kernel& k, PassStats& stats);
 // A persistent kernel's TMA-stored result stored during the next program's K loop: `overlap = 1`
 // on the store (OverlapEpilogues.cpp).
 void overlap_epilogues(Kernel& k, PassStats& stats);
+// The knob stream_k = 1 or the stream-K compilation: a persistent warp-specialized GEMM shares
+// its last partial wave's K loops out over every CTA, `stream_k = 1` on the grid's yield and on
+// the K loop (its parts' partial sums added after it) (StreamKPrograms.cpp).
+void stream_k_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
 // The knob cluster_m = 2: CTA pairs of a cluster take programs (2q, n) and (2q + 1, n) of a
 // persistent warp-specialized kernel, `program_pairs = 1` on the grid's yield, and copy the ring
 // tiles both programs read by TMA multicast, `multicast = 1` on those loads (PairPrograms.cpp).

@@ -39,7 +39,9 @@ namespace tessera {
 
 void take_back_persistence(Op& yield) {
   yield.set_attr("persistent", int64_t{0});
-  std::erase_if(yield.attrs, [](const NamedAttr& a) { return a.name == "group_rows" || a.name == "program_pairs"; });
+  std::erase_if(yield.attrs, [](const NamedAttr& a) { 
+    return a.name == "group_rows" || a.name == "program_pairs" || a.name == "stream_k";
+  });
 }
 
 void persist_programs(Kernel& k, PassStats& stats) {

@@ -77,7 +77,11 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
       {"stage-epilogue-stores", stage_epilogue_stores},
       {"pingpong-consumers", pingpong_consumers},
       {"overlap-epilogues", overlap_epilogues},
-      // After pingpong-consumers (whose consumers take programs of their own CTA: no pairs).
+      // After persist-programs and pingpong-consumers (stream-K shares the persistent CTAs'
+      // last wave out; ping-pong consumers take programs of their own CTA).
+      {"stream-k-programs", [o](Kernel& k, PassStats& st) { stream_k_programs(k, o, st); }},
+      // After pingpong-consumers (whose consumers take programs of their own CTA: no pairs) and
+      // stream-k-programs (its parts are not run in step by pairs).
       {"pair-programs", [o](Kernel& k, PassStats& st) { pair_programs(k, o, st); }},
       {"verify-lowered", verify_bound},
   };

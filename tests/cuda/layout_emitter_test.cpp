@@ -278,9 +278,12 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
     return all;
   };
   const std::string given = notes_with({{"stream_k", 1}, {"cluster_size", 2}, {"epilogue_overlap", 1}});
-  EXPECT_NE(given.find("knob stream_k = 1 is read by the planning emitter only: the layout emitter ignores it"), std::string::npos) << given;
-  EXPECT_NE(given.find("knob cluster_size = 2 is read by the planning emitter only"), std::string::npos) << given;
-  // cluster_m = 2 is pair-programs' to read since session 53: taken, no note that it is ignored.
+  EXPECT_NE(given.find("knob cluster_size = 2 is read by the planning emitter only: the layout emitter ignores it"),
+            std::string::npos)
+      << given;
+  // cluster_m = 2 is pair-programs' to read since session 53, stream_k = 1 stream-k-programs'
+  // since session 54: taken, no note that they are ignored.
+  EXPECT_EQ(given.find("knob stream_k"), std::string::npos) << given;
   EXPECT_EQ(notes_with({{"cluster_m", 2}}).find("knob cluster_m"), std::string::npos);
   EXPECT_EQ(given.find("epilogue_overlap"), std::string::npos) << given;  // its default asks for nothing
   // epilogue_overlap = 0 is overlap-epilogues' to read now: taken, no note.
@@ -708,10 +711,83 @@ TEST(LayoutEmitter, ProgramPairsShareBTilesByMulticast) {
   }
 }
 
+// stream-k-programs' marks printed by the layout emitter (the stream-K compilation, or the knob
+// stream_k = 1; Emitter::Auto takes them only once they have run on a GPU): the
+// persistent CTAs take whole tiles, then their units of the shared-out ones, last tile first;
+// both branches run the K loop's part [trip pb / G, trip pe / G); after it the compute warps of
+// a part that ends inside its tile leave their sum in the CTA's slot, raise its flag and skip
+// the epilogue, and a tile's last part adds the earlier CTAs' slots in K order before it. The
+// pending epilogue block (overlap-epilogues) is stored before the fixup. NVRTC compiles every
+// planned tile without spills.
+TEST(LayoutEmitter, StreamKSharesTheLastWaveOut) {
+  const LibraryKernel* lk = find_library_kernel("matmul");
+  auto emit_with = [&](ScalarKind dt, int64_t bm, int64_t bn) {
+    auto k = lk->build(dt);
+    for (auto [n, v] : {std::pair<const char*, int64_t>{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", 64}}) k->set_constexpr(n, v);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Layouts;
+    t.stream_k = true;
+    return emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, dt, "cuda:sm_90a")), {}), t);
+  };
+  const CudaEmission em = emit_with(ScalarKind::BF16, 128, 256);
+  ASSERT_NE(em.lowered, nullptr);
+  EXPECT_TRUE(em.info.persistent);
+  EXPECT_TRUE(em.info.stream_k);
+  EXPECT_EQ(em.stats.at("stream-k"), 1);
+  EXPECT_EQ(em.info.split_slot_bytes, 128 * 256 * 4);  // both compute warpgroups' accumulators
+  int workspaces = 0;
+  for (const CudaParam& p : em.info.params) workspaces += p.kind == CudaParam::Kind::SplitWorkspace;
+  EXPECT_EQ(workspaces, 1);
+  const Op* y = em.lowered->grid->terminator();
+  EXPECT_EQ(y->attr_int("stream_k"), 1);
+  const std::string& src = em.source;
+  EXPECT_NE(src.find("const int32_t tsr_L = tsr_rem == 0 ? 0 : 2 * tsr_rem >= tsr_G || tsr_programs < uint32_t(tsr_G) ? "
+                     "tsr_rem : tsr_rem + tsr_G;"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("tsr_dp + uint32_t((tsr_u1 - 1) / tsr_G - (tsr_i - tsr_ndp))"), std::string::npos);
+  // Both branches (the producer's copies and the compute warps' loop) run the same part.
+  EXPECT_EQ(occurrences(src, "for (int32_t tsr_i = 0; tsr_i < tsr_ndp + tsr_nsk; ++tsr_i) {"), 2u);
+  EXPECT_EQ(occurrences(src, " * tsr_pb / tsr_G * "), 2u);
+  const size_t leave = src.find("tsr::floats_to_slot(");
+  ASSERT_NE(leave, std::string::npos);
+  EXPECT_LT(src.find("boxes the loop had too few iterations for"), leave);
+  EXPECT_LT(leave, src.find("tsr::flag_release(skflag_ + blockIdx.x);"));
+  EXPECT_LT(src.find("tsr::flag_release(skflag_ + blockIdx.x);"), src.find("continue;"));
+  EXPECT_NE(src.find("for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {"), std::string::npos);
+  // (The sum is complete before the accumulator is packed for the epilogue.)
+  const size_t add = src.find("tsr::floats_add_slot_batched<2>(");
+  ASSERT_NE(add, std::string::npos);
+  EXPECT_LT(add, src.rfind("tsr::f2bf2("));
+  EXPECT_NE(src.find("skflag_[c_] = 0u;"), std::string::npos);
+  // Whole tiles by default; the split-K compilation splits instead.
+  {
+    auto k = lk->build(ScalarKind::BF16);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Layouts;
+    t.split_k = t.stream_k = true;
+    const CudaEmission split =
+        emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), {}), t);
+    EXPECT_TRUE(split.info.split_k);
+    EXPECT_FALSE(split.info.stream_k);
+    EXPECT_EQ(split.source.find("tsr_pb"), std::string::npos);
+  }
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (ScalarKind dt : {ScalarKind::BF16, ScalarKind::F16})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {128, 256}, {64, 192}}) {
+      SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n));
+      const CudaEmission e = emit_with(dt, m, n);
+      ASSERT_TRUE(e.info.stream_k);
+      const NvrtcResult r = nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "stream_k.cu", e.line_op);
+      EXPECT_EQ(cubin_resources(r.cubin, e.info.symbol).frame_bytes, 0) << "spills";
+    }
+}
+
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only
-// the planning emitter reads, and the runtime's stream-K compilation, go to the planning emitter
-// with a note that says why; the split-K compilation and the swapped product are the layout
-// emitter's (split-k-loops, swap-dot-operands). TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
+// the planning emitter reads goes to the planning emitter with a note that says why, as do the
+// knobs the layout emitter has not run on a GPU yet (stream_k); the split-K compilation and the
+// swapped product are the layout emitter's (split-k-loops, swap-dot-operands). TESSERA_CUDA_FROM_LAYOUTS picks one for all: 1 the
 // layout emitter, 0 the planning emitter, unset the default, anything else an error.
 TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   const LibraryKernel* lk = find_library_kernel("matmul");
@@ -732,7 +808,13 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
   std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"cluster_size", 2}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (stream_k = 1, cluster_size = 2): the planning emitter made it"),
+  EXPECT_NE(notes.find("knobs only the planning emitter reads (cluster_size = 2): the planning emitter made it"),
+            std::string::npos)
+      << notes;
+  // stream_k = 1: stream-k-programs' (session 54), not the default's until it runs on a GPU.
+  std::tie(printed, notes) = emit_default({{"stream_k", 1}});
+  EXPECT_FALSE(printed) << notes;
+  EXPECT_NE(notes.find("stream_k = 1: the layout emitter's form has not run on a GPU yet: the planning emitter made it"),
             std::string::npos)
       << notes;
   // cluster_m = 2: pair-programs' (session 53).

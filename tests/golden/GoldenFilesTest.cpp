@@ -107,6 +107,9 @@ std::vector<GoldenCase> golden_cases() {
   add("split_k", "matmul_fp8", SK::BF16, "sm_90a", {.split_k = true});
   // The layout emitter's split-K compilation (split-k-loops), which Emitter::Layouts runs.
   add("split_k.layouts", "matmul", SK::BF16, "sm_90a", {.split_k = true, .layouts = true});
+  // stream-k-programs (the stream-K compilation) printed by the layout emitter, the default's
+  // since session 54.
+  add("stream_k.layouts", "matmul", SK::BF16, "sm_90a", {.stream_k = true, .layouts = true});
   // pair-programs (cluster_m = 2) printed by the layout emitter, the default's since session 53.
   add("cluster_m2.layouts", "matmul", SK::BF16, "sm_90a", {.knobs = {{"cluster_m", 2}}, .layouts = true});
   add("no_tma", "matmul_fp8", SK::BF16, "sm_90a", {.no_tma = true});

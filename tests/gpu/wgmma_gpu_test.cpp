@@ -191,14 +191,18 @@ TEST(WgmmaGpu, SplitKWithOperandsTmaCannotDescribeRunsTheMmaSyncCompilationUnspl
 
 // Against the double-precision reference: a long K loop, and more programs than SMs (the
 // persistent loop runs several programs per CTA, carrying the ring's phases across them).
-void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk, bool stream_k = false) {
+void expect_matches_reference(const Sizes& s, int64_t bm, int64_t bn, int64_t bk, bool stream_k = false,
+                              bool layouts = false) {
   const LibraryKernel& lk = *find_library_kernel("matmul");
   auto k = matmul(ScalarKind::BF16, bm, bn, bk);
   std::vector<Tensor> got = make_random_tensors(*k, s, 5), want = got;
   auto ga = args_for(*k, got), wa = args_for(*k, want);
   CudaOptions o = planning_options();
   o.target.stream_k = stream_k;
+  if (layouts) o.target.emitter = CudaTarget::Emitter::Layouts;
   auto ck = compile_cuda(*k, o);
+  // (The layout emitter's stream-K fixup, not a fallback's.)
+  if (layouts && stream_k) EXPECT_NE(ck->source().find("tsr::floats_add_slot_batched<"), std::string::npos);
   ck->run_host(ga);
   EXPECT_EQ(ck->launches_without_tma, 0);
   lk.reference(wa, s);
@@ -434,26 +438,32 @@ TEST(WgmmaGpu, StreamKMatchesTheInterpreterLaunchAfterLaunch) {
   REQUIRE_HOPPER();
   const int64_t sms = cuda::device().num_sms;
   auto k = matmul(ScalarKind::BF16, 64, 64, 64);
-  CudaOptions o = no_split_options();
-  o.target.stream_k = true;
-  auto ck = compile_cuda(*k, o);
-  // rows x cols programs of 64 x 64 (cols rounded up: the programs are a multiple of 4).
-  auto sizes = [&](int64_t programs, int64_t kdim) {
-    const int64_t rows = 4, cols = (programs + rows - 1) / rows;
-    return Sizes{{"M", rows * 64 - 24}, {"N", cols * 64 - 8}, {"K", kdim}};
-  };
-  uint64_t seed = 41;
-  for (Sizes s : {sizes(sms * 3 / 4 + 1, 520), sizes(sms + sms * 3 / 4, 264), sizes(sms * 3 / 4 + 1, 40),
-                  sizes(sms + sms / 4, 392), sizes(2 * sms + 3, 200), sizes(sms + 1, 24), sizes(sms / 3, 456),
-                  sizes(sms / 5, 40), sizes(sms / 5, 584), sizes(sms * 3 / 4 + 1, 520)}) {
-    SCOPED_TRACE(sizes_str(s));
-    const int64_t programs = ((s.at("M") + 63) / 64) * ((s.at("N") + 63) / 64);
-    ASSERT_GT(cuda::stream_k_tiles(programs, cuda::stream_k_ctas(programs, sms)), 0)
-        << "the sizes should leave a partial wave to share out";
-    run_compiled_and_compare(*ck, *k, s, seed++);
+  for (const auto emitter : {CudaTarget::Emitter::Planning, CudaTarget::Emitter::Layouts}) {
+    const bool layouts = emitter == CudaTarget::Emitter::Layouts;
+    SCOPED_TRACE(layouts ? "layouts" : "planning");
+    CudaOptions o = no_split_options();
+    o.target.stream_k = true;
+    o.target.emitter = emitter;
+    auto ck = compile_cuda(*k, o);
+    if (layouts) EXPECT_NE(ck->source().find("tsr::floats_add_slot_batched<"), std::string::npos);
+    // rows x cols programs of 64 x 64 (cols rounded up: the programs are a multiple of 4).
+    auto sizes = [&](int64_t programs, int64_t kdim) {
+      const int64_t rows = 4, cols = (programs + rows - 1) / rows;
+      return Sizes{{"M", rows * 64 - 24}, {"N", cols * 64 - 8}, {"K", kdim}};
+    };
+    uint64_t seed = 41;
+    for (Sizes s : {sizes(sms * 3 / 4 + 1, 520), sizes(sms + sms * 3 / 4, 264), sizes(sms * 3 / 4 + 1, 40),
+                    sizes(sms + sms / 4, 392), sizes(2 * sms + 3, 200), sizes(sms + 1, 24), sizes(sms / 3, 456),
+                    sizes(sms / 5, 40), sizes(sms / 5, 584), sizes(sms * 3 / 4 + 1, 520)}) {
+      SCOPED_TRACE(sizes_str(s));
+      const int64_t programs = ((s.at("M") + 63) / 64) * ((s.at("N") + 63) / 64);
+      ASSERT_GT(cuda::stream_k_tiles(programs, cuda::stream_k_ctas(programs, sms)), 0)
+          << "the sizes should leave a partial wave to share out";
+      run_compiled_and_compare(*ck, *k, s, seed++);
+    }
+    EXPECT_EQ(ck->launches_without_tma, 0);
+    EXPECT_EQ(ck->launches_split_k, 0);
   }
-  EXPECT_EQ(ck->launches_without_tma, 0);
-  EXPECT_EQ(ck->launches_split_k, 0);
 }
 
 TEST(WgmmaGpu, StreamKMatchesTheReference) {
@@ -462,12 +472,16 @@ TEST(WgmmaGpu, StreamKMatchesTheReference) {
   // 128 x 256 tiles (two consumer warpgroups): about 0.85 and 1.85 waves of programs. K is
   // short: the host reference is slow.
   const int64_t p1 = sms * 85 / 100, p2 = sms + sms * 85 / 100, p3 = sms + sms / 8;
-  expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * ((p1 + 7) / 8)}, {"K", 200}}, 128, 256, 64, true);
-  expect_matches_reference({{"M", 128 * 8}, {"N", 256 * ((p2 + 7) / 8) - 16}, {"K", 136}}, 128, 256, 64, true);
-  // A last wave of about an eighth, shared out with the full wave before it.
-  expect_matches_reference({{"M", 128 * 8 - 8}, {"N", 256 * ((p3 + 7) / 8) - 40}, {"K", 264}}, 128, 256, 64, true);
-  // 48 programs (1024x1536 in 128 x 256 tiles), fewer than half the CTAs: all shared out.
-  expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * 6 - 24}, {"K", 456}}, 128, 256, 64, true);
+  for (bool layouts : {false, true}) {
+    SCOPED_TRACE(layouts ? "layouts" : "planning");
+    expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * ((p1 + 7) / 8)}, {"K", 200}}, 128, 256, 64, true, layouts);
+    expect_matches_reference({{"M", 128 * 8}, {"N", 256 * ((p2 + 7) / 8) - 16}, {"K", 136}}, 128, 256, 64, true, layouts);
+    // A last wave of about an eighth, shared out with the full wave before it.
+    expect_matches_reference({{"M", 128 * 8 - 8}, {"N", 256 * ((p3 + 7) / 8) - 40}, {"K", 264}}, 128, 256, 64, true,
+                             layouts);
+    // 48 programs (1024x1536 in 128 x 256 tiles), fewer than half the CTAs: all shared out.
+    expect_matches_reference({{"M", 128 * 8 - 40}, {"N", 256 * 6 - 24}, {"K", 456}}, 128, 256, 64, true, layouts);
+  }
 }
 
 TEST(WgmmaGpu, ManyProgramsPerCtaMatchTheReference) {

@@ -86,8 +86,10 @@ TEST_P(PassFile, OutputMatches) {
   ASSERT_FALSE(passes.empty());
   GpuLoweringOptions target{90, true};
   for (const auto& t : directive(input, "target")) {
-    ASSERT_TRUE(t == "sm_90a" || t == "sm_90a-split-k" || t == "sm_89" || t == "sm_80") << "target " << t;
+    ASSERT_TRUE(t == "sm_90a" || t == "sm_90a-split-k" || t == "sm_90a-stream-k" || t == "sm_89" || t == "sm_80")
+        << "target " << t;
     target.split_k = t == "sm_90a-split-k";
+    target.stream_k = t == "sm_90a-stream-k";
     if (t == "sm_80") target = {80, false};
     if (t == "sm_89") target = {89, false};
   }

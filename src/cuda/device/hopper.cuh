@@ -305,10 +305,16 @@ template <int B, int NT, class Load>
 TSR_D void frags_add_batched(float (&d)[1][NT][4], Load load) {
   floats_add_batched<B>(*reinterpret_cast<float (*)[4 * NT]>(&d[0][0][0]), load);
 }
+// v += the slot that floats_to_slot wrote with the same tid and nthreads (through L2, .cg:
+// another multiprocessor wrote it).
+template <int B, int N>
+TSR_D void floats_add_slot_batched(float (&v)[N], const float* slot, int tid, int nthreads) {
+  floats_add_batched<B>(v, [&](int j) { return ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid)); });
+}
 // d += the slot that frags_to_slot wrote with the same tid and nthreads.
 template <int B, int NT>
 TSR_D void frags_add_slot_batched(float (&d)[1][NT][4], const float* slot, int tid, int nthreads) {
-  frags_add_batched<B>(d, [&](int j) { return ld_cg_f4(slot + 4 * (int64_t(j) * nthreads + tid)); });
+  floats_add_slot_batched<B>(*reinterpret_cast<float (*)[4 * NT]>(&d[0][0][0]), slot, tid, nthreads);
 }
 // v = the sum over s = 0 .. splits-1 of slot `first + s * stride`, added in that order, slot by
 // slot, B quads at a time: the rounds of L2 latency are splits * N / 4 / B (B = N / 4: one per
