@@ -41,7 +41,7 @@ struct CudaTarget {
   // emitter (EmitLowered.cpp) prints the GPU lowering's IR, each op in the layout the passes
   // gave it; the planning emitter makes its own decisions from the optimized IR. Auto, the
   // default: the layout emitter, unless the kernel or the compilation asks for what only the
-  // planning emitter does (planning_only_knobs: cluster_size, pair_stores) or what the layout
+  // planning emitter does (planning_only_knobs: cluster_size) or what the layout
   // emitter has not yet run on a GPU (unmeasured_layout_knobs: stream_k = 1 and the stream-K
   // compilation, stream-k-programs'). Either way, a kernel the layout emitter cannot print yet is printed by the
   // planning emitter, with a note that says why. parse() reads

@@ -1435,15 +1435,16 @@ const Op* first_layout_op(const Block& b) {
 // pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
 // compilation's split-k-loops; cluster_m: pair-programs; swap_operands on f8 operands:
 // swap-dot-operands, since session 53; stream_k and the stream-K compilation:
-// stream-k-programs, since session 54). Such a kernel goes to the planning emitter by default; the
+// stream-k-programs, and pair_stores: the layout emitter's row stores, since session 54). Such a kernel goes to the planning emitter by default; the
 // layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
 // as if they had been taken.
 std::vector<std::string> planning_only_knobs(const Kernel& k) {
-  // Each knob with the values that ask for nothing the layout emitter does not do anyway
-  // (pair_stores is its A/B switch of row stores). Not here: min_blocks (both emitters print it
-  // into __launch_bounds__), struct_cp_async and struct_tma (the layout emitter copies Struct
-  // pipes' loads asynchronously, cp.async or TMA rings on sm_90a, whatever they say).
-  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {{"cluster_size", {1}}, {"pair_stores", {1}}};
+  // Each knob with the values that ask for nothing the layout emitter does not do anyway. Not
+  // here: min_blocks (both emitters print it into __launch_bounds__), struct_cp_async and
+  // struct_tma (the layout emitter copies Struct pipes' loads asynchronously, cp.async or TMA
+  // rings on sm_90a, whatever they say), pair_stores (both emitters' switch of paired 16-bit
+  // row stores, since session 54).
+  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {{"cluster_size", {1}}};
   std::vector<std::string> knobs;
   for (const auto& [name, nothing] : kKnobs)
     if (const ConstexprDecl* d = k.find_constexpr(name);

@@ -1652,11 +1652,26 @@ void Emitter::lowered_load_store(const Op& op) {
     }
     load_run_from(s0, vi.ptr + " + " + at, buf);
   };
+  // A 16-bit float run is stored as words, both halves of each rounded in one conversion
+  // (cvt.rn.bf16x2 / f16x2) instead of one cvt a slot, as the planning emitter's row stores are
+  // (EmitMemory.cpp); the kernel's knob pair_stores = 0 turns it off (for comparisons).
+  const ConstexprDecl* ps = k_.find_constexpr("pair_stores");
+  const bool pair_store = !load && (t == ScalarKind::BF16 || t == ScalarKind::F16) && V % 2 == 0 && !(ps && ps->value == 0);
+  auto run_buffer = [&](const std::string& buf) {
+    return pair_store ? "uint32_t " + buf + "[" + num(V / 2) + "];" : St + " " + buf + "[" + num(V) + "];";
+  };
   // A run in bounds and aligned at offset `at`: one vector access through the storage-type
-  // buffer `buf` (declared by the caller), converted slot by slot.
+  // buffer `buf` (declared by the caller: under pair_store, V / 2 words), converted slot by slot.
   auto vector_run = [&](const std::string& c, const std::string& s0, const std::string& at, const std::string& buf) {
     if (load) {
       load_run(c, s0, at, buf);
+    } else if (pair_store) {
+      const std::string pair = t == ScalarKind::BF16 ? "tsr::f2bf2(" : "tsr::f2h2(";
+      for (int64_t v = 0; v < V; v += 2)
+        line(buf + "[" + num(v / 2) + "] = " + pair + r + "[" + s0 + " + " + num(v) + "], " + r + "[" + s0 + " + " +
+             num(v + 1) + "]);");
+      line((own == "true" ? "" : "if (" + own + ") ") + store_vec_fn(op) + "uint32_t, " + num(V / 2) +
+           ">(reinterpret_cast<uint32_t*>(" + vi.ptr + " + " + at + "), " + buf + ");");
     } else {
       for (int64_t v = 0; v < V; ++v) line(buf + "[" + num(v) + "] = " + store_conv(t, r + "[" + s0 + " + " + num(v) + "]") + ";");
       line((own == "true" ? "" : "if (" + own + ") ") + store_vec_fn(op) + St + ", " + num(V) + ">(" + vi.ptr + " + " + at +
@@ -1698,7 +1713,7 @@ void Emitter::lowered_load_store(const Op& op) {
     open("for (int " + c + " = 0; " + c + " < " + num(d.slots() / V) + "; ++" + c + ") {");
     std::string ok, at;
     element(s0, 0, ok, at);
-    if (!packed && !issue) line(St + " " + buf + "[" + num(V) + "];");
+    if (!packed && !issue) line(run_buffer(buf));
     vector_run(c, s0, at, buf);
     close();
     if (!issue) count("whole-tile-accesses");
@@ -1722,7 +1737,7 @@ void Emitter::lowered_load_store(const Op& op) {
     close();
     return;
   }
-  line(St + " " + buf + "[" + num(V) + "];");
+  line(run_buffer(buf));
   open("if (" + last_ok + " && tsr::aligned_vec<" + St + ", " + num(V) + ">(" + vi.ptr + " + " + at + ")) {");
   if (packed) {
     // Both paths fill the storage-type buffer and the words are made after the join.

@@ -5,6 +5,7 @@
 // tests/gpu/layout_emitter_gpu_test.cpp runs them against the interpreter.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "CudaTestUtil.h"
@@ -782,6 +783,34 @@ TEST(LayoutEmitter, StreamKSharesTheLastWaveOut) {
       const NvrtcResult r = nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "stream_k.cu", e.line_op);
       EXPECT_EQ(cubin_resources(r.cubin, e.info.symbol).frame_bytes, 0) << "spills";
     }
+}
+
+// 16-bit float rows are stored as words, two slots rounded in one conversion (tsr::f2bf2,
+// cvt.rn.bf16x2.f32 in the PTX), as the planning emitter's row stores are; pair_stores = 0
+// turns it off (a slot at a time), on the layout emitter too since session 54, and no longer
+// sends the kernel to the planning emitter.
+TEST(LayoutEmitter, SixteenBitRowStoresArePaired) {
+  const LibraryKernel* lk = find_library_kernel("softmax");
+  auto emit_with = [&](std::optional<int64_t> pairs) {
+    auto k = lk->build(ScalarKind::BF16);
+    k->set_constexpr("BLOCK_N", 4096);
+    if (pairs) k->set_constexpr("pair_stores", *pairs);
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Auto;
+    return emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, library_config(*lk, ScalarKind::BF16, "cuda:sm_90a")), {}), t);
+  };
+  const CudaEmission on = emit_with(std::nullopt), off = emit_with(0);
+  ASSERT_NE(on.lowered, nullptr);
+  ASSERT_NE(off.lowered, nullptr);
+  EXPECT_NE(on.source.find("= tsr::f2bf2("), std::string::npos);
+  EXPECT_NE(on.source.find("tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>("), std::string::npos);
+  EXPECT_EQ(off.source.find("tsr::f2bf2("), std::string::npos);
+  EXPECT_NE(off.source.find("tsr::copy_vec<uint16_t, 8>("), std::string::npos);
+  for (const std::string& n : off.notes) EXPECT_EQ(n.find("pair_stores"), std::string::npos) << n;
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  const NvrtcResult r = nvrtc_compile(on.source, CudaTarget::parse("sm_90a"), "pairs.cu", on.line_op);
+  EXPECT_NE(r.ptx.find("cvt.rn.bf16x2.f32"), std::string::npos);
 }
 
 // The default (CudaTarget::Emitter::Auto): the layout emitter, but a kernel that sets a knob only

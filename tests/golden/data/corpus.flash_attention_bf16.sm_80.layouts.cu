@@ -876,19 +876,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     if (whole194) {
       #pragma unroll
       for (int c195 = 0; c195 < 16; ++c195) {
-        uint16_t vb196[2];
-        vb196[0] = tsr::f2bf(v190_o3[c195 * 2 + 0]);
-        vb196[1] = tsr::f2bf(v190_o3[c195 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c195 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c195 * 2) % 2) + (((c195 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb196);
+        uint32_t vb196[1];
+        vb196[0] = tsr::f2bf2(v190_o3[c195 * 2 + 0], v190_o3[c195 * 2 + 1]);
+        tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c195 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c195 * 2) % 2) + (((c195 * 2) / 4) % 8) * 8)) * tsr_p3_s2), vb196);
       }
     } else {
       #pragma unroll
       for (int c197 = 0; c197 < 16; ++c197) {
-        uint16_t vb198[2];
+        uint32_t vb198[1];
         if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb198[0] = tsr::f2bf(v190_o3[c197 * 2 + 0]);
-          vb198[1] = tsr::f2bf(v190_o3[c197 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb198);
+          vb198[0] = tsr::f2bf2(v190_o3[c197 * 2 + 0], v190_o3[c197 * 2 + 1]);
+          tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p3 + (o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2), vb198);
         } else {
           if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2]);
           if (uint64_t(o191 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o192 + ((((c197 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o191 + 0) * tsr_p3_s0 + (o192 + ((((c197 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o193 + (((c197 * 2) % 2) + (((c197 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v190_o3[c197 * 2 + 1]);

@@ -757,19 +757,17 @@ extern "C" __global__ void __launch_bounds__(128) tessera_flash_attention_bf16(u
     if (whole133) {
       #pragma unroll
       for (int c134 = 0; c134 < 16; ++c134) {
-        uint16_t vb135[2];
-        vb135[0] = tsr::f2bf(v129_o3[c134 * 2 + 0]);
-        vb135[1] = tsr::f2bf(v129_o3[c134 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c134 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c134 * 2) % 2) + (((c134 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb135);
+        uint32_t vb135[1];
+        vb135[0] = tsr::f2bf2(v129_o3[c134 * 2 + 0], v129_o3[c134 * 2 + 1]);
+        tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c134 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c134 * 2) % 2) + (((c134 * 2) / 4) % 8) * 8)) * tsr_p3_s2), vb135);
       }
     } else {
       #pragma unroll
       for (int c136 = 0; c136 < 16; ++c136) {
-        uint16_t vb137[2];
+        uint32_t vb137[1];
         if (uint64_t(o130 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o131 + ((((c136 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH)) && tsr::aligned_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2)) {
-          vb137[0] = tsr::f2bf(v129_o3[c136 * 2 + 0]);
-          vb137[1] = tsr::f2bf(v129_o3[c136 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2, vb137);
+          vb137[0] = tsr::f2bf2(v129_o3[c136 * 2 + 0], v129_o3[c136 * 2 + 1]);
+          tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p3 + (o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2), vb137);
         } else {
           if (uint64_t(o130 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o131 + ((((c136 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8)) * tsr_p3_s2] = tsr::f2bf(v129_o3[c136 * 2]);
           if (uint64_t(o130 + 0) < uint64_t(int64_t(tsr_dim_H)) && uint64_t(o131 + ((((c136 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_S)) && uint64_t(o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) < uint64_t(int64_t(tsr_dim_DH))) tsr_p3[(o130 + 0) * tsr_p3_s0 + (o131 + ((((c136 * 2) / 2) % 2) * 8)) * tsr_p3_s1 + (o132 + (((c136 * 2) % 2) + (((c136 * 2) / 4) % 8) * 8) + 1) * tsr_p3_s2] = tsr::f2bf(v129_o3[c136 * 2 + 1]);

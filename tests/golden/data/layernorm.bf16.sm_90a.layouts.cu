@@ -379,17 +379,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
       const int64_t o91 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
       for (int c92 = 0; c92 < 1; ++c92) {
-        uint16_t vb93[8];
+        uint32_t vb93[4];
         if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1)) {
-          vb93[0] = tsr::f2bf(v88[c92 * 8 + 0]);
-          vb93[1] = tsr::f2bf(v88[c92 * 8 + 1]);
-          vb93[2] = tsr::f2bf(v88[c92 * 8 + 2]);
-          vb93[3] = tsr::f2bf(v88[c92 * 8 + 3]);
-          vb93[4] = tsr::f2bf(v88[c92 * 8 + 4]);
-          vb93[5] = tsr::f2bf(v88[c92 * 8 + 5]);
-          vb93[6] = tsr::f2bf(v88[c92 * 8 + 6]);
-          vb93[7] = tsr::f2bf(v88[c92 * 8 + 7]);
-          tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1, vb93);
+          vb93[0] = tsr::f2bf2(v88[c92 * 8 + 0], v88[c92 * 8 + 1]);
+          vb93[1] = tsr::f2bf2(v88[c92 * 8 + 2], v88[c92 * 8 + 3]);
+          vb93[2] = tsr::f2bf2(v88[c92 * 8 + 4], v88[c92 * 8 + 5]);
+          vb93[3] = tsr::f2bf2(v88[c92 * 8 + 6], v88[c92 * 8 + 7]);
+          tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p3 + (o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1), vb93);
         } else {
           if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8]);
           if (uint64_t(o90 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o91 + (((c92 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o90 + 0) * tsr_p3_s0 + (o91 + (((c92 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v88[c92 * 8 + 1]);
@@ -895,17 +891,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_layernorm(uint16_t* ts
         const int64_t o218 = int64_t(iv186) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
         for (int c219 = 0; c219 < 1; ++c219) {
-          uint16_t vb220[8];
+          uint32_t vb220[4];
           if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1)) {
-            vb220[0] = tsr::f2bf(v215[c219 * 8 + 0]);
-            vb220[1] = tsr::f2bf(v215[c219 * 8 + 1]);
-            vb220[2] = tsr::f2bf(v215[c219 * 8 + 2]);
-            vb220[3] = tsr::f2bf(v215[c219 * 8 + 3]);
-            vb220[4] = tsr::f2bf(v215[c219 * 8 + 4]);
-            vb220[5] = tsr::f2bf(v215[c219 * 8 + 5]);
-            vb220[6] = tsr::f2bf(v215[c219 * 8 + 6]);
-            vb220[7] = tsr::f2bf(v215[c219 * 8 + 7]);
-            tsr::copy_vec<uint16_t, 8>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1, vb220);
+            vb220[0] = tsr::f2bf2(v215[c219 * 8 + 0], v215[c219 * 8 + 1]);
+            vb220[1] = tsr::f2bf2(v215[c219 * 8 + 2], v215[c219 * 8 + 3]);
+            vb220[2] = tsr::f2bf2(v215[c219 * 8 + 4], v215[c219 * 8 + 5]);
+            vb220[3] = tsr::f2bf2(v215[c219 * 8 + 6], v215[c219 * 8 + 7]);
+            tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p3 + (o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1), vb220);
           } else {
             if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8))) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8]);
             if (uint64_t(o217 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o218 + (((c219 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p3[(o217 + 0) * tsr_p3_s0 + (o218 + (((c219 * 8) % 8)) + 1) * tsr_p3_s1] = tsr::f2bf(v215[c219 * 8 + 1]);

@@ -234,19 +234,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       if (whole61) {
         #pragma unroll
         for (int c62 = 0; c62 < 64; ++c62) {
-          uint16_t vb63[2];
-          vb63[0] = tsr::f2bf(v57[c62 * 2 + 0]);
-          vb63[1] = tsr::f2bf(v57[c62 * 2 + 1]);
-          tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o59 + ((((c62 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c62 * 2) % 2) + (((c62 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb63);
+          uint32_t vb63[1];
+          vb63[0] = tsr::f2bf2(v57[c62 * 2 + 0], v57[c62 * 2 + 1]);
+          tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p2 + (o59 + ((((c62 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c62 * 2) % 2) + (((c62 * 2) / 4) % 32) * 8)) * tsr_p2_s1), vb63);
         }
       } else {
         #pragma unroll
         for (int c64 = 0; c64 < 64; ++c64) {
-          uint16_t vb65[2];
+          uint32_t vb65[1];
           if (uint64_t(o59 + ((((c64 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 2>(tsr_p2 + (o59 + ((((c64 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8)) * tsr_p2_s1)) {
-            vb65[0] = tsr::f2bf(v57[c64 * 2 + 0]);
-            vb65[1] = tsr::f2bf(v57[c64 * 2 + 1]);
-            tsr::copy_vec<uint16_t, 2>(tsr_p2 + (o59 + ((((c64 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8)) * tsr_p2_s1, vb65);
+            vb65[0] = tsr::f2bf2(v57[c64 * 2 + 0], v57[c64 * 2 + 1]);
+            tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p2 + (o59 + ((((c64 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8)) * tsr_p2_s1), vb65);
           } else {
             if (uint64_t(o59 + ((((c64 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8)) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o59 + ((((c64 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8)) * tsr_p2_s1] = tsr::f2bf(v57[c64 * 2]);
             if (uint64_t(o59 + ((((c64 * 2) / 2) % 2) * 8)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o59 + ((((c64 * 2) / 2) % 2) * 8)) * tsr_p2_s0 + (o60 + (((c64 * 2) % 2) + (((c64 * 2) / 4) % 32) * 8) + 1) * tsr_p2_s1] = tsr::f2bf(v57[c64 * 2 + 1]);

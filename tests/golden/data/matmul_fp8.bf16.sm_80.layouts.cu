@@ -388,31 +388,23 @@ extern "C" __global__ void __launch_bounds__(256) tessera_matmul_fp8(uint8_t* ts
     if (whole80) {
       #pragma unroll
       for (int c81 = 0; c81 < 8; ++c81) {
-        uint16_t vb82[8];
-        vb82[0] = tsr::f2bf(v76[c81 * 8 + 0]);
-        vb82[1] = tsr::f2bf(v76[c81 * 8 + 1]);
-        vb82[2] = tsr::f2bf(v76[c81 * 8 + 2]);
-        vb82[3] = tsr::f2bf(v76[c81 * 8 + 3]);
-        vb82[4] = tsr::f2bf(v76[c81 * 8 + 4]);
-        vb82[5] = tsr::f2bf(v76[c81 * 8 + 5]);
-        vb82[6] = tsr::f2bf(v76[c81 * 8 + 6]);
-        vb82[7] = tsr::f2bf(v76[c81 * 8 + 7]);
-        tsr::copy_vec<uint16_t, 8>(tsr_p4 + (o78 + ((((c81 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c81 * 8) % 8))) * tsr_p4_s1, vb82);
+        uint32_t vb82[4];
+        vb82[0] = tsr::f2bf2(v76[c81 * 8 + 0], v76[c81 * 8 + 1]);
+        vb82[1] = tsr::f2bf2(v76[c81 * 8 + 2], v76[c81 * 8 + 3]);
+        vb82[2] = tsr::f2bf2(v76[c81 * 8 + 4], v76[c81 * 8 + 5]);
+        vb82[3] = tsr::f2bf2(v76[c81 * 8 + 6], v76[c81 * 8 + 7]);
+        tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p4 + (o78 + ((((c81 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c81 * 8) % 8))) * tsr_p4_s1), vb82);
       }
     } else {
       #pragma unroll
       for (int c83 = 0; c83 < 8; ++c83) {
-        uint16_t vb84[8];
+        uint32_t vb84[4];
         if (uint64_t(o78 + ((((c83 * 8) / 8) % 8) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o79 + (((c83 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p4 + (o78 + ((((c83 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c83 * 8) % 8))) * tsr_p4_s1)) {
-          vb84[0] = tsr::f2bf(v76[c83 * 8 + 0]);
-          vb84[1] = tsr::f2bf(v76[c83 * 8 + 1]);
-          vb84[2] = tsr::f2bf(v76[c83 * 8 + 2]);
-          vb84[3] = tsr::f2bf(v76[c83 * 8 + 3]);
-          vb84[4] = tsr::f2bf(v76[c83 * 8 + 4]);
-          vb84[5] = tsr::f2bf(v76[c83 * 8 + 5]);
-          vb84[6] = tsr::f2bf(v76[c83 * 8 + 6]);
-          vb84[7] = tsr::f2bf(v76[c83 * 8 + 7]);
-          tsr::copy_vec<uint16_t, 8>(tsr_p4 + (o78 + ((((c83 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c83 * 8) % 8))) * tsr_p4_s1, vb84);
+          vb84[0] = tsr::f2bf2(v76[c83 * 8 + 0], v76[c83 * 8 + 1]);
+          vb84[1] = tsr::f2bf2(v76[c83 * 8 + 2], v76[c83 * 8 + 3]);
+          vb84[2] = tsr::f2bf2(v76[c83 * 8 + 4], v76[c83 * 8 + 5]);
+          vb84[3] = tsr::f2bf2(v76[c83 * 8 + 6], v76[c83 * 8 + 7]);
+          tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p4 + (o78 + ((((c83 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c83 * 8) % 8))) * tsr_p4_s1), vb84);
         } else {
           if (uint64_t(o78 + ((((c83 * 8) / 8) % 8) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o79 + (((c83 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p4[(o78 + ((((c83 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c83 * 8) % 8))) * tsr_p4_s1] = tsr::f2bf(v76[c83 * 8]);
           if (uint64_t(o78 + ((((c83 * 8) / 8) % 8) * 16)) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o79 + (((c83 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p4[(o78 + ((((c83 * 8) / 8) % 8) * 16)) * tsr_p4_s0 + (o79 + (((c83 * 8) % 8)) + 1) * tsr_p4_s1] = tsr::f2bf(v76[c83 * 8 + 1]);

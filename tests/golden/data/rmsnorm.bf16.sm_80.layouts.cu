@@ -221,17 +221,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
       const int64_t o54 = int64_t(v9) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
       for (int c55 = 0; c55 < 1; ++c55) {
-        uint16_t vb56[8];
+        uint32_t vb56[4];
         if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1)) {
-          vb56[0] = tsr::f2bf(v51[c55 * 8 + 0]);
-          vb56[1] = tsr::f2bf(v51[c55 * 8 + 1]);
-          vb56[2] = tsr::f2bf(v51[c55 * 8 + 2]);
-          vb56[3] = tsr::f2bf(v51[c55 * 8 + 3]);
-          vb56[4] = tsr::f2bf(v51[c55 * 8 + 4]);
-          vb56[5] = tsr::f2bf(v51[c55 * 8 + 5]);
-          vb56[6] = tsr::f2bf(v51[c55 * 8 + 6]);
-          vb56[7] = tsr::f2bf(v51[c55 * 8 + 7]);
-          tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1, vb56);
+          vb56[0] = tsr::f2bf2(v51[c55 * 8 + 0], v51[c55 * 8 + 1]);
+          vb56[1] = tsr::f2bf2(v51[c55 * 8 + 2], v51[c55 * 8 + 3]);
+          vb56[2] = tsr::f2bf2(v51[c55 * 8 + 4], v51[c55 * 8 + 5]);
+          vb56[3] = tsr::f2bf2(v51[c55 * 8 + 6], v51[c55 * 8 + 7]);
+          tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p2 + (o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1), vb56);
         } else {
           if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8]);
           if (uint64_t(o53 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o54 + (((c55 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o53 + 0) * tsr_p2_s0 + (o54 + (((c55 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v51[c55 * 8 + 1]);
@@ -499,17 +495,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_rmsnorm(uint16_t* tsr_
         const int64_t o122 = int64_t(iv100) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
         for (int c123 = 0; c123 < 1; ++c123) {
-          uint16_t vb124[8];
+          uint32_t vb124[4];
           if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1)) {
-            vb124[0] = tsr::f2bf(v119[c123 * 8 + 0]);
-            vb124[1] = tsr::f2bf(v119[c123 * 8 + 1]);
-            vb124[2] = tsr::f2bf(v119[c123 * 8 + 2]);
-            vb124[3] = tsr::f2bf(v119[c123 * 8 + 3]);
-            vb124[4] = tsr::f2bf(v119[c123 * 8 + 4]);
-            vb124[5] = tsr::f2bf(v119[c123 * 8 + 5]);
-            vb124[6] = tsr::f2bf(v119[c123 * 8 + 6]);
-            vb124[7] = tsr::f2bf(v119[c123 * 8 + 7]);
-            tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1, vb124);
+            vb124[0] = tsr::f2bf2(v119[c123 * 8 + 0], v119[c123 * 8 + 1]);
+            vb124[1] = tsr::f2bf2(v119[c123 * 8 + 2], v119[c123 * 8 + 3]);
+            vb124[2] = tsr::f2bf2(v119[c123 * 8 + 4], v119[c123 * 8 + 5]);
+            vb124[3] = tsr::f2bf2(v119[c123 * 8 + 6], v119[c123 * 8 + 7]);
+            tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p2 + (o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1), vb124);
           } else {
             if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8))) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8]);
             if (uint64_t(o121 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o122 + (((c123 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o121 + 0) * tsr_p2_s0 + (o122 + (((c123 * 8) % 8)) + 1) * tsr_p2_s1] = tsr::f2bf(v119[c123 * 8 + 1]);

@@ -221,17 +221,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
       const int64_t o55 = int64_t(v8) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
       #pragma unroll
       for (int c56 = 0; c56 < 1; ++c56) {
-        uint16_t vb57[8];
+        uint32_t vb57[4];
         if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1)) {
-          vb57[0] = tsr::f2h(v52[c56 * 8 + 0]);
-          vb57[1] = tsr::f2h(v52[c56 * 8 + 1]);
-          vb57[2] = tsr::f2h(v52[c56 * 8 + 2]);
-          vb57[3] = tsr::f2h(v52[c56 * 8 + 3]);
-          vb57[4] = tsr::f2h(v52[c56 * 8 + 4]);
-          vb57[5] = tsr::f2h(v52[c56 * 8 + 5]);
-          vb57[6] = tsr::f2h(v52[c56 * 8 + 6]);
-          vb57[7] = tsr::f2h(v52[c56 * 8 + 7]);
-          tsr::copy_vec<uint16_t, 8>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1, vb57);
+          vb57[0] = tsr::f2h2(v52[c56 * 8 + 0], v52[c56 * 8 + 1]);
+          vb57[1] = tsr::f2h2(v52[c56 * 8 + 2], v52[c56 * 8 + 3]);
+          vb57[2] = tsr::f2h2(v52[c56 * 8 + 4], v52[c56 * 8 + 5]);
+          vb57[3] = tsr::f2h2(v52[c56 * 8 + 6], v52[c56 * 8 + 7]);
+          tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p1 + (o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1), vb57);
         } else {
           if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8]);
           if (uint64_t(o54 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o55 + (((c56 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o54 + 0) * tsr_p1_s0 + (o55 + (((c56 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v52[c56 * 8 + 1]);
@@ -557,17 +553,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_softmax(uint16_t* tsr_
         const int64_t o141 = int64_t(iv121) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
         #pragma unroll
         for (int c142 = 0; c142 < 1; ++c142) {
-          uint16_t vb143[8];
+          uint32_t vb143[4];
           if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1)) {
-            vb143[0] = tsr::f2h(v138[c142 * 8 + 0]);
-            vb143[1] = tsr::f2h(v138[c142 * 8 + 1]);
-            vb143[2] = tsr::f2h(v138[c142 * 8 + 2]);
-            vb143[3] = tsr::f2h(v138[c142 * 8 + 3]);
-            vb143[4] = tsr::f2h(v138[c142 * 8 + 4]);
-            vb143[5] = tsr::f2h(v138[c142 * 8 + 5]);
-            vb143[6] = tsr::f2h(v138[c142 * 8 + 6]);
-            vb143[7] = tsr::f2h(v138[c142 * 8 + 7]);
-            tsr::copy_vec<uint16_t, 8>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1, vb143);
+            vb143[0] = tsr::f2h2(v138[c142 * 8 + 0], v138[c142 * 8 + 1]);
+            vb143[1] = tsr::f2h2(v138[c142 * 8 + 2], v138[c142 * 8 + 3]);
+            vb143[2] = tsr::f2h2(v138[c142 * 8 + 4], v138[c142 * 8 + 5]);
+            vb143[3] = tsr::f2h2(v138[c142 * 8 + 6], v138[c142 * 8 + 7]);
+            tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p1 + (o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1), vb143);
           } else {
             if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8))) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8]);
             if (uint64_t(o140 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o141 + (((c142 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o140 + 0) * tsr_p1_s0 + (o141 + (((c142 * 8) % 8)) + 1) * tsr_p1_s1] = tsr::f2h(v138[c142 * 8 + 1]);

@@ -91,11 +91,10 @@ extern "C" __global__ void __launch_bounds__(512) tessera_sort(uint16_t* tsr_p0,
     const int64_t o15 = int64_t(v1) * 1024 + (((tsr_lane >> 0) & 31) * 2 + ((tsr_warp >> 0) & 15) * 64);
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
-      uint16_t vb17[2];
+      uint32_t vb17[1];
       if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1)) {
-        vb17[0] = tsr::f2bf(v7[c16 * 2 + 0]);
-        vb17[1] = tsr::f2bf(v7[c16 * 2 + 1]);
-        tsr::copy_vec<uint16_t, 2>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1, vb17);
+        vb17[0] = tsr::f2bf2(v7[c16 * 2 + 0], v7[c16 * 2 + 1]);
+        tsr::copy_vec<uint32_t, 1>(reinterpret_cast<uint32_t*>(tsr_p1 + (o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1), vb17);
       } else {
         if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2))) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2))) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 2]);
         if (uint64_t(o14 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o15 + (((c16 * 2) % 2)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p1[(o14 + 0) * tsr_p1_s0 + (o15 + (((c16 * 2) % 2)) + 1) * tsr_p1_s1] = tsr::f2bf(v7[c16 * 2 + 1]);

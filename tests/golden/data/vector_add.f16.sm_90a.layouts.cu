@@ -88,17 +88,13 @@ extern "C" __global__ void __launch_bounds__(128) tessera_vector_add(uint16_t* t
     const int64_t o15 = int64_t(v0) * 1024 + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 3) * 256);
     #pragma unroll
     for (int c16 = 0; c16 < 1; ++c16) {
-      uint16_t vb17[8];
+      uint32_t vb17[4];
       if (uint64_t(o15 + (((c16 * 8) % 8)) + 7) < uint64_t(int64_t(tsr_dim_N)) && tsr::aligned_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0)) {
-        vb17[0] = tsr::f2h(v13[c16 * 8 + 0]);
-        vb17[1] = tsr::f2h(v13[c16 * 8 + 1]);
-        vb17[2] = tsr::f2h(v13[c16 * 8 + 2]);
-        vb17[3] = tsr::f2h(v13[c16 * 8 + 3]);
-        vb17[4] = tsr::f2h(v13[c16 * 8 + 4]);
-        vb17[5] = tsr::f2h(v13[c16 * 8 + 5]);
-        vb17[6] = tsr::f2h(v13[c16 * 8 + 6]);
-        vb17[7] = tsr::f2h(v13[c16 * 8 + 7]);
-        tsr::copy_vec<uint16_t, 8>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0, vb17);
+        vb17[0] = tsr::f2h2(v13[c16 * 8 + 0], v13[c16 * 8 + 1]);
+        vb17[1] = tsr::f2h2(v13[c16 * 8 + 2], v13[c16 * 8 + 3]);
+        vb17[2] = tsr::f2h2(v13[c16 * 8 + 4], v13[c16 * 8 + 5]);
+        vb17[3] = tsr::f2h2(v13[c16 * 8 + 6], v13[c16 * 8 + 7]);
+        tsr::copy_vec<uint32_t, 4>(reinterpret_cast<uint32_t*>(tsr_p2 + (o15 + (((c16 * 8) % 8))) * tsr_p2_s0), vb17);
       } else {
         if (uint64_t(o15 + (((c16 * 8) % 8))) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8))) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8]);
         if (uint64_t(o15 + (((c16 * 8) % 8)) + 1) < uint64_t(int64_t(tsr_dim_N))) tsr_p2[(o15 + (((c16 * 8) % 8)) + 1) * tsr_p2_s0] = tsr::f2h(v13[c16 * 8 + 1]);
