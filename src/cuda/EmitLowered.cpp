@@ -977,20 +977,6 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
       count("persistent-programs");
       notes_.push_back("persistent: one CTA per SM loops over the programs, " + num(group_rows()) +
                        " values of axis 0 at a time; its producer runs on into the next program's copies");
-      if (y->has_attr("stream_k") && y->attr_int("stream_k") == 1 && o->has_attr("stream_k") && o->attr_int("stream_k") == 1) {
-        // The workspace: a flag per CTA, then a slot per CTA (every compute thread's registers
-        // of the accumulator, slot-major, as the split's).
-        stream_loop_ = o.get();
-        sig.push_back("unsigned char* __restrict__ tsr_ws");
-        info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
-        info.stream_k = true;
-        info.split_slot_bytes = dist_of(o->result()).slots() * T_ * 4;
-        count("stream-k");
-        notes_.push_back("stream-K (stream-k-programs): the tiles when they are fewer than the CTAs, else a last partial "
-                         "wave (of at least half the CTAs, else with the full wave before it), are cut into equal shares "
-                         "of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the earlier "
-                         "parts in K order");
-      }
       if (program_pairs_) {
         info.persistent_cluster = 2;
         count("program-pairs");
@@ -1006,6 +992,31 @@ void Emitter::plan_warp_specialization(std::vector<std::string>& sig, CudaKernel
           count("tma-stores");
           break;
         }
+      if (y->has_attr("stream_k") && y->attr_int("stream_k") == 1 && o->has_attr("stream_k") && o->attr_int("stream_k") == 1) {
+        // What stream-k-programs checked, again: marks written by hand (its pass left out)
+        // that would add a start once a part, or run parts out of step, are not printed.
+        std::string not_taken;
+        if (splittable_k_loop(k_, &not_taken) != o.get())
+          not_taken = not_taken.empty() ? "another loop is the one a split would cut" : not_taken;
+        else if (C != 1) not_taken = "the ping-pong consumers take programs of their own";
+        else if (y->has_attr("prefetch_buffers") || program_pairs_) not_taken = "the programs prefetch or run in CTA pairs";
+        if (!not_taken.empty()) {
+          notes_.push_back("for at " + o->loc.str() + ": stream_k = 1 not printed (whole tiles): " + not_taken);
+        } else {
+          // The workspace (last, as the split's): a flag per CTA, then a slot per CTA (every
+          // compute thread's registers of the accumulator, slot-major).
+          stream_loop_ = o.get();
+          sig.push_back("unsigned char* __restrict__ tsr_ws");
+          info.params.push_back({CudaParam::Kind::SplitWorkspace, ScalarKind::U8, 8, "split_workspace", -1});
+          info.stream_k = true;
+          info.split_slot_bytes = dist_of(o->result()).slots() * T_ * 4;
+          count("stream-k");
+          notes_.push_back("stream-K (stream-k-programs): the tiles when they are fewer than the CTAs, else a last partial "
+                           "wave (of at least half the CTAs, else with the full wave before it), are cut into equal "
+                           "shares of K work, one per CTA, each run last tile first; the CTA that ends a tile adds the "
+                           "earlier parts in K order");
+        }
+      }
     }
     return;
   }
@@ -1053,6 +1064,24 @@ void Emitter::plan_lowered_split_k(std::vector<std::string>& sig, CudaKernelInfo
                    " meet in a workspace and the last CTA to arrive adds them in split order");
 }
 
+std::string Emitter::skipped_rows_guard(const Op& loop) {
+  // split_skip_rows (split-k-loops, stream-k-programs): a warp whose rows of the accumulator all
+  // lie past the dot's A view neither leaves nor adds partial sums (nothing reads those rows:
+  // the stores drop them).
+  if (!loop.has_attr("split_skip_rows") || loop.attr_int("split_skip_rows") != 1) return "";
+  const Op* a = split_rows_load(loop);
+  if (!a) return "";
+  std::string first = "int64_t(" + nm(a->operand(1)) + ") * " + num(static_shape(a->result()->type.shape)[0]);
+  const Dist& d = dist_of(loop.result());
+  for (size_t b = 0; b < d.warp_bits.size(); ++b)
+    if (d.warp_bits[b].dim == 0 && d.warp_bits[b].coef != 0)
+      first += " + ((tsr_warp >> " + num(static_cast<int64_t>(b)) + ") & 1) * " + num(d.warp_bits[b].coef);
+  count("split-rows-skipped");
+  // (Written out at each use: a flag held from here took the 128 x 256 tile's split to a
+  // spill, beside its 128 accumulators a thread.)
+  return "(" + first + " < " + view_of(*a, a->operand(0)).dims[0] + ")";
+}
+
 // After the loop of a split-K launch's CTA (gridDim.z > 1): its partial sum goes to its slot
 // of the workspace, and the last of the program's CTAs to arrive (an arrival counter per
 // program, which it sets back to 0 for the next launch) adds every slot in split order, so that
@@ -1067,21 +1096,7 @@ void Emitter::lowered_split_k_fixup(const Op& loop) {
   // The last-arrival flag: a word of the shared memory the emitter accounts for.
   const int64_t flag = (lowered_smem_ + 15) / 16 * 16;
   lowered_smem_ = flag + 16;
-  // split_skip_rows (split-k-loops): a warp whose rows of the accumulator all lie past the dot's
-  // A view neither leaves nor adds partial sums (nothing reads those rows: the stores drop them).
-  std::string mine;
-  if (loop.has_attr("split_skip_rows") && loop.attr_int("split_skip_rows") == 1)
-    if (const Op* a = split_rows_load(loop)) {
-      std::string first = "int64_t(" + nm(a->operand(1)) + ") * " + num(static_shape(a->result()->type.shape)[0]);
-      const Dist& d = dist_of(loop.result());
-      for (size_t b = 0; b < d.warp_bits.size(); ++b)
-        if (d.warp_bits[b].dim == 0 && d.warp_bits[b].coef != 0)
-          first += " + ((tsr_warp >> " + num(static_cast<int64_t>(b)) + ") & 1) * " + num(d.warp_bits[b].coef);
-      // (Written out at each use: a flag held from here took the 128 x 256 tile's split to a
-      // spill, beside its 128 accumulators a thread.)
-      mine = "(" + first + " < " + view_of(*a, a->operand(0)).dims[0] + ")";
-      count("split-rows-skipped");
-    }
+  const std::string mine = skipped_rows_guard(loop);
   const std::string if_mine = mine.empty() ? "" : "if (" + mine + ") ";
   open("if (gridDim.z > 1) {  // split-K: the program's CTAs add their partial sums");
   if (split_cluster_ring_) {
@@ -1132,6 +1147,20 @@ int64_t Emitter::fixup_batch(int64_t slots) const {
   return batch;
 }
 
+int64_t Emitter::stream_k_batch(int64_t slots) const {
+  // What registers allow beside the accumulators (the planning emitter's stream_k_batch): the
+  // compute threads' setmaxnreg share (emit_warp_specialized_body) with more than one compute
+  // warpgroup, else ptxas's cap for the block; the fixup's pointers and indices take about 40.
+  // Up to 16 quads a batch, whole batches.
+  const int64_t CT = T_ * consumers_, quads = slots / 4;
+  const int64_t cap = CT > 128 ? std::min<int64_t>(240, (65536 - 128 * 40) / CT / 8 * 8)
+                               : std::min<int64_t>(255, 65536 / (CT + 128) / 8 * 8);
+  const int64_t spare = cap - slots - 40;
+  int64_t b = 1;
+  while (2 * b <= std::min<int64_t>(quads, 16) && quads % (2 * b) == 0 && 4 * 2 * b <= spare) b *= 2;
+  return b;
+}
+
 std::pair<std::string, std::string> Emitter::stream_k_bounds(const Op& loop) {
   const std::string lb = nm(loop.operand(0)), ub = nm(loop.operand(1)), step = nm(loop.operand(2));
   const std::string all = fresh("skall"), lo = fresh("sklo"), hi = fresh("skhi");
@@ -1152,12 +1181,13 @@ void Emitter::lowered_stream_k_fixup(const Op& loop) {
   const int64_t slots = dist_of(loop.result()).slots();
   if (slots < 4 || slots % 4 != 0) fail(loop, "internal: a stream-K accumulator of " + num(slots) + " registers a thread");
   const std::string T = num(T_), slot = num(slots * T_);
+  const std::string mine = skipped_rows_guard(loop), if_mine = mine.empty() ? "" : "if (" + mine + ") ";
   open("{  // stream-K: the tile's parts add their partial sums");
   line("unsigned* const skflag_ = reinterpret_cast<unsigned*>(tsr_ws);");
   line("float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (int64_t(tsr_G) * 4 + 255) / 256 * 256);");
   open("if (tsr_pe < tsr_G) {");
   line("// a part that ends inside the tile: its partial sum for the CTA that ends it");
-  line("tsr::floats_to_slot(" + acc + ", skslot_ + int64_t(blockIdx.x) * " + slot + ", tsr_tid, " + T + ");");
+  line(if_mine + "tsr::floats_to_slot(" + acc + ", skslot_ + int64_t(blockIdx.x) * " + slot + ", tsr_tid, " + T + ");");
   line("__threadfence();");
   barrier();
   line("if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);");
@@ -1170,8 +1200,8 @@ void Emitter::lowered_stream_k_fixup(const Op& loop) {
   line("if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);");
   barrier();
   line("(void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it");
-  line("tsr::floats_add_slot_batched<" + num(fixup_batch(slots)) + ">(" + acc + ", skslot_ + int64_t(c_) * " + slot +
-       ", tsr_tid, " + T + ");");
+  line(if_mine + "tsr::floats_add_slot_batched<" + num(stream_k_batch(slots)) + ">(" + acc + ", skslot_ + int64_t(c_) * " +
+       slot + ", tsr_tid, " + T + ");");
   close();
   line("// every thread has seen the flags: zero them for the next launch");
   barrier();

@@ -804,6 +804,12 @@ class Emitter {
   // CTA, so that the parts of a tile cover its iterations exactly once.
   std::pair<std::string, std::string> stream_k_bounds(const Op& loop);
   void lowered_stream_k_fixup(const Op& loop);
+  // Quads of registers the stream-K fixup loads together (accumulators of `slots` registers a
+  // thread): what the compute threads' registers hold beside them.
+  int64_t stream_k_batch(int64_t slots) const;
+  // The condition under which this thread's warp holds rows of `loop`'s accumulator that are
+  // read after it (split_skip_rows; "" when every warp's are).
+  std::string skipped_rows_guard(const Op& loop);
   // Bounds emit_loop prints instead of the loop's operands (a stream-K part's).
   std::map<const Op*, std::pair<std::string, std::string>> loop_bounds_;
   // Quads of registers a fixup loads together (of an accumulator of `slots` registers a

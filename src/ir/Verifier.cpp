@@ -1354,8 +1354,9 @@ class Verifier {
           if (std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
             return fail("split_skip_rows must be 0 or 1 (the split's fixup leaves out the rows past its dot's A), got " +
                         attr_str(*r));
-          if (std::get<int64_t>(*r) == 1 && !(op.find_attr("split_k") && op.attr_int("split_k") == 1))
-            return fail("split_skip_rows = 1 needs split_k = 1 (it is about the split's partial sums)");
+          if (std::get<int64_t>(*r) == 1 && !(op.find_attr("split_k") && op.attr_int("split_k") == 1) &&
+              !(op.find_attr("stream_k") && op.attr_int("stream_k") == 1))
+            return fail("split_skip_rows = 1 needs split_k = 1 or stream_k = 1 (it is about the parts' partial sums)");
         }
         if (const Attr* sk = op.find_attr("stream_k")) {
           const int64_t v = std::get<int64_t>(*sk);
@@ -1369,6 +1370,8 @@ class Verifier {
             return fail("stream_k = 1 needs one carried f32 tile (the partial sum the tile's parts add)");
           if (v == 1 && op.find_attr("split_k") && op.attr_int("split_k") == 1)
             return fail("stream_k = 1 does not go with split_k = 1 (a loop is cut one way)");
+          if (v == 1 && (op.parent != k_.body.get() || !op.find_attr("warp_specialize") || op.attr_int("warp_specialize") != 1))
+            return fail("stream_k = 1 needs a top-level loop with warp_specialize = 1 (the producer's loop the parts cut)");
         }
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
           return fail("warp_specialize must be 0 or 1 (a producer warpgroup issues the loop's copies), got " +

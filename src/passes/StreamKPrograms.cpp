@@ -19,7 +19,8 @@
 //    trip count for the program's units [b, e) of G (the whole loop for a whole tile), and its
 //    carried value is a partial sum: after the loop a part that ends inside its tile leaves it
 //    in its CTA's slot of the workspace (and skips the rest of the program), and the tile's last
-//    part adds the earlier CTAs' slots before the rest runs. The runtime launches
+//    part adds the earlier CTAs' slots before the rest runs; with `split_skip_rows = 1` (as
+//    split-k-loops writes it) the warps whose rows all lie past the dot's A view move nothing. The runtime launches
 //    cuda::stream_k_ctas CTAs and passes the workspace (CudaKernelInfo::stream_k).
 // On one CTA per program (the interpreter, a non-persistent launch) both marks mean nothing: a
 // program's part is its whole loop.
@@ -46,7 +47,9 @@ void stream_k_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
   // The marks are this pass's alone: written by hand, nothing would have checked the loop.
   auto drop_written = [&](Op& op) {
     if (!op.has_attr("stream_k")) return;
-    std::erase_if(op.attrs, [](const NamedAttr& a) { return a.name == "stream_k"; });
+    std::erase_if(op.attrs, [&](const NamedAttr& a) {
+      return a.name == "stream_k" || (a.name == "split_skip_rows" && !op.has_attr("split_k"));
+    });
     stats.notes.push_back(std::string(op.name()) + " at " + op.loc.str() +
                           ": a written stream_k is ignored (stream-k-programs writes it where it applies)");
   };
@@ -80,6 +83,12 @@ void stream_k_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats)
   yield->set_attr("stream_k", int64_t{1});
   loop->set_attr("stream_k", int64_t{1});
   ++stats["stream-k-programs.shared-out"];
+  // Rows of the partial sums past the dot's A view that nothing after the loop reads: the fixup
+  // need not move them (a decode product's few rows in a 64-row tile), as split-k-loops says.
+  if (split_rows_load(*loop)) {
+    loop->set_attr("split_skip_rows", int64_t{1});
+    ++stats["stream-k-programs.rows-skippable"];
+  }
 }
 
 }  // namespace tessera

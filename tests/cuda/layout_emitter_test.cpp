@@ -757,7 +757,9 @@ TEST(LayoutEmitter, StreamKSharesTheLastWaveOut) {
   EXPECT_LT(src.find("tsr::flag_release(skflag_ + blockIdx.x);"), src.find("continue;"));
   EXPECT_NE(src.find("for (int32_t c_ = tsr_tu / tsr_L; c_ < int32_t(blockIdx.x); ++c_) {"), std::string::npos);
   // (The sum is complete before the accumulator is packed for the epilogue.)
-  const size_t add = src.find("tsr::floats_add_slot_batched<2>(");
+  // (16 quads a batch: the two compute warpgroups' 232 registers hold them beside the 128
+  // accumulators, as the planning emitter's batches.)
+  const size_t add = src.find("tsr::floats_add_slot_batched<16>(");
   ASSERT_NE(add, std::string::npos);
   EXPECT_LT(add, src.rfind("tsr::f2bf2("));
   EXPECT_NE(src.find("skflag_[c_] = 0u;"), std::string::npos);
@@ -783,6 +785,42 @@ TEST(LayoutEmitter, StreamKSharesTheLastWaveOut) {
       const NvrtcResult r = nvrtc_compile(e.source, CudaTarget::parse("sm_90a"), "stream_k.cu", e.line_op);
       EXPECT_EQ(cubin_resources(r.cubin, e.info.symbol).frame_bytes, 0) << "spills";
     }
+}
+
+// stream_k = 1 written by hand with stream-k-programs left out (--disable-pass): the layout
+// emitter checks again what the pass would have, and prints whole tiles with a note where the
+// parts' sums would be wrong (an accumulator that starts at C: each part would add C again).
+TEST(LayoutEmitter, HandWrittenStreamKMarksAreCheckedAgain) {
+  auto kernel = [](const std::string& start) {
+    return std::string("kernel @k(%a: view<f16, [M, K]>, %b: view<f16, [K, N]>, %o: view<f16, [M, N]>, %c0: view<f32, [M, N]>) {\n") +
+           "  grid {\n    %m = dim %a {axis = 0} : i32\n    %n = dim %b {axis = 1} : i32\n"
+           "    yield %m, %n {persistent = 1, stream_k = 1}\n  }\n"
+           "  %pm = program_id {axis = 0} : i32\n  %pn = program_id {axis = 1} : i32\n"
+           "  %zero = const {value = 0} : i32\n  %one = const {value = 1} : i32\n  %k = dim %a {axis = 1} : i32\n"
+           "  %bk = const {value = 64} : i32\n  %kt = div %k, %bk : i32\n  %f0 = const {value = 0.0} : f32\n" + start +
+           "  %acc = for %zero, %kt, %one, %z {warp_specialize = 1, stream_k = 1} : tile<f32, [128, 128]> {\n"
+           "  ^(%kk: i32, %c: tile<f32, [128, 128]>):\n"
+           "    %ta = load_tile %a, %pm, %kk : tile<f16, [128, 64]>\n    %tb = load_tile %b, %kk, %pn : tile<f16, [64, 128]>\n"
+           "    %cn = dot %ta, %tb, %c : tile<f32, [128, 128]>\n    yield %cn\n  }\n"
+           "  %h = cast %acc : tile<f16, [128, 128]>\n  store_tile %o, %h, %pm, %pn\n}\n";
+  };
+  auto emit = [&](const std::string& start) {
+    auto m = parse_module(kernel(start), "hand.tile");
+    CudaTarget t = CudaTarget::parse("sm_90a");
+    t.emitter = CudaTarget::Emitter::Layouts;
+    t.disabled_passes = {"stream-k-programs"};
+    return emit_cuda_with_info(*run_pipeline(*m->kernels[0], {}), t);
+  };
+  const CudaEmission zero = emit("  %z = splat %f0 : tile<f32, [128, 128]>\n");
+  EXPECT_TRUE(zero.info.stream_k);
+  const CudaEmission from_c = emit("  %z = load_tile %c0, %pm, %pn : tile<f32, [128, 128]>\n");
+  EXPECT_TRUE(from_c.info.persistent);
+  EXPECT_FALSE(from_c.info.stream_k);
+  EXPECT_EQ(from_c.source.find("tsr_pb"), std::string::npos);
+  std::string all;
+  for (const std::string& n : from_c.notes) all += n + "\n";
+  EXPECT_NE(all.find("stream_k = 1 not printed (whole tiles): "), std::string::npos) << all;
+  EXPECT_NE(all.find("does not start at 0"), std::string::npos) << all;
 }
 
 // 16-bit float rows are stored as words, two slots rounded in one conversion (tsr::f2bf2,

@@ -4,7 +4,7 @@
 #include "tessera/hopper.cuh"
 #include "tessera/wgmma.cuh"
 
-extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1, int32_t tsr_grid0, int32_t tsr_grid1, int32_t tsr_grid2, unsigned char* __restrict__ tsr_ws, const __grid_constant__ tsr::TmaDesc tsr_tma2) {
+extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* tsr_p0, uint16_t* tsr_p1, uint16_t* tsr_p2, int32_t tsr_dim_M, int32_t tsr_dim_K, int32_t tsr_dim_N, const __grid_constant__ tsr::TmaDesc tsr_tma0, const __grid_constant__ tsr::TmaDesc tsr_tma1, int32_t tsr_grid0, int32_t tsr_grid1, int32_t tsr_grid2, const __grid_constant__ tsr::TmaDesc tsr_tma2, unsigned char* __restrict__ tsr_ws) {
   extern __shared__ __align__(16) unsigned char tsr_smem[];
   const int tsr_tid = int(threadIdx.x);
   constexpr int tsr_nthreads = 256;
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
       for (int s37 = 0; s37 < 128; ++s37) {
         v36[s37] = v29;
       }
-      // %22 = for %20, %19, %11, %21 {pipeline = 4, warp_specialize = 1, stream_k = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>> {...}
+      // %22 = for %20, %19, %11, %21 {pipeline = 4, warp_specialize = 1, split_skip_rows = 1, stream_k = 1} : tile<f32, [128, 256], layout = mma<version = 3, warps = [8, 1], instr = [64, 256]>> {...}
       float c38[128];
       #pragma unroll
       for (int s39 = 0; s39 < 128; ++s39) {
@@ -212,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
         float* const skslot_ = reinterpret_cast<float*>(tsr_ws + (int64_t(tsr_G) * 4 + 255) / 256 * 256);
         if (tsr_pe < tsr_G) {
           // a part that ends inside the tile: its partial sum for the CTA that ends it
-          tsr::floats_to_slot(c38, skslot_ + int64_t(blockIdx.x) * 32768, tsr_tid, 256);
+          if ((int64_t(v27) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M))) tsr::floats_to_slot(c38, skslot_ + int64_t(blockIdx.x) * 32768, tsr_tid, 256);
           __threadfence();
           tsr::named_barrier(8u, 256u);
           if (tsr_tid == 0) tsr::flag_release(skflag_ + blockIdx.x);
@@ -225,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
             if (tsr_tid == 0) tsr::flag_poll(skflag_ + c_);
             tsr::named_barrier(8u, 256u);
             (void)tsr::flag_acquire(skflag_ + c_);  // set: orders this thread's slot reads after it
-            tsr::floats_add_slot_batched<2>(c38, skslot_ + int64_t(c_) * 32768, tsr_tid, 256);
+            if ((int64_t(v27) * 128 + ((tsr_warp >> 0) & 1) * 16 + ((tsr_warp >> 1) & 1) * 32 + ((tsr_warp >> 2) & 1) * 64 < int64_t(tsr_dim_M))) tsr::floats_add_slot_batched<16>(c38, skslot_ + int64_t(c_) * 32768, tsr_tid, 256);
           }
           // every thread has seen the flags: zero them for the next launch
           tsr::named_barrier(8u, 256u);
@@ -286,8 +286,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // param grid_size grid0 i32 bytes 4 index 0
 // param grid_size grid1 i32 bytes 4 index 1
 // param grid_size grid2 i32 bytes 4 index 2
-// param split_workspace split_workspace u8 bytes 8 index -1
 // param tensor_map c bf16 bytes 128 index 2 box 64x64 swizzle 128
+// param split_workspace split_workspace u8 bytes 8 index -1
 // header tessera/core.cuh
 // header tessera/mma.cuh
 // header tessera/hopper.cuh
@@ -297,6 +297,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) tessera_matmul(uint16_t* ts
 // stat persistent-programs = 1
 // stat producer-warpgroups = 1
 // stat smem-bytes = 230464
+// stat split-rows-skipped = 1
 // stat stream-k = 1
 // stat threads = 384
 // stat tma-ring-loops = 1
