@@ -16,7 +16,8 @@
 // - stores: a store writes the unconverted value (a store takes any layout), and a reshape
 //   that only adds or drops leading unit dims of an accumulator keeps its layout (the
 //   conversion moves past it, to the store), as does a permute of a tensor-core layout (its
-//   result in the permuted layout: the swapped product's accumulator permuted back);
+//   result in the permuted layout: the swapped product's accumulator permuted back) and a
+//   reshape that puts a slice's removed dim back as a unit dim (its result in the parent);
 // - forward through elementwise ops: an op whose tile operands are all conversions from one
 //   layout (or rematerializable) runs in that layout, with one conversion of its result, when
 //   that result has no more bytes than the conversions it replaces;
@@ -343,6 +344,22 @@ class Remove {
       erase(c);
       return true;
     }
+    // reshapes that put a slice's removed dim back as a unit dim (a reduction's row stored
+    // through a view of one more dim: [64] -> [1, 64]): the result takes the slice's parent,
+    // which places every element where the slice does (replicated along the unit dim), and the
+    // conversion moves past the reshape, on toward the store rule above
+    if (user.kind == OpKind::Reshape && x->type.layout.kind == Layout::Kind::Slice && x->type.space.empty() &&
+        x->type.layout.parent && unit_dim_put_back(x->type, user.result()->type, x->type.layout.dim) &&
+        layout_misfit(*x->type.layout.parent, static_shape(user.result()->type.shape)).empty()) {
+      user.operands[0] = x;
+      Value* r = user.result();
+      const Type old = r->type;
+      r->type.layout = *x->type.layout.parent;
+      Value* back = convert(r, old, *user.parent, next_op(user), user.loc);
+      redirect(r, back, back->def);
+      erase(c);
+      return true;
+    }
     // permutes of a tensor-core layout (the swapped product's accumulator, permuted back after
     // its loop): the permute keeps every element in its thread (a permuted layout, ir/Layout.h),
     // and the conversion moves past it, on toward the store rule above
@@ -381,6 +398,15 @@ class Remove {
       return std::vector<int64_t>(d.begin() + static_cast<std::ptrdiff_t>(i), d.end());
     };
     return core(from) == core(to);
+  }
+
+  // Whether `to` is `from` with a unit dim inserted at `dim` (static shapes).
+  static bool unit_dim_put_back(const Type& from, const Type& to, int64_t dim) {
+    if (!shape_is_static(from.shape) || !shape_is_static(to.shape)) return false;
+    std::vector<int64_t> f = static_shape(from.shape), t = static_shape(to.shape);
+    if (dim < 0 || static_cast<size_t>(dim) >= t.size() || t.size() != f.size() + 1 || t[dim] != 1) return false;
+    t.erase(t.begin() + dim);
+    return t == f;
   }
 
   // Erases `root` if unused, then the producers of its operands that this left unused. An op
