@@ -25,7 +25,7 @@
 // Declined, with a note naming why: a split-K compilation (never persistent), a kernel that is
 // not persistent or whose top-level loop has no producer, ping-pong consumers (each consumer
 // takes programs 2j + c of its own CTA), program prefetch, stream-K (stream-k-programs), a cluster_size knob other than 1, the
-// swapped decode product (swap_operands = 1: the batch's few rows are one program row, so the
+// swapped decode product (swap-dot-operands took the dot: the batch's few rows are one program row, so the
 // pair's second program would lie past the grid), a loop whose bounds depend on axis 0, a
 // kernel that writes memory other than by top-level store_tile (the program past the grid
 // skips those only), or no ring tile the pair shares. Other values of the knob: a located error.
@@ -57,6 +57,15 @@ bool varies_with_axis0(const Value* v, std::map<const Value*, bool>& seen) {
 // Whether a ring tile of this shape can be copied in two halves of whole 128-byte swizzle atoms
 // (8 rows each), one per CTA of the pair.
 bool halves_fit(const std::vector<int64_t>& box) { return box.size() == 2 && box[1] % 16 == 0; }
+
+// Whether swap-dot-operands swapped `loop`'s dot: the loop carries the transposed accumulator,
+// which a permute after the loop gives back in its own shape (not the knob, which asks: the
+// pass declines dots it cannot swap, and those run as they are).
+bool swapped_product(const Kernel& k, const Op& loop) {
+  for (const auto& op : k.body->ops)
+    if (op->kind == OpKind::Permute && op->operand(0) == loop.result()) return true;
+  return false;
+}
 
 // The first op of `k` that writes memory other than a top-level store_tile (null: none).
 const Op* other_write(const Kernel& k) {
@@ -99,8 +108,9 @@ void pair_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
     why = "stream-K shares the last wave's K loops out (stream-k-programs): a pair's parts would not run in step";
   else if (const ConstexprDecl* c = k.find_constexpr("cluster_size"); c && c->value != 1)
     why = "the kernel already runs each program on a cluster (cluster_size)";
-  else if (const ConstexprDecl* s = k.find_constexpr("swap_operands"); s && s->value == 1)
-    why = "swap_operands = 1 (the batch's few rows are one program row: the pair's second program would lie past the grid)";
+  else if (swapped_product(k, *loop))
+    why = "its dot is swapped (swap-dot-operands: the batch's few rows are one program row, so the pair's second "
+          "program would lie past the grid)";
   else if (const Op* w = other_write(k))
     why = "the " + std::string(w->name()) + " at " + w->loc.str() +
           " writes memory (the program past an odd grid skips only top-level store_tile ops)";
