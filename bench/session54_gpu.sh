@@ -30,6 +30,7 @@ for op in softmax layernorm rmsnorm; do
   "$B/bin/tessera" compile $op --dtype bf16 --dump-after verify 2>&1 >/dev/null | tail -n +2 |
     sed '1a\  constexpr pair_stores = 1' > "$R/$op.pairs.tile"
   for s in M=16384,N=4096 M=4096,N=32768; do
+    [ $(( $(date +%s) - S0 )) -gt ${AB_S:-540} ] && { echo "(out of time)"; break 2; }
     line="$op $s"
     for round in 1 2 3; do
       for p in 1 0; do
