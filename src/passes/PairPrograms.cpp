@@ -58,10 +58,17 @@ bool varies_with_axis0(const Value* v, std::map<const Value*, bool>& seen) {
 // (8 rows each), one per CTA of the pair.
 bool halves_fit(const std::vector<int64_t>& box) { return box.size() == 2 && box[1] % 16 == 0; }
 
-// Whether swap-dot-operands swapped `loop`'s dot: the loop carries the transposed accumulator,
-// which a permute after the loop gives back in its own shape (not the knob, which asks: the
-// pass declines dots it cannot swap, and those run as they are).
+// Whether swap-dot-operands swapped `loop`'s dot (not the knob, which asks: the pass declines
+// dots it cannot swap, and those run as they are): the dot reads a^T, a permute of the batch's
+// tile, as its B, and the loop's transposed accumulator is permuted back after it. (A product
+// merely stored transposed has neither permuted operand.)
 bool swapped_product(const Kernel& k, const Op& loop) {
+  bool reads_a_transposed = false;
+  walk(const_cast<Op&>(loop).region(0), [&](Op& o) {
+    reads_a_transposed = reads_a_transposed ||
+                         (o.kind == OpKind::Dot && o.operand(1)->def && o.operand(1)->def->kind == OpKind::Permute);
+  });
+  if (!reads_a_transposed) return false;
   for (const auto& op : k.body->ops)
     if (op->kind == OpKind::Permute && op->operand(0) == loop.result()) return true;
   return false;

@@ -355,6 +355,7 @@ class Remove {
       Value* r = user.result();
       const Type old = r->type;
       r->type.layout = *x->type.layout.parent;
+      r->type.space = x->type.space;
       Value* back = convert(r, old, *user.parent, next_op(user), user.loc);
       redirect(r, back, back->def);
       erase(c);
