@@ -588,6 +588,14 @@ class Verifier {
     return ok;
   }
 
+  // Whether `op` has integer attribute `name` equal to `v` (an attribute of another kind, which
+  // that op's own check reports, is not: damaged input must not throw here).
+  static bool int_attr_is(const Op* op, const char* name, int64_t v) {
+    const Attr* a = op ? op->find_attr(name) : nullptr;
+    const int64_t* x = a ? std::get_if<int64_t>(a) : nullptr;
+    return x && *x == v;
+  }
+
   void check_grid_op(const Op& op) {
     // The launch's form (persist-programs): programs in a loop of persistent CTAs, and the
     // order programs are taken in, groups of `group_rows` values of axis 0 (by persistent CTAs,
@@ -612,16 +620,16 @@ class Verifier {
     if (const Attr* pp = op.find_attr("program_pairs")) {
       const int64_t v = std::get<int64_t>(*pp);
       if (v != 0 && v != 1) return fail("program_pairs must be 0 or 1 (CTA pairs taking programs 2q and 2q + 1), got " + attr_str(*pp));
-      if (v == 1 && !(op.has_attr("persistent") && op.attr_int("persistent") == 1))
+      if (v == 1 && !int_attr_is(&op, "persistent", 1))
         return fail("program_pairs = 1 needs persistent = 1 (the pairs are persistent CTAs of a cluster)");
     }
     // A last partial wave shared out over the persistent CTAs (stream-k-programs).
     if (const Attr* sk = op.find_attr("stream_k")) {
       const int64_t v = std::get<int64_t>(*sk);
       if (v != 0 && v != 1) return fail("stream_k must be 0 or 1 (the last partial wave's K loops shared out), got " + attr_str(*sk));
-      if (v == 1 && !(op.has_attr("persistent") && op.attr_int("persistent") == 1))
+      if (v == 1 && !int_attr_is(&op, "persistent", 1))
         return fail("stream_k = 1 needs persistent = 1 (the parts are run by persistent CTAs)");
-      if (v == 1 && op.has_attr("program_pairs") && op.attr_int("program_pairs") == 1)
+      if (v == 1 && int_attr_is(&op, "program_pairs", 1))
         return fail("stream_k = 1 does not go with program_pairs = 1 (a pair's parts would not run in step)");
     }
     for (const Value* v : op.operands)
@@ -721,7 +729,7 @@ class Verifier {
     const int64_t v = std::get<int64_t>(*m);
     if (v != 0 && v != 1) return fail("multicast must be 0 or 1 (a CTA pair's shared ring tile), got " + attr_str(*m));
     const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
-    if (v == 1 && !(y && y->has_attr("program_pairs") && y->attr_int("program_pairs") == 1))
+    if (v == 1 && !int_attr_is(y, "program_pairs", 1))
       fail("multicast = 1 needs program_pairs = 1 on the grid's yield (the CTA pair that shares the tile)");
   }
 
@@ -1354,8 +1362,7 @@ class Verifier {
           if (std::get<int64_t>(*r) != 0 && std::get<int64_t>(*r) != 1)
             return fail("split_skip_rows must be 0 or 1 (the split's fixup leaves out the rows past its dot's A), got " +
                         attr_str(*r));
-          if (std::get<int64_t>(*r) == 1 && !(op.find_attr("split_k") && op.attr_int("split_k") == 1) &&
-              !(op.find_attr("stream_k") && op.attr_int("stream_k") == 1))
+          if (std::get<int64_t>(*r) == 1 && !int_attr_is(&op, "split_k", 1) && !int_attr_is(&op, "stream_k", 1))
             return fail("split_skip_rows = 1 needs split_k = 1 or stream_k = 1 (it is about the parts' partial sums)");
         }
         if (const Attr* sk = op.find_attr("stream_k")) {
@@ -1364,13 +1371,13 @@ class Verifier {
             return fail("stream_k must be 0 or 1 (the loop runs its program's stream-K part, its carried value a partial "
                         "sum), got " + attr_str(*sk));
           const Op* y = k_.grid ? k_.grid->terminator() : nullptr;
-          if (v == 1 && !(y && y->has_attr("stream_k") && y->attr_int("stream_k") == 1))
+          if (v == 1 && !int_attr_is(y, "stream_k", 1))
             return fail("stream_k = 1 needs stream_k = 1 on the grid's yield (the programs' parts)");
           if (v == 1 && (op.operands.size() != 4 || !ot(3).is_tile() || ot(3).elem != ScalarKind::F32))
             return fail("stream_k = 1 needs one carried f32 tile (the partial sum the tile's parts add)");
-          if (v == 1 && op.find_attr("split_k") && op.attr_int("split_k") == 1)
+          if (v == 1 && int_attr_is(&op, "split_k", 1))
             return fail("stream_k = 1 does not go with split_k = 1 (a loop is cut one way)");
-          if (v == 1 && (op.parent != k_.body.get() || !op.find_attr("warp_specialize") || op.attr_int("warp_specialize") != 1))
+          if (v == 1 && (op.parent != k_.body.get() || !int_attr_is(&op, "warp_specialize", 1)))
             return fail("stream_k = 1 needs a top-level loop with warp_specialize = 1 (the producer's loop the parts cut)");
         }
         if (const Attr* w = op.find_attr("warp_specialize"); w && std::get<int64_t>(*w) != 0 && std::get<int64_t>(*w) != 1)
