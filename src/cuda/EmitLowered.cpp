@@ -1147,15 +1147,20 @@ int64_t Emitter::fixup_batch(int64_t slots) const {
   return batch;
 }
 
+int64_t Emitter::compute_thread_registers() const {
+  // As in the planning emitter's warp-specialized matmul: 40 for the producer warpgroup (a few
+  // scalars), the rest of the 64 Ki shared among the compute threads (232 for two warpgroups,
+  // at most 240) where setmaxnreg moves them; with one compute warpgroup, ptxas's cap for the
+  // block (the 255 a thread can address).
+  const int64_t CT = T_ * consumers_;
+  return CT > 128 ? std::min<int64_t>(240, (65536 - 128 * 40) / CT / 8 * 8) : std::min<int64_t>(255, 65536 / (CT + 128) / 8 * 8);
+}
+
 int64_t Emitter::stream_k_batch(int64_t slots) const {
-  // What registers allow beside the accumulators (the planning emitter's stream_k_batch): the
-  // compute threads' setmaxnreg share (emit_warp_specialized_body) with more than one compute
-  // warpgroup, else ptxas's cap for the block; the fixup's pointers and indices take about 40.
-  // Up to 16 quads a batch, whole batches.
-  const int64_t CT = T_ * consumers_, quads = slots / 4;
-  const int64_t cap = CT > 128 ? std::min<int64_t>(240, (65536 - 128 * 40) / CT / 8 * 8)
-                               : std::min<int64_t>(255, 65536 / (CT + 128) / 8 * 8);
-  const int64_t spare = cap - slots - 40;
+  // What registers allow beside the accumulators (the planning emitter's stream_k_batch); the
+  // fixup's pointers and indices take about 40. Up to 16 quads a batch, whole batches.
+  const int64_t quads = slots / 4;
+  const int64_t spare = compute_thread_registers() - slots - 40;
   int64_t b = 1;
   while (2 * b <= std::min<int64_t>(quads, 16) && quads % (2 * b) == 0 && 4 * 2 * b <= spare) b *= 2;
   return b;
@@ -1297,12 +1302,10 @@ void Emitter::emit_warp_specialized_body() {
   ws_bars_ = init_ring_barriers(S, consumers_ == 2 ? 2 : 0, warps_, program_pairs_);
   if (consumers_ == 2) ws_order_ = "(" + ws_bars_ + " + " + num(16 * S) + "u)";
   const std::string W = num(CW);
-  // Registers move from the producer (which keeps a few scalars) to the compute warps, as in
-  // the planning emitter's warp-specialized matmul: 40 for the producer, the rest of the 64 Ki
-  // shared among the compute threads (232 for two warpgroups, at most 240); with one compute
-  // warpgroup the 256 threads get the 255 registers a thread can address anyway.
+  // Registers move from the producer to the compute warps (compute_thread_registers) where
+  // there is more than one compute warpgroup.
   const bool realloc = CW > 4;
-  const int64_t consumer_regs = std::min<int64_t>(240, (65536 - 128 * 40) / CT / 8 * 8);
+  const int64_t consumer_regs = compute_thread_registers();
   open("if (tsr_warp >= " + W + ") {  // the producer warpgroup: one thread issues every stage's copies");
   if (realloc) line("tsr::setmaxnreg_dec<40>();");
   open("if (tsr_tid == " + num(CT) + ") {");

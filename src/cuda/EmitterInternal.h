@@ -807,6 +807,9 @@ class Emitter {
   // Quads of registers the stream-K fixup loads together (accumulators of `slots` registers a
   // thread): what the compute threads' registers hold beside them.
   int64_t stream_k_batch(int64_t slots) const;
+  // The registers a compute thread of a warp-specialized program has: what setmaxnreg gives it
+  // with more than one compute warpgroup, else ptxas's cap for the block.
+  int64_t compute_thread_registers() const;
   // The condition under which this thread's warp holds rows of `loop`'s accumulator that are
   // read after it (split_skip_rows; "" when every warp's are).
   std::string skipped_rows_guard(const Op& loop);
