@@ -206,7 +206,9 @@ void Emitter::slots(const Layout& L, const std::function<void(const std::string&
 
 std::string Emitter::smem_ptr(const std::string& type, int64_t off, int64_t bytes) {
   // The scratch carries tile data between threads: a cluster-split CTA holds only its part.
-  if (cluster_ > 1) throw NotClusterable{"an exchange of tile data through shared memory"};
+  // (The layout emitter's reductions exchange a CTA's warps' values in it, and its exchanges of
+  // tiles stage them: stage() declines those.)
+  if (cluster_ > 1 && !lowered_) throw NotClusterable{"an exchange of tile data through shared memory"};
   smem_ = std::max(smem_, off + bytes);
   ++scratch_uses_;
   return "reinterpret_cast<" + type + "*>(tsr_smem + " + std::to_string(off) + ")";
@@ -1195,8 +1197,13 @@ CudaEmission Emitter::run() {
   line("const int tsr_tid = int(threadIdx.x);");
   line("constexpr int tsr_nthreads = " + std::to_string(T_) + ";");
   line("(void)tsr_tid; (void)tsr_smem;");
-  if (lowered_) line("const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;");
   if (cluster_ > 1) line("const int tsr_crank = int(tsr::cluster_rank());  // this CTA's part of every tile");
+  // On a cluster the layouts' warps are the program's: a CTA's warps follow those of the CTAs
+  // of lower rank (cluster-programs).
+  if (lowered_)
+    line("const int tsr_lane = tsr_tid & 31, tsr_warp = " +
+         (cluster_ > 1 ? "(tsr_tid >> 5) + " + std::to_string(warps_) + " * tsr_crank" : std::string("tsr_tid >> 5")) +
+         ";  (void)tsr_lane; (void)tsr_warp;");
   const size_t struct_line = lines_.size();
   // Row-major strides of every view, in 64 bits.
   for (const Value* p : k.params) {
@@ -1425,40 +1432,16 @@ const Op* first_layout_op(const Block& b) {
   return nullptr;
 }
 
-// The codegen knobs that only the planning emitter reads, as "name = value", where the kernel
-// gives one a value that asks for something: the GPU lowering has no pass that takes them yet
-// (tma_hint_a / tma_hint_b: hint-l2-policy does; prefetch_programs, prefetch_buffers and
-// prefetch_invariant: prefetch-programs; epilogue_overlap: overlap-epilogues;
-// tma_store_epilogue and epilogue_buffers: store-epilogues-by-tma; ring_stages: pipeline-loops;
-// mma_smem_epilogue: stage-epilogue-stores; mma_l2_prefetch and stream_stores: hint-l2-policy;
-// prefetch_loads: prefetch-loop-loads; mma_early_last_step and mma_spread_copies:
-// pipeline-loops; swap_operands: swap-dot-operands; the runtime's split_k: the split
-// compilation's split-k-loops; cluster_m: pair-programs; swap_operands on f8 operands:
-// swap-dot-operands, since session 53; stream_k and the stream-K compilation:
-// stream-k-programs, and pair_stores: the layout emitter's row stores, since session 54). Such a kernel goes to the planning emitter by default; the
-// layout emitter, when asked for (Emitter::Layouts), says which it ignored rather than running
-// as if they had been taken.
-std::vector<std::string> planning_only_knobs(const Kernel& k) {
-  // Each knob with the values that ask for nothing the layout emitter does not do anyway. Not
-  // here: min_blocks (both emitters print it into __launch_bounds__), struct_cp_async and
-  // struct_tma (the layout emitter copies Struct pipes' loads asynchronously, cp.async or TMA
-  // rings on sm_90a, whatever they say), pair_stores (both emitters' switch of paired 16-bit
-  // row stores, since session 54).
-  static const std::pair<const char*, std::vector<int64_t>> kKnobs[] = {{"cluster_size", {1}}};
-  std::vector<std::string> knobs;
-  for (const auto& [name, nothing] : kKnobs)
-    if (const ConstexprDecl* d = k.find_constexpr(name);
-        d && std::find(nothing.begin(), nothing.end(), d->value) == nothing.end())
-      knobs.push_back(std::string(name) + " = " + std::to_string(d->value));
-  return knobs;
-}
-
 // What the layout emitter takes but has not yet run on a GPU, as "name = value" (or the
 // compilation's name): under Emitter::Auto such a kernel still goes to the planning emitter,
 // with a note; Emitter::Layouts takes it. Since session 54: stream_k = 1 and the stream-K
-// compilation (stream-k-programs).
+// compilation (stream-k-programs); since session 55: cluster_size (cluster-programs). (Every
+// codegen knob is the GPU lowering's since session 55: the planning emitter reads none that
+// the layout emitter does not.)
 std::vector<std::string> unmeasured_layout_knobs(const Kernel& k, const CudaTarget& target) {
   std::vector<std::string> knobs;
+  if (const ConstexprDecl* d = k.find_constexpr("cluster_size"); d && d->value != 1)
+    knobs.push_back("cluster_size = " + std::to_string(d->value));
   if (const ConstexprDecl* d = k.find_constexpr("stream_k"); d && d->value != 0)
     knobs.push_back("stream_k = " + std::to_string(d->value));
   if (target.stream_k) knobs.push_back("the stream-K compilation");
@@ -1477,19 +1460,14 @@ GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   check_cluster_size(bound_kernel);  // before either emitter: a located error on both
   std::string why_not, layouts_note;
-  // Emitter::Auto: the layout emitter, unless the kernel or the compilation asks for what only
-  // the planning emitter does (then the planning emitter, with a note that says what).
-  const std::vector<std::string> planning_only = planning_only_knobs(bound_kernel);
+  // Emitter::Auto: the layout emitter, unless the kernel or the compilation asks for what its
+  // form has not yet run on a GPU (then the planning emitter, with a note that says what).
   bool layouts = target.emitter == CudaTarget::Emitter::Layouts;
   if (target.emitter == CudaTarget::Emitter::Auto) {
-    std::string asks;
-    for (const std::string& knob : planning_only) asks += (asks.empty() ? "" : ", ") + knob;
     std::string unmeasured;
     for (const std::string& knob : unmeasured_layout_knobs(bound_kernel, target))
       unmeasured += (unmeasured.empty() ? "" : ", ") + knob;
-    if (!asks.empty())
-      layouts_note = "knobs only the planning emitter reads (" + asks + "): the planning emitter made it";
-    else if (!unmeasured.empty())
+    if (!unmeasured.empty())
       layouts_note = unmeasured + ": the layout emitter's form has not run on a GPU yet: the planning emitter made it";
     else
       layouts = true;
@@ -1498,24 +1476,31 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
     // atom, say) it tries again lowered for mma.sync.
-    std::string wgmma_note;
-    for (bool wgmma : {true, false}) {
+    // A kernel on clusters (cluster-programs) that cannot be printed so is lowered again
+    // without them (cluster_note says why).
+    std::string wgmma_note, cluster_note;
+    bool clusters = true;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool wgmma = attempt == 0;
       if (wgmma && !(target.arch_specific && target.tma)) continue;
       PipelineOptions lowering_options;
       lowering_options.disabled = target.disabled_passes;
       PassStats lowering_stats;
-      std::shared_ptr<Kernel> lowered =
-          run_gpu_lowering(bound_kernel, gpu_lowering_options(target, wgmma), lowering_options, &lowering_stats);
+      GpuLoweringOptions gpu_options = gpu_lowering_options(target, wgmma);
+      gpu_options.clusters = clusters;
+      std::shared_ptr<Kernel> lowered = run_gpu_lowering(bound_kernel, gpu_options, lowering_options, &lowering_stats);
       try {
         const bool on_wgmma = has_mma_dot(*lowered->body, 3);
         if (wgmma && !on_wgmma) wgmma = false;  // nothing to retry without it
         // pingpong-consumers' `consumers = 2`: the layouts are one warpgroup's (each consumer
         // holds a whole tile), the program runs two of them (plan_warp_specialization).
-        int warps = launch_warps(*lowered);
+        // (On a cluster, cluster-programs' `num_ctas`, the program's warps are its CTAs'.)
+        const int ctas = launch_ctas(*lowered);
+        int warps = launch_warps(*lowered) / ctas;
         for (const auto& op : lowered->body->ops)
           if (op->kind == OpKind::For && op->has_attr("consumers") && op->attr_int("consumers") == 2) warps /= 2;
         auto print = [&] {
-          cudagen::Emitter e(*lowered, target);
+          cudagen::Emitter e(*lowered, target, ctas);
           e.lowered_ = true;
           e.warps_ = warps;
           e.lowered_wgmma_ = on_wgmma;
@@ -1579,6 +1564,9 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
+        for (const std::string& n : lowering_stats.notes)
+          if (n.rfind("cluster-programs:", 0) == 0 && clusters) out.notes.push_back(n);
+        if (!cluster_note.empty()) out.notes.push_back(cluster_note);
         // Why a dot did not take wgmma, as `tessera compile` says without --stats: the lowering
         // that was printed (assign-layouts' note), or why its wgmma form could not be printed.
         for (const std::string& n : lowering_stats.notes)
@@ -1587,12 +1575,16 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
             break;
           }
         if (out.wgmma_not_taken.empty() && !wgmma_note.empty()) out.wgmma_not_taken = wgmma_note;
-        for (const std::string& knob : planning_only)
-          out.notes.push_back("knob " + knob + " is read by the planning emitter only: the layout emitter ignores it");
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         out.lowered_with_wgmma = wgmma;
         return out;
+      } catch (const cudagen::NotClusterable& e) {
+        cluster_note = "cluster_size = " + std::to_string(launch_ctas(*lowered)) +
+                       " not taken: " + e.why + " would move data between the CTAs of a cluster: lowered without clusters";
+        clusters = false;
+        --attempt;  // (the same dots again)
+        continue;
       } catch (const cudagen::NotLowerable& e) {
         if (wgmma) {
           wgmma_note = "not on wgmma (" + e.why + "): lowered for mma.sync";

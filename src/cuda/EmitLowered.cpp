@@ -111,7 +111,7 @@ const Dist& Emitter::dist_of(const Value* v) const {
   if (!v->type.is_tile() || !v->type.layout.is_distributed())
     throw NotLowerable{"a tile without a register layout (" + v->type.str() + ")"};
   if (!shape_is_static(v->type.shape)) throw NotLowerable{"a tile without a static shape"};
-  return dists_.emplace(v, make_dist(v->type.layout, static_shape(v->type.shape), warps_)).first->second;
+  return dists_.emplace(v, make_dist(v->type.layout, static_shape(v->type.shape), warps_ * cluster_)).first->second;
 }
 
 std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::string>& c) {
@@ -133,6 +133,15 @@ std::string Emitter::shared_index(const SharedView& sv, const std::vector<std::s
 }
 
 bool Emitter::emit_lowered(const Op& op) {
+  // On a cluster (cluster-programs) what moves data between threads is a register renaming or
+  // a reduction (lowered_reduce: the CTAs' values meet through distributed shared memory); an
+  // op that needs more is printed by lowering the kernel again without clusters.
+  if (cluster_ > 1) {
+    if (const std::string why = unclusterable_op(op); !why.empty()) needs_no_cluster(op, why);
+    if ((op.kind == OpKind::LoadTile || op.kind == OpKind::ConvertLayout) &&
+        op.result()->type.layout.kind == tessera::Layout::Kind::Shared)
+      needs_no_cluster(op, "a tile in shared memory");
+  }
   switch (op.kind) {
     case OpKind::ConvertLayout: lowered_convert(op); return true;
     case OpKind::LoadTile: lowered_load_store(op); return true;
@@ -217,6 +226,8 @@ bool Emitter::emit_lowered(const Op& op) {
 
 void Emitter::lowered_exchange(const Op& op, const Value* x, const Value* r,
                                const std::function<std::string(const std::string&)>& src_flat) {
+  // (A CTA of a cluster holds only its part of each tile.)
+  needs_no_cluster(op, "an exchange of tile data through shared memory");
   const int64_t numel = shape_numel(x->type.shape), eb = std::max(4, scalar_bytes(x->type.elem));
   count("layout-exchanges");
   if (numel * eb <= kExchangeBytes) {
@@ -279,7 +290,7 @@ void Emitter::lowered_convert(const Op& op) {
     return;
   }
   const Dist &from = dist_of(x), &to = dist_of(r);
-  std::vector<int64_t> m = same_thread_slots(from, to, T_, [](const std::vector<int64_t>& c) { return c; });
+  std::vector<int64_t> m = same_thread_slots(from, to, program_threads(), [](const std::vector<int64_t>& c) { return c; });
   if (!m.empty()) {
     const std::string n = declare(op, r);
     for (size_t s = 0; s < m.size(); ++s) line(n + "[" + num(int64_t(s)) + "] = " + nm(x) + "[" + num(m[s]) + "];");
@@ -320,6 +331,7 @@ std::string Emitter::lowered_base() const {
 
 Emitter::SharedView Emitter::alloc_shared(const Value* v, const std::vector<int64_t>& order_in, int64_t stages,
                                           int64_t* stage_elems) {
+  if (cluster_ > 1) throw NotClusterable{"a tile in shared memory (" + v->type.str() + ")"};
   const std::vector<int64_t> S = static_shape(v->type.shape);
   const int R = static_cast<int>(S.size());
   std::vector<int64_t> order = order_in;
@@ -1491,6 +1503,7 @@ std::string Emitter::store_vec_fn(const Op& store) {
 }
 
 bool Emitter::lowered_store_staged(const Op& op) {
+  if (cluster_ > 1) return false;  // (a CTA of a cluster holds its part of the tile: stored from registers)
   const Value *view = op.operand(0), *tile = op.operand(1);
   const ViewInfo& vi = view_of(op, view);
   const std::vector<int64_t> S = shape_of(op, tile);
@@ -1886,7 +1899,7 @@ void Emitter::lowered_shape(const Op& op) {
         return out;
       };
   }
-  std::vector<int64_t> m = same_thread_slots(dist_of(x), dist_of(r), T_, src);
+  std::vector<int64_t> m = same_thread_slots(dist_of(x), dist_of(r), program_threads(), src);
   if (!m.empty()) {
     const std::string n = declare(op, r);
     for (size_t s = 0; s < m.size(); ++s) line(n + "[" + num(int64_t(s)) + "] = " + nm(x) + "[" + num(m[s]) + "];");
@@ -2009,9 +2022,10 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     shuffle_fold(n, t, b, fold);
     count("reduction-shuffles");
   }
-  std::vector<size_t> wa;
-  for (size_t b = 0; b < X.warp_bits.size(); ++b)
+  std::vector<size_t> wa;  // (on a cluster a CTA's warps: the lower warp bits, as lowered_reduce)
+  for (size_t b = 0; b < X.warp_bits.size() && (int64_t{1} << b) < warps_; ++b)
     if (X.warp_bits[b].dim >= 0) wa.push_back(b);
+  const bool cluster_axis = crosses_ctas(op, X, 0, nullptr);
   if (!wa.empty()) {
     const int64_t G = int64_t{1} << wa.size();
     std::string ptr = own_exchange(op, T, G, G * std::max(4, scalar_bytes(t)));
@@ -2030,7 +2044,32 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
       line(n + " = __shfl_sync(0xffffffffu, " + n + ", 0);");
     count("reduction-warp-exchanges");
   }
+  if (cluster_axis) exchange_cluster_value(op, T, n, kind, fold);
   if (rounds_at_end(kind, t)) line(n + " = " + (is_float(t) ? fround(t, n) : "uint8_t((" + n + ") & 1)") + ";");
+}
+
+bool Emitter::crosses_ctas(const Op& op, const Dist& X, int64_t axis, const Value* r) const {
+  if (cluster_ == 1) return false;
+  int on_axis = 0, cta_bits = 0;
+  for (size_t b = 0; b < X.warp_bits.size(); ++b)
+    if ((int64_t{1} << b) >= warps_) ++cta_bits, on_axis += X.warp_bits[b].dim == axis;
+  if (on_axis == 0) return false;
+  // The exchange folds every CTA's one value: each must hold a different part of the axis, and
+  // the result be one element.
+  if (on_axis != cta_bits) needs_no_cluster(op, "a reduction whose axis is split over some of the cluster's CTAs");
+  if (r && (shape_numel(r->type.shape) != 1 || dist_of(r).slots() != 1))
+    needs_no_cluster(op, "a reduction across the cluster's CTAs to more than one element");
+  return true;
+}
+
+void Emitter::exchange_cluster_value(const Op& op, const std::string& T, const std::string& acc, const std::string& kind,
+                                     const std::function<std::string(const std::string&, const std::string&)>& fold) {
+  exchange_cluster_partials(op, T, acc, fold);
+  // Lanes fold the CTAs' values in different orders: a float max or min of +0 and -0 could
+  // differ between them (as in lowered_reduce_to_scalar); every lane takes lane 0's, which is
+  // the same in every warp of every CTA (each folds rank 0's value first, then the same ranks).
+  if (is_float(op.result()->type.elem) && (kind == "max" || kind == "min"))
+    line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
 }
 
 // A sum scan along the one axis of a tile that is a single line (every other dim 1), whose
@@ -2157,7 +2196,7 @@ void Emitter::lowered_arg_reduce(const Op& op) {
   if (op.results.size() != 1 || (scalar && x->type.rank() != 1)) throw NotLowerable{"an arg reduction to two results"};
   std::vector<int64_t> into(X.slots(), 0);
   if (!scalar) {
-    into = same_thread_slots(dist_of(r), X, T_, [&](const std::vector<int64_t>& c) {
+    into = same_thread_slots(dist_of(r), X, program_threads(), [&](const std::vector<int64_t>& c) {
       std::vector<int64_t> out = c;
       out.erase(out.begin() + axis);
       return out;
@@ -2250,7 +2289,7 @@ void Emitter::lowered_reduce(const Op& op) {
   const int64_t axis = op.attr_int("axis");
   const Dist &X = dist_of(x), &Y = dist_of(r);
   // For each operand slot, the result slot of the same thread its element folds into.
-  std::vector<int64_t> into = same_thread_slots(Y, X, T_, [&](const std::vector<int64_t>& c) {
+  std::vector<int64_t> into = same_thread_slots(Y, X, program_threads(), [&](const std::vector<int64_t>& c) {
     std::vector<int64_t> out = c;
     out.erase(out.begin() + axis);
     return out;
@@ -2281,12 +2320,16 @@ void Emitter::lowered_reduce(const Op& op) {
     for (int64_t y = 0; y < Y.slots(); ++y) shuffle_fold(n + "[" + num(y) + "]", t, b, fold);
     count("reduction-shuffles");
   }
-  // Along the warps: each warp's value through shared memory, folded in warp order.
+  // Along the warps: each warp's value through shared memory, folded in warp order. On a
+  // cluster only a CTA's warps (the lower warp bits); the CTAs' values then meet through
+  // distributed shared memory (cluster_axis).
   std::vector<size_t> wa;
-  for (size_t b = 0; b < X.warp_bits.size(); ++b)
+  const bool cluster_axis = crosses_ctas(op, X, axis, r);
+  for (size_t b = 0; b < X.warp_bits.size() && (int64_t{1} << b) < warps_; ++b)
     if (X.warp_bits[b].dim == axis) wa.push_back(b);
   // A narrow float's sum or product rounded once; an i1 one kept to its bit.
   auto finish = [&] {
+    if (cluster_axis) exchange_cluster_value(op, T, n + "[0]", kind, fold);
     if (rounds_at_end(kind, t))
       slots(layout_of(r), [&](const std::string& s) {
         const std::string acc = n + "[" + s + "]";
@@ -2572,10 +2615,10 @@ void Emitter::lowered_fma_dot(const Op& op) {
   Dist mnk = R;
   mnk.shape.push_back(K);
   mnk.digits.insert(mnk.digits.begin(), Dist::Digit{K, 2, 1});
-  const std::vector<int64_t> ia = same_thread_slots(A, mnk, T_, [](const std::vector<int64_t>& x) {
+  const std::vector<int64_t> ia = same_thread_slots(A, mnk, program_threads(), [](const std::vector<int64_t>& x) {
     return std::vector<int64_t>{x[0], x[2]};
   });
-  const std::vector<int64_t> ib = same_thread_slots(B, mnk, T_, [](const std::vector<int64_t>& x) {
+  const std::vector<int64_t> ib = same_thread_slots(B, mnk, program_threads(), [](const std::vector<int64_t>& x) {
     return std::vector<int64_t>{x[2], x[1]};
   });
   if (ia.empty() || ib.empty()) throw NotLowerable{"an FMA dot at " + op.loc.str() + " whose operands other threads hold"};

@@ -317,7 +317,7 @@ void Emitter::emit_reduce(const Op& op, const Op* partner) {
     if (nw > 1) exchange_warp_partials(op, C, outs, accs, step);
     if (cluster_ > 1) {
       if (P != 1) needs_no_cluster(op, "a reduction with several results");
-      exchange_cluster_partials(op, C, accs[0], step);
+      exchange_cluster_partials(op, C, accs[0] + "[0]", step);
     }
     for (int64_t p = 0; p < P; ++p) put(p, fin(accs[p] + "[0]"));
     if (partner) {
@@ -495,11 +495,11 @@ void Emitter::exchange_cluster_partials(const Op& op, const std::string& C, cons
   } else {
     line("unsigned long long* const " + slot + " = " + slot + "_mem;");
   }
-  line("if (tsr_tid == 0) " + slot + "[0] = tsr::to_slot(" + acc + "[0]);");
+  line("if (tsr_tid == 0) " + slot + "[0] = tsr::to_slot(" + acc + ");");
   line("tsr::cluster_sync();");
-  line(acc + "[0] = tsr::cluster_slot<" + C + ">(" + slot + ", unsigned(tsr_tid & " + std::to_string(cluster_ - 1) + "));");
+  line(acc + " = tsr::cluster_slot<" + C + ">(" + slot + ", unsigned(tsr_tid & " + std::to_string(cluster_ - 1) + "));");
   for (int m = cluster_ / 2; m >= 1; m /= 2)
-    line(acc + "[0] = " + step(acc + "[0]", "tsr::shfl_xor(" + acc + "[0], " + std::to_string(m) + ")") + ";");
+    line(acc + " = " + step(acc, "tsr::shfl_xor(" + acc + ", " + std::to_string(m) + ")") + ";");
   count("cluster-exchanges");
 }
 

@@ -258,8 +258,20 @@ class Emitter {
   int cluster_ = 1;  // CTAs per program (a thread-block cluster along x), see the constructor
   // Cluster-split kernels: throws NotClusterable naming `op` (no-op when cluster_ == 1).
   void needs_no_cluster(const Op& op, const std::string& what) const;
-  // The cluster step of a reduction: folds the CTAs' values accs[0][0] (uniform in each CTA)
-  // across the cluster, in rank order, into every thread of every CTA (EmitShape.cpp).
+  // The threads of a program: a CTA's, times its CTAs on a cluster (the layout emitter's
+  // layouts place elements over all of them).
+  int program_threads() const { return T_ * cluster_; }
+  // Whether a reduction of `X` along `axis` (into `r`, null for a scalar) folds values of
+  // several CTAs of the cluster: the warp bits above a CTA's (its rank's) lie on the axis.
+  // Throws NotClusterable where they do but the exchange cannot fold them (some of them on
+  // other dims or copies, a result of more than one element).
+  bool crosses_ctas(const Op& op, const Dist& X, int64_t axis, const Value* r) const;
+  // exchange_cluster_partials for the layout emitter's reductions, every lane then holding the
+  // same bits.
+  void exchange_cluster_value(const Op& op, const std::string& T, const std::string& acc, const std::string& kind,
+                              const std::function<std::string(const std::string&, const std::string&)>& fold);
+  // The cluster step of a reduction: folds the CTAs' values `acc` (an lvalue, uniform in each
+  // CTA) across the cluster, in rank order, into every thread of every CTA (EmitShape.cpp).
   void exchange_cluster_partials(const Op& op, const std::string& C, const std::string& acc,
                                  const std::function<std::string(const std::string&, const std::string&)>& step);
   std::vector<std::string> lines_;

@@ -88,7 +88,7 @@ Extra extra(OpKind k) {
     case OpKind::While: return {{}, "while region 0 (carried) yields true, run region 1 (carried) -> carried"};
     case OpKind::Yield:
       return {{opt("persistent", A::Int), opt("group_rows", A::Int), opt("num_warps", A::Int), opt("prefetch_buffers", A::Int),
-               opt("program_pairs", A::Int), opt("stream_k", A::Int)},
+               opt("program_pairs", A::Int), opt("stream_k", A::Int), opt("num_ctas", A::Int)},
               "end a region, passing its values out"};
     case OpKind::Alloc: return {{}, "a buffer in the result type's memory space (\"shared\"), live for the whole program; a slot is read only after something wrote it"};
     case OpKind::AsyncCopy: return {{opt("pad", A::Number)}, "start copying tile (i0, ...) of a view into buffer slot (s0, ...), as load_tile reads it (pad); done at the next async_wait"};

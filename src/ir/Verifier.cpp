@@ -283,9 +283,10 @@ class Verifier {
           error(op->loc, "'yield' must be the last op of its region");
         else if (role != BlockRole::Grid && (op->find_attr("persistent") || op->find_attr("group_rows") ||
                                               op->find_attr("num_warps") || op->find_attr("prefetch_buffers") ||
-                                              op->find_attr("program_pairs") || op->find_attr("stream_k")))
-          error(op->loc, "'yield' takes persistent, group_rows, num_warps, prefetch_buffers, program_pairs and stream_k only in the "
-                         "grid block (they say how its programs run)");
+                                              op->find_attr("program_pairs") || op->find_attr("stream_k") ||
+                                              op->find_attr("num_ctas")))
+          error(op->loc, "'yield' takes persistent, group_rows, num_warps, num_ctas, prefetch_buffers, program_pairs and stream_k "
+                         "only in the grid block (they say how its programs run)");
       }
       verify_op(*op, role == BlockRole::Grid);
       for (const Value* r : op->results)
@@ -602,10 +603,26 @@ class Verifier {
     // or with one CTA per program renumbered so).
     if (const Attr* p = op.find_attr("persistent"); p && std::get<int64_t>(*p) != 0 && std::get<int64_t>(*p) != 1)
       return fail("persistent must be 0 or 1 (CTAs that loop over the programs), got " + attr_str(*p));
-    // The warps of every program (assign-launch-shape): a CTA has at most 1024 threads.
-    if (const Attr* w = op.find_attr("num_warps"); w && (std::get<int64_t>(*w) < 1 || std::get<int64_t>(*w) > 32))
-      return fail("num_warps must be between 1 and 32 (warps of each program: a CTA has at most 1024 threads), got " +
-                  attr_str(*w));
+    // The CTAs of every program, a thread-block cluster (cluster-programs).
+    int64_t ctas = 1;
+    if (const Attr* c = op.find_attr("num_ctas")) {
+      const int64_t* n = std::get_if<int64_t>(c);
+      if (!n || (*n != 1 && *n != 2 && *n != 4 && *n != 8))
+        return fail("num_ctas must be 1, 2, 4 or 8 (the CTAs of a thread-block cluster running each program), got " +
+                    attr_str(*c));
+      if (*n > 1 && op.find_attr("persistent"))
+        return fail("num_ctas = " + std::to_string(*n) + " does not go with persistent (a program's CTAs are one cluster's)");
+      ctas = *n;
+    }
+    // The warps of every program (assign-launch-shape), num_warps / num_ctas to a CTA: a CTA
+    // has at most 1024 threads.
+    if (const Attr* w = op.find_attr("num_warps")) {
+      const int64_t n = std::get<int64_t>(*w);
+      if (n < 1 || n > 32 * ctas || n % ctas != 0)
+        return fail("num_warps must be between 1 and 32 (warps of each program: a CTA has at most 1024 threads)" +
+                    (ctas > 1 ? std::string(" times num_ctas = ") + std::to_string(ctas) + ", and a multiple of it" : std::string()) +
+                    ", got " + attr_str(*w));
+    }
     // The shared buffers of the next programs' tiles (prefetch-programs).
     if (const Attr* b = op.find_attr("prefetch_buffers")) {
       const int64_t* n = std::get_if<int64_t>(b);

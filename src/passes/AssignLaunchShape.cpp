@@ -1,6 +1,10 @@
 // assign-launch-shape (GPU lowering, first): the warps of every program, decided once and
 // written in the IR.
 //
+// On a cluster (`num_ctas = C` on the yield, cluster-programs) `num_warps` counts the
+// program's warps over its C CTAs: C times what the rule gives one CTA holding 1/C of the
+// tiles (or C times the kernel's `num_warps` constexpr, which counts a CTA's warps).
+//
 // The grid block's yield gets `num_warps = N` (default_num_warps: the kernel's `num_warps`
 // constexpr when it gives one, else the rule on tile sizes both CUDA emitters follow), and every
 // later pass of the list and the layout emitter read it from there (launch_warps), rather than
@@ -26,6 +30,9 @@ namespace {
 // The rule's warps, or 4 where every dot of the kernel is an odd number of 64-row wgmma blocks
 // (above).
 int warps_for(const Kernel& k, const GpuLoweringOptions& o) {
+  // A program on a cluster (cluster-programs): each CTA's warps, by the rule over its part of
+  // the tiles (or the kernel's num_warps), times its CTAs.
+  if (const int ctas = launch_ctas(k); ctas > 1) return default_num_warps(k, ctas) * ctas;
   const int warps = default_num_warps(k);
   const ConstexprDecl* d = k.find_constexpr("num_warps");
   if (!o.wgmma || warps != 8 || (d && d->value >= 1)) return warps;

@@ -128,6 +128,9 @@ struct GpuLoweringOptions {
   // The stream-K compilation (CudaTarget::stream_k): stream-k-programs shares the last partial
   // wave out, as the knob stream_k = 1 asks.
   bool stream_k = false;
+  // Clusters for the knob cluster_size (cluster-programs); false: the layout emitter's second
+  // lowering of a kernel it could not print on clusters.
+  bool clusters = true;
 };
 // The most warps of a program (1024 threads, a CTA's limit).
 inline constexpr int kMaxWarps = 32;
@@ -142,6 +145,16 @@ inline bool tensor_core_float(ScalarKind t) { return scalar_bits(t) <= 16 && is_
 // The warps of a program in the GPU lowering's passes and the layout emitter: the `num_warps`
 // that assign-launch-shape wrote on the grid's yield, else default_num_warps.
 int launch_warps(const Kernel& k);
+// The CTAs of a program: the `num_ctas` that cluster-programs wrote on the grid's yield, else 1.
+// A program's `num_warps` are spread over them, num_warps / num_ctas to a CTA.
+int launch_ctas(const Kernel& k);
+// The knob cluster_size = C (2, 4 or 8; sm_90+): `num_ctas = C` on the grid's yield, each
+// program on a thread-block cluster of C CTAs (ClusterPrograms.cpp).
+void cluster_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats);
+// What an op is that keeps its kernel off clusters ("a dot"), "" for an op whose data crosses
+// the CTAs of a cluster only as cluster-programs' reductions do (both the pass and the layout
+// emitter ask).
+std::string unclusterable_op(const Op& op);
 // The knob swap_operands = 1 on sm_90a: a top-level K loop's dot of 8 to 32 rows of 16-bit
 // operands computed as c^T = b^T a^T, the loop carrying the transposed accumulator and one
 // permute after it (SwapDotOperands.cpp).

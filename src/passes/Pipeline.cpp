@@ -57,6 +57,8 @@ std::vector<Pass> gpu_lowering_passes(const GpuLoweringOptions& o) {
   return {
       // Before assign-launch-shape, which sizes the program for the dots as they will be.
       {"swap-dot-operands", [o](Kernel& k, PassStats& st) { swap_dot_operands(k, o, st); }},
+      // Before assign-launch-shape, which gives a program on a cluster the warps of its CTAs.
+      {"cluster-programs", [o](Kernel& k, PassStats& st) { cluster_programs(k, o, st); }},
       {"assign-launch-shape", [o](Kernel& k, PassStats& st) { assign_launch_shape(k, o, st); }},
       {"assign-layouts", [o](Kernel& k, PassStats& st) { assign_layouts(k, o, st); }},
       {"remove-layout-conversions", remove_layout_conversions},

@@ -120,6 +120,8 @@ std::string program_prefetch_blocker(const Kernel& k) {
     if (ring.empty() && op.kind == OpKind::LoadTile && op.result()->type.layout.kind == Layout::Kind::Shared)
       ring = "the load at " + op.loc.str() + " goes to shared memory";
   });
+  if (why.empty() && ring.empty() && launch_ctas(k) > 1)
+    why = "each program runs on a cluster of " + std::to_string(launch_ctas(k)) + " CTAs (cluster-programs)";
   return why.empty() ? ring : why;
 }
 

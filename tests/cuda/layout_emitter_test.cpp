@@ -265,7 +265,7 @@ TEST(LayoutEmitter, LeavesTilesOfTooManyElementsAThread) {
 
 // Knobs the GPU lowering has no pass for yet (stream-K, clusters, ...) are not
 // silently dropped: the layout emitter's kernel says which it was given; defaults say nothing.
-TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
+TEST(LayoutEmitter, TakesEveryCodegenKnob) {
   const LibraryKernel* lk = find_library_kernel("matmul");
   ASSERT_NE(lk, nullptr);
   auto notes_with = [&](const std::map<std::string, int64_t>& knobs) {
@@ -279,9 +279,10 @@ TEST(LayoutEmitter, NamesThePlanningEmittersKnobsItIgnores) {
     return all;
   };
   const std::string given = notes_with({{"stream_k", 1}, {"cluster_size", 2}, {"epilogue_overlap", 1}});
-  EXPECT_NE(given.find("knob cluster_size = 2 is read by the planning emitter only: the layout emitter ignores it"),
-            std::string::npos)
-      << given;
+  // cluster_size is cluster-programs' since session 55: a GEMM's dot keeps it off clusters, and
+  // the note says so.
+  EXPECT_NE(given.find("cluster-programs: cluster_size = 2 not taken: a dot at"), std::string::npos) << given;
+  EXPECT_EQ(given.find("is read by the planning emitter only"), std::string::npos) << given;
   // cluster_m = 2 is pair-programs' to read since session 53, stream_k = 1 stream-k-programs'
   // since session 54: taken, no note that they are ignored.
   EXPECT_EQ(given.find("knob stream_k"), std::string::npos) << given;
@@ -873,11 +874,12 @@ TEST(LayoutEmitter, IsTheDefaultUnlessTheKernelAsksForThePlanningEmitter) {
   auto [printed, notes] = emit_default({});
   EXPECT_TRUE(printed) << notes;
   EXPECT_NE(notes.find("printed from the GPU lowering's layouts (the layout emitter)"), std::string::npos) << notes;
+  // cluster_size: cluster-programs' (session 55), not the default's until it runs on a GPU.
   std::tie(printed, notes) = emit_default({{"stream_k", 1}, {"cluster_size", 2}});
   EXPECT_FALSE(printed) << notes;
-  EXPECT_NE(notes.find("knobs only the planning emitter reads (cluster_size = 2): the planning emitter made it"),
-            std::string::npos)
+  EXPECT_NE(notes.find("cluster_size = 2, stream_k = 1: the layout emitter's form has not run on a GPU yet"), std::string::npos)
       << notes;
+  EXPECT_EQ(notes.find("only the planning emitter"), std::string::npos) << notes;
   // stream_k = 1: stream-k-programs' (session 54), not the default's until it runs on a GPU.
   std::tie(printed, notes) = emit_default({{"stream_k", 1}});
   EXPECT_FALSE(printed) << notes;

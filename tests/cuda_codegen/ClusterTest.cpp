@@ -7,6 +7,7 @@
 #include "CodegenTestUtil.h"
 #include "cuda/CudaBackend.h"
 #include "cuda/CudaEmitter.h"
+#include "passes/Passes.h"
 #include "support/Diagnostic.h"
 #include "text/Text.h"
 
@@ -75,7 +76,7 @@ TEST(CudaCluster, ClusterSizeConstexprPicksTheSplit) {
   EXPECT_TRUE(has_note(ampere, "cluster_size = 4 needs sm_90"));
 }
 
-// On either emitter: the layout emitter, which takes no clusters, does not let it pass either.
+// On either emitter.
 TEST(CudaCluster, BadClusterSizeIsALocatedError) {
   auto k = row_kernel("softmax", 8192, 3);
   CudaTarget layouts = planning_target("sm_90a");
@@ -133,6 +134,80 @@ kernel @transpose(%x: view<f32, [M, N]>, %y: view<f32, [N, M]>) {
   }
 }
 
+// The layout emitter (cluster-programs, since session 55): the program's warps are its CTAs'
+// (a CTA's warps follow the lower ranks'), the row spread over all of them, and each reduction
+// along it ends with a cluster exchange.
+CudaTarget layouts_target(const std::string& sm) {
+  CudaTarget t = planning_target(sm);
+  t.emitter = CudaTarget::Emitter::Layouts;
+  return t;
+}
+
+TEST(CudaCluster, TheLayoutEmitterSplitsLongRowsOverEightCtas) {
+  for (const char* name : {"softmax", "layernorm", "rmsnorm"}) {
+    SCOPED_TRACE(name);
+    CudaEmission em = emit_cuda_with_info(*run_pipeline(*row_kernel(name, 32768, 8), {}), layouts_target("sm_90a"));
+    EXPECT_TRUE(has_note(em, "printed from the GPU lowering's layouts"));
+    EXPECT_EQ(em.info.cluster, 8);
+    EXPECT_EQ(em.info.block_threads, 128);
+    EXPECT_NE(em.source.find("__cluster_dims__(8, 1, 1) __launch_bounds__(128)"), std::string::npos);
+    EXPECT_NE(em.source.find("tsr_warp = (tsr_tid >> 5) + 4 * tsr_crank;"), std::string::npos);
+    EXPECT_NE(em.source.find("int32_t(tsr::cluster_id_x())"), std::string::npos);
+    EXPECT_EQ(em.stats["cluster-exchanges"], name == std::string("rmsnorm") ? 2 : 4);
+    EXPECT_NE(em.source.rfind("tsr::cluster_sync();\n}"), std::string::npos);
+  }
+  // sm_80: no clusters, a note from cluster-programs.
+  CudaEmission ampere = emit_cuda_with_info(*run_pipeline(*row_kernel("softmax", 32768, 8), {}), layouts_target("sm_80"));
+  EXPECT_EQ(ampere.info.cluster, 1);
+  EXPECT_TRUE(has_note(ampere, "cluster-programs: cluster_size = 8 not taken: thread-block clusters need sm_90"));
+}
+
+// What the layout emitter cannot print on a cluster: declined by cluster-programs (an argmax),
+// or found while printing (a sum of each of two rows whose warps, and so the cluster's CTAs,
+// are split between the rows and along them), then lowered again without clusters; each with
+// a note.
+TEST(CudaCluster, TheLayoutEmittersFallBacksSayWhy) {
+  const char* text = R"(
+kernel @argmax_rows(%x: view<f32, [M, N]>, %idx: view<i32, [M, 1]>) {
+  constexpr cluster_size = 4
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %row = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %row, %c0 {pad = -inf} : tile<f32, [1, 8192]>
+  %a = reduce %t {axis = 1, kind = "argmax"} : tile<i32, [1]>
+  %a2 = expand_dims %a {axis = 1} : tile<i32, [1, 1]>
+  store_tile %idx, %a2, %row, %c0
+}
+kernel @two_rows(%x: view<f32, [M, N]>, %y: view<f32, [M, 1]>) {
+  constexpr cluster_size = 4
+  grid {
+    %m = dim %x {axis = 0} : i32
+    yield %m
+  }
+  %row = program_id {axis = 0} : i32
+  %c0 = const {value = 0} : i32
+  %t = load_tile %x, %row, %c0 : tile<f32, [2, 8192]>
+  %s = reduce %t {axis = 1, kind = "sum"} : tile<f32, [2]>
+  %s2 = expand_dims %s {axis = 1} : tile<f32, [2, 1]>
+  store_tile %y, %s2, %row, %c0
+}
+)";
+  auto m = parse_module(text, "cluster_fallback.tile");
+  for (auto& k : m->kernels) {
+    SCOPED_TRACE(k->name);
+    CudaEmission em = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), layouts_target("sm_90a"));
+    EXPECT_TRUE(has_note(em, "printed from the GPU lowering's layouts"));
+    EXPECT_EQ(em.info.cluster, 1);
+    EXPECT_EQ(em.source.find("__cluster_dims__"), std::string::npos);
+    EXPECT_TRUE(has_note(em, k->name == "argmax_rows" ? "cluster-programs: cluster_size = 4 not taken: a reduction of kind argmax"
+                                                      : "cluster_size = 4 not taken: a reduction whose axis is split over some of the cluster's CTAs"))
+        << (em.notes.empty() ? "" : em.notes.back());
+  }
+}
+
 TEST(CudaCluster, NvrtcCompilesClusterSplitRowKernels) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << why;
@@ -142,6 +217,12 @@ TEST(CudaCluster, NvrtcCompilesClusterSplitRowKernels) {
       CudaEmission em = emit(*row_kernel(name, bn, c));
       EXPECT_GT(em.info.cluster, 1);
       NvrtcResult r = nvrtc_compile(em.source, planning_target("sm_90a"), "cluster.cu", em.line_op);
+      EXPECT_FALSE(r.cubin.empty()) << r.log;
+      if (bn != 32768) continue;
+      // The layout emitter's (one shape each: NVRTC takes seconds a kernel).
+      CudaEmission lo = emit_cuda_with_info(*run_pipeline(*row_kernel(name, bn, c), {}), layouts_target("sm_90a"));
+      EXPECT_EQ(lo.info.cluster, c);
+      r = nvrtc_compile(lo.source, planning_target("sm_90a"), "cluster_layouts.cu", lo.line_op);
       EXPECT_FALSE(r.cubin.empty()) << r.log;
     }
 }

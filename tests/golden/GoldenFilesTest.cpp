@@ -113,6 +113,10 @@ std::vector<GoldenCase> golden_cases() {
   // pair-programs (cluster_m = 2) printed by the layout emitter, the default's since session 53.
   add("cluster_m2.layouts", "matmul", SK::BF16, "sm_90a", {.knobs = {{"cluster_m", 2}}, .layouts = true});
   add("no_tma", "matmul_fp8", SK::BF16, "sm_90a", {.no_tma = true});
+  // cluster-programs (cluster_size = 8) printed by the layout emitter, since session 55: a row
+  // on a cluster of 8 CTAs, its reductions ending in cluster exchanges.
+  add("n32768_cluster8.layouts", "softmax", SK::BF16, "sm_90a",
+      {.knobs = {{"BLOCK_N", 32768}, {"cluster_size", 8}}, .layouts = true});
   // The mma.sync matmul's knobs (sm_80), and its ordinary (not pipelined) loop.
   add("mma_knobs", "matmul", SK::F16, "sm_80",
       {.knobs = {{"mma_smem_epilogue", 1}, {"mma_l2_prefetch", 128}, {"mma_spread_copies", 1},
