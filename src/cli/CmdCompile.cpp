@@ -134,18 +134,22 @@ int cmd_compile(const CompileOptions& o) {
     std::optional<CudaEmission> bound_em;
     if (cuda_target && (o.stats || o.dump_after == "all" ||
                         std::find(lowering.begin(), lowering.end(), o.dump_after) != lowering.end())) {
-      bool wgmma = target.arch_specific && target.tma;
+      bool wgmma = target.arch_specific && target.tma, clusters = true;
+      const ConstexprDecl* cluster_size = bound->find_constexpr("cluster_size");
       // (Emitted here only where the lowering to show depends on it or --stats asks: a dump of
       // IR must not fail on what only the CUDA output would.)
-      if (target.emitter != CudaTarget::Emitter::Planning && (wgmma || o.stats)) {
+      if (target.emitter != CudaTarget::Emitter::Planning && (wgmma || o.stats || (cluster_size && cluster_size->value != 1))) {
         try {
           bound_em = emit_cuda_with_info(*bound, target);
           wgmma = wgmma && (!bound_em->lowered || bound_em->lowered_with_wgmma);
+          clusters = !bound_em->lowered || bound_em->lowered_with_clusters;
         } catch (const TesseraError&) {
           if (o.stats || o.emit == "cuda" || o.emit == "ptx" || o.time) throw;  // (the output needs it)
         }
       }
-      run_gpu_lowering(*bound, gpu_lowering_options(target, wgmma), po, &stats);
+      GpuLoweringOptions lowering_options = gpu_lowering_options(target, wgmma);
+      lowering_options.clusters = clusters;
+      run_gpu_lowering(*bound, lowering_options, po, &stats);
       // The planning emitter printed it (asked for, or a knob only it reads, or what the layout
       // emitter cannot print): the lowering's counts and notes are not what runs.
       if (o.stats && (!bound_em || !bound_em->lowered))

@@ -40,11 +40,10 @@ struct CudaTarget {
   // Which emitter prints the kernel (docs/cuda-backend.md, "Two emitters"): the layout
   // emitter (EmitLowered.cpp) prints the GPU lowering's IR, each op in the layout the passes
   // gave it; the planning emitter makes its own decisions from the optimized IR. Auto, the
-  // default: the layout emitter, unless the kernel or the compilation asks for what the layout
-  // emitter has not yet run on a GPU (unmeasured_layout_knobs: stream_k = 1 and the stream-K
-  // compilation, stream-k-programs'; cluster_size, cluster-programs'). Either way, a kernel the layout emitter cannot print yet is printed by the
-  // planning emitter, with a note that says why. parse() reads
-  // TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts, 0 for Planning.
+  // default, and Layouts: the layout emitter (the same since session 55, when the last knobs
+  // it took, stream_k and cluster_size, ran on a GPU). Either way, a kernel the layout emitter
+  // cannot print yet is printed by the planning emitter, with a note that says why. parse()
+  // reads TESSERA_CUDA_FROM_LAYOUTS: 1 for Layouts, 0 for Planning.
   enum class Emitter { Auto, Layouts, Planning };
   Emitter emitter = Emitter::Auto;
   // GPU lowering passes left out of the lowering the layout emitter prints (`--disable-pass`,

@@ -1432,22 +1432,6 @@ const Op* first_layout_op(const Block& b) {
   return nullptr;
 }
 
-// What the layout emitter takes but has not yet run on a GPU, as "name = value" (or the
-// compilation's name): under Emitter::Auto such a kernel still goes to the planning emitter,
-// with a note; Emitter::Layouts takes it. Since session 54: stream_k = 1 and the stream-K
-// compilation (stream-k-programs); since session 55: cluster_size (cluster-programs). (Every
-// codegen knob is the GPU lowering's since session 55: the planning emitter reads none that
-// the layout emitter does not.)
-std::vector<std::string> unmeasured_layout_knobs(const Kernel& k, const CudaTarget& target) {
-  std::vector<std::string> knobs;
-  if (const ConstexprDecl* d = k.find_constexpr("cluster_size"); d && d->value != 1)
-    knobs.push_back("cluster_size = " + std::to_string(d->value));
-  if (const ConstexprDecl* d = k.find_constexpr("stream_k"); d && d->value != 0)
-    knobs.push_back("stream_k = " + std::to_string(d->value));
-  if (target.stream_k) knobs.push_back("the stream-K compilation");
-  return knobs;
-}
-
 }  // namespace
 
 GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
@@ -1460,19 +1444,10 @@ GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target) {
   check_cluster_size(bound_kernel);  // before either emitter: a located error on both
   std::string why_not, layouts_note;
-  // Emitter::Auto: the layout emitter, unless the kernel or the compilation asks for what its
-  // form has not yet run on a GPU (then the planning emitter, with a note that says what).
-  bool layouts = target.emitter == CudaTarget::Emitter::Layouts;
-  if (target.emitter == CudaTarget::Emitter::Auto) {
-    std::string unmeasured;
-    for (const std::string& knob : unmeasured_layout_knobs(bound_kernel, target))
-      unmeasured += (unmeasured.empty() ? "" : ", ") + knob;
-    if (!unmeasured.empty())
-      layouts_note = unmeasured + ": the layout emitter's form has not run on a GPU yet: the planning emitter made it";
-    else
-      layouts = true;
-  }
-  if (layouts) {
+  // Emitter::Auto and Emitter::Layouts: the layout emitter (every codegen knob is a GPU lowering
+  // pass's since session 55, and each has run on a GPU), the planning emitter only for what it
+  // cannot print yet.
+  if (target.emitter != CudaTarget::Emitter::Planning) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
     // atom, say) it tries again lowered for mma.sync.
@@ -1578,10 +1553,16 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
         if (!wgmma_note.empty()) out.notes.push_back(wgmma_note);
         out.lowered = std::move(lowered);
         out.lowered_with_wgmma = wgmma;
+        out.lowered_with_clusters = clusters;
         return out;
       } catch (const cudagen::NotClusterable& e) {
-        cluster_note = "cluster_size = " + std::to_string(launch_ctas(*lowered)) +
-                       " not taken: " + e.why + " would move data between the CTAs of a cluster: lowered without clusters";
+        const std::string not_taken = "cluster_size = " + std::to_string(launch_ctas(*lowered)) + " not taken: " + e.why +
+                                      " would move data between the CTAs of a cluster";
+        if (!clusters) {  // (cluster-programs left no num_ctas the second time: not expected)
+          layouts_note = "the layout emitter cannot print this kernel yet (" + not_taken + "): the planning emitter made it";
+          break;
+        }
+        cluster_note = not_taken + ": lowered without clusters";
         clusters = false;
         --attempt;  // (the same dots again)
         continue;

@@ -170,6 +170,9 @@ struct CudaEmission {
   // emitter lowered the kernel again for mma.sync (what it could not print with wgmma), so that
   // `tessera compile --dump-after` and `--stats` can show the lowering that was printed.
   bool lowered_with_wgmma = false;
+  // Whether that lowering let cluster-programs run (false: lowered again without clusters, what
+  // the layout emitter could not print on one; GpuLoweringOptions::clusters).
+  bool lowered_with_clusters = true;
 };
 
 CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& target);

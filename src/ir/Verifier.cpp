@@ -610,8 +610,12 @@ class Verifier {
       if (!n || (*n != 1 && *n != 2 && *n != 4 && *n != 8))
         return fail("num_ctas must be 1, 2, 4 or 8 (the CTAs of a thread-block cluster running each program), got " +
                     attr_str(*c));
-      if (*n > 1 && op.find_attr("persistent"))
-        return fail("num_ctas = " + std::to_string(*n) + " does not go with persistent (a program's CTAs are one cluster's)");
+      // (The program id is the cluster's: no other mapping of programs to CTAs goes with it.)
+      if (*n > 1)
+        for (const char* a : {"persistent", "group_rows", "program_pairs", "stream_k", "prefetch_buffers"})
+          if (const Attr* other = op.find_attr(a); other && !(std::string(a) == "persistent" && int_attr_is(&op, a, 0)))
+            return fail("num_ctas = " + std::to_string(*n) + " does not go with " + a +
+                        " (a program's CTAs are one cluster's, the program id the cluster's)");
       ctas = *n;
     }
     // The warps of every program (assign-launch-shape), num_warps / num_ctas to a CTA: a CTA
