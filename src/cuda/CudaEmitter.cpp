@@ -1446,8 +1446,13 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   std::string why_not, layouts_note;
   // Emitter::Auto and Emitter::Layouts: the layout emitter (every codegen knob is a GPU lowering
   // pass's since session 55, and each has run on a GPU), the planning emitter only for what it
-  // cannot print yet.
-  if (target.emitter != CudaTarget::Emitter::Planning) {
+  // cannot print yet, and under Auto for what it prints but has not yet run on a GPU: Struct
+  // buffers (topk's whole-row kernel, session 55).
+  bool struct_buffers = false;
+  walk(const_cast<Block&>(*bound_kernel.body), [&](Op& op) { struct_buffers |= op.kind == OpKind::Alloc; });
+  if (target.emitter == CudaTarget::Emitter::Auto && struct_buffers)
+    layouts_note = "Struct buffers on the layout emitter have not run on a GPU yet: the planning emitter made it";
+  else if (target.emitter != CudaTarget::Emitter::Planning) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
     // atom, say) it tries again lowered for mma.sync.

@@ -203,6 +203,11 @@ bool Emitter::emit_lowered(const Op& op) {
       // sort, topk, histogram: a network over the operands staged in shared memory by their
       // layouts, the results gathered into theirs (the shared code of both emitters).
       return false;
+    case OpClass::Struct:
+      // A buffer slot read into a tile's registers, or a tile written into one, element by
+      // element in its layout (the shared code of both emitters: gather_into, owner tests).
+      if (op.kind == OpKind::BufferRead || op.kind == OpKind::BufferWrite) return false;
+      break;
     case OpClass::Memory: {
       if (op.kind != OpKind::Gather && op.kind != OpKind::Scatter && op.kind != OpKind::Atomic &&
           op.kind != OpKind::AtomicCas)

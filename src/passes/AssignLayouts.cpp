@@ -409,6 +409,11 @@ class Assign {
         for (Value* r : op.results)
           if (r->type.is_tile()) set(r, blocked(r->type));
         return;
+      // A Struct buffer's slot read into registers (buffer_read) comes out blocked, as a load
+      // does; buffer_write stores a tile of any register layout (each thread its elements).
+      case OpClass::Struct:
+        if (op.kind == OpKind::BufferRead) set(op.result(), blocked(op.result()->type));
+        return;
       default:
         return;
     }
@@ -526,7 +531,11 @@ std::string unassignable(Kernel& k) {
   std::string why;
   walk(*k.body, [&](Op& op) {
     if (!why.empty()) return;
-    if (op.info().cls == OpClass::Struct) why = "Struct ops";
+    // (Struct buffers, their async copies and reads are lowered: the layout emitter prints
+    // them as the planning emitter does, each thread its elements; pipes and warp roles not.)
+    if (op.info().cls == OpClass::Struct && op.kind != OpKind::Alloc && op.kind != OpKind::AsyncCopy &&
+        op.kind != OpKind::AsyncWait && op.kind != OpKind::BufferRead && op.kind != OpKind::BufferWrite)
+      why = "Struct ops (" + std::string(op.name()) + ")";
     if (op.kind == OpKind::Raw) why = "raw ops";
     if (op.kind == OpKind::ReduceWith || op.kind == OpKind::ScanWith) why = "combiner regions";
     if (op.kind == OpKind::While)

@@ -410,7 +410,8 @@ TEST(LayoutEmitterGpu, SwappedDecodeMatmulMatchesTheInterpreter) {
   expect_matches(*m->kernels[0], {{"M", 13}, {"N", 264}, {"K", 200}});
 }
 
-// The library kernels the layout emitter prints (all but topk; matmul_fp8 above, with the
+// The library kernels the layout emitter prints (every one since session 55, when topk's
+// whole-row kernel, of Struct buffers, began to print; matmul_fp8 above, with the
 // bf16 tolerance), in each dtype, bound with the device target's preferred config, at ragged
 // sizes (partial tiles in every dim; the wgmma kernels' views there have no tensor maps, so
 // they run the compilation without TMA: the TMA path is the two tests above).
@@ -434,7 +435,7 @@ TEST_P(LayoutEmitterLibraryGpu, MatchesInterpreter) {
 
 INSTANTIATE_TEST_SUITE_P(Library, LayoutEmitterLibraryGpu,
                          ::testing::Values("vector_add", "softmax", "layernorm", "rmsnorm", "matmul", "matmul_struct",
-                                           "sort"));
+                                           "sort", "topk"));
 
 }  // namespace
 }  // namespace tessera::gputest
