@@ -125,6 +125,15 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
   const Op* y = k.grid ? k.grid->terminator() : nullptr;
   if (y && y->operands.size() > 2) return no("the grid has three axes (the split takes axis 2)");
   if (reads_axis_2(k)) return no("the kernel reads program axis 2 (the split takes it)");
+  // Struct buffers and raw code follow the loop's iterations as written (a ring filled before
+  // the loop for its first iteration, not a part's first): each part would read the wrong
+  // slots (found by review).
+  std::string written;
+  walk(*k.body, [&](Op& o) {
+    if (written.empty() && (o.info().cls == OpClass::Struct || o.info().cls == OpClass::Raw))
+      written = std::string(o.info().name) + " at " + o.loc.str();
+  });
+  if (!written.empty()) return no("the kernel has Struct or Raw ops (" + written + ")");
   for (const auto& op : k.body->ops) {
     if (op.get() == loop) break;
     bool writes = false;
