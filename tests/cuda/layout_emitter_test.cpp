@@ -180,7 +180,10 @@ TEST(LayoutEmitter, PrintsEveryLibraryKernel) {
         bool printed = false;
         CudaEmission em = by_layouts(*k, target, &printed);
         EXPECT_TRUE(printed) << lk.name << " " << scalar_name(dt) << " " << target << ": " << em.notes.back();
-        if (lk.name == "topk") EXPECT_GT(em.stats["struct-smem-bytes"], 0) << scalar_name(dt) << " " << target;
+        if (lk.name == "topk") {  // (its row slots read a 16-byte run a thread at a time)
+          EXPECT_GT(em.stats["struct-smem-bytes"], 0) << scalar_name(dt) << " " << target;
+          EXPECT_GT(em.stats["vector-buffer-reads"], 0) << scalar_name(dt) << " " << target;
+        }
         if (lk.name == "matmul_fp8") {
           const char* stat = target == "sm_80" ? "fma-dots" : dt == ScalarKind::F32 ? "mma-fragments-ahead" : "wgmma-dots-in-flight";
           EXPECT_EQ(em.stats[stat], 1) << scalar_name(dt) << " " << target << ": " << stat;

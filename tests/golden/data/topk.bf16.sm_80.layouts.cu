@@ -9,8 +9,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   constexpr int64_t tsr_struct_base = 1024LL;  // buffers and pipe rings, after the scratch
-  int tsr_red196_at = 0;  // the copy of tsr_red196_mem the next exchange uses
-  int tsr_red326_at = 0;  // the copy of tsr_red326_mem the next exchange uses
+  int tsr_red195_at = 0;  // the copy of tsr_red195_mem the next exchange uses
+  int tsr_red324_at = 0;  // the copy of tsr_red324_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -215,411 +215,413 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
           const uint16_t* const src78 = buf8 + ((0LL) * 4LL + int64_t(v77)) * 8192LL;
           float v79[16];
           #pragma unroll
-          for (int s80 = 0; s80 < 16; ++s80) {
-            const int e81 = (((((s80) % 8) + (((s80) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192);
-            v79[s80] = tsr::bf2f(src78[e81]);
+          for (int c80 = 0; c80 < 2; ++c80) {
+            uint16_t v_[8];
+            tsr::copy_vec<uint16_t, 8>(v_, src78 + (((((c80 * 8) % 8) + (((c80 * 8) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192));
+            #pragma unroll
+            for (int l_ = 0; l_ < 8; ++l_) v79[c80 * 8 + l_] = tsr::bf2f(v_[l_]);
           }
           // %69 = reshape %68 : tile<bf16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          float v82[16];
-          v82[0] = v79[0];
-          v82[1] = v79[1];
-          v82[2] = v79[2];
-          v82[3] = v79[3];
-          v82[4] = v79[4];
-          v82[5] = v79[5];
-          v82[6] = v79[6];
-          v82[7] = v79[7];
-          v82[8] = v79[8];
-          v82[9] = v79[9];
-          v82[10] = v79[10];
-          v82[11] = v79[11];
-          v82[12] = v79[12];
-          v82[13] = v79[13];
-          v82[14] = v79[14];
-          v82[15] = v79[15];
+          float v81[16];
+          v81[0] = v79[0];
+          v81[1] = v79[1];
+          v81[2] = v79[2];
+          v81[3] = v79[3];
+          v81[4] = v79[4];
+          v81[5] = v79[5];
+          v81[6] = v79[6];
+          v81[7] = v79[7];
+          v81[8] = v79[8];
+          v81[9] = v79[9];
+          v81[10] = v79[10];
+          v81[11] = v79[11];
+          v81[12] = v79[12];
+          v81[13] = v79[13];
+          v81[14] = v79[14];
+          v81[15] = v79[15];
           // %70 = bitcast %69 : tile<u16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint16_t v83[16];
+          uint16_t v82[16];
           #pragma unroll
-          for (int s84 = 0; s84 < 16; ++s84) {
-            v83[s84] = uint16_t(tsr::bf16_bits(v82[s84]));
+          for (int s83 = 0; s83 < 16; ++s83) {
+            v82[s83] = uint16_t(tsr::bf16_bits(v81[s83]));
           }
           // %71 = cast %70 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v85[16];
+          uint32_t v84[16];
           #pragma unroll
-          for (int s86 = 0; s86 < 16; ++s86) {
-            v85[s86] = uint32_t(v83[s86]);
+          for (int s85 = 0; s85 < 16; ++s85) {
+            v84[s85] = uint32_t(v82[s85]);
           }
           // %72 = splat %42 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v87[16];
+          uint32_t v86[16];
           #pragma unroll
-          for (int s88 = 0; s88 < 16; ++s88) {
-            v87[s88] = v45;
+          for (int s87 = 0; s87 < 16; ++s87) {
+            v86[s87] = v45;
           }
           // %73 = xor %71, %72 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v89[16];
+          uint32_t v88[16];
           #pragma unroll
-          for (int s90 = 0; s90 < 16; ++s90) {
-            v89[s90] = uint32_t(v85[s90] ^ v87[s90]);
+          for (int s89 = 0; s89 < 16; ++s89) {
+            v88[s89] = uint32_t(v84[s89] ^ v86[s89]);
           }
           // %74 = splat %43 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v91[16];
+          uint32_t v90[16];
           #pragma unroll
-          for (int s92 = 0; s92 < 16; ++s92) {
-            v91[s92] = v46;
+          for (int s91 = 0; s91 < 16; ++s91) {
+            v90[s91] = v46;
           }
           // %75 = shr %71, %74 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v93[16];
+          uint32_t v92[16];
           #pragma unroll
-          for (int s94 = 0; s94 < 16; ++s94) {
-            v93[s94] = tsr::ishr<uint32_t>(v85[s94], v91[s94]);
+          for (int s93 = 0; s93 < 16; ++s93) {
+            v92[s93] = tsr::ishr<uint32_t>(v84[s93], v90[s93]);
           }
           // %76 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v95[16];
+          uint32_t v94[16];
           #pragma unroll
-          for (int s96 = 0; s96 < 16; ++s96) {
-            v95[s96] = v13;
+          for (int s95 = 0; s95 < 16; ++s95) {
+            v94[s95] = v13;
           }
           // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint8_t v97[16];
+          uint8_t v96[16];
           #pragma unroll
-          for (int s98 = 0; s98 < 16; ++s98) {
-            v97[s98] = uint8_t(v93[s98] == v95[s98]);
+          for (int s97 = 0; s97 < 16; ++s97) {
+            v96[s97] = uint8_t(v92[s97] == v94[s97]);
           }
           // %78 = where %77, %73, %71 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v99[16];
+          uint32_t v98[16];
           #pragma unroll
-          for (int s100 = 0; s100 < 16; ++s100) {
-            v99[s100] = (v97[s100] ? v89[s100] : v85[s100]);
+          for (int s99 = 0; s99 < 16; ++s99) {
+            v98[s99] = (v96[s99] ? v88[s99] : v84[s99]);
           }
           // %79 = cmp %66, %44 {pred = "eq"} : i1
-          const uint8_t v101 = uint8_t(v76 == v47);
+          const uint8_t v100 = uint8_t(v76 == v47);
           // %80 = if %79 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-          uint32_t v102[16];
-          if (v101) {
+          uint32_t v101[16];
+          if (v100) {
             // %81 = mul %66, %3 : i32
-            const int32_t v103 = int32_t(uint32_t(v76) * uint32_t(v2));
+            const int32_t v102 = int32_t(uint32_t(v76) * uint32_t(v2));
             // %82 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v104[16];
+            int32_t v103[16];
             #pragma unroll
-            for (int s105 = 0; s105 < 16; ++s105) {
-              v104[s105] = int32_t(0 + (((s105) % 8) + (((s105) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+            for (int s104 = 0; s104 < 16; ++s104) {
+              v103[s104] = int32_t(0 + (((s104) % 8) + (((s104) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
             }
             // %83 = splat %81 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v106[16];
+            int32_t v105[16];
             #pragma unroll
-            for (int s107 = 0; s107 < 16; ++s107) {
-              v106[s107] = v103;
+            for (int s106 = 0; s106 < 16; ++s106) {
+              v105[s106] = v102;
             }
             // %84 = add %82, %83 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v108[16];
+            int32_t v107[16];
             #pragma unroll
-            for (int s109 = 0; s109 < 16; ++s109) {
-              v108[s109] = int32_t(uint32_t(v104[s109]) + uint32_t(v106[s109]));
+            for (int s108 = 0; s108 < 16; ++s108) {
+              v107[s108] = int32_t(uint32_t(v103[s108]) + uint32_t(v105[s108]));
             }
             // %85 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v110[16];
+            int32_t v109[16];
             #pragma unroll
-            for (int s111 = 0; s111 < 16; ++s111) {
-              v110[s111] = v1;
+            for (int s110 = 0; s110 < 16; ++s110) {
+              v109[s110] = v1;
             }
             // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint8_t v112[16];
+            uint8_t v111[16];
             #pragma unroll
-            for (int s113 = 0; s113 < 16; ++s113) {
-              v112[s113] = uint8_t(v108[s113] < v110[s113]);
+            for (int s112 = 0; s112 < 16; ++s112) {
+              v111[s112] = uint8_t(v107[s112] < v109[s112]);
             }
             // %87 = splat %8 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint32_t v114[16];
+            uint32_t v113[16];
             #pragma unroll
-            for (int s115 = 0; s115 < 16; ++s115) {
-              v114[s115] = v7;
+            for (int s114 = 0; s114 < 16; ++s114) {
+              v113[s114] = v7;
             }
             // %88 = where %86, %78, %87 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint32_t v116[16];
+            uint32_t v115[16];
             #pragma unroll
-            for (int s117 = 0; s117 < 16; ++s117) {
-              v116[s117] = (v112[s117] ? v99[s117] : v114[s117]);
+            for (int s116 = 0; s116 < 16; ++s116) {
+              v115[s116] = (v111[s116] ? v98[s116] : v113[s116]);
             }
             // yield %88
             #pragma unroll
-            for (int s118 = 0; s118 < 16; ++s118) {
-              v102[s118] = v116[s118];
+            for (int s117 = 0; s117 < 16; ++s117) {
+              v101[s117] = v115[s117];
             }
           } else {
             // yield %78
             #pragma unroll
-            for (int s119 = 0; s119 < 16; ++s119) {
-              v102[s119] = v99[s119];
+            for (int s118 = 0; s118 < 16; ++s118) {
+              v101[s118] = v98[s118];
             }
           }
           // %89 = splat %39 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v120[16];
+          uint32_t v119[16];
           #pragma unroll
-          for (int s121 = 0; s121 < 16; ++s121) {
-            v120[s121] = v34;
+          for (int s120 = 0; s120 < 16; ++s120) {
+            v119[s120] = v34;
           }
           // %90 = shr %80, %89 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v122[16];
+          uint32_t v121[16];
           #pragma unroll
-          for (int s123 = 0; s123 < 16; ++s123) {
-            v122[s123] = tsr::ishr<uint32_t>(v102[s123], v120[s123]);
+          for (int s122 = 0; s122 < 16; ++s122) {
+            v121[s122] = tsr::ishr<uint32_t>(v101[s122], v119[s122]);
           }
           // %91 = splat %45 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v124[16];
+          uint32_t v123[16];
           #pragma unroll
-          for (int s125 = 0; s125 < 16; ++s125) {
-            v124[s125] = v48;
+          for (int s124 = 0; s124 < 16; ++s124) {
+            v123[s124] = v48;
           }
           // %92 = and %90, %91 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v126[16];
+          uint32_t v125[16];
           #pragma unroll
-          for (int s127 = 0; s127 < 16; ++s127) {
-            v126[s127] = uint32_t(v122[s127] & v124[s127]);
+          for (int s126 = 0; s126 < 16; ++s126) {
+            v125[s126] = uint32_t(v121[s126] & v123[s126]);
           }
           // %93 = cast %92 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v128[16];
+          int32_t v127[16];
           #pragma unroll
-          for (int s129 = 0; s129 < 16; ++s129) {
-            v128[s129] = int32_t(v126[s129]);
+          for (int s128 = 0; s128 < 16; ++s128) {
+            v127[s128] = int32_t(v125[s128]);
           }
           // %94 = splat %36 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v130[16];
+          uint32_t v129[16];
           #pragma unroll
-          for (int s131 = 0; s131 < 16; ++s131) {
-            v130[s131] = v31;
+          for (int s130 = 0; s130 < 16; ++s130) {
+            v129[s130] = v31;
           }
           // %95 = shr %80, %94 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v132[16];
+          uint32_t v131[16];
           #pragma unroll
-          for (int s133 = 0; s133 < 16; ++s133) {
-            v132[s133] = tsr::ishr<uint32_t>(v102[s133], v130[s133]);
+          for (int s132 = 0; s132 < 16; ++s132) {
+            v131[s132] = tsr::ishr<uint32_t>(v101[s132], v129[s132]);
           }
           // %96 = splat %46 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v134[16];
+          uint32_t v133[16];
           #pragma unroll
-          for (int s135 = 0; s135 < 16; ++s135) {
-            v134[s135] = v49;
+          for (int s134 = 0; s134 < 16; ++s134) {
+            v133[s134] = v49;
           }
           // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint8_t v136[16];
+          uint8_t v135[16];
           #pragma unroll
-          for (int s137 = 0; s137 < 16; ++s137) {
-            v136[s137] = uint8_t(v132[s137] == v134[s137]);
+          for (int s136 = 0; s136 < 16; ++s136) {
+            v135[s136] = uint8_t(v131[s136] == v133[s136]);
           }
           // %98 = splat %47 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v138[16];
+          int32_t v137[16];
           #pragma unroll
-          for (int s139 = 0; s139 < 16; ++s139) {
-            v138[s139] = v50;
+          for (int s138 = 0; s138 < 16; ++s138) {
+            v137[s138] = v50;
           }
           // %99 = where %97, %93, %98 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v140[16];
+          int32_t v139[16];
           #pragma unroll
-          for (int s141 = 0; s141 < 16; ++s141) {
-            v140[s141] = (v136[s141] ? v128[s141] : v138[s141]);
+          for (int s140 = 0; s140 < 16; ++s140) {
+            v139[s140] = (v135[s140] ? v127[s140] : v137[s140]);
           }
           // %100 = histogram %99 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-          int32_t v142[1];
+          int32_t v141[1];
           __syncthreads();
           for (int b_ = tsr_tid; b_ < 256; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
           __syncthreads();
           #pragma unroll
-          for (int s143 = 0; s143 < 16; ++s143) {
-            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v140[s143]), (int)(256));
+          for (int s142 = 0; s142 < 16; ++s142) {
+            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v139[s142]), (int)(256));
           }
           __syncthreads();
           #pragma unroll
-          for (int s144 = 0; s144 < 1; ++s144) {
-            const int e145 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
-            v142[s144] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e145]);
+          for (int s143 = 0; s143 < 1; ++s143) {
+            const int e144 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
+            v141[s143] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e144]);
           }
           // %101 = add %65, %100 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-          int32_t v146[1];
+          int32_t v145[1];
           #pragma unroll
-          for (int s147 = 0; s147 < 1; ++s147) {
-            v146[s147] = int32_t(uint32_t(c73[s147]) + uint32_t(v142[s147]));
+          for (int s146 = 0; s146 < 1; ++s146) {
+            v145[s146] = int32_t(uint32_t(c73[s146]) + uint32_t(v141[s146]));
           }
           // yield %101
           #pragma unroll
-          for (int s148 = 0; s148 < 1; ++s148) {
-            c73[s148] = v146[s148];
+          for (int s147 = 0; s147 < 1; ++s147) {
+            c73[s147] = v145[s147];
           }
         }
         // yield %63
         #pragma unroll
-        for (int s149 = 0; s149 < 1; ++s149) {
-          c51[s149] = c73[s149];
+        for (int s148 = 0; s148 < 1; ++s148) {
+          c51[s148] = c73[s148];
         }
       }
       // %102 = scan %48 {axis = 0, kind = "sum"} : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int32_t v150[1];
-      uint32_t run151 = uint32_t(0);
-      uint32_t acc152_0 = uint32_t(0);
-      acc152_0 += uint32_t(c51[0]); v150[0] = int32_t(acc152_0);
+      int32_t v149[1];
+      uint32_t run150 = uint32_t(0);
+      uint32_t acc151_0 = uint32_t(0);
+      acc151_0 += uint32_t(c51[0]); v149[0] = int32_t(acc151_0);
       __syncthreads();
-      uint32_t tot154_0;
-      const uint32_t off153_0 = run151 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc152_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot154_0);
-      v150[0] = int32_t(uint32_t(v150[0]) + off153_0);
-      run151 += tot154_0;
+      uint32_t tot153_0;
+      const uint32_t off152_0 = run150 + tsr::block_exclusive_sum<16>((((tsr_warp & 8) == 0) ? acc151_0 : uint32_t(0)), reinterpret_cast<uint32_t*>(tsr_smem + 0), tot153_0);
+      v149[0] = int32_t(uint32_t(v149[0]) + off152_0);
+      run150 += tot153_0;
+      __syncthreads();
+      #pragma unroll
+      for (int s154 = 0; s154 < 1; ++s154) {
+        if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)))] = v149[s154];
+      }
       __syncthreads();
       #pragma unroll
       for (int s155 = 0; s155 < 1; ++s155) {
-        if (((tsr_warp & 8) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)))] = v150[s155];
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int s156 = 0; s156 < 1; ++s156) {
-        const int e157 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
-        v150[s156] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e157];
+        const int e156 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 7) * 32)));
+        v149[s155] = reinterpret_cast<int32_t*>(tsr_smem + 0)[e156];
       }
       // %103 = splat %25 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int32_t v158[1];
+      int32_t v157[1];
       #pragma unroll
-      for (int s159 = 0; s159 < 1; ++s159) {
-        v158[s159] = c19;
+      for (int s158 = 0; s158 < 1; ++s158) {
+        v157[s158] = c19;
       }
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      uint8_t v160[1];
+      uint8_t v159[1];
       #pragma unroll
-      for (int s161 = 0; s161 < 1; ++s161) {
-        v160[s161] = uint8_t(v150[s161] < v158[s161]);
+      for (int s160 = 0; s160 < 1; ++s160) {
+        v159[s160] = uint8_t(v149[s160] < v157[s160]);
       }
       // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      uint8_t v162[1];
+      uint8_t v161[1];
       #pragma unroll
-      for (int s163 = 0; s163 < 1; ++s163) {
-        v162[s163] = uint8_t(v150[s163] == v158[s163]);
+      for (int s162 = 0; s162 < 1; ++s162) {
+        v161[s162] = uint8_t(v149[s162] == v157[s162]);
       }
       // %106 = const {value = 4096} : i32
-      const int32_t v164 = int32_t(4096LL);
+      const int32_t v163 = int32_t(4096LL);
       // %107 = splat %106 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int32_t v165[1];
+      int32_t v164[1];
       #pragma unroll
-      for (int s166 = 0; s166 < 1; ++s166) {
-        v165[s166] = v164;
+      for (int s165 = 0; s165 < 1; ++s165) {
+        v164[s165] = v163;
       }
       // %108 = where %105, %107, %40 : tile<i32, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int32_t v167[1];
+      int32_t v166[1];
       #pragma unroll
-      for (int s168 = 0; s168 < 1; ++s168) {
-        v167[s168] = (v162[s168] ? v165[s168] : v35[s168]);
+      for (int s167 = 0; s167 < 1; ++s167) {
+        v166[s167] = (v161[s167] ? v164[s167] : v35[s167]);
       }
       // %109 = cast %108 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v169[1];
+      int64_t v168[1];
       #pragma unroll
-      for (int s170 = 0; s170 < 1; ++s170) {
-        v169[s170] = int64_t(v167[s170]);
+      for (int s169 = 0; s169 < 1; ++s169) {
+        v168[s169] = int64_t(v166[s169]);
       }
       // %110 = cast %48 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v171[1];
+      int64_t v170[1];
       #pragma unroll
-      for (int s172 = 0; s172 < 1; ++s172) {
-        v171[s172] = int64_t(c51[s172]);
+      for (int s171 = 0; s171 < 1; ++s171) {
+        v170[s171] = int64_t(c51[s171]);
       }
       // %111 = const {value = 24} : i64
-      const int64_t v173 = int64_t(24LL);
+      const int64_t v172 = int64_t(24LL);
       // %112 = splat %111 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v174[1];
+      int64_t v173[1];
       #pragma unroll
-      for (int s175 = 0; s175 < 1; ++s175) {
-        v174[s175] = v173;
+      for (int s174 = 0; s174 < 1; ++s174) {
+        v173[s174] = v172;
       }
       // %113 = shl %110, %112 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v176[1];
+      int64_t v175[1];
       #pragma unroll
-      for (int s177 = 0; s177 < 1; ++s177) {
-        v176[s177] = tsr::ishl<int64_t>(v171[s177], v174[s177]);
+      for (int s176 = 0; s176 < 1; ++s176) {
+        v175[s176] = tsr::ishl<int64_t>(v170[s176], v173[s176]);
       }
       // %114 = const {value = 1} : i64
-      const int64_t v178 = int64_t(1LL);
+      const int64_t v177 = int64_t(1LL);
       // %115 = splat %114 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v179[1];
+      int64_t v178[1];
       #pragma unroll
-      for (int s180 = 0; s180 < 1; ++s180) {
-        v179[s180] = v178;
+      for (int s179 = 0; s179 < 1; ++s179) {
+        v178[s179] = v177;
       }
       // %116 = add %113, %115 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v181[1];
+      int64_t v180[1];
       #pragma unroll
-      for (int s182 = 0; s182 < 1; ++s182) {
-        v181[s182] = int64_t(uint64_t(v176[s182]) + uint64_t(v179[s182]));
+      for (int s181 = 0; s181 < 1; ++s181) {
+        v180[s181] = int64_t(uint64_t(v175[s181]) + uint64_t(v178[s181]));
       }
       // %117 = const {value = 0} : i64
-      const int64_t v183 = int64_t(0LL);
+      const int64_t v182 = int64_t(0LL);
       // %118 = splat %117 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v184[1];
+      int64_t v183[1];
       #pragma unroll
-      for (int s185 = 0; s185 < 1; ++s185) {
-        v184[s185] = v183;
+      for (int s184 = 0; s184 < 1; ++s184) {
+        v183[s184] = v182;
       }
       // %119 = where %104, %116, %118 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v186[1];
+      int64_t v185[1];
       #pragma unroll
-      for (int s187 = 0; s187 < 1; ++s187) {
-        v186[s187] = (v160[s187] ? v181[s187] : v184[s187]);
+      for (int s186 = 0; s186 < 1; ++s186) {
+        v185[s186] = (v159[s186] ? v180[s186] : v183[s186]);
       }
       // %120 = add %119, %109 : tile<i64, [256], layout = blocked<per_thread = [1], threads = [32], warps = [16], order = [0]>>
-      int64_t v188[1];
+      int64_t v187[1];
       #pragma unroll
-      for (int s189 = 0; s189 < 1; ++s189) {
-        v188[s189] = int64_t(uint64_t(v186[s189]) + uint64_t(v169[s189]));
+      for (int s188 = 0; s188 < 1; ++s188) {
+        v187[s188] = int64_t(uint64_t(v185[s188]) + uint64_t(v168[s188]));
       }
       // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
-      int64_t v190;
-      v190 = v188[0];
-      const int64_t sh191 = __shfl_xor_sync(0xffffffffu, v190, 1);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh191));
-      const int64_t sh192 = __shfl_xor_sync(0xffffffffu, v190, 2);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh192));
-      const int64_t sh193 = __shfl_xor_sync(0xffffffffu, v190, 4);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh193));
-      const int64_t sh194 = __shfl_xor_sync(0xffffffffu, v190, 8);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh194));
-      const int64_t sh195 = __shfl_xor_sync(0xffffffffu, v190, 16);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh195));
-      __shared__ int64_t tsr_red196_mem[16];
-      int64_t* const tsr_red196 = tsr_red196_mem + tsr_red196_at;
-      tsr_red196_at ^= 8;
-      if (tsr_lane == 0) tsr_red196[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v190;
+      int64_t v189;
+      v189 = v187[0];
+      const int64_t sh190 = __shfl_xor_sync(0xffffffffu, v189, 1);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh190));
+      const int64_t sh191 = __shfl_xor_sync(0xffffffffu, v189, 2);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh191));
+      const int64_t sh192 = __shfl_xor_sync(0xffffffffu, v189, 4);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh192));
+      const int64_t sh193 = __shfl_xor_sync(0xffffffffu, v189, 8);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh193));
+      const int64_t sh194 = __shfl_xor_sync(0xffffffffu, v189, 16);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh194));
+      __shared__ int64_t tsr_red195_mem[16];
+      int64_t* const tsr_red195 = tsr_red195_mem + tsr_red195_at;
+      tsr_red195_at ^= 8;
+      if (tsr_lane == 0) tsr_red195[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2)] = v189;
       __syncthreads();
-      v190 = tsr_red196[tsr_lane & 7];
-      const int64_t sh197 = __shfl_xor_sync(0xffffffffu, v190, 1);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh197));
-      const int64_t sh198 = __shfl_xor_sync(0xffffffffu, v190, 2);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh198));
-      const int64_t sh199 = __shfl_xor_sync(0xffffffffu, v190, 4);
-      v190 = int64_t(uint64_t(v190) + uint64_t(sh199));
+      v189 = tsr_red195[tsr_lane & 7];
+      const int64_t sh196 = __shfl_xor_sync(0xffffffffu, v189, 1);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh196));
+      const int64_t sh197 = __shfl_xor_sync(0xffffffffu, v189, 2);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh197));
+      const int64_t sh198 = __shfl_xor_sync(0xffffffffu, v189, 4);
+      v189 = int64_t(uint64_t(v189) + uint64_t(sh198));
       // %122 = const {value = 4095} : i64
-      const int64_t v200 = int64_t(4095LL);
+      const int64_t v199 = int64_t(4095LL);
       // %123 = and %121, %122 : i64
-      const int64_t v201 = int64_t(v190 & v200);
+      const int64_t v200 = int64_t(v189 & v199);
       // %124 = cast %123 : i32
-      const int32_t v202 = int32_t(v201);
+      const int32_t v201 = int32_t(v200);
       // %125 = shr %121, %111 : i64
-      const int64_t v203 = tsr::ishr<int64_t>(v190, v173);
+      const int64_t v202 = tsr::ishr<int64_t>(v189, v172);
       // %126 = cast %125 : i32
-      const int32_t v204 = int32_t(v203);
+      const int32_t v203 = int32_t(v202);
       // %127 = sub %25, %126 : i32
-      const int32_t v205 = int32_t(uint32_t(c19) - uint32_t(v204));
+      const int32_t v204 = int32_t(uint32_t(c19) - uint32_t(v203));
       // %128 = cast %124 : u32
-      const uint32_t v206 = uint32_t(v202);
+      const uint32_t v205 = uint32_t(v201);
       // %129 = shl %128, %39 : u32
-      const uint32_t v207 = tsr::ishl<uint32_t>(v206, v34);
+      const uint32_t v206 = tsr::ishl<uint32_t>(v205, v34);
       // %130 = or %24, %129 : u32
-      const uint32_t v208 = uint32_t(c18 | v207);
+      const uint32_t v207 = uint32_t(c18 | v206);
       // %131 = const {value = 12} : i64
-      const int64_t v209 = int64_t(12LL);
+      const int64_t v208 = int64_t(12LL);
       // %132 = shr %121, %131 : i64
-      const int64_t v210 = tsr::ishr<int64_t>(v190, v209);
+      const int64_t v209 = tsr::ishr<int64_t>(v189, v208);
       // %133 = and %132, %122 : i64
-      const int64_t v211 = int64_t(v210 & v200);
+      const int64_t v210 = int64_t(v209 & v199);
       // %134 = cmp %133, %117 {pred = "eq"} : i1
-      const uint8_t v212 = uint8_t(v211 == v183);
+      const uint8_t v211 = uint8_t(v210 == v182);
       // yield %130, %127, %39, %134
-      v23 = v208;
-      v24 = v205;
+      v23 = v207;
+      v24 = v204;
       v25 = v34;
-      v26 = v212;
+      v26 = v211;
     } else {
       // yield %24, %25, %26, %27
       v23 = c18;
@@ -634,23 +636,23 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     c21 = v26;
   }
   // %135 = shr %19, %21 : u32
-  const uint32_t v213 = tsr::ishr<uint32_t>(c18, c20);
+  const uint32_t v212 = tsr::ishr<uint32_t>(c18, c20);
   // for %18, %10, %4 {...}
-  for (int64_t iv214_ = v17; v3 > 0 && iv214_ < v9; iv214_ += v3) {
-    const int32_t iv214 = int32_t(iv214_);
+  for (int64_t iv213_ = v17; v3 > 0 && iv213_ < v9; iv213_ += v3) {
+    const int32_t iv213 = int32_t(iv213_);
     // async_copy %9, %x, %136, %1, %136
-    if (!(true && int64_t(iv214) >= 0 && int64_t(iv214) < 4LL)) __trap();  // slot index out of range
+    if (!(true && int64_t(iv213) >= 0 && int64_t(iv213) < 4LL)) __trap();  // slot index out of range
     {
-      uint16_t* const dst215 = buf8 + ((0LL) * 4LL + int64_t(iv214)) * 8192LL;
+      uint16_t* const dst214 = buf8 + ((0LL) * 4LL + int64_t(iv213)) * 8192LL;
       __syncthreads();
       {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o216 = int64_t(v0) * 1LL;
-        const int64_t o217 = int64_t(iv214) * 8192LL;
+        const int64_t o215 = int64_t(v0) * 1LL;
+        const int64_t o216 = int64_t(iv213) * 8192LL;
         #pragma unroll 1
-        for (int64_t q218 = tsr_tid; q218 < 1024LL; q218 += tsr_nthreads) {
-          const int64_t gc220 = o217 + (q218 % 1024LL) * 8LL;
-          const int64_t nv221 = (true && (o216 + 0) >= 0 && (o216 + 0) < int64_t(tsr_dim_M) && gc220 >= 0) ? int64_t(tsr_dim_N) - gc220 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst215 + q218 * 8LL, nv221 > 0 ? tsr_p0 + ((o216 + 0) * tsr_p0_s0 + gc220 * tsr_p0_s1) : tsr_p0, nv221, tsr_p0_s1);
+        for (int64_t q217 = tsr_tid; q217 < 1024LL; q217 += tsr_nthreads) {
+          const int64_t gc219 = o216 + (q217 % 1024LL) * 8LL;
+          const int64_t nv220 = (true && (o215 + 0) >= 0 && (o215 + 0) < int64_t(tsr_dim_M) && gc219 >= 0) ? int64_t(tsr_dim_N) - gc219 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst214 + q217 * 8LL, nv220 > 0 ? tsr_p0 + ((o215 + 0) * tsr_p0_s0 + gc219 * tsr_p0_s1) : tsr_p0, nv220, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -658,61 +660,61 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     // yield
   }
   // %137 = const {value = 32767} : u32
-  const uint32_t v222 = uint32_t(32767LL);
+  const uint32_t v221 = uint32_t(32767LL);
   // %138 = const {value = 15} : u32
-  const uint32_t v223 = uint32_t(15LL);
+  const uint32_t v222 = uint32_t(15LL);
   // %139 = sub %7, %4 : i32
-  const int32_t v224 = int32_t(uint32_t(v6) - uint32_t(v3));
+  const int32_t v223 = int32_t(uint32_t(v6) - uint32_t(v3));
   // %140 = const {value = 65536} : i32
-  const int32_t v225 = int32_t(65536LL);
+  const int32_t v224 = int32_t(65536LL);
   // %141 = const {value = 65535} : i32
-  const int32_t v226 = int32_t(65535LL);
+  const int32_t v225 = int32_t(65535LL);
   // %142 = const {value = 16} : i32
-  const int32_t v227 = int32_t(16LL);
+  const int32_t v226 = int32_t(16LL);
   // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c227;
+  c227 = v17;
   int32_t c228;
   c228 = v17;
-  int32_t c229;
-  c229 = v17;
-  for (int64_t iv230_ = v17; v3 > 0 && iv230_ < v12; iv230_ += v3) {
-    const int32_t iv230 = int32_t(iv230_);
+  for (int64_t iv229_ = v17; v3 > 0 && iv229_ < v12; iv229_ += v3) {
+    const int32_t iv229 = int32_t(iv229_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
     // %148 = rem %145, %10 : i32
-    const int32_t v231 = tsr::irem<int32_t>(iv230, v9);
+    const int32_t v230 = tsr::irem<int32_t>(iv229, v9);
     // %149 = mul %148, %10 : i32
-    const int32_t v232 = int32_t(uint32_t(v231) * uint32_t(v9));
+    const int32_t v231 = int32_t(uint32_t(v230) * uint32_t(v9));
     // %150 = add %145, %4 : i32
-    const int32_t v233 = int32_t(uint32_t(iv230) + uint32_t(v3));
+    const int32_t v232 = int32_t(uint32_t(iv229) + uint32_t(v3));
     // %151 = cmp %150, %13 {pred = "lt"} : i1
-    const uint8_t v234 = uint8_t(v233 < v12);
+    const uint8_t v233 = uint8_t(v232 < v12);
     // if %151 {...}
-    if (v234) {
+    if (v233) {
       // %152 = mul %150, %10 : i32
-      const int32_t v235 = int32_t(uint32_t(v233) * uint32_t(v9));
+      const int32_t v234 = int32_t(uint32_t(v232) * uint32_t(v9));
       // %153 = sub %10, %149 : i32
-      const int32_t v236 = int32_t(uint32_t(v9) - uint32_t(v232));
+      const int32_t v235 = int32_t(uint32_t(v9) - uint32_t(v231));
       // for %18, %10, %4 {...}
-      for (int64_t iv237_ = v17; v3 > 0 && iv237_ < v9; iv237_ += v3) {
-        const int32_t iv237 = int32_t(iv237_);
+      for (int64_t iv236_ = v17; v3 > 0 && iv236_ < v9; iv236_ += v3) {
+        const int32_t iv236 = int32_t(iv236_);
         // %155 = add %152, %154 : i32
-        const int32_t v238 = int32_t(uint32_t(v235) + uint32_t(iv237));
+        const int32_t v237 = int32_t(uint32_t(v234) + uint32_t(iv236));
         // %156 = add %153, %154 : i32
-        const int32_t v239 = int32_t(uint32_t(v236) + uint32_t(iv237));
+        const int32_t v238 = int32_t(uint32_t(v235) + uint32_t(iv236));
         // async_copy %9, %x, %156, %1, %155
-        if (!(true && int64_t(v239) >= 0 && int64_t(v239) < 4LL)) __trap();  // slot index out of range
+        if (!(true && int64_t(v238) >= 0 && int64_t(v238) < 4LL)) __trap();  // slot index out of range
         {
-          uint16_t* const dst240 = buf8 + ((0LL) * 4LL + int64_t(v239)) * 8192LL;
+          uint16_t* const dst239 = buf8 + ((0LL) * 4LL + int64_t(v238)) * 8192LL;
           __syncthreads();
           {  // cp.async, 1024 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o241 = int64_t(v0) * 1LL;
-            const int64_t o242 = int64_t(v238) * 8192LL;
+            const int64_t o240 = int64_t(v0) * 1LL;
+            const int64_t o241 = int64_t(v237) * 8192LL;
             #pragma unroll 1
-            for (int64_t q243 = tsr_tid; q243 < 1024LL; q243 += tsr_nthreads) {
-              const int64_t gc245 = o242 + (q243 % 1024LL) * 8LL;
-              const int64_t nv246 = (true && (o241 + 0) >= 0 && (o241 + 0) < int64_t(tsr_dim_M) && gc245 >= 0) ? int64_t(tsr_dim_N) - gc245 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst240 + q243 * 8LL, nv246 > 0 ? tsr_p0 + ((o241 + 0) * tsr_p0_s0 + gc245 * tsr_p0_s1) : tsr_p0, nv246, tsr_p0_s1);
+            for (int64_t q242 = tsr_tid; q242 < 1024LL; q242 += tsr_nthreads) {
+              const int64_t gc244 = o241 + (q242 % 1024LL) * 8LL;
+              const int64_t nv245 = (true && (o240 + 0) >= 0 && (o240 + 0) < int64_t(tsr_dim_M) && gc244 >= 0) ? int64_t(tsr_dim_N) - gc244 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst239 + q242 * 8LL, nv245 > 0 ? tsr_p0 + ((o240 + 0) * tsr_p0_s0 + gc244 * tsr_p0_s1) : tsr_p0, nv245, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -724,563 +726,565 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
       // yield
     }
     // %157 = mul %145, %10 : i32
-    const int32_t v247 = int32_t(uint32_t(iv230) * uint32_t(v9));
+    const int32_t v246 = int32_t(uint32_t(iv229) * uint32_t(v9));
     // %158 = sub %7, %157 : i32
-    const int32_t v248 = int32_t(uint32_t(v6) - uint32_t(v247));
+    const int32_t v247 = int32_t(uint32_t(v6) - uint32_t(v246));
     // %159 = min %10, %158 : i32
-    const int32_t v249 = tsr::imin<int32_t>(v9, v248);
+    const int32_t v248 = tsr::imin<int32_t>(v9, v247);
     // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c249;
+    c249 = c227;
     int32_t c250;
     c250 = c228;
-    int32_t c251;
-    c251 = c229;
-    for (int64_t iv252_ = v17; v3 > 0 && iv252_ < v249; iv252_ += v3) {
-      const int32_t iv252 = int32_t(iv252_);
+    for (int64_t iv251_ = v17; v3 > 0 && iv251_ < v248; iv251_ += v3) {
+      const int32_t iv251 = int32_t(iv251_);
       // %165 = add %157, %162 : i32
-      const int32_t v253 = int32_t(uint32_t(v247) + uint32_t(iv252));
+      const int32_t v252 = int32_t(uint32_t(v246) + uint32_t(iv251));
       // %166 = add %149, %162 : i32
-      const int32_t v254 = int32_t(uint32_t(v232) + uint32_t(iv252));
+      const int32_t v253 = int32_t(uint32_t(v231) + uint32_t(iv251));
       // %167 = buffer_read %9, %166 : tile<bf16, [1, 8192], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
-      if (!(true && int64_t(v254) >= 0 && int64_t(v254) < 4LL)) __trap();  // slot index out of range
-      const uint16_t* const src255 = buf8 + ((0LL) * 4LL + int64_t(v254)) * 8192LL;
-      float v256[16];
+      if (!(true && int64_t(v253) >= 0 && int64_t(v253) < 4LL)) __trap();  // slot index out of range
+      const uint16_t* const src254 = buf8 + ((0LL) * 4LL + int64_t(v253)) * 8192LL;
+      float v255[16];
       #pragma unroll
-      for (int s257 = 0; s257 < 16; ++s257) {
-        const int e258 = (((((s257) % 8) + (((s257) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192);
-        v256[s257] = tsr::bf2f(src255[e258]);
+      for (int c256 = 0; c256 < 2; ++c256) {
+        uint16_t v_[8];
+        tsr::copy_vec<uint16_t, 8>(v_, src254 + (((((c256 * 8) % 8) + (((c256 * 8) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192));
+        #pragma unroll
+        for (int l_ = 0; l_ < 8; ++l_) v255[c256 * 8 + l_] = tsr::bf2f(v_[l_]);
       }
       // %168 = reshape %167 : tile<bf16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      float v259[16];
-      v259[0] = v256[0];
-      v259[1] = v256[1];
-      v259[2] = v256[2];
-      v259[3] = v256[3];
-      v259[4] = v256[4];
-      v259[5] = v256[5];
-      v259[6] = v256[6];
-      v259[7] = v256[7];
-      v259[8] = v256[8];
-      v259[9] = v256[9];
-      v259[10] = v256[10];
-      v259[11] = v256[11];
-      v259[12] = v256[12];
-      v259[13] = v256[13];
-      v259[14] = v256[14];
-      v259[15] = v256[15];
+      float v257[16];
+      v257[0] = v255[0];
+      v257[1] = v255[1];
+      v257[2] = v255[2];
+      v257[3] = v255[3];
+      v257[4] = v255[4];
+      v257[5] = v255[5];
+      v257[6] = v255[6];
+      v257[7] = v255[7];
+      v257[8] = v255[8];
+      v257[9] = v255[9];
+      v257[10] = v255[10];
+      v257[11] = v255[11];
+      v257[12] = v255[12];
+      v257[13] = v255[13];
+      v257[14] = v255[14];
+      v257[15] = v255[15];
       // %169 = bitcast %168 : tile<u16, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint16_t v260[16];
+      uint16_t v258[16];
       #pragma unroll
-      for (int s261 = 0; s261 < 16; ++s261) {
-        v260[s261] = uint16_t(tsr::bf16_bits(v259[s261]));
+      for (int s259 = 0; s259 < 16; ++s259) {
+        v258[s259] = uint16_t(tsr::bf16_bits(v257[s259]));
       }
       // %170 = cast %169 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v260[16];
+      #pragma unroll
+      for (int s261 = 0; s261 < 16; ++s261) {
+        v260[s261] = uint32_t(v258[s261]);
+      }
+      // %171 = splat %137 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v262[16];
       #pragma unroll
       for (int s263 = 0; s263 < 16; ++s263) {
-        v262[s263] = uint32_t(v260[s263]);
+        v262[s263] = v221;
       }
-      // %171 = splat %137 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %172 = xor %170, %171 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v264[16];
       #pragma unroll
       for (int s265 = 0; s265 < 16; ++s265) {
-        v264[s265] = v222;
+        v264[s265] = uint32_t(v260[s265] ^ v262[s265]);
       }
-      // %172 = xor %170, %171 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %173 = splat %138 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v266[16];
       #pragma unroll
       for (int s267 = 0; s267 < 16; ++s267) {
-        v266[s267] = uint32_t(v262[s267] ^ v264[s267]);
+        v266[s267] = v222;
       }
-      // %173 = splat %138 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %174 = shr %170, %173 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v268[16];
       #pragma unroll
       for (int s269 = 0; s269 < 16; ++s269) {
-        v268[s269] = v223;
+        v268[s269] = tsr::ishr<uint32_t>(v260[s269], v266[s269]);
       }
-      // %174 = shr %170, %173 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %175 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v270[16];
       #pragma unroll
       for (int s271 = 0; s271 < 16; ++s271) {
-        v270[s271] = tsr::ishr<uint32_t>(v262[s271], v268[s271]);
-      }
-      // %175 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v272[16];
-      #pragma unroll
-      for (int s273 = 0; s273 < 16; ++s273) {
-        v272[s273] = v13;
+        v270[s271] = v13;
       }
       // %176 = cmp %174, %175 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint8_t v274[16];
+      uint8_t v272[16];
       #pragma unroll
-      for (int s275 = 0; s275 < 16; ++s275) {
-        v274[s275] = uint8_t(v270[s275] == v272[s275]);
+      for (int s273 = 0; s273 < 16; ++s273) {
+        v272[s273] = uint8_t(v268[s273] == v270[s273]);
       }
       // %177 = where %176, %172, %170 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v276[16];
+      uint32_t v274[16];
       #pragma unroll
-      for (int s277 = 0; s277 < 16; ++s277) {
-        v276[s277] = (v274[s277] ? v266[s277] : v262[s277]);
+      for (int s275 = 0; s275 < 16; ++s275) {
+        v274[s275] = (v272[s275] ? v264[s275] : v260[s275]);
       }
       // %178 = cmp %165, %139 {pred = "eq"} : i1
-      const uint8_t v278 = uint8_t(v253 == v224);
+      const uint8_t v276 = uint8_t(v252 == v223);
       // %179 = if %178 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-      uint32_t v279[16];
-      if (v278) {
+      uint32_t v277[16];
+      if (v276) {
         // %180 = mul %165, %3 : i32
-        const int32_t v280 = int32_t(uint32_t(v253) * uint32_t(v2));
+        const int32_t v278 = int32_t(uint32_t(v252) * uint32_t(v2));
         // %181 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        int32_t v279[16];
+        #pragma unroll
+        for (int s280 = 0; s280 < 16; ++s280) {
+          v279[s280] = int32_t(0 + (((s280) % 8) + (((s280) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+        }
+        // %182 = splat %180 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v281[16];
         #pragma unroll
         for (int s282 = 0; s282 < 16; ++s282) {
-          v281[s282] = int32_t(0 + (((s282) % 8) + (((s282) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+          v281[s282] = v278;
         }
-        // %182 = splat %180 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %183 = add %181, %182 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v283[16];
         #pragma unroll
         for (int s284 = 0; s284 < 16; ++s284) {
-          v283[s284] = v280;
+          v283[s284] = int32_t(uint32_t(v279[s284]) + uint32_t(v281[s284]));
         }
-        // %183 = add %181, %182 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %184 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v285[16];
         #pragma unroll
         for (int s286 = 0; s286 < 16; ++s286) {
-          v285[s286] = int32_t(uint32_t(v281[s286]) + uint32_t(v283[s286]));
-        }
-        // %184 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v287[16];
-        #pragma unroll
-        for (int s288 = 0; s288 < 16; ++s288) {
-          v287[s288] = v1;
+          v285[s286] = v1;
         }
         // %185 = cmp %183, %184 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v289[16];
+        uint8_t v287[16];
         #pragma unroll
-        for (int s290 = 0; s290 < 16; ++s290) {
-          v289[s290] = uint8_t(v285[s290] < v287[s290]);
+        for (int s288 = 0; s288 < 16; ++s288) {
+          v287[s288] = uint8_t(v283[s288] < v285[s288]);
         }
         // %186 = splat %8 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        uint32_t v289[16];
+        #pragma unroll
+        for (int s290 = 0; s290 < 16; ++s290) {
+          v289[s290] = v7;
+        }
+        // %187 = where %185, %177, %186 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v291[16];
         #pragma unroll
         for (int s292 = 0; s292 < 16; ++s292) {
-          v291[s292] = v7;
-        }
-        // %187 = where %185, %177, %186 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint32_t v293[16];
-        #pragma unroll
-        for (int s294 = 0; s294 < 16; ++s294) {
-          v293[s294] = (v289[s294] ? v276[s294] : v291[s294]);
+          v291[s292] = (v287[s292] ? v274[s292] : v289[s292]);
         }
         // yield %187
         #pragma unroll
-        for (int s295 = 0; s295 < 16; ++s295) {
-          v279[s295] = v293[s295];
+        for (int s293 = 0; s293 < 16; ++s293) {
+          v277[s293] = v291[s293];
         }
       } else {
         // yield %177
         #pragma unroll
-        for (int s296 = 0; s296 < 16; ++s296) {
-          v279[s296] = v276[s296];
+        for (int s294 = 0; s294 < 16; ++s294) {
+          v277[s294] = v274[s294];
         }
       }
       // %188 = splat %21 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v295[16];
+      #pragma unroll
+      for (int s296 = 0; s296 < 16; ++s296) {
+        v295[s296] = c20;
+      }
+      // %189 = shr %179, %188 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v297[16];
       #pragma unroll
       for (int s298 = 0; s298 < 16; ++s298) {
-        v297[s298] = c20;
+        v297[s298] = tsr::ishr<uint32_t>(v277[s298], v295[s298]);
       }
-      // %189 = shr %179, %188 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %190 = splat %135 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v299[16];
       #pragma unroll
       for (int s300 = 0; s300 < 16; ++s300) {
-        v299[s300] = tsr::ishr<uint32_t>(v279[s300], v297[s300]);
-      }
-      // %190 = splat %135 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v301[16];
-      #pragma unroll
-      for (int s302 = 0; s302 < 16; ++s302) {
-        v301[s302] = v213;
+        v299[s300] = v212;
       }
       // %191 = cmp %189, %190 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint8_t v301[16];
+      #pragma unroll
+      for (int s302 = 0; s302 < 16; ++s302) {
+        v301[s302] = uint8_t(v297[s302] == v299[s302]);
+      }
+      // %192 = cmp %189, %190 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v303[16];
       #pragma unroll
       for (int s304 = 0; s304 < 16; ++s304) {
-        v303[s304] = uint8_t(v299[s304] == v301[s304]);
-      }
-      // %192 = cmp %189, %190 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint8_t v305[16];
-      #pragma unroll
-      for (int s306 = 0; s306 < 16; ++s306) {
-        v305[s306] = uint8_t(v299[s306] < v301[s306]);
+        v303[s304] = uint8_t(v297[s304] < v299[s304]);
       }
       // %193 = splat %140 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v305[16];
+      #pragma unroll
+      for (int s306 = 0; s306 < 16; ++s306) {
+        v305[s306] = v224;
+      }
+      // %194 = splat %18 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v307[16];
       #pragma unroll
       for (int s308 = 0; s308 < 16; ++s308) {
-        v307[s308] = v225;
+        v307[s308] = v17;
       }
-      // %194 = splat %18 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %195 = where %192, %193, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v309[16];
       #pragma unroll
       for (int s310 = 0; s310 < 16; ++s310) {
-        v309[s310] = v17;
+        v309[s310] = (v303[s310] ? v305[s310] : v307[s310]);
       }
-      // %195 = where %192, %193, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %196 = splat %4 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v311[16];
       #pragma unroll
       for (int s312 = 0; s312 < 16; ++s312) {
-        v311[s312] = (v305[s312] ? v307[s312] : v309[s312]);
+        v311[s312] = v3;
       }
-      // %196 = splat %4 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %197 = where %191, %196, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v313[16];
       #pragma unroll
       for (int s314 = 0; s314 < 16; ++s314) {
-        v313[s314] = v3;
+        v313[s314] = (v301[s314] ? v311[s314] : v307[s314]);
       }
-      // %197 = where %191, %196, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %198 = add %197, %195 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v315[16];
       #pragma unroll
       for (int s316 = 0; s316 < 16; ++s316) {
-        v315[s316] = (v303[s316] ? v313[s316] : v309[s316]);
-      }
-      // %198 = add %197, %195 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v317[16];
-      #pragma unroll
-      for (int s318 = 0; s318 < 16; ++s318) {
-        v317[s318] = int32_t(uint32_t(v315[s318]) + uint32_t(v311[s318]));
+        v315[s316] = int32_t(uint32_t(v313[s316]) + uint32_t(v309[s316]));
       }
       // %199 = reduce %198 {axis = 0, kind = "sum"} : i32
-      int32_t v319;
-      int32_t part320[8];
-      part320[0] = v317[0];
-      part320[1] = v317[1];
-      part320[2] = v317[2];
-      part320[3] = v317[3];
-      part320[4] = v317[4];
-      part320[5] = v317[5];
-      part320[6] = v317[6];
-      part320[7] = v317[7];
-      part320[0] = int32_t(uint32_t(part320[0]) + uint32_t(v317[8]));
-      part320[1] = int32_t(uint32_t(part320[1]) + uint32_t(v317[9]));
-      part320[2] = int32_t(uint32_t(part320[2]) + uint32_t(v317[10]));
-      part320[3] = int32_t(uint32_t(part320[3]) + uint32_t(v317[11]));
-      part320[4] = int32_t(uint32_t(part320[4]) + uint32_t(v317[12]));
-      part320[5] = int32_t(uint32_t(part320[5]) + uint32_t(v317[13]));
-      part320[6] = int32_t(uint32_t(part320[6]) + uint32_t(v317[14]));
-      part320[7] = int32_t(uint32_t(part320[7]) + uint32_t(v317[15]));
-      part320[0] = int32_t(uint32_t(part320[0]) + uint32_t(part320[4]));
-      part320[1] = int32_t(uint32_t(part320[1]) + uint32_t(part320[5]));
-      part320[2] = int32_t(uint32_t(part320[2]) + uint32_t(part320[6]));
-      part320[3] = int32_t(uint32_t(part320[3]) + uint32_t(part320[7]));
-      part320[0] = int32_t(uint32_t(part320[0]) + uint32_t(part320[2]));
-      part320[1] = int32_t(uint32_t(part320[1]) + uint32_t(part320[3]));
-      part320[0] = int32_t(uint32_t(part320[0]) + uint32_t(part320[1]));
-      v319 = part320[0];
-      const int32_t sh321 = __shfl_xor_sync(0xffffffffu, v319, 1);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh321));
-      const int32_t sh322 = __shfl_xor_sync(0xffffffffu, v319, 2);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh322));
-      const int32_t sh323 = __shfl_xor_sync(0xffffffffu, v319, 4);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh323));
-      const int32_t sh324 = __shfl_xor_sync(0xffffffffu, v319, 8);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh324));
-      const int32_t sh325 = __shfl_xor_sync(0xffffffffu, v319, 16);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh325));
-      __shared__ int32_t tsr_red326_mem[32];
-      int32_t* const tsr_red326 = tsr_red326_mem + tsr_red326_at;
-      tsr_red326_at ^= 16;
-      if (tsr_lane == 0) tsr_red326[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v319;
+      int32_t v317;
+      int32_t part318[8];
+      part318[0] = v315[0];
+      part318[1] = v315[1];
+      part318[2] = v315[2];
+      part318[3] = v315[3];
+      part318[4] = v315[4];
+      part318[5] = v315[5];
+      part318[6] = v315[6];
+      part318[7] = v315[7];
+      part318[0] = int32_t(uint32_t(part318[0]) + uint32_t(v315[8]));
+      part318[1] = int32_t(uint32_t(part318[1]) + uint32_t(v315[9]));
+      part318[2] = int32_t(uint32_t(part318[2]) + uint32_t(v315[10]));
+      part318[3] = int32_t(uint32_t(part318[3]) + uint32_t(v315[11]));
+      part318[4] = int32_t(uint32_t(part318[4]) + uint32_t(v315[12]));
+      part318[5] = int32_t(uint32_t(part318[5]) + uint32_t(v315[13]));
+      part318[6] = int32_t(uint32_t(part318[6]) + uint32_t(v315[14]));
+      part318[7] = int32_t(uint32_t(part318[7]) + uint32_t(v315[15]));
+      part318[0] = int32_t(uint32_t(part318[0]) + uint32_t(part318[4]));
+      part318[1] = int32_t(uint32_t(part318[1]) + uint32_t(part318[5]));
+      part318[2] = int32_t(uint32_t(part318[2]) + uint32_t(part318[6]));
+      part318[3] = int32_t(uint32_t(part318[3]) + uint32_t(part318[7]));
+      part318[0] = int32_t(uint32_t(part318[0]) + uint32_t(part318[2]));
+      part318[1] = int32_t(uint32_t(part318[1]) + uint32_t(part318[3]));
+      part318[0] = int32_t(uint32_t(part318[0]) + uint32_t(part318[1]));
+      v317 = part318[0];
+      const int32_t sh319 = __shfl_xor_sync(0xffffffffu, v317, 1);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh319));
+      const int32_t sh320 = __shfl_xor_sync(0xffffffffu, v317, 2);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh320));
+      const int32_t sh321 = __shfl_xor_sync(0xffffffffu, v317, 4);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh321));
+      const int32_t sh322 = __shfl_xor_sync(0xffffffffu, v317, 8);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh322));
+      const int32_t sh323 = __shfl_xor_sync(0xffffffffu, v317, 16);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh323));
+      __shared__ int32_t tsr_red324_mem[32];
+      int32_t* const tsr_red324 = tsr_red324_mem + tsr_red324_at;
+      tsr_red324_at ^= 16;
+      if (tsr_lane == 0) tsr_red324[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v317;
       __syncthreads();
-      v319 = tsr_red326[tsr_lane & 15];
-      const int32_t sh327 = __shfl_xor_sync(0xffffffffu, v319, 1);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh327));
-      const int32_t sh328 = __shfl_xor_sync(0xffffffffu, v319, 2);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh328));
-      const int32_t sh329 = __shfl_xor_sync(0xffffffffu, v319, 4);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh329));
-      const int32_t sh330 = __shfl_xor_sync(0xffffffffu, v319, 8);
-      v319 = int32_t(uint32_t(v319) + uint32_t(sh330));
+      v317 = tsr_red324[tsr_lane & 15];
+      const int32_t sh325 = __shfl_xor_sync(0xffffffffu, v317, 1);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh325));
+      const int32_t sh326 = __shfl_xor_sync(0xffffffffu, v317, 2);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh326));
+      const int32_t sh327 = __shfl_xor_sync(0xffffffffu, v317, 4);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh327));
+      const int32_t sh328 = __shfl_xor_sync(0xffffffffu, v317, 8);
+      v317 = int32_t(uint32_t(v317) + uint32_t(sh328));
       // %200 = and %199, %141 : i32
-      const int32_t v331 = int32_t(v319 & v226);
+      const int32_t v329 = int32_t(v317 & v225);
       // %201 = shr %199, %142 : i32
-      const int32_t v332 = tsr::ishr<int32_t>(v319, v227);
+      const int32_t v330 = tsr::ishr<int32_t>(v317, v226);
       // %202 = add %164, %200 : i32
-      const int32_t v333 = int32_t(uint32_t(c251) + uint32_t(v331));
+      const int32_t v331 = int32_t(uint32_t(c250) + uint32_t(v329));
       // %203 = cmp %202, %20 {pred = "le"} : i1
-      const uint8_t v334 = uint8_t(v333 <= c19);
+      const uint8_t v332 = uint8_t(v331 <= c19);
       // %204 = if %203 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-      uint8_t v335[16];
-      if (v334) {
+      uint8_t v333[16];
+      if (v332) {
         // %205 = or %192, %191 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v336[16];
+        uint8_t v334[16];
         #pragma unroll
-        for (int s337 = 0; s337 < 16; ++s337) {
-          v336[s337] = uint8_t(v305[s337] | v303[s337]);
+        for (int s335 = 0; s335 < 16; ++s335) {
+          v334[s335] = uint8_t(v303[s335] | v301[s335]);
         }
         // yield %205
         #pragma unroll
-        for (int s338 = 0; s338 < 16; ++s338) {
-          v335[s338] = v336[s338];
+        for (int s336 = 0; s336 < 16; ++s336) {
+          v333[s336] = v334[s336];
         }
       } else {
         // %206 = cast %191 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v339[16];
+        int32_t v337[16];
         #pragma unroll
-        for (int s340 = 0; s340 < 16; ++s340) {
-          v339[s340] = int32_t(v303[s340]);
+        for (int s338 = 0; s338 < 16; ++s338) {
+          v337[s338] = int32_t(v301[s338]);
         }
         // %207 = scan %206 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v341[16];
-        uint32_t run342 = uint32_t(0);
-        uint32_t acc343_0 = uint32_t(0);
-        acc343_0 += uint32_t(v339[0]); v341[0] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[1]); v341[1] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[2]); v341[2] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[3]); v341[3] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[4]); v341[4] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[5]); v341[5] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[6]); v341[6] = int32_t(acc343_0);
-        acc343_0 += uint32_t(v339[7]); v341[7] = int32_t(acc343_0);
+        int32_t v339[16];
+        uint32_t run340 = uint32_t(0);
+        uint32_t acc341_0 = uint32_t(0);
+        acc341_0 += uint32_t(v337[0]); v339[0] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[1]); v339[1] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[2]); v339[2] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[3]); v339[3] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[4]); v339[4] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[5]); v339[5] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[6]); v339[6] = int32_t(acc341_0);
+        acc341_0 += uint32_t(v337[7]); v339[7] = int32_t(acc341_0);
         __syncthreads();
-        uint32_t tot345_0;
-        const uint32_t off344_0 = run342 + tsr::block_exclusive_sum<16>(acc343_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot345_0);
-        v341[0] = int32_t(uint32_t(v341[0]) + off344_0);
-        v341[1] = int32_t(uint32_t(v341[1]) + off344_0);
-        v341[2] = int32_t(uint32_t(v341[2]) + off344_0);
-        v341[3] = int32_t(uint32_t(v341[3]) + off344_0);
-        v341[4] = int32_t(uint32_t(v341[4]) + off344_0);
-        v341[5] = int32_t(uint32_t(v341[5]) + off344_0);
-        v341[6] = int32_t(uint32_t(v341[6]) + off344_0);
-        v341[7] = int32_t(uint32_t(v341[7]) + off344_0);
-        run342 += tot345_0;
-        uint32_t acc343_1 = uint32_t(0);
-        acc343_1 += uint32_t(v339[8]); v341[8] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[9]); v341[9] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[10]); v341[10] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[11]); v341[11] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[12]); v341[12] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[13]); v341[13] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[14]); v341[14] = int32_t(acc343_1);
-        acc343_1 += uint32_t(v339[15]); v341[15] = int32_t(acc343_1);
+        uint32_t tot343_0;
+        const uint32_t off342_0 = run340 + tsr::block_exclusive_sum<16>(acc341_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot343_0);
+        v339[0] = int32_t(uint32_t(v339[0]) + off342_0);
+        v339[1] = int32_t(uint32_t(v339[1]) + off342_0);
+        v339[2] = int32_t(uint32_t(v339[2]) + off342_0);
+        v339[3] = int32_t(uint32_t(v339[3]) + off342_0);
+        v339[4] = int32_t(uint32_t(v339[4]) + off342_0);
+        v339[5] = int32_t(uint32_t(v339[5]) + off342_0);
+        v339[6] = int32_t(uint32_t(v339[6]) + off342_0);
+        v339[7] = int32_t(uint32_t(v339[7]) + off342_0);
+        run340 += tot343_0;
+        uint32_t acc341_1 = uint32_t(0);
+        acc341_1 += uint32_t(v337[8]); v339[8] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[9]); v339[9] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[10]); v339[10] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[11]); v339[11] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[12]); v339[12] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[13]); v339[13] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[14]); v339[14] = int32_t(acc341_1);
+        acc341_1 += uint32_t(v337[15]); v339[15] = int32_t(acc341_1);
         __syncthreads();
-        uint32_t tot345_1;
-        const uint32_t off344_1 = run342 + tsr::block_exclusive_sum<16>(acc343_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot345_1);
-        v341[8] = int32_t(uint32_t(v341[8]) + off344_1);
-        v341[9] = int32_t(uint32_t(v341[9]) + off344_1);
-        v341[10] = int32_t(uint32_t(v341[10]) + off344_1);
-        v341[11] = int32_t(uint32_t(v341[11]) + off344_1);
-        v341[12] = int32_t(uint32_t(v341[12]) + off344_1);
-        v341[13] = int32_t(uint32_t(v341[13]) + off344_1);
-        v341[14] = int32_t(uint32_t(v341[14]) + off344_1);
-        v341[15] = int32_t(uint32_t(v341[15]) + off344_1);
-        run342 += tot345_1;
+        uint32_t tot343_1;
+        const uint32_t off342_1 = run340 + tsr::block_exclusive_sum<16>(acc341_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot343_1);
+        v339[8] = int32_t(uint32_t(v339[8]) + off342_1);
+        v339[9] = int32_t(uint32_t(v339[9]) + off342_1);
+        v339[10] = int32_t(uint32_t(v339[10]) + off342_1);
+        v339[11] = int32_t(uint32_t(v339[11]) + off342_1);
+        v339[12] = int32_t(uint32_t(v339[12]) + off342_1);
+        v339[13] = int32_t(uint32_t(v339[13]) + off342_1);
+        v339[14] = int32_t(uint32_t(v339[14]) + off342_1);
+        v339[15] = int32_t(uint32_t(v339[15]) + off342_1);
+        run340 += tot343_1;
         // %208 = splat %164 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        int32_t v344[16];
+        #pragma unroll
+        for (int s345 = 0; s345 < 16; ++s345) {
+          v344[s345] = c250;
+        }
+        // %209 = add %207, %208 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v346[16];
         #pragma unroll
         for (int s347 = 0; s347 < 16; ++s347) {
-          v346[s347] = c251;
+          v346[s347] = int32_t(uint32_t(v339[s347]) + uint32_t(v344[s347]));
         }
-        // %209 = add %207, %208 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %210 = splat %20 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v348[16];
         #pragma unroll
         for (int s349 = 0; s349 < 16; ++s349) {
-          v348[s349] = int32_t(uint32_t(v341[s349]) + uint32_t(v346[s349]));
-        }
-        // %210 = splat %20 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v350[16];
-        #pragma unroll
-        for (int s351 = 0; s351 < 16; ++s351) {
-          v350[s351] = c19;
+          v348[s349] = c19;
         }
         // %211 = cmp %209, %210 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        uint8_t v350[16];
+        #pragma unroll
+        for (int s351 = 0; s351 < 16; ++s351) {
+          v350[s351] = uint8_t(v346[s351] <= v348[s351]);
+        }
+        // %212 = and %191, %211 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint8_t v352[16];
         #pragma unroll
         for (int s353 = 0; s353 < 16; ++s353) {
-          v352[s353] = uint8_t(v348[s353] <= v350[s353]);
+          v352[s353] = uint8_t(v301[s353] & v350[s353]);
         }
-        // %212 = and %191, %211 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %213 = or %192, %212 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint8_t v354[16];
         #pragma unroll
         for (int s355 = 0; s355 < 16; ++s355) {
-          v354[s355] = uint8_t(v303[s355] & v352[s355]);
-        }
-        // %213 = or %192, %212 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v356[16];
-        #pragma unroll
-        for (int s357 = 0; s357 < 16; ++s357) {
-          v356[s357] = uint8_t(v305[s357] | v354[s357]);
+          v354[s355] = uint8_t(v303[s355] | v352[s355]);
         }
         // yield %213
         #pragma unroll
-        for (int s358 = 0; s358 < 16; ++s358) {
-          v335[s358] = v356[s358];
+        for (int s356 = 0; s356 < 16; ++s356) {
+          v333[s356] = v354[s356];
         }
       }
       // %214 = sub %163, %4 : i32
-      const int32_t v359 = int32_t(uint32_t(c250) - uint32_t(v3));
+      const int32_t v357 = int32_t(uint32_t(c249) - uint32_t(v3));
       // %215 = cast %204 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v360[16];
+      int32_t v358[16];
       #pragma unroll
-      for (int s361 = 0; s361 < 16; ++s361) {
-        v360[s361] = int32_t(v335[s361]);
+      for (int s359 = 0; s359 < 16; ++s359) {
+        v358[s359] = int32_t(v333[s359]);
       }
       // %216 = scan %215 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v362[16];
-      uint32_t run363 = uint32_t(0);
-      uint32_t acc364_0 = uint32_t(0);
-      acc364_0 += uint32_t(v360[0]); v362[0] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[1]); v362[1] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[2]); v362[2] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[3]); v362[3] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[4]); v362[4] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[5]); v362[5] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[6]); v362[6] = int32_t(acc364_0);
-      acc364_0 += uint32_t(v360[7]); v362[7] = int32_t(acc364_0);
+      int32_t v360[16];
+      uint32_t run361 = uint32_t(0);
+      uint32_t acc362_0 = uint32_t(0);
+      acc362_0 += uint32_t(v358[0]); v360[0] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[1]); v360[1] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[2]); v360[2] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[3]); v360[3] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[4]); v360[4] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[5]); v360[5] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[6]); v360[6] = int32_t(acc362_0);
+      acc362_0 += uint32_t(v358[7]); v360[7] = int32_t(acc362_0);
       __syncthreads();
-      uint32_t tot366_0;
-      const uint32_t off365_0 = run363 + tsr::block_exclusive_sum<16>(acc364_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot366_0);
-      v362[0] = int32_t(uint32_t(v362[0]) + off365_0);
-      v362[1] = int32_t(uint32_t(v362[1]) + off365_0);
-      v362[2] = int32_t(uint32_t(v362[2]) + off365_0);
-      v362[3] = int32_t(uint32_t(v362[3]) + off365_0);
-      v362[4] = int32_t(uint32_t(v362[4]) + off365_0);
-      v362[5] = int32_t(uint32_t(v362[5]) + off365_0);
-      v362[6] = int32_t(uint32_t(v362[6]) + off365_0);
-      v362[7] = int32_t(uint32_t(v362[7]) + off365_0);
-      run363 += tot366_0;
-      uint32_t acc364_1 = uint32_t(0);
-      acc364_1 += uint32_t(v360[8]); v362[8] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[9]); v362[9] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[10]); v362[10] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[11]); v362[11] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[12]); v362[12] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[13]); v362[13] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[14]); v362[14] = int32_t(acc364_1);
-      acc364_1 += uint32_t(v360[15]); v362[15] = int32_t(acc364_1);
+      uint32_t tot364_0;
+      const uint32_t off363_0 = run361 + tsr::block_exclusive_sum<16>(acc362_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot364_0);
+      v360[0] = int32_t(uint32_t(v360[0]) + off363_0);
+      v360[1] = int32_t(uint32_t(v360[1]) + off363_0);
+      v360[2] = int32_t(uint32_t(v360[2]) + off363_0);
+      v360[3] = int32_t(uint32_t(v360[3]) + off363_0);
+      v360[4] = int32_t(uint32_t(v360[4]) + off363_0);
+      v360[5] = int32_t(uint32_t(v360[5]) + off363_0);
+      v360[6] = int32_t(uint32_t(v360[6]) + off363_0);
+      v360[7] = int32_t(uint32_t(v360[7]) + off363_0);
+      run361 += tot364_0;
+      uint32_t acc362_1 = uint32_t(0);
+      acc362_1 += uint32_t(v358[8]); v360[8] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[9]); v360[9] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[10]); v360[10] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[11]); v360[11] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[12]); v360[12] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[13]); v360[13] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[14]); v360[14] = int32_t(acc362_1);
+      acc362_1 += uint32_t(v358[15]); v360[15] = int32_t(acc362_1);
       __syncthreads();
-      uint32_t tot366_1;
-      const uint32_t off365_1 = run363 + tsr::block_exclusive_sum<16>(acc364_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot366_1);
-      v362[8] = int32_t(uint32_t(v362[8]) + off365_1);
-      v362[9] = int32_t(uint32_t(v362[9]) + off365_1);
-      v362[10] = int32_t(uint32_t(v362[10]) + off365_1);
-      v362[11] = int32_t(uint32_t(v362[11]) + off365_1);
-      v362[12] = int32_t(uint32_t(v362[12]) + off365_1);
-      v362[13] = int32_t(uint32_t(v362[13]) + off365_1);
-      v362[14] = int32_t(uint32_t(v362[14]) + off365_1);
-      v362[15] = int32_t(uint32_t(v362[15]) + off365_1);
-      run363 += tot366_1;
+      uint32_t tot364_1;
+      const uint32_t off363_1 = run361 + tsr::block_exclusive_sum<16>(acc362_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot364_1);
+      v360[8] = int32_t(uint32_t(v360[8]) + off363_1);
+      v360[9] = int32_t(uint32_t(v360[9]) + off363_1);
+      v360[10] = int32_t(uint32_t(v360[10]) + off363_1);
+      v360[11] = int32_t(uint32_t(v360[11]) + off363_1);
+      v360[12] = int32_t(uint32_t(v360[12]) + off363_1);
+      v360[13] = int32_t(uint32_t(v360[13]) + off363_1);
+      v360[14] = int32_t(uint32_t(v360[14]) + off363_1);
+      v360[15] = int32_t(uint32_t(v360[15]) + off363_1);
+      run361 += tot364_1;
       // %217 = splat %214 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v365[16];
+      #pragma unroll
+      for (int s366 = 0; s366 < 16; ++s366) {
+        v365[s366] = v357;
+      }
+      // %218 = add %216, %217 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v367[16];
       #pragma unroll
       for (int s368 = 0; s368 < 16; ++s368) {
-        v367[s368] = v359;
+        v367[s368] = int32_t(uint32_t(v360[s368]) + uint32_t(v365[s368]));
       }
-      // %218 = add %216, %217 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %219 = splat %1 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v369[16];
       #pragma unroll
       for (int s370 = 0; s370 < 16; ++s370) {
-        v369[s370] = int32_t(uint32_t(v362[s370]) + uint32_t(v367[s370]));
-      }
-      // %219 = splat %1 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v371[16];
-      #pragma unroll
-      for (int s372 = 0; s372 < 16; ++s372) {
-        v371[s372] = v0;
+        v369[s370] = v0;
       }
       // scatter %values, %168, %219, %218, %204
-      bool any373 = false;
+      bool any371 = false;
       #pragma unroll
-      for (int s374 = 0; s374 < 16; ++s374) {
-        any373 |= v335[s374] != 0;
+      for (int s372 = 0; s372 < 16; ++s372) {
+        any371 |= v333[s372] != 0;
       }
-      if (any373) {
+      if (any371) {
         #pragma unroll
-        for (int s375 = 0; s375 < 16; ++s375) {
-          if ((v335[s375] != 0) && (int64_t(v371[s375]) >= 0 && int64_t(v371[s375]) < int64_t(tsr_dim_M) && int64_t(v369[s375]) >= 0 && int64_t(v369[s375]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v371[s375]) * tsr_p1_s0 + int64_t(v369[s375]) * tsr_p1_s1] = tsr::f2bf(v259[s375]);
+        for (int s373 = 0; s373 < 16; ++s373) {
+          if ((v333[s373] != 0) && (int64_t(v369[s373]) >= 0 && int64_t(v369[s373]) < int64_t(tsr_dim_M) && int64_t(v367[s373]) >= 0 && int64_t(v367[s373]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v369[s373]) * tsr_p1_s0 + int64_t(v367[s373]) * tsr_p1_s1] = tsr::f2bf(v257[s373]);
         }
       }
       // %220 = mul %165, %3 : i32
-      const int32_t v376 = int32_t(uint32_t(v253) * uint32_t(v2));
+      const int32_t v374 = int32_t(uint32_t(v252) * uint32_t(v2));
       // %221 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v375[16];
+      #pragma unroll
+      for (int s376 = 0; s376 < 16; ++s376) {
+        v375[s376] = int32_t(0 + (((s376) % 8) + (((s376) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+      }
+      // %222 = splat %220 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v377[16];
       #pragma unroll
       for (int s378 = 0; s378 < 16; ++s378) {
-        v377[s378] = int32_t(0 + (((s378) % 8) + (((s378) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+        v377[s378] = v374;
       }
-      // %222 = splat %220 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %223 = add %221, %222 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v379[16];
       #pragma unroll
       for (int s380 = 0; s380 < 16; ++s380) {
-        v379[s380] = v376;
-      }
-      // %223 = add %221, %222 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v381[16];
-      #pragma unroll
-      for (int s382 = 0; s382 < 16; ++s382) {
-        v381[s382] = int32_t(uint32_t(v377[s382]) + uint32_t(v379[s382]));
+        v379[s380] = int32_t(uint32_t(v375[s380]) + uint32_t(v377[s380]));
       }
       // scatter %indices, %223, %219, %218, %204
-      bool any383 = false;
+      bool any381 = false;
       #pragma unroll
-      for (int s384 = 0; s384 < 16; ++s384) {
-        any383 |= v335[s384] != 0;
+      for (int s382 = 0; s382 < 16; ++s382) {
+        any381 |= v333[s382] != 0;
       }
-      if (any383) {
+      if (any381) {
         #pragma unroll
-        for (int s385 = 0; s385 < 16; ++s385) {
-          if ((v335[s385] != 0) && (int64_t(v371[s385]) >= 0 && int64_t(v371[s385]) < int64_t(tsr_dim_M) && int64_t(v369[s385]) >= 0 && int64_t(v369[s385]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v371[s385]) * tsr_p2_s0 + int64_t(v369[s385]) * tsr_p2_s1] = v381[s385];
+        for (int s383 = 0; s383 < 16; ++s383) {
+          if ((v333[s383] != 0) && (int64_t(v369[s383]) >= 0 && int64_t(v369[s383]) < int64_t(tsr_dim_M) && int64_t(v367[s383]) >= 0 && int64_t(v367[s383]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v369[s383]) * tsr_p2_s0 + int64_t(v367[s383]) * tsr_p2_s1] = v379[s383];
         }
       }
       // %224 = sub %20, %164 : i32
-      const int32_t v386 = int32_t(uint32_t(c19) - uint32_t(c251));
+      const int32_t v384 = int32_t(uint32_t(c19) - uint32_t(c250));
       // %225 = max %224, %18 : i32
-      const int32_t v387 = tsr::imax<int32_t>(v386, v17);
+      const int32_t v385 = tsr::imax<int32_t>(v384, v17);
       // %226 = min %200, %225 : i32
-      const int32_t v388 = tsr::imin<int32_t>(v331, v387);
+      const int32_t v386 = tsr::imin<int32_t>(v329, v385);
       // %227 = add %163, %201 : i32
-      const int32_t v389 = int32_t(uint32_t(c250) + uint32_t(v332));
+      const int32_t v387 = int32_t(uint32_t(c249) + uint32_t(v330));
       // %228 = add %227, %226 : i32
-      const int32_t v390 = int32_t(uint32_t(v389) + uint32_t(v388));
+      const int32_t v388 = int32_t(uint32_t(v387) + uint32_t(v386));
       // yield %228, %202
-      c250 = v390;
-      c251 = v333;
+      c249 = v388;
+      c250 = v331;
     }
     // yield %160, %161
+    c227 = c249;
     c228 = c250;
-    c229 = c251;
   }
   // %229 = load_tile %indices, %1, %18 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v391[1];
+  int32_t v389[1];
   {
-    const int64_t o392 = int64_t(v0) * 1 + 0;
-    const int64_t o393 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o390 = int64_t(v0) * 1 + 0;
+    const int64_t o391 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s394 = 0; s394 < 1; ++s394) {
-      v391[s394] = (uint64_t(o392 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o393 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p2[(o392 + 0) * tsr_p2_s0 + (o393 + 0) * tsr_p2_s1] : int32_t(0LL);
+    for (int s392 = 0; s392 < 1; ++s392) {
+      v389[s392] = (uint64_t(o390 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o391 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p2[(o390 + 0) * tsr_p2_s0 + (o391 + 0) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %230 = load_tile %values, %1, %18 : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v395[1];
+  float v393[1];
   {
-    const int64_t o396 = int64_t(v0) * 1 + 0;
-    const int64_t o397 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o394 = int64_t(v0) * 1 + 0;
+    const int64_t o395 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s398 = 0; s398 < 1; ++s398) {
-      v395[s398] = (uint64_t(o396 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o397 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr::bf2f(tsr_p1[(o396 + 0) * tsr_p1_s0 + (o397 + 0) * tsr_p1_s1]) : 0x0p+0f;
+    for (int s396 = 0; s396 < 1; ++s396) {
+      v393[s396] = (uint64_t(o394 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o395 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr::bf2f(tsr_p1[(o394 + 0) * tsr_p1_s0 + (o395 + 0) * tsr_p1_s1]) : 0x0p+0f;
     }
   }
   // %231, %232 = sort %230, %229 {axis = 1, descending = true} : tile<bf16, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v399[1];
-  int32_t v400[1];
+  float v397[1];
+  int32_t v398[1];
   __syncthreads();
   #pragma unroll
-  for (int s401 = 0; s401 < 1; ++s401) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v395[s401];
+  for (int s399 = 0; s399 < 1; ++s399) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v393[s399];
   }
   __syncthreads();
   #pragma unroll
-  for (int s402 = 0; s402 < 1; ++s402) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v391[s402];
+  for (int s400 = 0; s400 < 1; ++s400) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v389[s400];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1306,31 +1310,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
     }
   }
   #pragma unroll
-  for (int s403 = 0; s403 < 1; ++s403) {
-    const int e404 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v399[s403] = reinterpret_cast<float*>(tsr_smem + 0)[(((e404) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e404) / 64) * 1 + ((e404) % 1)) * 64 + (((e404) / 1) % 64)]) * 1 + ((e404) % 1)];
+  for (int s401 = 0; s401 < 1; ++s401) {
+    const int e402 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v397[s401] = reinterpret_cast<float*>(tsr_smem + 0)[(((e402) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e402) / 64) * 1 + ((e402) % 1)) * 64 + (((e402) / 1) % 64)]) * 1 + ((e402) % 1)];
   }
   #pragma unroll
-  for (int s405 = 0; s405 < 1; ++s405) {
-    const int e406 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v400[s405] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e406) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e406) / 64) * 1 + ((e406) % 1)) * 64 + (((e406) / 1) % 64)]) * 1 + ((e406) % 1)];
+  for (int s403 = 0; s403 < 1; ++s403) {
+    const int e404 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v398[s403] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e404) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e404) / 64) * 1 + ((e404) % 1)) * 64 + (((e404) / 1) % 64)]) * 1 + ((e404) % 1)];
   }
   // store_tile %values, %231, %1, %18
   {
-    const int64_t o407 = int64_t(v0) * 1 + 0;
-    const int64_t o408 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o405 = int64_t(v0) * 1 + 0;
+    const int64_t o406 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s409 = 0; s409 < 1; ++s409) {
-      if (((tsr_warp & 14) == 0) && uint64_t(o407 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o408 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p1[(o407 + 0) * tsr_p1_s0 + (o408 + 0) * tsr_p1_s1] = tsr::f2bf(v399[s409]);
+    for (int s407 = 0; s407 < 1; ++s407) {
+      if (((tsr_warp & 14) == 0) && uint64_t(o405 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o406 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p1[(o405 + 0) * tsr_p1_s0 + (o406 + 0) * tsr_p1_s1] = tsr::f2bf(v397[s407]);
     }
   }
   // store_tile %indices, %232, %1, %18
   {
-    const int64_t o410 = int64_t(v0) * 1 + 0;
-    const int64_t o411 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o408 = int64_t(v0) * 1 + 0;
+    const int64_t o409 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s412 = 0; s412 < 1; ++s412) {
-      if (((tsr_warp & 14) == 0) && uint64_t(o410 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o411 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o410 + 0) * tsr_p2_s0 + (o411 + 0) * tsr_p2_s1] = v400[s412];
+    for (int s410 = 0; s410 < 1; ++s410) {
+      if (((tsr_warp & 14) == 0) && uint64_t(o408 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o409 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o408 + 0) * tsr_p2_s0 + (o409 + 0) * tsr_p2_s1] = v398[s410];
     }
   }
 }
@@ -1357,5 +1361,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(uint16_t* tsr_p0,
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 65536
 // stat threads = 512
+// stat vector-buffer-reads = 2
 // stat write-read-barriers = 1
 // note printed from the GPU lowering's layouts (the layout emitter)

@@ -9,8 +9,8 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
   (void)tsr_tid; (void)tsr_smem;
   const int tsr_lane = tsr_tid & 31, tsr_warp = tsr_tid >> 5;  (void)tsr_lane; (void)tsr_warp;
   constexpr int64_t tsr_struct_base = 8192LL;  // buffers and pipe rings, after the scratch
-  int tsr_red192_at = 0;  // the copy of tsr_red192_mem the next exchange uses
-  int tsr_red321_at = 0;  // the copy of tsr_red321_mem the next exchange uses
+  int tsr_red191_at = 0;  // the copy of tsr_red191_mem the next exchange uses
+  int tsr_red319_at = 0;  // the copy of tsr_red319_mem the next exchange uses
   const int64_t tsr_p0_s1 = 1;
   (void)tsr_p0_s1;
   const int64_t tsr_p0_s0 = tsr_p0_s1 * int64_t(tsr_dim_N);
@@ -217,405 +217,407 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
           const float* const src79 = buf8 + ((0LL) * 4LL + int64_t(v78)) * 8192LL;
           float v80[16];
           #pragma unroll
-          for (int s81 = 0; s81 < 16; ++s81) {
-            const int e82 = (((((s81) % 8) + (((s81) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192);
-            v80[s81] = src79[e82];
+          for (int c81 = 0; c81 < 4; ++c81) {
+            float v_[4];
+            tsr::copy_vec<float, 4>(v_, src79 + (((((c81 * 4) % 8) + (((c81 * 4) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192));
+            #pragma unroll
+            for (int l_ = 0; l_ < 4; ++l_) v80[c81 * 4 + l_] = v_[l_];
           }
           // %70 = reshape %69 : tile<f32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          float v83[16];
-          v83[0] = v80[0];
-          v83[1] = v80[1];
-          v83[2] = v80[2];
-          v83[3] = v80[3];
-          v83[4] = v80[4];
-          v83[5] = v80[5];
-          v83[6] = v80[6];
-          v83[7] = v80[7];
-          v83[8] = v80[8];
-          v83[9] = v80[9];
-          v83[10] = v80[10];
-          v83[11] = v80[11];
-          v83[12] = v80[12];
-          v83[13] = v80[13];
-          v83[14] = v80[14];
-          v83[15] = v80[15];
+          float v82[16];
+          v82[0] = v80[0];
+          v82[1] = v80[1];
+          v82[2] = v80[2];
+          v82[3] = v80[3];
+          v82[4] = v80[4];
+          v82[5] = v80[5];
+          v82[6] = v80[6];
+          v82[7] = v80[7];
+          v82[8] = v80[8];
+          v82[9] = v80[9];
+          v82[10] = v80[10];
+          v82[11] = v80[11];
+          v82[12] = v80[12];
+          v82[13] = v80[13];
+          v82[14] = v80[14];
+          v82[15] = v80[15];
           // %71 = bitcast %70 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v84[16];
+          uint32_t v83[16];
           #pragma unroll
-          for (int s85 = 0; s85 < 16; ++s85) {
-            v84[s85] = uint32_t(tsr::f32_bits(v83[s85]));
+          for (int s84 = 0; s84 < 16; ++s84) {
+            v83[s84] = uint32_t(tsr::f32_bits(v82[s84]));
           }
           // %72 = splat %43 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v86[16];
+          uint32_t v85[16];
           #pragma unroll
-          for (int s87 = 0; s87 < 16; ++s87) {
-            v86[s87] = v46;
+          for (int s86 = 0; s86 < 16; ++s86) {
+            v85[s86] = v46;
           }
           // %73 = xor %71, %72 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v88[16];
+          uint32_t v87[16];
           #pragma unroll
-          for (int s89 = 0; s89 < 16; ++s89) {
-            v88[s89] = uint32_t(v84[s89] ^ v86[s89]);
+          for (int s88 = 0; s88 < 16; ++s88) {
+            v87[s88] = uint32_t(v83[s88] ^ v85[s88]);
           }
           // %74 = splat %44 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v90[16];
+          uint32_t v89[16];
           #pragma unroll
-          for (int s91 = 0; s91 < 16; ++s91) {
-            v90[s91] = v47;
+          for (int s90 = 0; s90 < 16; ++s90) {
+            v89[s90] = v47;
           }
           // %75 = shr %71, %74 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v92[16];
+          uint32_t v91[16];
           #pragma unroll
-          for (int s93 = 0; s93 < 16; ++s93) {
-            v92[s93] = tsr::ishr<uint32_t>(v84[s93], v90[s93]);
+          for (int s92 = 0; s92 < 16; ++s92) {
+            v91[s92] = tsr::ishr<uint32_t>(v83[s92], v89[s92]);
           }
           // %76 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v94[16];
+          uint32_t v93[16];
           #pragma unroll
-          for (int s95 = 0; s95 < 16; ++s95) {
-            v94[s95] = v13;
+          for (int s94 = 0; s94 < 16; ++s94) {
+            v93[s94] = v13;
           }
           // %77 = cmp %75, %76 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint8_t v96[16];
+          uint8_t v95[16];
           #pragma unroll
-          for (int s97 = 0; s97 < 16; ++s97) {
-            v96[s97] = uint8_t(v92[s97] == v94[s97]);
+          for (int s96 = 0; s96 < 16; ++s96) {
+            v95[s96] = uint8_t(v91[s96] == v93[s96]);
           }
           // %78 = where %77, %73, %71 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v98[16];
+          uint32_t v97[16];
           #pragma unroll
-          for (int s99 = 0; s99 < 16; ++s99) {
-            v98[s99] = (v96[s99] ? v88[s99] : v84[s99]);
+          for (int s98 = 0; s98 < 16; ++s98) {
+            v97[s98] = (v95[s98] ? v87[s98] : v83[s98]);
           }
           // %79 = cmp %67, %45 {pred = "eq"} : i1
-          const uint8_t v100 = uint8_t(v77 == v48);
+          const uint8_t v99 = uint8_t(v77 == v48);
           // %80 = if %79 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-          uint32_t v101[16];
-          if (v100) {
+          uint32_t v100[16];
+          if (v99) {
             // %81 = mul %67, %3 : i32
-            const int32_t v102 = int32_t(uint32_t(v77) * uint32_t(v2));
+            const int32_t v101 = int32_t(uint32_t(v77) * uint32_t(v2));
             // %82 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v103[16];
+            int32_t v102[16];
             #pragma unroll
-            for (int s104 = 0; s104 < 16; ++s104) {
-              v103[s104] = int32_t(0 + (((s104) % 8) + (((s104) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+            for (int s103 = 0; s103 < 16; ++s103) {
+              v102[s103] = int32_t(0 + (((s103) % 8) + (((s103) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
             }
             // %83 = splat %81 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v105[16];
+            int32_t v104[16];
             #pragma unroll
-            for (int s106 = 0; s106 < 16; ++s106) {
-              v105[s106] = v102;
+            for (int s105 = 0; s105 < 16; ++s105) {
+              v104[s105] = v101;
             }
             // %84 = add %82, %83 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v107[16];
+            int32_t v106[16];
             #pragma unroll
-            for (int s108 = 0; s108 < 16; ++s108) {
-              v107[s108] = int32_t(uint32_t(v103[s108]) + uint32_t(v105[s108]));
+            for (int s107 = 0; s107 < 16; ++s107) {
+              v106[s107] = int32_t(uint32_t(v102[s107]) + uint32_t(v104[s107]));
             }
             // %85 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            int32_t v109[16];
+            int32_t v108[16];
             #pragma unroll
-            for (int s110 = 0; s110 < 16; ++s110) {
-              v109[s110] = v1;
+            for (int s109 = 0; s109 < 16; ++s109) {
+              v108[s109] = v1;
             }
             // %86 = cmp %84, %85 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint8_t v111[16];
+            uint8_t v110[16];
             #pragma unroll
-            for (int s112 = 0; s112 < 16; ++s112) {
-              v111[s112] = uint8_t(v107[s112] < v109[s112]);
+            for (int s111 = 0; s111 < 16; ++s111) {
+              v110[s111] = uint8_t(v106[s111] < v108[s111]);
             }
             // %87 = splat %8 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint32_t v113[16];
+            uint32_t v112[16];
             #pragma unroll
-            for (int s114 = 0; s114 < 16; ++s114) {
-              v113[s114] = v7;
+            for (int s113 = 0; s113 < 16; ++s113) {
+              v112[s113] = v7;
             }
             // %88 = where %86, %78, %87 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-            uint32_t v115[16];
+            uint32_t v114[16];
             #pragma unroll
-            for (int s116 = 0; s116 < 16; ++s116) {
-              v115[s116] = (v111[s116] ? v98[s116] : v113[s116]);
+            for (int s115 = 0; s115 < 16; ++s115) {
+              v114[s115] = (v110[s115] ? v97[s115] : v112[s115]);
             }
             // yield %88
             #pragma unroll
-            for (int s117 = 0; s117 < 16; ++s117) {
-              v101[s117] = v115[s117];
+            for (int s116 = 0; s116 < 16; ++s116) {
+              v100[s116] = v114[s116];
             }
           } else {
             // yield %78
             #pragma unroll
-            for (int s118 = 0; s118 < 16; ++s118) {
-              v101[s118] = v98[s118];
+            for (int s117 = 0; s117 < 16; ++s117) {
+              v100[s117] = v97[s117];
             }
           }
           // %89 = splat %40 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v119[16];
+          uint32_t v118[16];
           #pragma unroll
-          for (int s120 = 0; s120 < 16; ++s120) {
-            v119[s120] = v35;
+          for (int s119 = 0; s119 < 16; ++s119) {
+            v118[s119] = v35;
           }
           // %90 = shr %80, %89 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v121[16];
+          uint32_t v120[16];
           #pragma unroll
-          for (int s122 = 0; s122 < 16; ++s122) {
-            v121[s122] = tsr::ishr<uint32_t>(v101[s122], v119[s122]);
+          for (int s121 = 0; s121 < 16; ++s121) {
+            v120[s121] = tsr::ishr<uint32_t>(v100[s121], v118[s121]);
           }
           // %91 = splat %46 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v123[16];
+          uint32_t v122[16];
           #pragma unroll
-          for (int s124 = 0; s124 < 16; ++s124) {
-            v123[s124] = v49;
+          for (int s123 = 0; s123 < 16; ++s123) {
+            v122[s123] = v49;
           }
           // %92 = and %90, %91 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v125[16];
+          uint32_t v124[16];
           #pragma unroll
-          for (int s126 = 0; s126 < 16; ++s126) {
-            v125[s126] = uint32_t(v121[s126] & v123[s126]);
+          for (int s125 = 0; s125 < 16; ++s125) {
+            v124[s125] = uint32_t(v120[s125] & v122[s125]);
           }
           // %93 = cast %92 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v127[16];
+          int32_t v126[16];
           #pragma unroll
-          for (int s128 = 0; s128 < 16; ++s128) {
-            v127[s128] = int32_t(v125[s128]);
+          for (int s127 = 0; s127 < 16; ++s127) {
+            v126[s127] = int32_t(v124[s127]);
           }
           // %94 = splat %37 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v129[16];
+          uint32_t v128[16];
           #pragma unroll
-          for (int s130 = 0; s130 < 16; ++s130) {
-            v129[s130] = v32;
+          for (int s129 = 0; s129 < 16; ++s129) {
+            v128[s129] = v32;
           }
           // %95 = shr %80, %94 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v131[16];
+          uint32_t v130[16];
           #pragma unroll
-          for (int s132 = 0; s132 < 16; ++s132) {
-            v131[s132] = tsr::ishr<uint32_t>(v101[s132], v129[s132]);
+          for (int s131 = 0; s131 < 16; ++s131) {
+            v130[s131] = tsr::ishr<uint32_t>(v100[s131], v128[s131]);
           }
           // %96 = splat %47 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint32_t v133[16];
+          uint32_t v132[16];
           #pragma unroll
-          for (int s134 = 0; s134 < 16; ++s134) {
-            v133[s134] = v50;
+          for (int s133 = 0; s133 < 16; ++s133) {
+            v132[s133] = v50;
           }
           // %97 = cmp %95, %96 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          uint8_t v135[16];
+          uint8_t v134[16];
           #pragma unroll
-          for (int s136 = 0; s136 < 16; ++s136) {
-            v135[s136] = uint8_t(v131[s136] == v133[s136]);
+          for (int s135 = 0; s135 < 16; ++s135) {
+            v134[s135] = uint8_t(v130[s135] == v132[s135]);
           }
           // %98 = splat %48 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v137[16];
+          int32_t v136[16];
           #pragma unroll
-          for (int s138 = 0; s138 < 16; ++s138) {
-            v137[s138] = v51;
+          for (int s137 = 0; s137 < 16; ++s137) {
+            v136[s137] = v51;
           }
           // %99 = where %97, %93, %98 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-          int32_t v139[16];
+          int32_t v138[16];
           #pragma unroll
-          for (int s140 = 0; s140 < 16; ++s140) {
-            v139[s140] = (v135[s140] ? v127[s140] : v137[s140]);
+          for (int s139 = 0; s139 < 16; ++s139) {
+            v138[s139] = (v134[s139] ? v126[s139] : v136[s139]);
           }
           // %100 = histogram %99 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-          int32_t v141[4];
+          int32_t v140[4];
           __syncthreads();
           for (int b_ = tsr_tid; b_ < 2048; b_ += 512) reinterpret_cast<unsigned*>(tsr_smem + 0)[b_] = 0u;
           __syncthreads();
           #pragma unroll
-          for (int s142 = 0; s142 < 16; ++s142) {
-            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v139[s142]), (int)(2048));
+          for (int s141 = 0; s141 < 16; ++s141) {
+            tsr::hist_add<int>(reinterpret_cast<unsigned*>(tsr_smem + 0), (int)(v138[s141]), (int)(2048));
           }
           __syncthreads();
           #pragma unroll
-          for (int s143 = 0; s143 < 4; ++s143) {
-            const int e144 = (((((s143) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
-            v141[s143] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e144]);
+          for (int s142 = 0; s142 < 4; ++s142) {
+            const int e143 = (((((s142) % 4)) + (((tsr_lane >> 0) & 31) * 4 + ((tsr_warp >> 0) & 15) * 128)));
+            v140[s142] = int32_t(reinterpret_cast<unsigned*>(tsr_smem + 0)[e143]);
           }
           // %101 = add %66, %100 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-          int32_t v145[4];
+          int32_t v144[4];
           #pragma unroll
-          for (int s146 = 0; s146 < 4; ++s146) {
-            v145[s146] = int32_t(uint32_t(c74[s146]) + uint32_t(v141[s146]));
+          for (int s145 = 0; s145 < 4; ++s145) {
+            v144[s145] = int32_t(uint32_t(c74[s145]) + uint32_t(v140[s145]));
           }
           // yield %101
           #pragma unroll
-          for (int s147 = 0; s147 < 4; ++s147) {
-            c74[s147] = v145[s147];
+          for (int s146 = 0; s146 < 4; ++s146) {
+            c74[s146] = v144[s146];
           }
         }
         // yield %64
         #pragma unroll
-        for (int s148 = 0; s148 < 4; ++s148) {
-          c52[s148] = c74[s148];
+        for (int s147 = 0; s147 < 4; ++s147) {
+          c52[s147] = c74[s147];
         }
       }
       // %102 = scan %49 {axis = 0, kind = "sum"} : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v149[4];
-      uint32_t run150 = uint32_t(0);
-      uint32_t acc151_0 = uint32_t(0);
-      acc151_0 += uint32_t(c52[0]); v149[0] = int32_t(acc151_0);
-      acc151_0 += uint32_t(c52[1]); v149[1] = int32_t(acc151_0);
-      acc151_0 += uint32_t(c52[2]); v149[2] = int32_t(acc151_0);
-      acc151_0 += uint32_t(c52[3]); v149[3] = int32_t(acc151_0);
+      int32_t v148[4];
+      uint32_t run149 = uint32_t(0);
+      uint32_t acc150_0 = uint32_t(0);
+      acc150_0 += uint32_t(c52[0]); v148[0] = int32_t(acc150_0);
+      acc150_0 += uint32_t(c52[1]); v148[1] = int32_t(acc150_0);
+      acc150_0 += uint32_t(c52[2]); v148[2] = int32_t(acc150_0);
+      acc150_0 += uint32_t(c52[3]); v148[3] = int32_t(acc150_0);
       __syncthreads();
-      uint32_t tot153_0;
-      const uint32_t off152_0 = run150 + tsr::block_exclusive_sum<16>(acc151_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot153_0);
-      v149[0] = int32_t(uint32_t(v149[0]) + off152_0);
-      v149[1] = int32_t(uint32_t(v149[1]) + off152_0);
-      v149[2] = int32_t(uint32_t(v149[2]) + off152_0);
-      v149[3] = int32_t(uint32_t(v149[3]) + off152_0);
-      run150 += tot153_0;
+      uint32_t tot152_0;
+      const uint32_t off151_0 = run149 + tsr::block_exclusive_sum<16>(acc150_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot152_0);
+      v148[0] = int32_t(uint32_t(v148[0]) + off151_0);
+      v148[1] = int32_t(uint32_t(v148[1]) + off151_0);
+      v148[2] = int32_t(uint32_t(v148[2]) + off151_0);
+      v148[3] = int32_t(uint32_t(v148[3]) + off151_0);
+      run149 += tot152_0;
       // %103 = splat %26 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v154[4];
+      int32_t v153[4];
       #pragma unroll
-      for (int s155 = 0; s155 < 4; ++s155) {
-        v154[s155] = c20;
+      for (int s154 = 0; s154 < 4; ++s154) {
+        v153[s154] = c20;
       }
       // %104 = cmp %102, %103 {pred = "lt"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v156[4];
+      uint8_t v155[4];
       #pragma unroll
-      for (int s157 = 0; s157 < 4; ++s157) {
-        v156[s157] = uint8_t(v149[s157] < v154[s157]);
+      for (int s156 = 0; s156 < 4; ++s156) {
+        v155[s156] = uint8_t(v148[s156] < v153[s156]);
       }
       // %105 = cmp %102, %103 {pred = "eq"} : tile<i1, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      uint8_t v158[4];
+      uint8_t v157[4];
       #pragma unroll
-      for (int s159 = 0; s159 < 4; ++s159) {
-        v158[s159] = uint8_t(v149[s159] == v154[s159]);
+      for (int s158 = 0; s158 < 4; ++s158) {
+        v157[s158] = uint8_t(v148[s158] == v153[s158]);
       }
       // %106 = const {value = 4096} : i32
-      const int32_t v160 = int32_t(4096LL);
+      const int32_t v159 = int32_t(4096LL);
       // %107 = splat %106 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v161[4];
+      int32_t v160[4];
       #pragma unroll
-      for (int s162 = 0; s162 < 4; ++s162) {
-        v161[s162] = v160;
+      for (int s161 = 0; s161 < 4; ++s161) {
+        v160[s161] = v159;
       }
       // %108 = where %105, %107, %41 : tile<i32, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int32_t v163[4];
+      int32_t v162[4];
       #pragma unroll
-      for (int s164 = 0; s164 < 4; ++s164) {
-        v163[s164] = (v158[s164] ? v161[s164] : v36[s164]);
+      for (int s163 = 0; s163 < 4; ++s163) {
+        v162[s163] = (v157[s163] ? v160[s163] : v36[s163]);
       }
       // %109 = cast %108 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v165[4];
+      int64_t v164[4];
       #pragma unroll
-      for (int s166 = 0; s166 < 4; ++s166) {
-        v165[s166] = int64_t(v163[s166]);
+      for (int s165 = 0; s165 < 4; ++s165) {
+        v164[s165] = int64_t(v162[s165]);
       }
       // %110 = cast %49 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v167[4];
+      int64_t v166[4];
       #pragma unroll
-      for (int s168 = 0; s168 < 4; ++s168) {
-        v167[s168] = int64_t(c52[s168]);
+      for (int s167 = 0; s167 < 4; ++s167) {
+        v166[s167] = int64_t(c52[s167]);
       }
       // %111 = const {value = 24} : i64
-      const int64_t v169 = int64_t(24LL);
+      const int64_t v168 = int64_t(24LL);
       // %112 = splat %111 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v170[4];
+      int64_t v169[4];
       #pragma unroll
-      for (int s171 = 0; s171 < 4; ++s171) {
-        v170[s171] = v169;
+      for (int s170 = 0; s170 < 4; ++s170) {
+        v169[s170] = v168;
       }
       // %113 = shl %110, %112 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v172[4];
+      int64_t v171[4];
       #pragma unroll
-      for (int s173 = 0; s173 < 4; ++s173) {
-        v172[s173] = tsr::ishl<int64_t>(v167[s173], v170[s173]);
+      for (int s172 = 0; s172 < 4; ++s172) {
+        v171[s172] = tsr::ishl<int64_t>(v166[s172], v169[s172]);
       }
       // %114 = const {value = 1} : i64
-      const int64_t v174 = int64_t(1LL);
+      const int64_t v173 = int64_t(1LL);
       // %115 = splat %114 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v175[4];
+      int64_t v174[4];
       #pragma unroll
-      for (int s176 = 0; s176 < 4; ++s176) {
-        v175[s176] = v174;
+      for (int s175 = 0; s175 < 4; ++s175) {
+        v174[s175] = v173;
       }
       // %116 = add %113, %115 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v177[4];
+      int64_t v176[4];
       #pragma unroll
-      for (int s178 = 0; s178 < 4; ++s178) {
-        v177[s178] = int64_t(uint64_t(v172[s178]) + uint64_t(v175[s178]));
+      for (int s177 = 0; s177 < 4; ++s177) {
+        v176[s177] = int64_t(uint64_t(v171[s177]) + uint64_t(v174[s177]));
       }
       // %117 = const {value = 0} : i64
-      const int64_t v179 = int64_t(0LL);
+      const int64_t v178 = int64_t(0LL);
       // %118 = splat %117 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v180[4];
+      int64_t v179[4];
       #pragma unroll
-      for (int s181 = 0; s181 < 4; ++s181) {
-        v180[s181] = v179;
+      for (int s180 = 0; s180 < 4; ++s180) {
+        v179[s180] = v178;
       }
       // %119 = where %104, %116, %118 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v182[4];
+      int64_t v181[4];
       #pragma unroll
-      for (int s183 = 0; s183 < 4; ++s183) {
-        v182[s183] = (v156[s183] ? v177[s183] : v180[s183]);
+      for (int s182 = 0; s182 < 4; ++s182) {
+        v181[s182] = (v155[s182] ? v176[s182] : v179[s182]);
       }
       // %120 = add %119, %109 : tile<i64, [2048], layout = blocked<per_thread = [4], threads = [32], warps = [16], order = [0]>>
-      int64_t v184[4];
+      int64_t v183[4];
       #pragma unroll
-      for (int s185 = 0; s185 < 4; ++s185) {
-        v184[s185] = int64_t(uint64_t(v182[s185]) + uint64_t(v165[s185]));
+      for (int s184 = 0; s184 < 4; ++s184) {
+        v183[s184] = int64_t(uint64_t(v181[s184]) + uint64_t(v164[s184]));
       }
       // %121 = reduce %120 {axis = 0, kind = "sum"} : i64
-      int64_t v186;
-      v186 = v184[0];
-      v186 = int64_t(uint64_t(v186) + uint64_t(v184[1]));
-      v186 = int64_t(uint64_t(v186) + uint64_t(v184[2]));
-      v186 = int64_t(uint64_t(v186) + uint64_t(v184[3]));
-      const int64_t sh187 = __shfl_xor_sync(0xffffffffu, v186, 1);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh187));
-      const int64_t sh188 = __shfl_xor_sync(0xffffffffu, v186, 2);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh188));
-      const int64_t sh189 = __shfl_xor_sync(0xffffffffu, v186, 4);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh189));
-      const int64_t sh190 = __shfl_xor_sync(0xffffffffu, v186, 8);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh190));
-      const int64_t sh191 = __shfl_xor_sync(0xffffffffu, v186, 16);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh191));
-      __shared__ int64_t tsr_red192_mem[32];
-      int64_t* const tsr_red192 = tsr_red192_mem + tsr_red192_at;
-      tsr_red192_at ^= 16;
-      if (tsr_lane == 0) tsr_red192[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v186;
+      int64_t v185;
+      v185 = v183[0];
+      v185 = int64_t(uint64_t(v185) + uint64_t(v183[1]));
+      v185 = int64_t(uint64_t(v185) + uint64_t(v183[2]));
+      v185 = int64_t(uint64_t(v185) + uint64_t(v183[3]));
+      const int64_t sh186 = __shfl_xor_sync(0xffffffffu, v185, 1);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh186));
+      const int64_t sh187 = __shfl_xor_sync(0xffffffffu, v185, 2);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh187));
+      const int64_t sh188 = __shfl_xor_sync(0xffffffffu, v185, 4);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh188));
+      const int64_t sh189 = __shfl_xor_sync(0xffffffffu, v185, 8);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh189));
+      const int64_t sh190 = __shfl_xor_sync(0xffffffffu, v185, 16);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh190));
+      __shared__ int64_t tsr_red191_mem[32];
+      int64_t* const tsr_red191 = tsr_red191_mem + tsr_red191_at;
+      tsr_red191_at ^= 16;
+      if (tsr_lane == 0) tsr_red191[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v185;
       __syncthreads();
-      v186 = tsr_red192[tsr_lane & 15];
-      const int64_t sh193 = __shfl_xor_sync(0xffffffffu, v186, 1);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh193));
-      const int64_t sh194 = __shfl_xor_sync(0xffffffffu, v186, 2);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh194));
-      const int64_t sh195 = __shfl_xor_sync(0xffffffffu, v186, 4);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh195));
-      const int64_t sh196 = __shfl_xor_sync(0xffffffffu, v186, 8);
-      v186 = int64_t(uint64_t(v186) + uint64_t(sh196));
+      v185 = tsr_red191[tsr_lane & 15];
+      const int64_t sh192 = __shfl_xor_sync(0xffffffffu, v185, 1);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh192));
+      const int64_t sh193 = __shfl_xor_sync(0xffffffffu, v185, 2);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh193));
+      const int64_t sh194 = __shfl_xor_sync(0xffffffffu, v185, 4);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh194));
+      const int64_t sh195 = __shfl_xor_sync(0xffffffffu, v185, 8);
+      v185 = int64_t(uint64_t(v185) + uint64_t(sh195));
       // %122 = const {value = 4095} : i64
-      const int64_t v197 = int64_t(4095LL);
+      const int64_t v196 = int64_t(4095LL);
       // %123 = and %121, %122 : i64
-      const int64_t v198 = int64_t(v186 & v197);
+      const int64_t v197 = int64_t(v185 & v196);
       // %124 = cast %123 : i32
-      const int32_t v199 = int32_t(v198);
+      const int32_t v198 = int32_t(v197);
       // %125 = shr %121, %111 : i64
-      const int64_t v200 = tsr::ishr<int64_t>(v186, v169);
+      const int64_t v199 = tsr::ishr<int64_t>(v185, v168);
       // %126 = cast %125 : i32
-      const int32_t v201 = int32_t(v200);
+      const int32_t v200 = int32_t(v199);
       // %127 = sub %26, %126 : i32
-      const int32_t v202 = int32_t(uint32_t(c20) - uint32_t(v201));
+      const int32_t v201 = int32_t(uint32_t(c20) - uint32_t(v200));
       // %128 = cast %124 : u32
-      const uint32_t v203 = uint32_t(v199);
+      const uint32_t v202 = uint32_t(v198);
       // %129 = shl %128, %40 : u32
-      const uint32_t v204 = tsr::ishl<uint32_t>(v203, v35);
+      const uint32_t v203 = tsr::ishl<uint32_t>(v202, v35);
       // %130 = or %25, %129 : u32
-      const uint32_t v205 = uint32_t(c19 | v204);
+      const uint32_t v204 = uint32_t(c19 | v203);
       // %131 = const {value = 12} : i64
-      const int64_t v206 = int64_t(12LL);
+      const int64_t v205 = int64_t(12LL);
       // %132 = shr %121, %131 : i64
-      const int64_t v207 = tsr::ishr<int64_t>(v186, v206);
+      const int64_t v206 = tsr::ishr<int64_t>(v185, v205);
       // %133 = and %132, %122 : i64
-      const int64_t v208 = int64_t(v207 & v197);
+      const int64_t v207 = int64_t(v206 & v196);
       // %134 = cmp %133, %117 {pred = "eq"} : i1
-      const uint8_t v209 = uint8_t(v208 == v179);
+      const uint8_t v208 = uint8_t(v207 == v178);
       // yield %130, %127, %40, %134
-      v24 = v205;
-      v25 = v202;
+      v24 = v204;
+      v25 = v201;
       v26 = v35;
-      v27 = v209;
+      v27 = v208;
     } else {
       // yield %25, %26, %27, %28
       v24 = c19;
@@ -630,23 +632,23 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     c22 = v27;
   }
   // %135 = shr %20, %22 : u32
-  const uint32_t v210 = tsr::ishr<uint32_t>(c19, c21);
+  const uint32_t v209 = tsr::ishr<uint32_t>(c19, c21);
   // for %18, %10, %4 {...}
-  for (int64_t iv211_ = v17; v3 > 0 && iv211_ < v9; iv211_ += v3) {
-    const int32_t iv211 = int32_t(iv211_);
+  for (int64_t iv210_ = v17; v3 > 0 && iv210_ < v9; iv210_ += v3) {
+    const int32_t iv210 = int32_t(iv210_);
     // async_copy %9, %x, %136, %1, %136
-    if (!(true && int64_t(iv211) >= 0 && int64_t(iv211) < 4LL)) __trap();  // slot index out of range
+    if (!(true && int64_t(iv210) >= 0 && int64_t(iv210) < 4LL)) __trap();  // slot index out of range
     {
-      float* const dst212 = buf8 + ((0LL) * 4LL + int64_t(iv211)) * 8192LL;
+      float* const dst211 = buf8 + ((0LL) * 4LL + int64_t(iv210)) * 8192LL;
       __syncthreads();
       {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-        const int64_t o213 = int64_t(v0) * 1LL;
-        const int64_t o214 = int64_t(iv211) * 8192LL;
+        const int64_t o212 = int64_t(v0) * 1LL;
+        const int64_t o213 = int64_t(iv210) * 8192LL;
         #pragma unroll 1
-        for (int64_t q215 = tsr_tid; q215 < 2048LL; q215 += tsr_nthreads) {
-          const int64_t gc217 = o214 + (q215 % 2048LL) * 4LL;
-          const int64_t nv218 = (true && (o213 + 0) >= 0 && (o213 + 0) < int64_t(tsr_dim_M) && gc217 >= 0) ? int64_t(tsr_dim_N) - gc217 : 0LL;  // elements in bounds (<= 0: none)
-          tsr::struct_copy_chunk(dst212 + q215 * 4LL, nv218 > 0 ? tsr_p0 + ((o213 + 0) * tsr_p0_s0 + gc217 * tsr_p0_s1) : tsr_p0, nv218, tsr_p0_s1);
+        for (int64_t q214 = tsr_tid; q214 < 2048LL; q214 += tsr_nthreads) {
+          const int64_t gc216 = o213 + (q214 % 2048LL) * 4LL;
+          const int64_t nv217 = (true && (o212 + 0) >= 0 && (o212 + 0) < int64_t(tsr_dim_M) && gc216 >= 0) ? int64_t(tsr_dim_N) - gc216 : 0LL;  // elements in bounds (<= 0: none)
+          tsr::struct_copy_chunk(dst211 + q214 * 4LL, nv217 > 0 ? tsr_p0 + ((o212 + 0) * tsr_p0_s0 + gc216 * tsr_p0_s1) : tsr_p0, nv217, tsr_p0_s1);
         }
       }
       tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -654,61 +656,61 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     // yield
   }
   // %137 = const {value = 2147483647} : u32
-  const uint32_t v219 = uint32_t(2147483647LL);
+  const uint32_t v218 = uint32_t(2147483647LL);
   // %138 = const {value = 31} : u32
-  const uint32_t v220 = uint32_t(31LL);
+  const uint32_t v219 = uint32_t(31LL);
   // %139 = sub %7, %4 : i32
-  const int32_t v221 = int32_t(uint32_t(v6) - uint32_t(v3));
+  const int32_t v220 = int32_t(uint32_t(v6) - uint32_t(v3));
   // %140 = const {value = 65536} : i32
-  const int32_t v222 = int32_t(65536LL);
+  const int32_t v221 = int32_t(65536LL);
   // %141 = const {value = 65535} : i32
-  const int32_t v223 = int32_t(65535LL);
+  const int32_t v222 = int32_t(65535LL);
   // %142 = const {value = 16} : i32
-  const int32_t v224 = int32_t(16LL);
+  const int32_t v223 = int32_t(16LL);
   // %143, %144 = for %18, %13, %4, %18, %18 : i32, i32 {...}
+  int32_t c224;
+  c224 = v17;
   int32_t c225;
   c225 = v17;
-  int32_t c226;
-  c226 = v17;
-  for (int64_t iv227_ = v17; v3 > 0 && iv227_ < v12; iv227_ += v3) {
-    const int32_t iv227 = int32_t(iv227_);
+  for (int64_t iv226_ = v17; v3 > 0 && iv226_ < v12; iv226_ += v3) {
+    const int32_t iv226 = int32_t(iv226_);
     // async_wait
     tsr::cp_async_wait<0>();  // this thread's copies; the barrier: everyone's, visible
     __syncthreads();
     // %148 = rem %145, %10 : i32
-    const int32_t v228 = tsr::irem<int32_t>(iv227, v9);
+    const int32_t v227 = tsr::irem<int32_t>(iv226, v9);
     // %149 = mul %148, %10 : i32
-    const int32_t v229 = int32_t(uint32_t(v228) * uint32_t(v9));
+    const int32_t v228 = int32_t(uint32_t(v227) * uint32_t(v9));
     // %150 = add %145, %4 : i32
-    const int32_t v230 = int32_t(uint32_t(iv227) + uint32_t(v3));
+    const int32_t v229 = int32_t(uint32_t(iv226) + uint32_t(v3));
     // %151 = cmp %150, %13 {pred = "lt"} : i1
-    const uint8_t v231 = uint8_t(v230 < v12);
+    const uint8_t v230 = uint8_t(v229 < v12);
     // if %151 {...}
-    if (v231) {
+    if (v230) {
       // %152 = mul %150, %10 : i32
-      const int32_t v232 = int32_t(uint32_t(v230) * uint32_t(v9));
+      const int32_t v231 = int32_t(uint32_t(v229) * uint32_t(v9));
       // %153 = sub %10, %149 : i32
-      const int32_t v233 = int32_t(uint32_t(v9) - uint32_t(v229));
+      const int32_t v232 = int32_t(uint32_t(v9) - uint32_t(v228));
       // for %18, %10, %4 {...}
-      for (int64_t iv234_ = v17; v3 > 0 && iv234_ < v9; iv234_ += v3) {
-        const int32_t iv234 = int32_t(iv234_);
+      for (int64_t iv233_ = v17; v3 > 0 && iv233_ < v9; iv233_ += v3) {
+        const int32_t iv233 = int32_t(iv233_);
         // %155 = add %152, %154 : i32
-        const int32_t v235 = int32_t(uint32_t(v232) + uint32_t(iv234));
+        const int32_t v234 = int32_t(uint32_t(v231) + uint32_t(iv233));
         // %156 = add %153, %154 : i32
-        const int32_t v236 = int32_t(uint32_t(v233) + uint32_t(iv234));
+        const int32_t v235 = int32_t(uint32_t(v232) + uint32_t(iv233));
         // async_copy %9, %x, %156, %1, %155
-        if (!(true && int64_t(v236) >= 0 && int64_t(v236) < 4LL)) __trap();  // slot index out of range
+        if (!(true && int64_t(v235) >= 0 && int64_t(v235) < 4LL)) __trap();  // slot index out of range
         {
-          float* const dst237 = buf8 + ((0LL) * 4LL + int64_t(v236)) * 8192LL;
+          float* const dst236 = buf8 + ((0LL) * 4LL + int64_t(v235)) * 8192LL;
           __syncthreads();
           {  // cp.async, 2048 chunks of 16 bytes a row; async_wait ends it
-            const int64_t o238 = int64_t(v0) * 1LL;
-            const int64_t o239 = int64_t(v235) * 8192LL;
+            const int64_t o237 = int64_t(v0) * 1LL;
+            const int64_t o238 = int64_t(v234) * 8192LL;
             #pragma unroll 1
-            for (int64_t q240 = tsr_tid; q240 < 2048LL; q240 += tsr_nthreads) {
-              const int64_t gc242 = o239 + (q240 % 2048LL) * 4LL;
-              const int64_t nv243 = (true && (o238 + 0) >= 0 && (o238 + 0) < int64_t(tsr_dim_M) && gc242 >= 0) ? int64_t(tsr_dim_N) - gc242 : 0LL;  // elements in bounds (<= 0: none)
-              tsr::struct_copy_chunk(dst237 + q240 * 4LL, nv243 > 0 ? tsr_p0 + ((o238 + 0) * tsr_p0_s0 + gc242 * tsr_p0_s1) : tsr_p0, nv243, tsr_p0_s1);
+            for (int64_t q239 = tsr_tid; q239 < 2048LL; q239 += tsr_nthreads) {
+              const int64_t gc241 = o238 + (q239 % 2048LL) * 4LL;
+              const int64_t nv242 = (true && (o237 + 0) >= 0 && (o237 + 0) < int64_t(tsr_dim_M) && gc241 >= 0) ? int64_t(tsr_dim_N) - gc241 : 0LL;  // elements in bounds (<= 0: none)
+              tsr::struct_copy_chunk(dst236 + q239 * 4LL, nv242 > 0 ? tsr_p0 + ((o237 + 0) * tsr_p0_s0 + gc241 * tsr_p0_s1) : tsr_p0, nv242, tsr_p0_s1);
             }
           }
           tsr::cp_async_commit();  // no barrier: the slot is in flight until async_wait
@@ -720,557 +722,559 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
       // yield
     }
     // %157 = mul %145, %10 : i32
-    const int32_t v244 = int32_t(uint32_t(iv227) * uint32_t(v9));
+    const int32_t v243 = int32_t(uint32_t(iv226) * uint32_t(v9));
     // %158 = sub %7, %157 : i32
-    const int32_t v245 = int32_t(uint32_t(v6) - uint32_t(v244));
+    const int32_t v244 = int32_t(uint32_t(v6) - uint32_t(v243));
     // %159 = min %10, %158 : i32
-    const int32_t v246 = tsr::imin<int32_t>(v9, v245);
+    const int32_t v245 = tsr::imin<int32_t>(v9, v244);
     // %160, %161 = for %18, %159, %4, %146, %147 : i32, i32 {...}
+    int32_t c246;
+    c246 = c224;
     int32_t c247;
     c247 = c225;
-    int32_t c248;
-    c248 = c226;
-    for (int64_t iv249_ = v17; v3 > 0 && iv249_ < v246; iv249_ += v3) {
-      const int32_t iv249 = int32_t(iv249_);
+    for (int64_t iv248_ = v17; v3 > 0 && iv248_ < v245; iv248_ += v3) {
+      const int32_t iv248 = int32_t(iv248_);
       // %165 = add %157, %162 : i32
-      const int32_t v250 = int32_t(uint32_t(v244) + uint32_t(iv249));
+      const int32_t v249 = int32_t(uint32_t(v243) + uint32_t(iv248));
       // %166 = add %149, %162 : i32
-      const int32_t v251 = int32_t(uint32_t(v229) + uint32_t(iv249));
+      const int32_t v250 = int32_t(uint32_t(v228) + uint32_t(iv248));
       // %167 = buffer_read %9, %166 : tile<f32, [1, 8192], layout = blocked<per_thread = [1, 8], threads = [1, 32], warps = [1, 16], order = [1, 0]>>
-      if (!(true && int64_t(v251) >= 0 && int64_t(v251) < 4LL)) __trap();  // slot index out of range
-      const float* const src252 = buf8 + ((0LL) * 4LL + int64_t(v251)) * 8192LL;
-      float v253[16];
+      if (!(true && int64_t(v250) >= 0 && int64_t(v250) < 4LL)) __trap();  // slot index out of range
+      const float* const src251 = buf8 + ((0LL) * 4LL + int64_t(v250)) * 8192LL;
+      float v252[16];
       #pragma unroll
-      for (int s254 = 0; s254 < 16; ++s254) {
-        const int e255 = (((((s254) % 8) + (((s254) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192);
-        v253[s254] = src252[e255];
+      for (int c253 = 0; c253 < 4; ++c253) {
+        float v_[4];
+        tsr::copy_vec<float, 4>(v_, src251 + (((((c253 * 4) % 8) + (((c253 * 4) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256)) + (0 + 0) * 8192));
+        #pragma unroll
+        for (int l_ = 0; l_ < 4; ++l_) v252[c253 * 4 + l_] = v_[l_];
       }
       // %168 = reshape %167 : tile<f32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      float v256[16];
-      v256[0] = v253[0];
-      v256[1] = v253[1];
-      v256[2] = v253[2];
-      v256[3] = v253[3];
-      v256[4] = v253[4];
-      v256[5] = v253[5];
-      v256[6] = v253[6];
-      v256[7] = v253[7];
-      v256[8] = v253[8];
-      v256[9] = v253[9];
-      v256[10] = v253[10];
-      v256[11] = v253[11];
-      v256[12] = v253[12];
-      v256[13] = v253[13];
-      v256[14] = v253[14];
-      v256[15] = v253[15];
+      float v254[16];
+      v254[0] = v252[0];
+      v254[1] = v252[1];
+      v254[2] = v252[2];
+      v254[3] = v252[3];
+      v254[4] = v252[4];
+      v254[5] = v252[5];
+      v254[6] = v252[6];
+      v254[7] = v252[7];
+      v254[8] = v252[8];
+      v254[9] = v252[9];
+      v254[10] = v252[10];
+      v254[11] = v252[11];
+      v254[12] = v252[12];
+      v254[13] = v252[13];
+      v254[14] = v252[14];
+      v254[15] = v252[15];
       // %169 = bitcast %168 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v255[16];
+      #pragma unroll
+      for (int s256 = 0; s256 < 16; ++s256) {
+        v255[s256] = uint32_t(tsr::f32_bits(v254[s256]));
+      }
+      // %170 = splat %137 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v257[16];
       #pragma unroll
       for (int s258 = 0; s258 < 16; ++s258) {
-        v257[s258] = uint32_t(tsr::f32_bits(v256[s258]));
+        v257[s258] = v218;
       }
-      // %170 = splat %137 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %171 = xor %169, %170 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v259[16];
       #pragma unroll
       for (int s260 = 0; s260 < 16; ++s260) {
-        v259[s260] = v219;
+        v259[s260] = uint32_t(v255[s260] ^ v257[s260]);
       }
-      // %171 = xor %169, %170 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %172 = splat %138 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v261[16];
       #pragma unroll
       for (int s262 = 0; s262 < 16; ++s262) {
-        v261[s262] = uint32_t(v257[s262] ^ v259[s262]);
+        v261[s262] = v219;
       }
-      // %172 = splat %138 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %173 = shr %169, %172 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v263[16];
       #pragma unroll
       for (int s264 = 0; s264 < 16; ++s264) {
-        v263[s264] = v220;
+        v263[s264] = tsr::ishr<uint32_t>(v255[s264], v261[s264]);
       }
-      // %173 = shr %169, %172 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %174 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v265[16];
       #pragma unroll
       for (int s266 = 0; s266 < 16; ++s266) {
-        v265[s266] = tsr::ishr<uint32_t>(v257[s266], v263[s266]);
-      }
-      // %174 = splat %14 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v267[16];
-      #pragma unroll
-      for (int s268 = 0; s268 < 16; ++s268) {
-        v267[s268] = v13;
+        v265[s266] = v13;
       }
       // %175 = cmp %173, %174 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint8_t v269[16];
+      uint8_t v267[16];
       #pragma unroll
-      for (int s270 = 0; s270 < 16; ++s270) {
-        v269[s270] = uint8_t(v265[s270] == v267[s270]);
+      for (int s268 = 0; s268 < 16; ++s268) {
+        v267[s268] = uint8_t(v263[s268] == v265[s268]);
       }
       // %176 = where %175, %171, %169 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v271[16];
+      uint32_t v269[16];
       #pragma unroll
-      for (int s272 = 0; s272 < 16; ++s272) {
-        v271[s272] = (v269[s272] ? v261[s272] : v257[s272]);
+      for (int s270 = 0; s270 < 16; ++s270) {
+        v269[s270] = (v267[s270] ? v259[s270] : v255[s270]);
       }
       // %177 = cmp %165, %139 {pred = "eq"} : i1
-      const uint8_t v273 = uint8_t(v250 == v221);
+      const uint8_t v271 = uint8_t(v249 == v220);
       // %178 = if %177 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-      uint32_t v274[16];
-      if (v273) {
+      uint32_t v272[16];
+      if (v271) {
         // %179 = mul %165, %3 : i32
-        const int32_t v275 = int32_t(uint32_t(v250) * uint32_t(v2));
+        const int32_t v273 = int32_t(uint32_t(v249) * uint32_t(v2));
         // %180 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        int32_t v274[16];
+        #pragma unroll
+        for (int s275 = 0; s275 < 16; ++s275) {
+          v274[s275] = int32_t(0 + (((s275) % 8) + (((s275) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+        }
+        // %181 = splat %179 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v276[16];
         #pragma unroll
         for (int s277 = 0; s277 < 16; ++s277) {
-          v276[s277] = int32_t(0 + (((s277) % 8) + (((s277) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+          v276[s277] = v273;
         }
-        // %181 = splat %179 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %182 = add %180, %181 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v278[16];
         #pragma unroll
         for (int s279 = 0; s279 < 16; ++s279) {
-          v278[s279] = v275;
+          v278[s279] = int32_t(uint32_t(v274[s279]) + uint32_t(v276[s279]));
         }
-        // %182 = add %180, %181 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %183 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v280[16];
         #pragma unroll
         for (int s281 = 0; s281 < 16; ++s281) {
-          v280[s281] = int32_t(uint32_t(v276[s281]) + uint32_t(v278[s281]));
-        }
-        // %183 = splat %2 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v282[16];
-        #pragma unroll
-        for (int s283 = 0; s283 < 16; ++s283) {
-          v282[s283] = v1;
+          v280[s281] = v1;
         }
         // %184 = cmp %182, %183 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v284[16];
+        uint8_t v282[16];
         #pragma unroll
-        for (int s285 = 0; s285 < 16; ++s285) {
-          v284[s285] = uint8_t(v280[s285] < v282[s285]);
+        for (int s283 = 0; s283 < 16; ++s283) {
+          v282[s283] = uint8_t(v278[s283] < v280[s283]);
         }
         // %185 = splat %8 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        uint32_t v284[16];
+        #pragma unroll
+        for (int s285 = 0; s285 < 16; ++s285) {
+          v284[s285] = v7;
+        }
+        // %186 = where %184, %176, %185 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint32_t v286[16];
         #pragma unroll
         for (int s287 = 0; s287 < 16; ++s287) {
-          v286[s287] = v7;
-        }
-        // %186 = where %184, %176, %185 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint32_t v288[16];
-        #pragma unroll
-        for (int s289 = 0; s289 < 16; ++s289) {
-          v288[s289] = (v284[s289] ? v271[s289] : v286[s289]);
+          v286[s287] = (v282[s287] ? v269[s287] : v284[s287]);
         }
         // yield %186
         #pragma unroll
-        for (int s290 = 0; s290 < 16; ++s290) {
-          v274[s290] = v288[s290];
+        for (int s288 = 0; s288 < 16; ++s288) {
+          v272[s288] = v286[s288];
         }
       } else {
         // yield %176
         #pragma unroll
-        for (int s291 = 0; s291 < 16; ++s291) {
-          v274[s291] = v271[s291];
+        for (int s289 = 0; s289 < 16; ++s289) {
+          v272[s289] = v269[s289];
         }
       }
       // %187 = splat %22 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint32_t v290[16];
+      #pragma unroll
+      for (int s291 = 0; s291 < 16; ++s291) {
+        v290[s291] = c21;
+      }
+      // %188 = shr %178, %187 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v292[16];
       #pragma unroll
       for (int s293 = 0; s293 < 16; ++s293) {
-        v292[s293] = c21;
+        v292[s293] = tsr::ishr<uint32_t>(v272[s293], v290[s293]);
       }
-      // %188 = shr %178, %187 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %189 = splat %135 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint32_t v294[16];
       #pragma unroll
       for (int s295 = 0; s295 < 16; ++s295) {
-        v294[s295] = tsr::ishr<uint32_t>(v274[s295], v292[s295]);
-      }
-      // %189 = splat %135 : tile<u32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint32_t v296[16];
-      #pragma unroll
-      for (int s297 = 0; s297 < 16; ++s297) {
-        v296[s297] = v210;
+        v294[s295] = v209;
       }
       // %190 = cmp %188, %189 {pred = "eq"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      uint8_t v296[16];
+      #pragma unroll
+      for (int s297 = 0; s297 < 16; ++s297) {
+        v296[s297] = uint8_t(v292[s297] == v294[s297]);
+      }
+      // %191 = cmp %188, %189 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       uint8_t v298[16];
       #pragma unroll
       for (int s299 = 0; s299 < 16; ++s299) {
-        v298[s299] = uint8_t(v294[s299] == v296[s299]);
-      }
-      // %191 = cmp %188, %189 {pred = "lt"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      uint8_t v300[16];
-      #pragma unroll
-      for (int s301 = 0; s301 < 16; ++s301) {
-        v300[s301] = uint8_t(v294[s301] < v296[s301]);
+        v298[s299] = uint8_t(v292[s299] < v294[s299]);
       }
       // %192 = splat %140 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v300[16];
+      #pragma unroll
+      for (int s301 = 0; s301 < 16; ++s301) {
+        v300[s301] = v221;
+      }
+      // %193 = splat %18 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v302[16];
       #pragma unroll
       for (int s303 = 0; s303 < 16; ++s303) {
-        v302[s303] = v222;
+        v302[s303] = v17;
       }
-      // %193 = splat %18 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %194 = where %191, %192, %193 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v304[16];
       #pragma unroll
       for (int s305 = 0; s305 < 16; ++s305) {
-        v304[s305] = v17;
+        v304[s305] = (v298[s305] ? v300[s305] : v302[s305]);
       }
-      // %194 = where %191, %192, %193 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %195 = splat %4 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v306[16];
       #pragma unroll
       for (int s307 = 0; s307 < 16; ++s307) {
-        v306[s307] = (v300[s307] ? v302[s307] : v304[s307]);
+        v306[s307] = v3;
       }
-      // %195 = splat %4 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %196 = where %190, %195, %193 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v308[16];
       #pragma unroll
       for (int s309 = 0; s309 < 16; ++s309) {
-        v308[s309] = v3;
+        v308[s309] = (v296[s309] ? v306[s309] : v302[s309]);
       }
-      // %196 = where %190, %195, %193 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %197 = add %196, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v310[16];
       #pragma unroll
       for (int s311 = 0; s311 < 16; ++s311) {
-        v310[s311] = (v298[s311] ? v308[s311] : v304[s311]);
-      }
-      // %197 = add %196, %194 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v312[16];
-      #pragma unroll
-      for (int s313 = 0; s313 < 16; ++s313) {
-        v312[s313] = int32_t(uint32_t(v310[s313]) + uint32_t(v306[s313]));
+        v310[s311] = int32_t(uint32_t(v308[s311]) + uint32_t(v304[s311]));
       }
       // %198 = reduce %197 {axis = 0, kind = "sum"} : i32
-      int32_t v314;
-      int32_t part315[8];
-      part315[0] = v312[0];
-      part315[1] = v312[1];
-      part315[2] = v312[2];
-      part315[3] = v312[3];
-      part315[4] = v312[4];
-      part315[5] = v312[5];
-      part315[6] = v312[6];
-      part315[7] = v312[7];
-      part315[0] = int32_t(uint32_t(part315[0]) + uint32_t(v312[8]));
-      part315[1] = int32_t(uint32_t(part315[1]) + uint32_t(v312[9]));
-      part315[2] = int32_t(uint32_t(part315[2]) + uint32_t(v312[10]));
-      part315[3] = int32_t(uint32_t(part315[3]) + uint32_t(v312[11]));
-      part315[4] = int32_t(uint32_t(part315[4]) + uint32_t(v312[12]));
-      part315[5] = int32_t(uint32_t(part315[5]) + uint32_t(v312[13]));
-      part315[6] = int32_t(uint32_t(part315[6]) + uint32_t(v312[14]));
-      part315[7] = int32_t(uint32_t(part315[7]) + uint32_t(v312[15]));
-      part315[0] = int32_t(uint32_t(part315[0]) + uint32_t(part315[4]));
-      part315[1] = int32_t(uint32_t(part315[1]) + uint32_t(part315[5]));
-      part315[2] = int32_t(uint32_t(part315[2]) + uint32_t(part315[6]));
-      part315[3] = int32_t(uint32_t(part315[3]) + uint32_t(part315[7]));
-      part315[0] = int32_t(uint32_t(part315[0]) + uint32_t(part315[2]));
-      part315[1] = int32_t(uint32_t(part315[1]) + uint32_t(part315[3]));
-      part315[0] = int32_t(uint32_t(part315[0]) + uint32_t(part315[1]));
-      v314 = part315[0];
-      const int32_t sh316 = __shfl_xor_sync(0xffffffffu, v314, 1);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh316));
-      const int32_t sh317 = __shfl_xor_sync(0xffffffffu, v314, 2);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh317));
-      const int32_t sh318 = __shfl_xor_sync(0xffffffffu, v314, 4);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh318));
-      const int32_t sh319 = __shfl_xor_sync(0xffffffffu, v314, 8);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh319));
-      const int32_t sh320 = __shfl_xor_sync(0xffffffffu, v314, 16);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh320));
-      __shared__ int32_t tsr_red321_mem[32];
-      int32_t* const tsr_red321 = tsr_red321_mem + tsr_red321_at;
-      tsr_red321_at ^= 16;
-      if (tsr_lane == 0) tsr_red321[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v314;
+      int32_t v312;
+      int32_t part313[8];
+      part313[0] = v310[0];
+      part313[1] = v310[1];
+      part313[2] = v310[2];
+      part313[3] = v310[3];
+      part313[4] = v310[4];
+      part313[5] = v310[5];
+      part313[6] = v310[6];
+      part313[7] = v310[7];
+      part313[0] = int32_t(uint32_t(part313[0]) + uint32_t(v310[8]));
+      part313[1] = int32_t(uint32_t(part313[1]) + uint32_t(v310[9]));
+      part313[2] = int32_t(uint32_t(part313[2]) + uint32_t(v310[10]));
+      part313[3] = int32_t(uint32_t(part313[3]) + uint32_t(v310[11]));
+      part313[4] = int32_t(uint32_t(part313[4]) + uint32_t(v310[12]));
+      part313[5] = int32_t(uint32_t(part313[5]) + uint32_t(v310[13]));
+      part313[6] = int32_t(uint32_t(part313[6]) + uint32_t(v310[14]));
+      part313[7] = int32_t(uint32_t(part313[7]) + uint32_t(v310[15]));
+      part313[0] = int32_t(uint32_t(part313[0]) + uint32_t(part313[4]));
+      part313[1] = int32_t(uint32_t(part313[1]) + uint32_t(part313[5]));
+      part313[2] = int32_t(uint32_t(part313[2]) + uint32_t(part313[6]));
+      part313[3] = int32_t(uint32_t(part313[3]) + uint32_t(part313[7]));
+      part313[0] = int32_t(uint32_t(part313[0]) + uint32_t(part313[2]));
+      part313[1] = int32_t(uint32_t(part313[1]) + uint32_t(part313[3]));
+      part313[0] = int32_t(uint32_t(part313[0]) + uint32_t(part313[1]));
+      v312 = part313[0];
+      const int32_t sh314 = __shfl_xor_sync(0xffffffffu, v312, 1);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh314));
+      const int32_t sh315 = __shfl_xor_sync(0xffffffffu, v312, 2);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh315));
+      const int32_t sh316 = __shfl_xor_sync(0xffffffffu, v312, 4);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh316));
+      const int32_t sh317 = __shfl_xor_sync(0xffffffffu, v312, 8);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh317));
+      const int32_t sh318 = __shfl_xor_sync(0xffffffffu, v312, 16);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh318));
+      __shared__ int32_t tsr_red319_mem[32];
+      int32_t* const tsr_red319 = tsr_red319_mem + tsr_red319_at;
+      tsr_red319_at ^= 16;
+      if (tsr_lane == 0) tsr_red319[(((tsr_warp >> 0) & 1) << 0) + (((tsr_warp >> 1) & 1) << 1) + (((tsr_warp >> 2) & 1) << 2) + (((tsr_warp >> 3) & 1) << 3)] = v312;
       __syncthreads();
-      v314 = tsr_red321[tsr_lane & 15];
-      const int32_t sh322 = __shfl_xor_sync(0xffffffffu, v314, 1);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh322));
-      const int32_t sh323 = __shfl_xor_sync(0xffffffffu, v314, 2);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh323));
-      const int32_t sh324 = __shfl_xor_sync(0xffffffffu, v314, 4);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh324));
-      const int32_t sh325 = __shfl_xor_sync(0xffffffffu, v314, 8);
-      v314 = int32_t(uint32_t(v314) + uint32_t(sh325));
+      v312 = tsr_red319[tsr_lane & 15];
+      const int32_t sh320 = __shfl_xor_sync(0xffffffffu, v312, 1);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh320));
+      const int32_t sh321 = __shfl_xor_sync(0xffffffffu, v312, 2);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh321));
+      const int32_t sh322 = __shfl_xor_sync(0xffffffffu, v312, 4);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh322));
+      const int32_t sh323 = __shfl_xor_sync(0xffffffffu, v312, 8);
+      v312 = int32_t(uint32_t(v312) + uint32_t(sh323));
       // %199 = and %198, %141 : i32
-      const int32_t v326 = int32_t(v314 & v223);
+      const int32_t v324 = int32_t(v312 & v222);
       // %200 = shr %198, %142 : i32
-      const int32_t v327 = tsr::ishr<int32_t>(v314, v224);
+      const int32_t v325 = tsr::ishr<int32_t>(v312, v223);
       // %201 = add %164, %199 : i32
-      const int32_t v328 = int32_t(uint32_t(c248) + uint32_t(v326));
+      const int32_t v326 = int32_t(uint32_t(c247) + uint32_t(v324));
       // %202 = cmp %201, %21 {pred = "le"} : i1
-      const uint8_t v329 = uint8_t(v328 <= c20);
+      const uint8_t v327 = uint8_t(v326 <= c20);
       // %203 = if %202 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>> {...}
-      uint8_t v330[16];
-      if (v329) {
+      uint8_t v328[16];
+      if (v327) {
         // %204 = or %191, %190 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v331[16];
+        uint8_t v329[16];
         #pragma unroll
-        for (int s332 = 0; s332 < 16; ++s332) {
-          v331[s332] = uint8_t(v300[s332] | v298[s332]);
+        for (int s330 = 0; s330 < 16; ++s330) {
+          v329[s330] = uint8_t(v298[s330] | v296[s330]);
         }
         // yield %204
         #pragma unroll
-        for (int s333 = 0; s333 < 16; ++s333) {
-          v330[s333] = v331[s333];
+        for (int s331 = 0; s331 < 16; ++s331) {
+          v328[s331] = v329[s331];
         }
       } else {
         // %205 = cast %190 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v334[16];
+        int32_t v332[16];
         #pragma unroll
-        for (int s335 = 0; s335 < 16; ++s335) {
-          v334[s335] = int32_t(v298[s335]);
+        for (int s333 = 0; s333 < 16; ++s333) {
+          v332[s333] = int32_t(v296[s333]);
         }
         // %206 = scan %205 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v336[16];
-        uint32_t run337 = uint32_t(0);
-        uint32_t acc338_0 = uint32_t(0);
-        acc338_0 += uint32_t(v334[0]); v336[0] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[1]); v336[1] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[2]); v336[2] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[3]); v336[3] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[4]); v336[4] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[5]); v336[5] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[6]); v336[6] = int32_t(acc338_0);
-        acc338_0 += uint32_t(v334[7]); v336[7] = int32_t(acc338_0);
+        int32_t v334[16];
+        uint32_t run335 = uint32_t(0);
+        uint32_t acc336_0 = uint32_t(0);
+        acc336_0 += uint32_t(v332[0]); v334[0] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[1]); v334[1] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[2]); v334[2] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[3]); v334[3] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[4]); v334[4] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[5]); v334[5] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[6]); v334[6] = int32_t(acc336_0);
+        acc336_0 += uint32_t(v332[7]); v334[7] = int32_t(acc336_0);
         __syncthreads();
-        uint32_t tot340_0;
-        const uint32_t off339_0 = run337 + tsr::block_exclusive_sum<16>(acc338_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot340_0);
-        v336[0] = int32_t(uint32_t(v336[0]) + off339_0);
-        v336[1] = int32_t(uint32_t(v336[1]) + off339_0);
-        v336[2] = int32_t(uint32_t(v336[2]) + off339_0);
-        v336[3] = int32_t(uint32_t(v336[3]) + off339_0);
-        v336[4] = int32_t(uint32_t(v336[4]) + off339_0);
-        v336[5] = int32_t(uint32_t(v336[5]) + off339_0);
-        v336[6] = int32_t(uint32_t(v336[6]) + off339_0);
-        v336[7] = int32_t(uint32_t(v336[7]) + off339_0);
-        run337 += tot340_0;
-        uint32_t acc338_1 = uint32_t(0);
-        acc338_1 += uint32_t(v334[8]); v336[8] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[9]); v336[9] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[10]); v336[10] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[11]); v336[11] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[12]); v336[12] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[13]); v336[13] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[14]); v336[14] = int32_t(acc338_1);
-        acc338_1 += uint32_t(v334[15]); v336[15] = int32_t(acc338_1);
+        uint32_t tot338_0;
+        const uint32_t off337_0 = run335 + tsr::block_exclusive_sum<16>(acc336_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot338_0);
+        v334[0] = int32_t(uint32_t(v334[0]) + off337_0);
+        v334[1] = int32_t(uint32_t(v334[1]) + off337_0);
+        v334[2] = int32_t(uint32_t(v334[2]) + off337_0);
+        v334[3] = int32_t(uint32_t(v334[3]) + off337_0);
+        v334[4] = int32_t(uint32_t(v334[4]) + off337_0);
+        v334[5] = int32_t(uint32_t(v334[5]) + off337_0);
+        v334[6] = int32_t(uint32_t(v334[6]) + off337_0);
+        v334[7] = int32_t(uint32_t(v334[7]) + off337_0);
+        run335 += tot338_0;
+        uint32_t acc336_1 = uint32_t(0);
+        acc336_1 += uint32_t(v332[8]); v334[8] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[9]); v334[9] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[10]); v334[10] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[11]); v334[11] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[12]); v334[12] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[13]); v334[13] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[14]); v334[14] = int32_t(acc336_1);
+        acc336_1 += uint32_t(v332[15]); v334[15] = int32_t(acc336_1);
         __syncthreads();
-        uint32_t tot340_1;
-        const uint32_t off339_1 = run337 + tsr::block_exclusive_sum<16>(acc338_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot340_1);
-        v336[8] = int32_t(uint32_t(v336[8]) + off339_1);
-        v336[9] = int32_t(uint32_t(v336[9]) + off339_1);
-        v336[10] = int32_t(uint32_t(v336[10]) + off339_1);
-        v336[11] = int32_t(uint32_t(v336[11]) + off339_1);
-        v336[12] = int32_t(uint32_t(v336[12]) + off339_1);
-        v336[13] = int32_t(uint32_t(v336[13]) + off339_1);
-        v336[14] = int32_t(uint32_t(v336[14]) + off339_1);
-        v336[15] = int32_t(uint32_t(v336[15]) + off339_1);
-        run337 += tot340_1;
+        uint32_t tot338_1;
+        const uint32_t off337_1 = run335 + tsr::block_exclusive_sum<16>(acc336_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot338_1);
+        v334[8] = int32_t(uint32_t(v334[8]) + off337_1);
+        v334[9] = int32_t(uint32_t(v334[9]) + off337_1);
+        v334[10] = int32_t(uint32_t(v334[10]) + off337_1);
+        v334[11] = int32_t(uint32_t(v334[11]) + off337_1);
+        v334[12] = int32_t(uint32_t(v334[12]) + off337_1);
+        v334[13] = int32_t(uint32_t(v334[13]) + off337_1);
+        v334[14] = int32_t(uint32_t(v334[14]) + off337_1);
+        v334[15] = int32_t(uint32_t(v334[15]) + off337_1);
+        run335 += tot338_1;
         // %207 = splat %164 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        int32_t v339[16];
+        #pragma unroll
+        for (int s340 = 0; s340 < 16; ++s340) {
+          v339[s340] = c247;
+        }
+        // %208 = add %206, %207 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v341[16];
         #pragma unroll
         for (int s342 = 0; s342 < 16; ++s342) {
-          v341[s342] = c248;
+          v341[s342] = int32_t(uint32_t(v334[s342]) + uint32_t(v339[s342]));
         }
-        // %208 = add %206, %207 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %209 = splat %21 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         int32_t v343[16];
         #pragma unroll
         for (int s344 = 0; s344 < 16; ++s344) {
-          v343[s344] = int32_t(uint32_t(v336[s344]) + uint32_t(v341[s344]));
-        }
-        // %209 = splat %21 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        int32_t v345[16];
-        #pragma unroll
-        for (int s346 = 0; s346 < 16; ++s346) {
-          v345[s346] = c20;
+          v343[s344] = c20;
         }
         // %210 = cmp %208, %209 {pred = "le"} : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        uint8_t v345[16];
+        #pragma unroll
+        for (int s346 = 0; s346 < 16; ++s346) {
+          v345[s346] = uint8_t(v341[s346] <= v343[s346]);
+        }
+        // %211 = and %190, %210 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint8_t v347[16];
         #pragma unroll
         for (int s348 = 0; s348 < 16; ++s348) {
-          v347[s348] = uint8_t(v343[s348] <= v345[s348]);
+          v347[s348] = uint8_t(v296[s348] & v345[s348]);
         }
-        // %211 = and %190, %210 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+        // %212 = or %191, %211 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
         uint8_t v349[16];
         #pragma unroll
         for (int s350 = 0; s350 < 16; ++s350) {
-          v349[s350] = uint8_t(v298[s350] & v347[s350]);
-        }
-        // %212 = or %191, %211 : tile<i1, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-        uint8_t v351[16];
-        #pragma unroll
-        for (int s352 = 0; s352 < 16; ++s352) {
-          v351[s352] = uint8_t(v300[s352] | v349[s352]);
+          v349[s350] = uint8_t(v298[s350] | v347[s350]);
         }
         // yield %212
         #pragma unroll
-        for (int s353 = 0; s353 < 16; ++s353) {
-          v330[s353] = v351[s353];
+        for (int s351 = 0; s351 < 16; ++s351) {
+          v328[s351] = v349[s351];
         }
       }
       // %213 = sub %163, %4 : i32
-      const int32_t v354 = int32_t(uint32_t(c247) - uint32_t(v3));
+      const int32_t v352 = int32_t(uint32_t(c246) - uint32_t(v3));
       // %214 = cast %203 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v355[16];
+      int32_t v353[16];
       #pragma unroll
-      for (int s356 = 0; s356 < 16; ++s356) {
-        v355[s356] = int32_t(v330[s356]);
+      for (int s354 = 0; s354 < 16; ++s354) {
+        v353[s354] = int32_t(v328[s354]);
       }
       // %215 = scan %214 {axis = 0, kind = "sum"} : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v357[16];
-      uint32_t run358 = uint32_t(0);
-      uint32_t acc359_0 = uint32_t(0);
-      acc359_0 += uint32_t(v355[0]); v357[0] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[1]); v357[1] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[2]); v357[2] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[3]); v357[3] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[4]); v357[4] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[5]); v357[5] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[6]); v357[6] = int32_t(acc359_0);
-      acc359_0 += uint32_t(v355[7]); v357[7] = int32_t(acc359_0);
+      int32_t v355[16];
+      uint32_t run356 = uint32_t(0);
+      uint32_t acc357_0 = uint32_t(0);
+      acc357_0 += uint32_t(v353[0]); v355[0] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[1]); v355[1] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[2]); v355[2] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[3]); v355[3] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[4]); v355[4] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[5]); v355[5] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[6]); v355[6] = int32_t(acc357_0);
+      acc357_0 += uint32_t(v353[7]); v355[7] = int32_t(acc357_0);
       __syncthreads();
-      uint32_t tot361_0;
-      const uint32_t off360_0 = run358 + tsr::block_exclusive_sum<16>(acc359_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot361_0);
-      v357[0] = int32_t(uint32_t(v357[0]) + off360_0);
-      v357[1] = int32_t(uint32_t(v357[1]) + off360_0);
-      v357[2] = int32_t(uint32_t(v357[2]) + off360_0);
-      v357[3] = int32_t(uint32_t(v357[3]) + off360_0);
-      v357[4] = int32_t(uint32_t(v357[4]) + off360_0);
-      v357[5] = int32_t(uint32_t(v357[5]) + off360_0);
-      v357[6] = int32_t(uint32_t(v357[6]) + off360_0);
-      v357[7] = int32_t(uint32_t(v357[7]) + off360_0);
-      run358 += tot361_0;
-      uint32_t acc359_1 = uint32_t(0);
-      acc359_1 += uint32_t(v355[8]); v357[8] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[9]); v357[9] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[10]); v357[10] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[11]); v357[11] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[12]); v357[12] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[13]); v357[13] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[14]); v357[14] = int32_t(acc359_1);
-      acc359_1 += uint32_t(v355[15]); v357[15] = int32_t(acc359_1);
+      uint32_t tot359_0;
+      const uint32_t off358_0 = run356 + tsr::block_exclusive_sum<16>(acc357_0, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot359_0);
+      v355[0] = int32_t(uint32_t(v355[0]) + off358_0);
+      v355[1] = int32_t(uint32_t(v355[1]) + off358_0);
+      v355[2] = int32_t(uint32_t(v355[2]) + off358_0);
+      v355[3] = int32_t(uint32_t(v355[3]) + off358_0);
+      v355[4] = int32_t(uint32_t(v355[4]) + off358_0);
+      v355[5] = int32_t(uint32_t(v355[5]) + off358_0);
+      v355[6] = int32_t(uint32_t(v355[6]) + off358_0);
+      v355[7] = int32_t(uint32_t(v355[7]) + off358_0);
+      run356 += tot359_0;
+      uint32_t acc357_1 = uint32_t(0);
+      acc357_1 += uint32_t(v353[8]); v355[8] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[9]); v355[9] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[10]); v355[10] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[11]); v355[11] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[12]); v355[12] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[13]); v355[13] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[14]); v355[14] = int32_t(acc357_1);
+      acc357_1 += uint32_t(v353[15]); v355[15] = int32_t(acc357_1);
       __syncthreads();
-      uint32_t tot361_1;
-      const uint32_t off360_1 = run358 + tsr::block_exclusive_sum<16>(acc359_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot361_1);
-      v357[8] = int32_t(uint32_t(v357[8]) + off360_1);
-      v357[9] = int32_t(uint32_t(v357[9]) + off360_1);
-      v357[10] = int32_t(uint32_t(v357[10]) + off360_1);
-      v357[11] = int32_t(uint32_t(v357[11]) + off360_1);
-      v357[12] = int32_t(uint32_t(v357[12]) + off360_1);
-      v357[13] = int32_t(uint32_t(v357[13]) + off360_1);
-      v357[14] = int32_t(uint32_t(v357[14]) + off360_1);
-      v357[15] = int32_t(uint32_t(v357[15]) + off360_1);
-      run358 += tot361_1;
+      uint32_t tot359_1;
+      const uint32_t off358_1 = run356 + tsr::block_exclusive_sum<16>(acc357_1, reinterpret_cast<uint32_t*>(tsr_smem + 0), tot359_1);
+      v355[8] = int32_t(uint32_t(v355[8]) + off358_1);
+      v355[9] = int32_t(uint32_t(v355[9]) + off358_1);
+      v355[10] = int32_t(uint32_t(v355[10]) + off358_1);
+      v355[11] = int32_t(uint32_t(v355[11]) + off358_1);
+      v355[12] = int32_t(uint32_t(v355[12]) + off358_1);
+      v355[13] = int32_t(uint32_t(v355[13]) + off358_1);
+      v355[14] = int32_t(uint32_t(v355[14]) + off358_1);
+      v355[15] = int32_t(uint32_t(v355[15]) + off358_1);
+      run356 += tot359_1;
       // %216 = splat %213 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v360[16];
+      #pragma unroll
+      for (int s361 = 0; s361 < 16; ++s361) {
+        v360[s361] = v352;
+      }
+      // %217 = add %215, %216 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v362[16];
       #pragma unroll
       for (int s363 = 0; s363 < 16; ++s363) {
-        v362[s363] = v354;
+        v362[s363] = int32_t(uint32_t(v355[s363]) + uint32_t(v360[s363]));
       }
-      // %217 = add %215, %216 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %218 = splat %1 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v364[16];
       #pragma unroll
       for (int s365 = 0; s365 < 16; ++s365) {
-        v364[s365] = int32_t(uint32_t(v357[s365]) + uint32_t(v362[s365]));
-      }
-      // %218 = splat %1 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v366[16];
-      #pragma unroll
-      for (int s367 = 0; s367 < 16; ++s367) {
-        v366[s367] = v0;
+        v364[s365] = v0;
       }
       // scatter %values, %168, %218, %217, %203
-      bool any368 = false;
+      bool any366 = false;
       #pragma unroll
-      for (int s369 = 0; s369 < 16; ++s369) {
-        any368 |= v330[s369] != 0;
+      for (int s367 = 0; s367 < 16; ++s367) {
+        any366 |= v328[s367] != 0;
       }
-      if (any368) {
+      if (any366) {
         #pragma unroll
-        for (int s370 = 0; s370 < 16; ++s370) {
-          if ((v330[s370] != 0) && (int64_t(v366[s370]) >= 0 && int64_t(v366[s370]) < int64_t(tsr_dim_M) && int64_t(v364[s370]) >= 0 && int64_t(v364[s370]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v366[s370]) * tsr_p1_s0 + int64_t(v364[s370]) * tsr_p1_s1] = v256[s370];
+        for (int s368 = 0; s368 < 16; ++s368) {
+          if ((v328[s368] != 0) && (int64_t(v364[s368]) >= 0 && int64_t(v364[s368]) < int64_t(tsr_dim_M) && int64_t(v362[s368]) >= 0 && int64_t(v362[s368]) < int64_t(tsr_dim_K))) tsr_p1[int64_t(v364[s368]) * tsr_p1_s0 + int64_t(v362[s368]) * tsr_p1_s1] = v254[s368];
         }
       }
       // %219 = mul %165, %3 : i32
-      const int32_t v371 = int32_t(uint32_t(v250) * uint32_t(v2));
+      const int32_t v369 = int32_t(uint32_t(v249) * uint32_t(v2));
       // %220 = arange : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      int32_t v370[16];
+      #pragma unroll
+      for (int s371 = 0; s371 < 16; ++s371) {
+        v370[s371] = int32_t(0 + (((s371) % 8) + (((s371) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+      }
+      // %221 = splat %219 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v372[16];
       #pragma unroll
       for (int s373 = 0; s373 < 16; ++s373) {
-        v372[s373] = int32_t(0 + (((s373) % 8) + (((s373) / 8) % 2) * 4096) + (((tsr_lane >> 0) & 31) * 8 + ((tsr_warp >> 0) & 15) * 256));
+        v372[s373] = v369;
       }
-      // %221 = splat %219 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
+      // %222 = add %220, %221 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
       int32_t v374[16];
       #pragma unroll
       for (int s375 = 0; s375 < 16; ++s375) {
-        v374[s375] = v371;
-      }
-      // %222 = add %220, %221 : tile<i32, [8192], layout = blocked<per_thread = [8], threads = [32], warps = [16], order = [0]>>
-      int32_t v376[16];
-      #pragma unroll
-      for (int s377 = 0; s377 < 16; ++s377) {
-        v376[s377] = int32_t(uint32_t(v372[s377]) + uint32_t(v374[s377]));
+        v374[s375] = int32_t(uint32_t(v370[s375]) + uint32_t(v372[s375]));
       }
       // scatter %indices, %222, %218, %217, %203
-      bool any378 = false;
+      bool any376 = false;
       #pragma unroll
-      for (int s379 = 0; s379 < 16; ++s379) {
-        any378 |= v330[s379] != 0;
+      for (int s377 = 0; s377 < 16; ++s377) {
+        any376 |= v328[s377] != 0;
       }
-      if (any378) {
+      if (any376) {
         #pragma unroll
-        for (int s380 = 0; s380 < 16; ++s380) {
-          if ((v330[s380] != 0) && (int64_t(v366[s380]) >= 0 && int64_t(v366[s380]) < int64_t(tsr_dim_M) && int64_t(v364[s380]) >= 0 && int64_t(v364[s380]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v366[s380]) * tsr_p2_s0 + int64_t(v364[s380]) * tsr_p2_s1] = v376[s380];
+        for (int s378 = 0; s378 < 16; ++s378) {
+          if ((v328[s378] != 0) && (int64_t(v364[s378]) >= 0 && int64_t(v364[s378]) < int64_t(tsr_dim_M) && int64_t(v362[s378]) >= 0 && int64_t(v362[s378]) < int64_t(tsr_dim_K))) tsr_p2[int64_t(v364[s378]) * tsr_p2_s0 + int64_t(v362[s378]) * tsr_p2_s1] = v374[s378];
         }
       }
       // %223 = sub %21, %164 : i32
-      const int32_t v381 = int32_t(uint32_t(c20) - uint32_t(c248));
+      const int32_t v379 = int32_t(uint32_t(c20) - uint32_t(c247));
       // %224 = max %223, %18 : i32
-      const int32_t v382 = tsr::imax<int32_t>(v381, v17);
+      const int32_t v380 = tsr::imax<int32_t>(v379, v17);
       // %225 = min %199, %224 : i32
-      const int32_t v383 = tsr::imin<int32_t>(v326, v382);
+      const int32_t v381 = tsr::imin<int32_t>(v324, v380);
       // %226 = add %163, %200 : i32
-      const int32_t v384 = int32_t(uint32_t(c247) + uint32_t(v327));
+      const int32_t v382 = int32_t(uint32_t(c246) + uint32_t(v325));
       // %227 = add %226, %225 : i32
-      const int32_t v385 = int32_t(uint32_t(v384) + uint32_t(v383));
+      const int32_t v383 = int32_t(uint32_t(v382) + uint32_t(v381));
       // yield %227, %201
-      c247 = v385;
-      c248 = v328;
+      c246 = v383;
+      c247 = v326;
     }
     // yield %160, %161
+    c224 = c246;
     c225 = c247;
-    c226 = c248;
   }
   // %228 = load_tile %indices, %1, %18 : tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
   __syncthreads();
-  int32_t v386[1];
+  int32_t v384[1];
   {
-    const int64_t o387 = int64_t(v0) * 1 + 0;
-    const int64_t o388 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o385 = int64_t(v0) * 1 + 0;
+    const int64_t o386 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s389 = 0; s389 < 1; ++s389) {
-      v386[s389] = (uint64_t(o387 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o388 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p2[(o387 + 0) * tsr_p2_s0 + (o388 + 0) * tsr_p2_s1] : int32_t(0LL);
+    for (int s387 = 0; s387 < 1; ++s387) {
+      v384[s387] = (uint64_t(o385 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o386 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p2[(o385 + 0) * tsr_p2_s0 + (o386 + 0) * tsr_p2_s1] : int32_t(0LL);
     }
   }
   // %229 = load_tile %values, %1, %18 : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v390[1];
+  float v388[1];
   {
-    const int64_t o391 = int64_t(v0) * 1 + 0;
-    const int64_t o392 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o389 = int64_t(v0) * 1 + 0;
+    const int64_t o390 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s393 = 0; s393 < 1; ++s393) {
-      v390[s393] = (uint64_t(o391 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o392 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p1[(o391 + 0) * tsr_p1_s0 + (o392 + 0) * tsr_p1_s1] : 0x0p+0f;
+    for (int s391 = 0; s391 < 1; ++s391) {
+      v388[s391] = (uint64_t(o389 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o390 + 0) < uint64_t(int64_t(tsr_dim_K))) ? tsr_p1[(o389 + 0) * tsr_p1_s0 + (o390 + 0) * tsr_p1_s1] : 0x0p+0f;
     }
   }
   // %230, %231 = sort %229, %228 {axis = 1, descending = true} : tile<f32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>, tile<i32, [1, 64], layout = blocked<per_thread = [1, 1], threads = [1, 32], warps = [8, 2], order = [1, 0]>>
-  float v394[1];
-  int32_t v395[1];
+  float v392[1];
+  int32_t v393[1];
   __syncthreads();
   #pragma unroll
-  for (int s396 = 0; s396 < 1; ++s396) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v390[s396];
+  for (int s394 = 0; s394 < 1; ++s394) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<float*>(tsr_smem + 0)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v388[s394];
   }
   __syncthreads();
   #pragma unroll
-  for (int s397 = 0; s397 < 1; ++s397) {
-    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v386[s397];
+  for (int s395 = 0; s395 < 1; ++s395) {
+    if (((tsr_warp & 14) == 0)) reinterpret_cast<int32_t*>(tsr_smem + 256)[((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64)] = v384[s395];
   }
   __syncthreads();
   for (int p_ = tsr_tid; p_ < 64; p_ += 512) {
@@ -1296,31 +1300,31 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
     }
   }
   #pragma unroll
-  for (int s398 = 0; s398 < 1; ++s398) {
-    const int e399 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v394[s398] = reinterpret_cast<float*>(tsr_smem + 0)[(((e399) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e399) / 64) * 1 + ((e399) % 1)) * 64 + (((e399) / 1) % 64)]) * 1 + ((e399) % 1)];
+  for (int s396 = 0; s396 < 1; ++s396) {
+    const int e397 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v392[s396] = reinterpret_cast<float*>(tsr_smem + 0)[(((e397) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e397) / 64) * 1 + ((e397) % 1)) * 64 + (((e397) / 1) % 64)]) * 1 + ((e397) % 1)];
   }
   #pragma unroll
-  for (int s400 = 0; s400 < 1; ++s400) {
-    const int e401 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
-    v395[s400] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e401) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e401) / 64) * 1 + ((e401) % 1)) * 64 + (((e401) / 1) % 64)]) * 1 + ((e401) % 1)];
+  for (int s398 = 0; s398 < 1; ++s398) {
+    const int e399 = ((0 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32)) + (0 + 0) * 64);
+    v393[s398] = reinterpret_cast<int32_t*>(tsr_smem + 256)[(((e399) / 64) * 64 + reinterpret_cast<int32_t*>(tsr_smem + 768)[(((e399) / 64) * 1 + ((e399) % 1)) * 64 + (((e399) / 1) % 64)]) * 1 + ((e399) % 1)];
   }
   // store_tile %values, %230, %1, %18
   {
-    const int64_t o402 = int64_t(v0) * 1 + 0;
-    const int64_t o403 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o400 = int64_t(v0) * 1 + 0;
+    const int64_t o401 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s404 = 0; s404 < 1; ++s404) {
-      if (((tsr_warp & 14) == 0) && uint64_t(o402 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o403 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p1[(o402 + 0) * tsr_p1_s0 + (o403 + 0) * tsr_p1_s1] = v394[s404];
+    for (int s402 = 0; s402 < 1; ++s402) {
+      if (((tsr_warp & 14) == 0) && uint64_t(o400 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o401 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p1[(o400 + 0) * tsr_p1_s0 + (o401 + 0) * tsr_p1_s1] = v392[s402];
     }
   }
   // store_tile %indices, %231, %1, %18
   {
-    const int64_t o405 = int64_t(v0) * 1 + 0;
-    const int64_t o406 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
+    const int64_t o403 = int64_t(v0) * 1 + 0;
+    const int64_t o404 = int64_t(v17) * 64 + (((tsr_lane >> 0) & 31) + ((tsr_warp >> 0) & 1) * 32);
     #pragma unroll
-    for (int s407 = 0; s407 < 1; ++s407) {
-      if (((tsr_warp & 14) == 0) && uint64_t(o405 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o406 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o405 + 0) * tsr_p2_s0 + (o406 + 0) * tsr_p2_s1] = v395[s407];
+    for (int s405 = 0; s405 < 1; ++s405) {
+      if (((tsr_warp & 14) == 0) && uint64_t(o403 + 0) < uint64_t(int64_t(tsr_dim_M)) && uint64_t(o404 + 0) < uint64_t(int64_t(tsr_dim_K))) tsr_p2[(o403 + 0) * tsr_p2_s0 + (o404 + 0) * tsr_p2_s1] = v393[s405];
     }
   }
 }
@@ -1347,5 +1351,6 @@ extern "C" __global__ void __launch_bounds__(512) tessera_topk(float* tsr_p0, fl
 // stat struct-cp-async-copies = 4
 // stat struct-smem-bytes = 131072
 // stat threads = 512
+// stat vector-buffer-reads = 2
 // stat write-read-barriers = 1
 // note printed from the GPU lowering's layouts (the layout emitter)
