@@ -1447,11 +1447,15 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   // Emitter::Auto and Emitter::Layouts: the layout emitter (every codegen knob is a GPU lowering
   // pass's since session 55, and each has run on a GPU), the planning emitter only for what it
   // cannot print yet, and under Auto for what it prints but has not yet run on a GPU: Struct
-  // buffers (topk's whole-row kernel, session 55).
-  bool struct_buffers = false;
-  walk(const_cast<Block&>(*bound_kernel.body), [&](Op& op) { struct_buffers |= op.kind == OpKind::Alloc; });
-  if (target.emitter == CudaTarget::Emitter::Auto && struct_buffers)
-    layouts_note = "Struct buffers on the layout emitter have not run on a GPU yet: the planning emitter made it";
+  // buffers (topk's whole-row kernel) and raw code (session 55; bench/session55_topk_gpu.sh).
+  std::string unrun;
+  walk(const_cast<Block&>(*bound_kernel.body), [&](Op& op) {
+    if (unrun.empty() && (op.kind == OpKind::Alloc || op.kind == OpKind::Raw))
+      unrun = op.kind == OpKind::Alloc ? "Struct buffers" : "raw code";
+  });
+  if (target.emitter == CudaTarget::Emitter::Auto && !unrun.empty())
+    layouts_note = unrun + " on the layout emitter " + (unrun == "raw code" ? "has" : "have") +
+                   " not run on a GPU yet: the planning emitter made it";
   else if (target.emitter != CudaTarget::Emitter::Planning) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle

@@ -203,6 +203,10 @@ bool Emitter::emit_lowered(const Op& op) {
       // sort, topk, histogram: a network over the operands staged in shared memory by their
       // layouts, the results gathered into theirs (the shared code of both emitters).
       return false;
+    case OpClass::Raw:
+      // Inline native code: its tiles staged into shared memory as flat arrays by their
+      // layouts, its tile results gathered into theirs (the shared code of both emitters).
+      return false;
     case OpClass::Struct:
       // A buffer slot read into a tile's registers, or a tile written into one, element by
       // element in its layout (the shared code of both emitters: gather_into, owner tests).

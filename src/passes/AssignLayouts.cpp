@@ -406,6 +406,9 @@ class Assign {
       // sort / topk read their operands through shared memory in whatever layout they have
       // (so they require none) and write blocked results.
       case OpClass::Sort:
+      // A raw op's tiles go through shared memory as flat arrays (the code indexes them so):
+      // operands in any layout, results blocked.
+      case OpClass::Raw:
         for (Value* r : op.results)
           if (r->type.is_tile()) set(r, blocked(r->type));
         return;
@@ -536,7 +539,6 @@ std::string unassignable(Kernel& k) {
     if (op.info().cls == OpClass::Struct && op.kind != OpKind::Alloc && op.kind != OpKind::AsyncCopy &&
         op.kind != OpKind::AsyncWait && op.kind != OpKind::BufferRead && op.kind != OpKind::BufferWrite)
       why = "Struct ops (" + std::string(op.name()) + ")";
-    if (op.kind == OpKind::Raw) why = "raw ops";
     if (op.kind == OpKind::ReduceWith || op.kind == OpKind::ScanWith) why = "combiner regions";
     if (op.kind == OpKind::While)
       for (const Value* r : op.results)

@@ -1659,6 +1659,37 @@ TEST(LayoutEmitter, WgmmaRegisterOperandFromAnotherLayoutIsExchanged) {
   EXPECT_NE(r.ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), std::string::npos);
 }
 
+// Raw code (since session 55): its tile operands staged into shared memory as flat arrays by
+// their layouts, its tile results gathered back into theirs (blocked, from assign-layouts);
+// Emitter::Layouts prints it, Auto keeps it on the planning emitter until a GPU run (note), and
+// NVRTC compiles it. (tests/gpu: LayoutEmitterGpu.RawCodeMatchesTheHost.)
+TEST(LayoutEmitter, PrintsRawCode) {
+  auto m = parse_module(R"(kernel @popcount(%x: view<i32, [N]>, %y: view<i32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    yield %n
+  }
+  %p = program_id {axis = 0} : i32
+  %t = load_tile %x, %p : tile<i32, [1024]>
+  %pc = raw %t {name = "popcount", cuda = "for (int64_t i = tsr_tid; i < in0_numel; i += tsr_nthreads) out0[i] = __popc(in0[i]);"} : tile<i32, [1024]>
+  store_tile %y, %pc, %p
+})", "raw.tile");
+  const auto bound = bind_constexprs(*m->kernels.at(0), {});
+  bool printed = false;
+  CudaEmission em = by_layouts(*bound, "sm_90a", &printed);
+  EXPECT_TRUE(printed) << em.notes.back();
+  EXPECT_NE(em.source.find("out0[i] = __popc(in0[i]);"), std::string::npos);
+  CudaTarget t = CudaTarget::parse("sm_90a");
+  t.emitter = CudaTarget::Emitter::Auto;
+  const CudaEmission by_default = emit_cuda_with_info(*run_pipeline(*bound, {}), t);
+  EXPECT_EQ(by_default.lowered, nullptr);
+  EXPECT_NE(by_default.notes.back().find("raw code on the layout emitter has not run on a GPU yet"), std::string::npos)
+      << by_default.notes.back();
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << why;
+  EXPECT_FALSE(nvrtc_compile(em.source, CudaTarget::parse("sm_90a"), "raw.cu", em.line_op).cubin.empty());
+}
+
 // A loop that specialize-warps gives a producer warpgroup (here written: `warp_specialize = 1`)
 // but the layout emitter prints without one (its ring loads read 4-D views, which the TMA
 // copies here do not describe: a cp.async ring instead) is printed from IR that says so: the

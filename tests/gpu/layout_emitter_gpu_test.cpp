@@ -410,6 +410,37 @@ TEST(LayoutEmitterGpu, SwappedDecodeMatmulMatchesTheInterpreter) {
   expect_matches(*m->kernels[0], {{"M", 13}, {"N", 264}, {"K", 200}});
 }
 
+// Raw code on the layout emitter (since session 55; Auto keeps it on the planning emitter until
+// this passes): a popcount of a tile staged into shared memory by its layout, the result
+// gathered back into its layout and added to the operand, at a ragged size, against the host.
+TEST(LayoutEmitterGpu, RawCodeMatchesTheHost) {
+  REQUIRE_GPU();
+  auto m = parse_module(R"(kernel @popcount(%x: view<i32, [N]>, %y: view<i32, [N]>) {
+  grid {
+    %n = dim %x {axis = 0} : i32
+    %b = const {value = 1024} : i32
+    %g = cdiv %n, %b : i32
+    yield %g
+  }
+  %p = program_id {axis = 0} : i32
+  %t = load_tile %x, %p : tile<i32, [1024]>
+  %pc = raw %t {name = "popcount", cuda = "for (int64_t i = tsr_tid; i < in0_numel; i += tsr_nthreads) out0[i] = __popc(in0[i]);"} : tile<i32, [1024]>
+  %s = add %pc, %t : tile<i32, [1024]>
+  store_tile %y, %s, %p
+})", "raw.tile");
+  const Kernel& k = *m->kernels.at(0);
+  EXPECT_NE(printed_by(k).find("printed from the GPU lowering's layouts"), std::string::npos) << printed_by(k);
+  std::vector<Tensor> t = make_random_tensors(k, {{"N", 3001}}, 57);
+  auto args = args_for(k, t);
+  compile_cuda(k, layout_options())->run_host(args);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < 3001; ++i) {
+    const uint32_t x = static_cast<uint32_t>(t[0].get_int(i));
+    wrong += t[1].get_int(i) != static_cast<int32_t>(static_cast<uint32_t>(__builtin_popcount(x)) + x);
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 // The library kernels the layout emitter prints (every one since session 55, when topk's
 // whole-row kernel, of Struct buffers, began to print; matmul_fp8 above, with the
 // bf16 tolerance), in each dtype, bound with the device target's preferred config, at ragged
