@@ -52,6 +52,10 @@ void blocked(Dist& d, const Layout& l) {
   for (int64_t o : l.order) {
     const int tb = log2_exact(l.threads[o]), wbits = log2_exact(l.warps[o]);
     if (tb < 0 || wbits < 0) throw NotLowerable{"a blocked layout with threads or warps not powers of two"};
+    // (More lanes or warps than the program has: checked before the bits are placed, which
+    // would index past them; found by review: a written warps = [8, 1] in a 4-warp program.)
+    if (lb + tb > static_cast<int>(d.lane_bits.size()) || wb + wbits > static_cast<int>(d.warp_bits.size()))
+      throw NotLowerable{"a blocked layout whose threads or warps are not the program's"};
     for (int j = 0; j < tb; ++j) d.lane_bits.at(lb++) = bit(d, static_cast<int>(o), l.per_thread[o] << j);
     for (int j = 0; j < wbits; ++j)
       d.warp_bits.at(wb++) = bit(d, static_cast<int>(o), l.per_thread[o] * l.threads[o] << j);

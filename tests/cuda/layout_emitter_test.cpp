@@ -23,6 +23,18 @@ using cudagen::same_thread_slots;
 
 std::vector<int64_t> at(const Dist& d, int64_t slot, int lane, int warp = 0) { return d.coord(slot, lane, warp); }
 
+// A blocked layout of more warps (or lanes) than the program has is NotLowerable (the kernel
+// then goes to the planning emitter with a note), not an index past the warp bits.
+TEST(DistLayout, BlockedOfMoreWarpsThanTheProgramIsNotLowerable) {
+  const Layout eight = Layout::blocked({1, 4}, {4, 8}, {8, 1}, {1, 0});
+  try {
+    make_dist(eight, {32, 32}, 4);
+    ADD_FAILURE() << "8 warps placed in a program of 4";
+  } catch (const cudagen::NotLowerable& e) {
+    EXPECT_NE(e.why.find("not the program's"), std::string::npos) << e.why;
+  }
+}
+
 TEST(DistLayout, MmaAccumulatorIsThePtxFragment) {
   // c0, c1 = C[g][2t, 2t + 1], c2, c3 = C[g + 8][...], g = lane / 4, t = lane % 4; then the n8
   // tiles, then the m16 tiles (here 2 x 2 tiles per warp, warps [2, 2]).
