@@ -2032,7 +2032,7 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     count("reduction-shuffles");
   }
   std::vector<size_t> wa;  // (on a cluster a CTA's warps: the lower warp bits, as lowered_reduce)
-  for (size_t b = 0; b < X.warp_bits.size() && (int64_t{1} << b) < warps_; ++b)
+  for (size_t b = 0; b < X.warp_bits.size() && !cta_warp_bit(b); ++b)
     if (X.warp_bits[b].dim >= 0) wa.push_back(b);
   const bool cluster_axis = crosses_ctas(op, X, 0, nullptr);
   if (!wa.empty()) {
@@ -2047,10 +2047,7 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
     // Lane l takes warp l % G's value; log2 G shuffles fold them, every lane ending with all.
     line(n + " = " + ptr + "[tsr_lane & " + num(G - 1) + "];");
     for (size_t b = 0; b < wa.size(); ++b) shuffle_fold(n, t, b, fold);
-    // A float max or min of +0 and -0 keeps the first argument's (fmax_nan): lanes that folded
-    // in other orders could hold different zeros; every lane takes lane 0's (found by review).
-    if (is_float(t) && (kind == "max" || kind == "min"))
-      line(n + " = __shfl_sync(0xffffffffu, " + n + ", 0);");
+    lane_zeros_agree(n, t, kind);
     count("reduction-warp-exchanges");
   }
   if (cluster_axis) exchange_cluster_value(op, T, n, kind, fold);
@@ -2061,7 +2058,7 @@ bool Emitter::crosses_ctas(const Op& op, const Dist& X, int64_t axis, const Valu
   if (cluster_ == 1) return false;
   int on_axis = 0, cta_bits = 0;
   for (size_t b = 0; b < X.warp_bits.size(); ++b)
-    if ((int64_t{1} << b) >= warps_) ++cta_bits, on_axis += X.warp_bits[b].dim == axis;
+    if (cta_warp_bit(b)) ++cta_bits, on_axis += X.warp_bits[b].dim == axis;
   if (on_axis == 0) return false;
   // The exchange folds every CTA's one value: each must hold a different part of the axis, and
   // the result be one element.
@@ -2074,11 +2071,15 @@ bool Emitter::crosses_ctas(const Op& op, const Dist& X, int64_t axis, const Valu
 void Emitter::exchange_cluster_value(const Op& op, const std::string& T, const std::string& acc, const std::string& kind,
                                      const std::function<std::string(const std::string&, const std::string&)>& fold) {
   exchange_cluster_partials(op, T, acc, fold);
-  // Lanes fold the CTAs' values in different orders: a float max or min of +0 and -0 could
-  // differ between them (as in lowered_reduce_to_scalar); every lane takes lane 0's, which is
-  // the same in every warp of every CTA (each folds rank 0's value first, then the same ranks).
-  if (is_float(op.result()->type.elem) && (kind == "max" || kind == "min"))
-    line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
+  // (Lane 0's value is the same in every warp of every CTA: each folds rank 0's value first,
+  // then the same ranks.)
+  lane_zeros_agree(acc, op.result()->type.elem, kind);
+}
+
+void Emitter::lane_zeros_agree(const std::string& acc, ScalarKind t, const std::string& kind) {
+  // A float max or min of +0 and -0 keeps the first argument's (fmax_nan): lanes that folded
+  // in other orders could hold different zeros; every lane takes lane 0's (found by review).
+  if (is_float(t) && (kind == "max" || kind == "min")) line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
 }
 
 // A sum scan along the one axis of a tile that is a single line (every other dim 1), whose
@@ -2334,7 +2335,7 @@ void Emitter::lowered_reduce(const Op& op) {
   // distributed shared memory (cluster_axis).
   std::vector<size_t> wa;
   const bool cluster_axis = crosses_ctas(op, X, axis, r);
-  for (size_t b = 0; b < X.warp_bits.size() && (int64_t{1} << b) < warps_; ++b)
+  for (size_t b = 0; b < X.warp_bits.size() && !cta_warp_bit(b); ++b)
     if (X.warp_bits[b].dim == axis) wa.push_back(b);
   // A narrow float's sum or product rounded once; an i1 one kept to its bit.
   auto finish = [&] {

@@ -346,19 +346,24 @@ void Emitter::emit_struct(const Op& op) {
     // reads that VEC threads' runs put on one bank.
     Layout L = layout_of(r);
     const int64_t sb = scalar_bytes(t), piece = std::min<int64_t>(16, L.vec * sb);
-    if (!lowered_ && cluster_ == 1 && !L.replicated && !L.dist && L.vec >= 2 && L.part % (int64_t(L.vec) * T_) == 0 &&
-        (L.part * sb) % 16 == 0 && (L.vec * sb) % piece == 0 && piece >= 4) {
-      const std::string V = std::to_string(L.vec), St = stype(t), c = fresh("c");
+    // `runs` reads of V elements each, run c's first element at offset(c): one vector read each.
+    auto vector_reads = [&](int64_t runs, int64_t V, const std::function<std::string(const std::string&)>& offset) {
+      const std::string Vs = std::to_string(V), St = stype(t), c = fresh("c");
       line("#pragma unroll");
-      open("for (int " + c + " = 0; " + c + " < " + std::to_string(L.chunks) + "; ++" + c + ") {");
-      line(St + " v_[" + V + "];");
-      line("tsr::copy_vec<" + St + ", " + V + ">(v_, " + src + " + " + c + " * " + std::to_string(int64_t(T_) * L.vec) +
-           " + tsr_tid * " + V + ");");
+      open("for (int " + c + " = 0; " + c + " < " + std::to_string(runs) + "; ++" + c + ") {");
+      line(St + " v_[" + Vs + "];");
+      line("tsr::copy_vec<" + St + ", " + Vs + ">(v_, " + src + " + " + offset(c) + ");");
       line("#pragma unroll");
-      line("for (int l_ = 0; l_ < " + V + "; ++l_) " + n + "[" + c + " * " + V + " + l_] = " + load_conv(t, "v_[l_]") + ";");
+      line("for (int l_ = 0; l_ < " + Vs + "; ++l_) " + n + "[" + c + " * " + Vs + " + l_] = " + load_conv(t, "v_[l_]") + ";");
       close();
       count("vector-buffer-reads");
-      return;
+    };
+    if (!lowered_ && cluster_ == 1 && !L.replicated && !L.dist && L.vec >= 2 && L.part % (int64_t(L.vec) * T_) == 0 &&
+        (L.part * sb) % 16 == 0 && (L.vec * sb) % piece == 0 && piece >= 4) {
+      const std::string V = std::to_string(L.vec);
+      return vector_reads(L.chunks, L.vec, [&](const std::string& c) {
+        return c + " * " + std::to_string(int64_t(T_) * L.vec) + " + tsr_tid * " + V;
+      });
     }
     // The layout emitter's: each thread's runs along the last dim (lowered_vector_width), one
     // vector read each (aligned: a run starts at a multiple of its width in a row of whole
@@ -366,19 +371,8 @@ void Emitter::emit_struct(const Op& op) {
     // f32 rows took 16 scalar reads of eight-float runs a thread).
     if (lowered_ && L.dist && !packed_in_layouts(r)) {
       const int64_t V = lowered_vector_width(r);
-      const std::vector<int64_t> S = static_shape(r->type.shape);
-      if (V >= 2 && V * sb >= 4 && S.back() % V == 0 && L.slots % V == 0) {
-        const std::string Vs = std::to_string(V), St = stype(t), c = fresh("c");
-        line("#pragma unroll");
-        open("for (int " + c + " = 0; " + c + " < " + std::to_string(L.slots / V) + "; ++" + c + ") {");
-        line(St + " v_[" + Vs + "];");
-        line("tsr::copy_vec<" + St + ", " + Vs + ">(v_, " + src + " + " + L.dist->flat_expr(c + " * " + Vs) + ");");
-        line("#pragma unroll");
-        line("for (int l_ = 0; l_ < " + Vs + "; ++l_) " + n + "[" + c + " * " + Vs + " + l_] = " + load_conv(t, "v_[l_]") + ";");
-        close();
-        count("vector-buffer-reads");
-        return;
-      }
+      if (V >= 2 && V * sb >= 4 && static_shape(r->type.shape).back() % V == 0 && L.slots % V == 0)
+        return vector_reads(L.slots / V, V, [&](const std::string& c) { return L.dist->flat_expr(c + " * " + std::to_string(V)); });
     }
     gather_into(r, n, [&](const std::string& e) { return load_conv(t, src + "[" + e + "]"); });
   };

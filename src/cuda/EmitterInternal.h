@@ -261,6 +261,11 @@ class Emitter {
   // The threads of a program: a CTA's, times its CTAs on a cluster (the layout emitter's
   // layouts place elements over all of them).
   int program_threads() const { return T_ * cluster_; }
+  // Whether warp bit b of a layout's placement is the cluster rank's (at or above a CTA's warps).
+  bool cta_warp_bit(size_t b) const { return (int64_t{1} << b) >= warps_; }
+  // After a butterfly of shuffles: a float max or min's `acc` (of type t) takes lane 0's value,
+  // so that every lane holds the same zero.
+  void lane_zeros_agree(const std::string& acc, ScalarKind t, const std::string& kind);
   // Whether a reduction of `X` along `axis` (into `r`, null for a scalar) folds values of
   // several CTAs of the cluster: the warp bits above a CTA's (its rank's) lie on the axis.
   // Throws NotClusterable where they do but the exchange cannot fold them (some of them on

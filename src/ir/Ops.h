@@ -46,4 +46,10 @@ const OpInfo& op_info(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);
 const std::vector<OpInfo>& all_ops();
 
+// The grid yield's attributes that say how programs map to CTAs other than one program per CTA
+// (persistent CTAs, grouped order, CTA pairs, stream-K parts, program prefetch): none goes with
+// `num_ctas` > 1, whose program id is the cluster's (the verifier; cluster-programs declines).
+inline constexpr const char* kProgramMappingAttrs[] = {"persistent", "group_rows", "program_pairs", "stream_k",
+                                                       "prefetch_buffers"};
+
 }  // namespace tessera

@@ -612,7 +612,7 @@ class Verifier {
                     attr_str(*c));
       // (The program id is the cluster's: no other mapping of programs to CTAs goes with it.)
       if (*n > 1)
-        for (const char* a : {"persistent", "group_rows", "program_pairs", "stream_k", "prefetch_buffers"})
+        for (const char* a : kProgramMappingAttrs)
           if (const Attr* other = op.find_attr(a); other && !(std::string(a) == "persistent" && int_attr_is(&op, a, 0)))
             return fail("num_ctas = " + std::to_string(*n) + " does not go with " + a +
                         " (a program's CTAs are one cluster's, the program id the cluster's)");

@@ -37,7 +37,6 @@ namespace tessera {
 std::string unclusterable_op(const Op& op) {
   switch (op.kind) {
     case OpKind::Dot: return "a dot";
-    case OpKind::Scan: return "a scan";
     case OpKind::Permute: return "a permute";
     case OpKind::InsertTile: return "an insert of a tile";
     case OpKind::ExtractTile: return "an extract of a tile";
@@ -91,7 +90,7 @@ void cluster_programs(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) 
           std::to_string(C);
   else
     // (How programs map to CTAs otherwise: the program id would not be the cluster's.)
-    for (const char* a : {"persistent", "group_rows", "program_pairs", "stream_k", "prefetch_buffers"})
+    for (const char* a : kProgramMappingAttrs)
       if (why.empty() && yield->has_attr(a)) why = std::string("the grid's yield says ") + a;
   if (why.empty())
     walk(*k.body, [&](Op& op) {

@@ -138,8 +138,8 @@ Op* splittable_k_loop(const Kernel& k, std::string* why) {
     if (op.get() == loop) break;
     bool writes = false;
     auto look = [&](Op& o) {
-      writes = writes || (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather) ||
-               o.info().cls == OpClass::Raw;
+      // (Raw code anywhere is declined above.)
+      writes = writes || (o.info().cls == OpClass::Memory && o.kind != OpKind::LoadTile && o.kind != OpKind::Gather);
     };
     look(*op);
     for (const auto& r : op->regions) walk(*r, look);
