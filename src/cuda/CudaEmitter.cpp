@@ -810,6 +810,14 @@ void Emitter::emit_while(const Op& op) {
   if (cond.args.size() != nc || body.args.size() != nc || op.results.size() != nc) fail(op, "carried values do not match");
   std::vector<std::string> carried;
   std::vector<const Value*> vals;
+  if (lowered_) {  // (assign-layouts lays out a while's tiles since session 56)
+    bool tiles = std::any_of(op.results.begin(), op.results.end(), [](const Value* r) { return r->type.is_tile(); });
+    for (const Block* b : {&cond, &body})
+      walk(const_cast<Block&>(*b), [&](Op& o) {
+        for (const Value* r : o.results) tiles |= r->type.is_tile();
+      });
+    if (tiles) count("tiles-through-while");
+  }
   for (size_t j = 0; j < nc; ++j) {
     std::string c = declare(op, op.result(j), "c");
     copy_value(op.result(j), c, nm(op.operand(j)));
@@ -1434,6 +1442,21 @@ const Op* first_layout_op(const Block& b) {
 
 }  // namespace
 
+// The layout emitter's paths (by the stat each counts) printed since session 56 that have not
+// yet run on a GPU (tests/gpu/layout_emitter_gpu_test.cpp's
+// SharedFoldsAndLargeInsertsMatchTheInterpreter runs them): "" when the emission used none.
+static std::string unrun_layout_paths(const std::map<std::string, int64_t>& stats) {
+  static const std::pair<const char*, const char*> kUnrun[] = {
+      {"shared-scans", "scans through shared memory"},
+      {"shared-reductions", "reduce_with through shared memory"},
+      {"insert-parts", "an insert_tile in parts"},
+      {"tiles-through-while", "tiles in a while"}};
+  std::string out;
+  for (const auto& [stat, what] : kUnrun)
+    if (auto it = stats.find(stat); it != stats.end() && it->second > 0) out += (out.empty() ? "" : ", ") + std::string(what);
+  return out;
+}
+
 GpuLoweringOptions gpu_lowering_options(const CudaTarget& target, bool wgmma) {
   GpuLoweringOptions o{target.sm, wgmma};
   o.split_k = target.split_k && wgmma;
@@ -1547,6 +1570,13 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
           out = print();
           for (const std::string& n : no_producer) out.notes.push_back(n + " (warp_specialize = 0)");
         }
+        // Under Auto, what the layout emitter prints but has not yet run on a GPU (its stats
+        // say where it printed it) goes to the planning emitter, with a note.
+        if (target.emitter == CudaTarget::Emitter::Auto)
+          if (const std::string u = unrun_layout_paths(out.stats); !u.empty()) {
+            layouts_note = u + " on the layout emitter not run on a GPU yet: the planning emitter made it";
+            break;
+          }
         out.notes.push_back("printed from the GPU lowering's layouts (the layout emitter)");
         for (const std::string& n : lowering_stats.notes)
           if (n.rfind("cluster-programs:", 0) == 0 && clusters) out.notes.push_back(n);

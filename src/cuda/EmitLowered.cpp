@@ -159,7 +159,9 @@ bool Emitter::emit_lowered(const Op& op) {
     case OpKind::ExpandDims:
     case OpKind::Broadcast: lowered_shape(op); return true;
     case OpKind::Reduce: lowered_reduce(op); return true;
-    case OpKind::Scan: lowered_block_scan(op); return true;
+    case OpKind::Scan: lowered_scan(op); return true;
+    case OpKind::ScanWith:
+    case OpKind::ReduceWith: lowered_fold_lines_through_shared(op); return true;
     case OpKind::InsertTile: lowered_insert(op); return true;
     case OpKind::ExtractTile: lowered_extract(op); return true;
     case OpKind::Dot:
@@ -197,7 +199,6 @@ bool Emitter::emit_lowered(const Op& op) {
           throw NotLowerable{"an elementwise op at " + op.loc.str() + " over tiles of different layouts"};
       return false;
     case OpClass::Control:
-      if (op.kind == OpKind::While) throw NotLowerable{"tiles carried through a while loop"};
       return false;
     case OpClass::Sort:
       // sort, topk, histogram: a network over the operands staged in shared memory by their
@@ -1932,23 +1933,51 @@ void Emitter::lowered_shape(const Op& op) {
   });
 }
 
+// Each element of `v` its owner holds into ptr[index(its flat index)], where that is in
+// [0, bound) (every index when bound is 0): a part of a tile staged through the scratch.
+void Emitter::stage_at(const Value* v, const std::string& ptr, const std::function<std::string(const std::string&)>& index,
+                       int64_t bound) {
+  const Dist& X = dist_of(v);
+  const std::string own = X.owner_expr();
+  slots(layout_of(v), [&](const std::string& sl) {
+    const std::string i = fresh("i");
+    std::string when = own == "true" ? "" : own;
+    if (bound > 0) when += (when.empty() ? "" : " && ") + i + " >= 0 && " + i + " < " + num(bound);
+    line("{ const int " + i + " = " + index(X.flat_expr(sl)) + "; " + (when.empty() ? "" : "if (" + when + ") ") + ptr + "[" + i + "] = " +
+         nm(v) + "[" + sl + "]; }");
+  });
+}
+
 // insert_tile %t, %sub, i...: the result is in %t's layout (assign-layouts), so a slot keeps
 // %t's element or, inside the sub-tile's block (at indices known only at run time), takes the
-// sub-tile's, which goes through shared memory once.
+// sub-tile's, which goes through shared memory once; a sub-tile larger than the exchanges'
+// scratch goes through in parts of its flat index (a loop: each slot takes its element in the
+// part that holds it).
 void Emitter::lowered_insert(const Op& op) {
   const Value *x = op.operand(0), *sub = op.operand(1), *r = op.result();
   if (x->type.layout != r->type.layout) throw NotLowerable{"an insert_tile at " + op.loc.str() + " into another layout"};
   const std::vector<int64_t> SS = static_shape(sub->type.shape);
-  const int64_t bytes = shape_numel(sub->type.shape) * std::max(4, scalar_bytes(sub->type.elem));
-  if (bytes > kExchangeBytes) throw NotLowerable{"an insert_tile of a sub-tile larger than an exchange"};
-  const std::string ptr = smem_ptr(ctype(sub->type.elem), 0, bytes);
-  stage(sub, ptr);  // (a barrier first: the last exchange's readers are done)
-  barrier();
+  const int64_t numel = shape_numel(sub->type.shape), eb = std::max(4, scalar_bytes(sub->type.elem));
+  const int64_t part = std::min(numel, kExchangeBytes / eb), parts = (numel + part - 1) / part;
+  const std::string ptr = smem_ptr(ctype(sub->type.elem), 0, part * eb);
   count("layout-exchanges");
   const Dist& R = dist_of(r);
-  const std::string n = declare(op, r);
+  std::string n;
+  if (parts == 1) {
+    stage(sub, ptr);  // (a barrier first: the last exchange's readers are done)
+  } else {
+    count("insert-parts");
+    n = declare(op, r);
+    slots(layout_of(r), [&](const std::string& s) { line(n + "[" + s + "] = " + nm(x) + "[" + s + "];"); });
+    open("for (int pt_ = 0; pt_ < " + num(parts) + "; ++pt_) {");
+    ++loop_callbacks_;  // (no program prefetch copies from these barriers, which run every part)
+    barrier();  // the last part's (or exchange's) readers are done
+    stage_at(sub, ptr, [&](const std::string& e) { return e + " - pt_ * " + num(part); }, part);
+  }
+  barrier();
+  if (parts == 1) n = declare(op, r);
   slots(layout_of(r), [&](const std::string& s) {
-    std::string in, at;
+    std::string in;
     std::vector<std::string> q(SS.size());
     for (size_t d = 0; d < SS.size(); ++d) {
       q[d] = fresh("q");
@@ -1956,8 +1985,18 @@ void Emitter::lowered_insert(const Op& op) {
            nm(op.operand(2 + d)) + ") * " + num(SS[d]) + ";");
       in += (d ? " && " : "") + q[d] + " >= 0 && " + q[d] + " < " + num(SS[d]);
     }
-    line(n + "[" + s + "] = (" + in + ") ? " + ptr + "[" + flat(q, SS) + "] : " + nm(x) + "[" + s + "];");
+    if (parts == 1) {
+      line(n + "[" + s + "] = (" + in + ") ? " + ptr + "[" + flat(q, SS) + "] : " + nm(x) + "[" + s + "];");
+      return;
+    }
+    const std::string f = fresh("f");
+    line("{ const int64_t " + f + " = (" + in + ") ? " + flat(q, SS) + " - pt_ * " + num(part) + " : -1; if (" + f + " >= 0 && " + f + " < " +
+         num(part) + ") " + n + "[" + s + "] = " + ptr + "[" + f + "]; }");
   });
+  if (parts > 1) {
+    --loop_callbacks_;
+    close();
+  }
 }
 
 // extract_tile %t, i...: the sub-tile at indices known at run time, gathered through shared
@@ -1982,12 +2021,12 @@ void Emitter::shuffle_fold(const std::string& acc, ScalarKind t, size_t lane_bit
 }
 
 void Emitter::fold_slots(const std::string& acc, const std::string& T, const std::vector<std::string>& elems,
-                         const std::function<std::string(const std::string&, const std::string&)>& fold,
-                         bool reassociate) {
+                         const std::function<std::string(const std::string&, const std::string&)>& fold) {
   // A thread's many elements fold into eight partials and then a tree (as the planning
   // emitter's reductions do): eight chains of additions in flight instead of one. Sums,
-  // products, max and min (NaN-propagating) only; a user's combiner folds in order.
-  const size_t P = !reassociate ? 1 : elems.size() >= 16 ? 8 : elems.size() >= 8 ? 4 : 1;
+  // products, max and min (NaN-propagating) only: a user's combiner folds in order, through
+  // shared memory (lowered_fold_lines_through_shared).
+  const size_t P = elems.size() >= 16 ? 8 : elems.size() >= 8 ? 4 : 1;
   if (P == 1) {
     line(acc + " = " + elems[0] + ";");
     for (size_t i = 1; i < elems.size(); ++i) line(acc + " = " + fold(acc, elems[i]) + ";");
@@ -2025,7 +2064,7 @@ void Emitter::lowered_reduce_to_scalar(const Op& op) {
   line(T + " " + n + ";");
   std::vector<std::string> elems;
   for (int64_t s = 0; s < X.slots(); ++s) elems.push_back(nm(x) + "[" + num(s) + "]");
-  fold_slots(n, T, elems, fold, true);
+  fold_slots(n, T, elems, fold);
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {
     if (X.lane_bits[b].dim < 0) continue;  // lanes holding copies
     shuffle_fold(n, t, b, fold);
@@ -2082,6 +2121,11 @@ void Emitter::lane_zeros_agree(const std::string& acc, ScalarKind t, const std::
   if (is_float(t) && (kind == "max" || kind == "min")) line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
 }
 
+// A scan: a block scan from registers where it takes the form, else through shared memory.
+void Emitter::lowered_scan(const Op& op) {
+  if (!lowered_block_scan(op)) lowered_fold_lines_through_shared(op);
+}
+
 // A sum scan along the one axis of a tile that is a single line (every other dim 1), whose
 // layout gives each thread runs of `run` consecutive elements, the threads' runs in thread
 // order, then again (a repeat) past all of them: element (slot s, thread t) at
@@ -2090,11 +2134,11 @@ void Emitter::lane_zeros_agree(const std::string& acc, ScalarKind t, const std::
 // blocked layouts assign-layouts gives such tiles (topk's histograms and keep flags) are of this
 // form; the check evaluates every slot of every thread. Per repeat: each thread's inclusive sums
 // over its run, then tsr::block_exclusive_sum of the runs' totals (owners only), the repeats
-// chained by the running total: the planning emitter's block scan. Copies then take the owners'
+// chained by the running total: the planning emitter's block scan. Other scans: false. Copies then take the owners'
 // values through shared memory. Sums of integers wrap (in the unsigned type), f32 / f64 add in
 // order within a run (not the interpreter's order across runs: scans of floats are within the
 // tolerance of reductions, docs/checking.md).
-void Emitter::lowered_block_scan(const Op& op) {
+bool Emitter::lowered_block_scan(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
   // tsr::block_exclusive_sum waits for the whole CTA (__syncthreads) and numbers warps from
   // threadIdx.x: not in a warp-specialized kernel's compute warps, which the producer warpgroup
@@ -2102,15 +2146,13 @@ void Emitter::lowered_block_scan(const Op& op) {
   if (ws_consumers_) throw NotWarpSpecializable{"the compute warps' code has a block scan (a whole-program barrier)"};
   const ScalarKind t = x->type.elem;
   const int64_t axis = op.attr_int("axis");
-  if (op.attr_string("kind") != "sum") throw NotLowerable{"a scan of kind " + op.attr_string("kind")};
-  if (!(t == ScalarKind::F32 || t == ScalarKind::F64 || (is_int(t) && !is_bool(t))))
-    throw NotLowerable{"a scan of " + std::string(scalar_name(t))};
+  if (op.kind != OpKind::Scan || op.attr_string("kind") != "sum") return false;
+  if (!(t == ScalarKind::F32 || t == ScalarKind::F64 || (is_int(t) && !is_bool(t)))) return false;
   const std::vector<int64_t> S = static_shape(x->type.shape);
   for (size_t d = 0; d < S.size(); ++d)
-    if (int64_t(d) != axis && S[d] != 1) throw NotLowerable{"a scan of a tile of more than one line"};
+    if (int64_t(d) != axis && S[d] != 1) return false;
   const Dist& X = dist_of(x);
-  if (dist_of(r).digits.size() != X.digits.size() || r->type.layout != x->type.layout)
-    throw NotLowerable{"a scan whose result has another layout than its operand"};
+  if (dist_of(r).digits.size() != X.digits.size() || r->type.layout != x->type.layout) return false;
   // Owners in thread order, and the run length (the fastest digit when it counts along the axis by 1).
   const int threads = T_, lanes = 32;
   auto owner = [&](int tid) {
@@ -2130,15 +2172,18 @@ void Emitter::lowered_block_scan(const Op& op) {
   if (!X.digits.empty() && X.digits[0].dim == axis && X.digits[0].coef == 1) run = X.digits[0].radix;
   // Each repeat costs a block_exclusive_sum (two barriers): as many as the planning emitter's
   // block scan takes (16 chunks).
-  if (slots / run > 16) throw NotLowerable{"a scan of more than 16 runs a thread"};
+  if (slots / run > 16) return false;
   for (int tid = 0; tid < threads; ++tid) {
     if (rank[tid] < 0) continue;
     for (int64_t s = 0; s < slots; ++s) {
       const int64_t want = s % run + run * rank[tid] + run * owners * (s / run);
-      if (X.coord(s, tid % lanes, tid / lanes)[static_cast<size_t>(axis)] != want)
-        throw NotLowerable{"a scan over a layout whose threads do not hold consecutive runs in thread order"};
+      if (X.coord(s, tid % lanes, tid / lanes)[static_cast<size_t>(axis)] != want) return false;
     }
   }
+  // The copies take their owners' sums through the exchanges' scratch, which the kernel's rings
+  // may not spare more of.
+  const int64_t copy_bytes = shape_numel(r->type.shape) * std::max(4, scalar_bytes(t));
+  if (owners < threads && copy_bytes > kExchangeBytes) return false;
   const std::string C = ctype(t), U = is_float(t) ? C : scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
   const std::string own = X.owner_expr(), res = declare(op, r);
   if (env_flag("TESSERA_CUDA_ONE_BARRIER_SCANS")) {
@@ -2181,16 +2226,119 @@ void Emitter::lowered_block_scan(const Op& op) {
     }
   }
   if (owners < threads) {  // the copies take their owners' sums
-    const int64_t bytes = shape_numel(r->type.shape) * std::max(4, scalar_bytes(t));
-    // (Within the exchanges' scratch, which the kernel's rings may not spare more of; the
-    // check comes late, but a NotLowerable only makes the planning emitter print the kernel.)
-    if (bytes > kExchangeBytes) throw NotLowerable{"a scan whose copies exchange more than the scratch holds"};
-    const std::string ptr = smem_ptr(C, 0, bytes);
+    const std::string ptr = smem_ptr(C, 0, copy_bytes);
     stage(r, ptr);
     barrier();
     gather_into(r, res, [&](const std::string& e) { return ptr + "[" + e + "]"; });
   }
   count("block-scans");
+  return true;
+}
+
+// Any other scan (a max, min or product; of bf16, f16 or i1; of several lines; over any layouts),
+// a scan_with and a reduce_with (whose combiners run left to right, docs/semantics.md) through
+// shared memory, as the planning emitter's serial folds: thread p folds line p in order, as the
+// interpreter does (narrow floats in f32, each output rounded; integers wrap). A tile of more
+// than the exchanges' scratch goes through in parts of G lines by Lc elements along the axis, in
+// a loop: each part is staged from x's slots, its lines folded on from the carry the previous
+// part along them left, then a scan's read back into r's slots; a reduction's line values,
+// after a line's last part, go through the scratch into r's slots (or to every thread).
+void Emitter::lowered_fold_lines_through_shared(const Op& op) {
+  const Value *x = op.operand(0), *r = op.result();
+  const bool scan = op.kind == OpKind::Scan || op.kind == OpKind::ScanWith, with = op.kind != OpKind::Scan;
+  const std::vector<int64_t> S = static_shape(x->type.shape);
+  const int64_t axis = op.attr_int("axis");
+  const AxisSplit sp = split_at_axis(S, axis);
+  const int64_t L = sp.len, I = sp.inner, lines = sp.outer * sp.inner;
+  const ScalarKind t = x->type.elem;
+  const std::string C = ctype(t), kind = with ? "" : op.attr_string("kind"), U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const bool f = is_float(t);
+  std::string step;  // acc_ combined with v_ (a combiner's region is printed in the loop)
+  if (kind == "sum") step = f ? "acc_ + v_" : C + "(" + U + "(acc_) + " + U + "(v_))";
+  else if (kind == "prod") step = f ? "acc_ * v_" : C + "(" + U + "(acc_) * " + U + "(v_))";
+  else if (kind == "max" || kind == "min") step = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">(acc_, v_)";
+  else if (!with) throw NotLowerable{"a scan at " + op.loc.str() + " of kind " + kind};
+  if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) step = "uint8_t((" + step + ") & 1)";
+  // Parts: G lines (at most one a thread) by Lc elements along the axis, within the scratch.
+  const int64_t eb = std::max(4, scalar_bytes(t)), fit = kExchangeBytes / eb;
+  const int64_t G = std::min<int64_t>({lines, T_, fit}), Lc = std::min(L, std::max<int64_t>(1, fit / G));
+  const int64_t NG = (lines + G - 1) / G, NC = (L + Lc - 1) / Lc;
+  const bool parts = NG * NC > 1;
+  const std::string ptr = smem_ptr(C, 0, G * Lc * eb), res = declare(op, r), acc = fresh("acc");
+  count(scan ? "shared-scans" : "shared-reductions");
+  // Where flat element e of x lies in the part (g_, c_): its line less the part's first, its
+  // place along the axis less the part's first; -1 outside the part.
+  auto at = [&](const std::string& e) {
+    const std::string l = "(" + e + " / " + num(I) + ") % " + num(L), p = "(" + e + " / " + num(L * I) + ") * " + num(I) + " + " + e + " % " + num(I);
+    if (!parts) return "(" + p + ") * " + num(Lc) + " + " + l;
+    return "tsr_fold_at(" + p + " - g_ * " + num(G) + ", " + l + " - c_ * " + num(Lc) + ")";
+  };
+  line(C + " " + acc + " = " + C + "(0);");
+  open("{");
+  if (parts) {
+    line("auto tsr_fold_at = [](int p, int l) { return p >= 0 && p < " + num(G) + " && l >= 0 && l < " + num(Lc) + " ? p * " + num(Lc) +
+         " + l : -1; };");
+    open("for (int g_ = 0; g_ < " + num(NG) + "; ++g_) {");
+    open("for (int c_ = 0; c_ < " + num(NC) + "; ++c_) {");
+    ++loop_callbacks_;  // (no program prefetch copies from these barriers, which run every part)
+  }
+  barrier();  // the last exchange's (or part's) readers are done
+  stage_at(x, ptr, at, parts ? G * Lc : 0);
+  barrier();
+  const std::string first = parts ? "g_ * " + num(G) + " + " : "", begin = parts ? "c_ * " + num(Lc) + " + " : "";
+  open("if (tsr_tid < " + num(G) + " && " + first + "tsr_tid < " + num(lines) + ") {");
+  line(C + " acc_ = " + acc + ";");
+  open("for (int l_ = 0; l_ < " + num(Lc) + " && " + begin + "l_ < " + num(L) + "; ++l_) {");
+  line("const " + C + " v_ = " + ptr + "[tsr_tid * " + num(Lc) + " + l_];");
+  open("if (" + begin + "l_ == 0) {");
+  line("acc_ = v_;");
+  --ind_;
+  open("} else {");
+  if (with) {
+    const std::string a = fresh("a"), b = fresh("b");
+    line("const " + C + " " + a + " = acc_;");
+    line("const " + C + " " + b + " = v_;");
+    step = combine(op, a, b);
+    cur_ = &op;
+  }
+  line("acc_ = " + C + "(" + step + ");");
+  close();
+  if (scan) line(ptr + "[tsr_tid * " + num(Lc) + " + l_] = " + (f ? fround(t, "acc_") : std::string("acc_")) + ";");
+  close();
+  line(acc + " = acc_;");
+  close();
+  barrier();
+  if (scan) {
+    const Dist& R = dist_of(r);
+    slots(layout_of(r), [&](const std::string& sl) {
+      const std::string i = fresh("i");
+      line("{ const int " + i + " = " + at(R.flat_expr(sl)) + "; " + (parts ? "if (" + i + " >= 0) " : "") + res + "[" + sl + "] = " + ptr +
+           "[" + i + "]; }");
+    });
+  } else {
+    // After a line's last part: its value at ptr[line - the group's first], then into r's slots
+    // (r's flat index is the line's: the axis dropped), or a scalar to every thread.
+    if (parts) open("if (c_ == " + num(NC - 1) + ") {");
+    line("if (tsr_tid < " + num(G) + ") " + ptr + "[tsr_tid] = " + (f ? fround(t, acc) : acc) + ";");
+    barrier();
+    if (!r->type.is_tile()) {
+      line(res + " = " + ptr + "[0];");
+    } else {
+      const Dist& R = dist_of(r);
+      slots(layout_of(r), [&](const std::string& sl) {
+        const std::string i = fresh("i");
+        line("{ const int " + i + " = " + R.flat_expr(sl) + (parts ? " - g_ * " + num(G) : "") + "; " +
+             (parts ? "if (" + i + " >= 0 && " + i + " < " + num(G) + ") " : "") + res + "[" + sl + "] = " + ptr + "[" + i + "]; }");
+      });
+    }
+    if (parts) close();
+  }
+  if (parts) {
+    --loop_callbacks_;
+    close();
+    close();
+  }
+  close();
 }
 
 // An argmax or argmin: the fold of a reduction over (value, index) pairs, the index the
@@ -2291,9 +2439,8 @@ std::string Emitter::own_exchange(const Op& op, const std::string& T, int64_t wo
 
 void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
-  if (op.kind == OpKind::Reduce && (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin"))
-    return lowered_arg_reduce(op);
-  if (op.kind == OpKind::Reduce && op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
+  if (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin") return lowered_arg_reduce(op);
+  if (op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
     return lowered_reduce_to_scalar(op);
   if (op.results.size() != 1 || !r->type.is_tile()) throw NotLowerable{"a reduction to a scalar or to two results"};
   const int64_t axis = op.attr_int("axis");
@@ -2309,10 +2456,9 @@ void Emitter::lowered_reduce(const Op& op) {
   // planning emitter's reductions do.
   const ScalarKind t = r->type.elem;
   const bool f = is_float(t);
-  const std::string kind = op.kind == OpKind::ReduceWith ? "with" : op.attr_string("kind");
+  const std::string kind = op.attr_string("kind");
   const std::string T = ctype(t);
-  std::function<std::string(const std::string&, const std::string&)> fold = reduce_fold(kind, t);
-  if (kind == "with") fold = [&](const std::string& a, const std::string& b) { return combine(op, a, b); };
+  const std::function<std::string(const std::string&, const std::string&)> fold = reduce_fold(kind, t);
   if (!fold) throw NotLowerable{"a reduction of kind " + kind};
   const std::string n = declare(op, r);
   std::vector<std::vector<int64_t>> folded(Y.slots());
@@ -2322,7 +2468,7 @@ void Emitter::lowered_reduce(const Op& op) {
     if (from.empty()) continue;
     std::vector<std::string> elems;
     for (int64_t i : from) elems.push_back(nm(x) + "[" + num(i) + "]");
-    fold_slots(n + "[" + num(y) + "]", T, elems, fold, kind != "with");
+    fold_slots(n + "[" + num(y) + "]", T, elems, fold);
   }
   // Along the lanes the axis is spread over: a butterfly of shuffles.
   for (size_t b = 0; b < X.lane_bits.size(); ++b) {

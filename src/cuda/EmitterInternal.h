@@ -102,12 +102,15 @@ class Emitter {
   void lowered_reduce_to_scalar(const Op& op);
   // A sum scan of a tile that is one line along its axis, from registers: each thread's runs of
   // consecutive elements, then the CTA's (tsr::block_exclusive_sum); NotLowerable for others.
-  void lowered_block_scan(const Op& op);
+  void lowered_scan(const Op& op);
+  bool lowered_block_scan(const Op& op);
+  void lowered_fold_lines_through_shared(const Op& op);  // scans, scan_with, reduce_with
   // The barrier, tsr::block_exclusive_sums and offset adds that end a one-barrier block scan
   // (TESSERA_CUDA_ONE_BARRIER_SCANS) in either emitter.
   void add_block_offsets(const std::string& res, const std::string& C, const std::string& U, const std::string& accs,
                          const std::string& offs, const std::string& part, int64_t R, int64_t run);
   void lowered_arg_reduce(const Op& op);  // argmax, argmin
+  void stage_at(const Value* v, const std::string& ptr, const std::function<std::string(const std::string&)>& index, int64_t bound);
   void lowered_insert(const Op& op);      // insert_tile
   void lowered_extract(const Op& op);     // extract_tile
   // acc = fold(acc, the acc of the lane that differs in bit `lane_bit`): one butterfly step.
@@ -246,7 +249,7 @@ class Emitter {
   // Prints `acc` = the fold of `elems` (C++ expressions of type T): eight partials and a tree
   // where `reassociate` allows and there are 8 or more, else in order.
   void fold_slots(const std::string& acc, const std::string& T, const std::vector<std::string>& elems,
-                  const std::function<std::string(const std::string&, const std::string&)>& fold, bool reassociate);
+                  const std::function<std::string(const std::string&, const std::string&)>& fold);
   static constexpr const char* kLoweredBase = "TSR_LO_BASE";
   // --- output ---
   const Kernel& k_;

@@ -500,6 +500,19 @@ class Assign {
       yields_to(body, op.results);
       return;
     }
+    if (op.kind == OpKind::While) {  // carried values keep their initial value's, as a for's
+      Block &cond = op.region(0), &body = op.region(1);
+      for (size_t i = 0; i < op.operands.size() && i < op.results.size(); ++i) {
+        const Type& init = op.operand(i)->type;
+        set(cond.args[i], init.layout, init.space);
+        set(body.args[i], init.layout, init.space);
+        set(op.results[i], init.layout, init.space);
+      }
+      block(cond);
+      block(body);
+      yields_to(body, op.results);
+      return;
+    }
     // if: the then branch decides, the else branch converts.
     for (auto& r : op.regions) block(*r);
     if (const Op* y = op.region(0).terminator())
@@ -518,7 +531,7 @@ class Assign {
   void block(Block& b) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       Op* cur = b.ops[i].get();
-      if (cur->kind == OpKind::For || cur->kind == OpKind::If) {
+      if (cur->kind == OpKind::For || cur->kind == OpKind::If || cur->kind == OpKind::While) {
         control(*cur);
       } else {
         op(*cur);
@@ -539,10 +552,6 @@ std::string unassignable(Kernel& k) {
     if (op.info().cls == OpClass::Struct && op.kind != OpKind::Alloc && op.kind != OpKind::AsyncCopy &&
         op.kind != OpKind::AsyncWait && op.kind != OpKind::BufferRead && op.kind != OpKind::BufferWrite)
       why = "Struct ops (" + std::string(op.name()) + ")";
-    if (op.kind == OpKind::ReduceWith || op.kind == OpKind::ScanWith) why = "combiner regions";
-    if (op.kind == OpKind::While)
-      for (const Value* r : op.results)
-        if (r->type.is_tile()) why = "tiles carried through while";
     for (const Value* r : op.results)
       if (r->type.is_tile() && !r->type.layout.empty()) why = "layouts written by hand";
   });
