@@ -814,7 +814,8 @@ void Emitter::emit_while(const Op& op) {
     bool tiles = std::any_of(op.results.begin(), op.results.end(), [](const Value* r) { return r->type.is_tile(); });
     for (const Block* b : {&cond, &body})
       walk(const_cast<Block&>(*b), [&](Op& o) {
-        for (const Value* r : o.results) tiles |= r->type.is_tile();
+        for (const std::vector<Value*>* vs : {&o.operands, &o.results})
+          for (const Value* v : *vs) tiles |= v->type.is_tile();
       });
     if (tiles) count("tiles-through-while");
   }

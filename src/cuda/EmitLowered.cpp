@@ -2259,37 +2259,40 @@ void Emitter::lowered_fold_lines_through_shared(const Op& op) {
   else if (kind == "max" || kind == "min") step = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">(acc_, v_)";
   else if (!with) throw NotLowerable{"a scan at " + op.loc.str() + " of kind " + kind};
   if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) step = "uint8_t((" + step + ") & 1)";
-  // Parts: G lines (at most one a thread) by Lc elements along the axis, within the scratch.
+  // Parts: G lines (at most one a thread) by Lc elements along the axis, within the scratch; a
+  // line's elements W apart, W = Lc + 1 where several lines are folded (the threads' reads of
+  // step l_ then fall in different banks, not all in one as with a stride of 32 k).
   const int64_t eb = std::max(4, scalar_bytes(t)), fit = kExchangeBytes / eb;
-  const int64_t G = std::min<int64_t>({lines, T_, fit}), Lc = std::min(L, std::max<int64_t>(1, fit / G));
+  const int64_t G = std::min<int64_t>({lines, T_, fit / 2});
+  const int64_t Lc = std::min(L, G > 1 ? fit / G - 1 : fit), W = G > 1 ? Lc + 1 : Lc;
   const int64_t NG = (lines + G - 1) / G, NC = (L + Lc - 1) / Lc;
   const bool parts = NG * NC > 1;
-  const std::string ptr = smem_ptr(C, 0, G * Lc * eb), res = declare(op, r), acc = fresh("acc");
+  const std::string ptr = smem_ptr(C, 0, G * W * eb), res = declare(op, r), acc = fresh("acc");
   count(scan ? "shared-scans" : "shared-reductions");
   // Where flat element e of x lies in the part (g_, c_): its line less the part's first, its
   // place along the axis less the part's first; -1 outside the part.
   auto at = [&](const std::string& e) {
     const std::string l = "(" + e + " / " + num(I) + ") % " + num(L), p = "(" + e + " / " + num(L * I) + ") * " + num(I) + " + " + e + " % " + num(I);
-    if (!parts) return "(" + p + ") * " + num(Lc) + " + " + l;
+    if (!parts) return "(" + p + ") * " + num(W) + " + " + l;
     return "tsr_fold_at(" + p + " - g_ * " + num(G) + ", " + l + " - c_ * " + num(Lc) + ")";
   };
   line(C + " " + acc + " = " + C + "(0);");
   open("{");
   if (parts) {
-    line("auto tsr_fold_at = [](int p, int l) { return p >= 0 && p < " + num(G) + " && l >= 0 && l < " + num(Lc) + " ? p * " + num(Lc) +
+    line("auto tsr_fold_at = [](int p, int l) { return p >= 0 && p < " + num(G) + " && l >= 0 && l < " + num(Lc) + " ? p * " + num(W) +
          " + l : -1; };");
     open("for (int g_ = 0; g_ < " + num(NG) + "; ++g_) {");
     open("for (int c_ = 0; c_ < " + num(NC) + "; ++c_) {");
     ++loop_callbacks_;  // (no program prefetch copies from these barriers, which run every part)
   }
   barrier();  // the last exchange's (or part's) readers are done
-  stage_at(x, ptr, at, parts ? G * Lc : 0);
+  stage_at(x, ptr, at, parts ? G * W : 0);
   barrier();
   const std::string first = parts ? "g_ * " + num(G) + " + " : "", begin = parts ? "c_ * " + num(Lc) + " + " : "";
   open("if (tsr_tid < " + num(G) + " && " + first + "tsr_tid < " + num(lines) + ") {");
   line(C + " acc_ = " + acc + ";");
   open("for (int l_ = 0; l_ < " + num(Lc) + " && " + begin + "l_ < " + num(L) + "; ++l_) {");
-  line("const " + C + " v_ = " + ptr + "[tsr_tid * " + num(Lc) + " + l_];");
+  line("const " + C + " v_ = " + ptr + "[tsr_tid * " + num(W) + " + l_];");
   open("if (" + begin + "l_ == 0) {");
   line("acc_ = v_;");
   --ind_;
@@ -2303,7 +2306,7 @@ void Emitter::lowered_fold_lines_through_shared(const Op& op) {
   }
   line("acc_ = " + C + "(" + step + ");");
   close();
-  if (scan) line(ptr + "[tsr_tid * " + num(Lc) + " + l_] = " + (f ? fround(t, "acc_") : std::string("acc_")) + ";");
+  if (scan) line(ptr + "[tsr_tid * " + num(W) + " + l_] = " + (f ? fround(t, "acc_") : std::string("acc_")) + ";");
   close();
   line(acc + " = acc_;");
   close();

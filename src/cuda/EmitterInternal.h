@@ -100,8 +100,9 @@ class Emitter {
   void lowered_shape(const Op& op);
   void lowered_reduce(const Op& op);
   void lowered_reduce_to_scalar(const Op& op);
-  // A sum scan of a tile that is one line along its axis, from registers: each thread's runs of
-  // consecutive elements, then the CTA's (tsr::block_exclusive_sum); NotLowerable for others.
+  // A scan: lowered_block_scan, a sum scan of a tile that is one line along its axis, from
+  // registers (each thread's runs of consecutive elements, then the CTA's
+  // tsr::block_exclusive_sum; false for other scans), else lowered_fold_lines_through_shared.
   void lowered_scan(const Op& op);
   bool lowered_block_scan(const Op& op);
   void lowered_fold_lines_through_shared(const Op& op);  // scans, scan_with, reduce_with
@@ -247,7 +248,7 @@ class Emitter {
   // Whether every use of `v` is the value a store_tile stores (and there is one).
   bool only_stored(const Value* v) const;
   // Prints `acc` = the fold of `elems` (C++ expressions of type T): eight partials and a tree
-  // where `reassociate` allows and there are 8 or more, else in order.
+  // where there are 8 or more, else in order (a built-in kind's fold: any order).
   void fold_slots(const std::string& acc, const std::string& T, const std::vector<std::string>& elems,
                   const std::function<std::string(const std::string&, const std::string&)>& fold);
   static constexpr const char* kLoweredBase = "TSR_LO_BASE";

@@ -11,8 +11,9 @@
 // along the axis; carried values keep their initial value's layout. remove-layout-conversions then removes
 // what it can, so what the pair leaves is what the kernel really exchanges.
 //
-// Kernels with Struct or raw ops, or tiles carried through `while` loops, are left as they are
-// (stat assign-layouts.skipped): their tiles have storage of their own.
+// A `while` carries its values in their initial values' layouts, as a `for` does. Kernels with
+// Struct pipes or warp roles, or layouts written by hand, are left as they are (stat
+// assign-layouts.skipped).
 #include <algorithm>
 #include <cstdlib>
 #include <map>

@@ -665,7 +665,7 @@ class Remove {
   }
 };
 
-// The trip count of a `for` if its bounds are constants, else kNominalTrips.
+// The trip count of a `for` if its bounds are constants, else kNominalTrips (a `while`'s too).
 int64_t trips(const Op& loop) {
   int64_t v[3];
   for (int i = 0; i < 3; ++i) {
@@ -686,7 +686,7 @@ std::pair<int64_t, int64_t> conversion_cost(const Block& b, int64_t weight) {
       n += 1;
       bytes += weight * shape_numel(op->result()->type.shape) * scalar_bytes(op->result()->type.elem);
     }
-    const int64_t inner = op->kind == OpKind::For ? weight * trips(*op) : weight;
+    const int64_t inner = op->kind == OpKind::For ? weight * trips(*op) : op->kind == OpKind::While ? weight * kNominalTrips : weight;
     for (const auto& r : op->regions) {
       auto [rn, rb] = conversion_cost(*r, inner);
       n += rn;
