@@ -1451,7 +1451,8 @@ static std::string unrun_layout_paths(const std::map<std::string, int64_t>& stat
       {"shared-scans", "scans through shared memory"},
       {"shared-reductions", "reduce_with through shared memory"},
       {"insert-parts", "an insert_tile in parts"},
-      {"tiles-through-while", "tiles in a while"}};
+      {"tiles-through-while", "tiles in a while"},
+      {"mma-copy-warps", "an mma.sync warp grid with copy warps"}};
   std::string out;
   for (const auto& [stat, what] : kUnrun)
     if (auto it = stats.find(stat); it != stats.end() && it->second > 0) out += (out.empty() ? "" : ", ") + std::string(what);

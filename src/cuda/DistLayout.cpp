@@ -64,8 +64,9 @@ void blocked(Dist& d, const Layout& l) {
     throw NotLowerable{"a blocked layout whose threads or warps are not the program's"};
 }
 
-// mma.sync (v2, m16n8) accumulators and 16-bit operands; warp w is (w / wn, w % wn) of the
-// warp grid [wm, wn]. A wgmma (v3, m64nN) accumulator is the same placement with the warps all
+// mma.sync (v2, m16n8) accumulators and 16-bit operands; warp w is (w / wn % wm, w % wn) of the
+// warp grid [wm, wn]: a grid of fewer warps than the program's (a tile smaller than the
+// program's warps would cover) leaves the top warp bits copies. A wgmma (v3, m64nN) accumulator is the same placement with the warps all
 // along M (wgmma.cuh: warp v of a warpgroup holds the m16n8 fragments of rows 16v .. 16v + 15,
 // over the N / 8 column blocks), and so is its register A operand (the RS form).
 void mma_v2(Dist& d, const Layout& acc, int operand) {
@@ -77,8 +78,9 @@ void mma_v2(Dist& d, const Layout& acc, int operand) {
   }
   const int64_t wm = acc.warps.at(0), wn = acc.warps.at(1);
   const int wmb = log2_exact(wm), wnb = log2_exact(wn);
-  if (wmb < 0 || wnb < 0 || wmb + wnb != static_cast<int>(d.warp_bits.size()))
-    throw NotLowerable{"an mma warp grid that is not the program's warps"};
+  if (wmb < 0 || wnb < 0 || wmb + wnb > static_cast<int>(d.warp_bits.size()) ||
+      (acc.version == 3 && wmb + wnb != static_cast<int>(d.warp_bits.size())))
+    throw NotLowerable{"an mma warp grid of more warps than the program's"};
   const int64_t R0 = d.shape[0], R1 = d.shape[1];
   if (operand < 0) {  // the accumulator [M, N]
     add_digit(d, 1, 1, 2);

@@ -2568,7 +2568,10 @@ void Emitter::lowered_dot(const Op& op) {
                           : ab == ScalarKind::F8E4M3 ? "tsr::mma_f8_16832<1>("
                                                      : "tsr::mma_f8_16832<2>(";
   open("{");
-  line("const int wm_ = tsr_warp / " + num(wn) + ", wn_ = tsr_warp % " + num(wn) + ";");
+  // (A tile smaller than the program's warps cover: the warps past the grid hold copies.)
+  const bool copies = wm * wn < warps_;
+  line("const int wm_ = tsr_warp / " + num(wn) + (copies ? " % " + num(wm) : "") + ", wn_ = tsr_warp % " + num(wn) + ";");
+  if (copies) count("mma-copy-warps");
   line("(void)wm_; (void)wn_;");
   // The fragments of k step `kx` into buffer `f` (fa[f], fb[f]); the ks loop loads step ks + 1's
   // while step ks's mma instructions run (two buffers, as the planning emitter's ldsm_frags):

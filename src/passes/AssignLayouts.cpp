@@ -298,6 +298,12 @@ class Assign {
           auto skew = [&](int64_t m, int64_t n) { return std::abs(M / m - N / n); };
           if (skew(cm, cn) < skew(wm, wn)) wm = cm, wn = cn;
         }
+      // A tile smaller than the warp grid (the tuner's 16 x 16 and 16 x 32 blocks on 4 warps):
+      // fewer warps along N, each with whole n8 tiles (an even number of them where B is read
+      // from shared memory: ldmatrix.x4 loads two), and the warps left over hold copies of
+      // the accumulator (DistLayout), as the planning emitter's plan_mma leaves them idle.
+      const bool b_shared = (scalar_bits(a.elem) == 16 && loaded(dot.operand(1))) || (f8 && k_major_load(dot.operand(1), 0));
+      while (wn > 1 && N % ((b_shared ? 16 : 8) * wn) != 0) wn /= 2;
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
       no_mma = layout_misfit(acc, c);
       if (no_mma.empty()) {

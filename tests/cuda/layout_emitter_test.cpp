@@ -262,6 +262,33 @@ TEST(LayoutEmitter, PrintsFoldsAndLargeInsertsThroughSharedMemory) {
 // A tile whose layout leaves a thread more than kMaxSlots elements (a replicated [3000]: every
 // thread all of it) is the planning emitter's: the layout emitter's unrolled register arrays
 // kept NVRTC busy for minutes (found by fuzzing). A replicated [96] tile still prints.
+// The tuner's small blocks on 4 warps (16 x 16, 16 x 32, 32 x 16: 122 of the 2304 library
+// configs fell back) take an mma.sync warp grid of fewer warps, along N only as far as whole
+// n8 tiles go (an even number of them where B is read from shared memory), the warps left over
+// holding copies (`tsr_warp / wn % wm`): printed by the layout emitter on sm_80 and sm_89, NVRTC
+// compiles them; Auto keeps them on the planning emitter until they have run on a GPU.
+TEST(LayoutEmitter, SmallMmaTilesTakeAWarpGridWithCopyWarps) {
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  for (const char* name : {"matmul", "matmul_struct", "matmul_fp8"})
+    for (const auto& [bm, bn, grid] : {std::tuple{16, 16, "wm_ = tsr_warp / 1 % 1, wn_ = tsr_warp % 1"},
+                                       {16, 32, "wm_ = tsr_warp / 2 % 1, wn_ = tsr_warp % 2"},
+                                       {32, 16, "wm_ = tsr_warp / 1 % 2, wn_ = tsr_warp % 1"}}) {
+      const char* target = std::string(name) == "matmul_fp8" ? "sm_89" : "sm_80";
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(bm) + " x " + std::to_string(bn));
+      bool printed = false;
+      CudaEmission em = by_layouts(*k, target, &printed);
+      ASSERT_TRUE(printed) << em.notes.back();
+      EXPECT_EQ(em.stats["mma-copy-warps"], 1);
+      EXPECT_NE(em.source.find(grid), std::string::npos);
+      if (nvrtc) expect_nvrtc_accepts(em, CudaTarget::parse(target));
+      const CudaEmission by_default = emit_cuda_with_info(*run_pipeline(*k, {}), CudaTarget::parse(target));
+      EXPECT_NE(by_default.notes.back().find("copy warps on the layout emitter not run on a GPU yet"), std::string::npos)
+          << by_default.notes.back();
+    }
+}
+
 TEST(LayoutEmitter, LeavesTilesOfTooManyElementsAThread) {
   auto kernel = [](int n) {
     const std::string t = "tile<f32, [" + std::to_string(n) + "]>";

@@ -124,6 +124,23 @@ TEST(LayoutEmitterGpu, MmaSyncPathMatchesInterpreter) {
             0);
 }
 
+// The tuner's small blocks (16 x 16, 16 x 32 and 32 x 16 on 4 warps; since session 56): an
+// mma.sync warp grid of fewer warps than the program's, the rest holding copies of the
+// accumulator, for the bf16 matmul and matmul_fp8 on the device's mma.sync target at a ragged
+// size.
+TEST(LayoutEmitterGpu, SmallMmaTilesWithCopyWarpsMatchTheInterpreter) {
+  REQUIRE_GPU();
+  for (const char* name : {"matmul", "matmul_fp8"})
+    for (const auto& [bm, bn] : {std::pair{16, 16}, {16, 32}, {32, 16}}) {
+      auto k = bind_constexprs(*find_library_kernel(name)->build(ScalarKind::BF16), {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(bm) + " x " + std::to_string(bn));
+      EXPECT_NE(printed_by(*k, mma_sync_options()).find("printed from"), std::string::npos) << printed_by(*k, mma_sync_options());
+      EXPECT_GT(expect_gpu_matches_interp(*k, {{"M", 70}, {"N", 90}, {"K", 200}}, 43, tolerance_for(ScalarKind::BF16),
+                                          mma_sync_options()),
+                0);
+    }
+}
+
 TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
   REQUIRE_GPU();
   auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile");
