@@ -9,8 +9,10 @@
 // constexpr when it gives one, else the rule on tile sizes both CUDA emitters follow), and every
 // later pass of the list and the layout emitter read it from there (launch_warps), rather than
 // each working it out again from IR that the passes before it have changed. A `num_warps`
-// written on the yield stays (the verifier holds it to 1..32). A kernel without a grid block
-// runs one program and keeps the rule.
+// written on the yield stays (the verifier holds it to 1..32). A count that is not a power of
+// two (written, or the kernel's constexpr: 6, say) is rounded down to one, with a note
+// (stat assign-launch-shape.rounded-down): layouts place elements by the bits of the warp
+// number. A kernel without a grid block runs one program and keeps the rule.
 //
 // On sm_90a one exception to the rule: a kernel whose dots all take 16-bit or f8 float operands
 // into accumulators of an odd number of 64-row blocks (matmul's BLOCK_M = 64, which the tuner
@@ -60,8 +62,23 @@ int launch_warps(const Kernel& k) {
 void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
   if (!k.grid) return;
   Op* yield = k.grid->terminator();
-  if (!yield || yield->has_attr("num_warps")) return;
-  yield->set_attr("num_warps", int64_t{warps_for(k, o)});
+  if (!yield) return;
+  const bool written = yield->has_attr("num_warps");
+  int warps = written ? static_cast<int>(yield->attr_int("num_warps")) : warps_for(k, o);
+  // Layouts place a tile's elements by the bits of the lane and warp numbers, so a program's
+  // warps are a power of two: a `num_warps` of 6 (the kernel's constexpr or a written one) runs
+  // 4, with a note; the results are the same.
+  if (warps > 0 && (warps & (warps - 1)) != 0) {
+    int pow2 = 1;
+    while (pow2 * 2 <= warps) pow2 *= 2;
+    stats.notes.push_back("assign-launch-shape: num_warps = " + std::to_string(warps) + " is not a power of two: the program runs " +
+                          std::to_string(pow2) + " warps (layouts spread tiles over the bits of the warp number)");
+    ++stats["assign-launch-shape.rounded-down"];
+    warps = pow2;
+    yield->set_attr("num_warps", int64_t{warps});
+  }
+  if (written) return;
+  yield->set_attr("num_warps", int64_t{warps});
   ++stats["assign-launch-shape.assigned"];
 }
 
