@@ -1443,16 +1443,13 @@ const Op* first_layout_op(const Block& b) {
 
 }  // namespace
 
-// The layout emitter's paths (by the stat each counts) printed since session 56 that have not
-// yet run on a GPU (tests/gpu/layout_emitter_gpu_test.cpp's
-// SharedFoldsAndLargeInsertsMatchTheInterpreter runs them): "" when the emission used none.
+// The layout emitter's paths (by the stat each counts) that have not yet run on a GPU: "" when
+// the emission used none. (Session 56's folds through shared memory, inserts in parts, tiles in
+// a while, copy warps of an mma.sync grid and K-major f8 stores ran on the H100:
+// bench/session56_gpu.sh; a reduction over such copy warps has not.)
 static std::string unrun_layout_paths(const std::map<std::string, int64_t>& stats) {
   static const std::pair<const char*, const char*> kUnrun[] = {
-      {"shared-scans", "scans through shared memory"},
-      {"shared-reductions", "reduce_with through shared memory"},
-      {"insert-parts", "an insert_tile in parts"},
-      {"tiles-through-while", "tiles in a while"},
-      {"mma-copy-warps", "an mma.sync warp grid with copy warps"}};
+      {"reductions-over-copy-warps", "a reduction over an mma.sync grid's copy warps"}};
   std::string out;
   for (const auto& [stat, what] : kUnrun)
     if (auto it = stats.find(stat); it != stats.end() && it->second > 0) out += (out.empty() ? "" : ", ") + std::string(what);
@@ -1471,17 +1468,9 @@ CudaEmission emit_cuda_with_info(const Kernel& bound_kernel, const CudaTarget& t
   std::string why_not, layouts_note;
   // Emitter::Auto and Emitter::Layouts: the layout emitter (every codegen knob is a GPU lowering
   // pass's since session 55, and each has run on a GPU), the planning emitter only for what it
-  // cannot print yet, and under Auto for what it prints but has not yet run on a GPU: Struct
-  // buffers (topk's whole-row kernel) and raw code (session 55; bench/session55_topk_gpu.sh).
-  std::string unrun;
-  walk(const_cast<Block&>(*bound_kernel.body), [&](Op& op) {
-    if (unrun.empty() && (op.kind == OpKind::Alloc || op.kind == OpKind::Raw))
-      unrun = op.kind == OpKind::Alloc ? "Struct buffers" : "raw code";
-  });
-  if (target.emitter == CudaTarget::Emitter::Auto && !unrun.empty())
-    layouts_note = unrun + " on the layout emitter " + (unrun == "raw code" ? "has" : "have") +
-                   " not run on a GPU yet: the planning emitter made it";
-  else if (target.emitter != CudaTarget::Emitter::Planning) {
+  // cannot print yet, and under Auto for what it prints but has not yet run on a GPU
+  // (unrun_layout_paths).
+  if (target.emitter != CudaTarget::Emitter::Planning) {
     // wgmma where the target has it (sm_90a), as `tessera compile --dump-after` shows; what
     // the layout emitter cannot print with wgmma (a tile narrower than a 128-byte swizzle
     // atom, say) it tries again lowered for mma.sync.

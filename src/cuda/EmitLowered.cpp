@@ -282,6 +282,9 @@ void Emitter::lowered_convert(const Op& op) {
     store_to_shared(x, sv);
     shared_[r] = sv;
     count("stores-to-shared");
+    // (Its first dim fastest: an f8 mma operand B [K, N] stored K-major, since session 56.)
+    if (const std::vector<int64_t>& o = r->type.layout.order; !o.empty() && o.front() != int64_t(o.size()) - 1)
+      count("transposed-stores-to-shared");
     return;
   }
   if (auto it = shared_.find(x); it != shared_.end()) {  // a shared tile -> registers
@@ -2442,6 +2445,10 @@ std::string Emitter::own_exchange(const Op& op, const std::string& T, int64_t wo
 
 void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
+  // (A reduction of an mma.sync accumulator whose warp grid leaves copy warps: attention at
+  // 16 rows a block on 4 warps, say.)
+  if (const tessera::Layout& L = x->type.layout; L.kind == tessera::Layout::Kind::Mma && L.warps.size() == 2 && L.warps[0] * L.warps[1] < warps_)
+    count("reductions-over-copy-warps");
   if (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin") return lowered_arg_reduce(op);
   if (op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
     return lowered_reduce_to_scalar(op);

@@ -290,20 +290,22 @@ class Assign {
       // squarest warp block instead (fewest fragment loads per mma, as the planning emitter's
       // plan_mma picks): a 128 x 256 tile on 8 warps is 2 x 4 warps of 64 x 64, where 8 x 1
       // warps of 16 x 256 each read all of B for every k step.
+      // (B is read from shared memory, a load's tile or staged by stage-mma-operands, in whole
+      // ldmatrix.x4 loads of two n8 tiles: its warps need an even number of them.)
+      const int64_t nb = 16;
       int64_t wm = pow2_dividing(M / 16, warps_), wn = std::max<int64_t>(1, warps_ / wm);
       if (!has_reductions_ && !dot_reads_dot_)
         for (int64_t cm = 1; cm <= warps_; cm *= 2) {
           const int64_t cn = warps_ / cm;
-          if (warps_ % cm || M % (16 * cm) || N % (8 * cn)) continue;
+          if (warps_ % cm || M % (16 * cm) || N % (nb * cn)) continue;
           auto skew = [&](int64_t m, int64_t n) { return std::abs(M / m - N / n); };
           if (skew(cm, cn) < skew(wm, wn)) wm = cm, wn = cn;
         }
       // A tile smaller than the warp grid (the tuner's 16 x 16 and 16 x 32 blocks on 4 warps):
-      // fewer warps along N, each with whole n8 tiles (an even number of them where B is read
-      // from shared memory: ldmatrix.x4 loads two), and the warps left over hold copies of
-      // the accumulator (DistLayout), as the planning emitter's plan_mma leaves them idle.
-      const bool b_shared = (scalar_bits(a.elem) == 16 && loaded(dot.operand(1))) || (f8 && k_major_load(dot.operand(1), 0));
-      while (wn > 1 && N % ((b_shared ? 16 : 8) * wn) != 0) wn /= 2;
+      // fewer warps along N, each with whole pairs of n8 tiles, and the warps left over hold
+      // copies of the accumulator (DistLayout), as the planning emitter's plan_mma leaves them
+      // idle.
+      while (wn > 1 && N % (nb * wn) != 0) wn /= 2;
       Layout acc = Layout::mma(2, {wm, wn}, {16, 8});
       no_mma = layout_misfit(acc, c);
       if (no_mma.empty()) {
@@ -318,6 +320,9 @@ class Assign {
         auto operand = [&](int i) -> std::pair<Layout, std::string> {
           if (scalar_bits(a.elem) == 16 && loaded(dot.operand(i))) return {Layout::shared(0, 8), "shared"};
           if (f8 && k_major_load(dot.operand(i), i == 0 ? 1 : 0)) return {Layout::shared(0, 16), "shared"};
+          // (Not K-major, B [K, N] as loaded, say: a shared tile whose fastest dim is K, which the
+          // conversion from the load's registers writes transposed, K = dim 1 of A, dim 0 of B.)
+          if (f8) return {Layout::shared(0, 16, i == 0 ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{0, 1}), "shared"};
           return {Layout::dot_operand(acc, i, kw), ""};
         };
         auto [la, sa] = operand(0);

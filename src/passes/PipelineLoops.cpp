@@ -5,8 +5,9 @@
 // copies go out while iteration i - 1 computes (cp.async on sm_80+), so that the loop waits
 // for memory only where the copies are slower than its arithmetic. A ring of S stages (written
 // or chosen) that the target's shared memory cannot hold, with room for the exchanges' scratch,
-// gets as many stages as it can (at least 2; stat pipeline-loops.stages-cut, with a note): the
-// library matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles are 3 on sm_80.
+// gets as many stages as it can (stat pipeline-loops.stages-cut, with a note): the library
+// matmul's 4 stages of 128 x 64 and 64 x 256 bf16 tiles are 3 on sm_80; where not even 2 fit
+// (the f32 matmul's 128 x 128 and 128 x 192 FMA operands on sm_80), 1: no ring.
 //
 // A wgmma dot (mma v3 accumulator) in such a loop at the kernel's top level, whose accumulator
 // the loop only carries (the block argument feeds only the dot, the dot's result only the
@@ -272,13 +273,20 @@ void pipeline_loops(Kernel& k, const GpuLoweringOptions& o, PassStats& stats) {
       for (int64_t w : L.warps) warps *= w;
       loop_room -= 4 * 8192 * std::max<int64_t>(1, warps / 4);
     }
-    if (S > 2 && bytes > 0 && S * bytes > loop_room) {
-      const int64_t fit = std::max<int64_t>(2, loop_room / bytes);
-      op.set_attr("pipeline", fit);
-      ++stats["pipeline-loops.stages-cut"];
-      stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " +
-                            std::to_string(fit) + " (a stage of its ring is " + std::to_string(bytes) +
-                            " bytes of shared memory)");
+    if (S >= 2 && bytes > 0 && S * bytes > loop_room) {
+      // At least 2 stages where 2 fit without the exchanges' scratch (which a kernel with no
+      // exchange does not use: bf16 192 x 256 x 128 on sm_90a keeps its 2), else 1: no ring,
+      // each iteration's loads waited for at once, rather than shared tiles the target cannot
+      // hold.
+      const int64_t least = 2 * bytes + 1024 + (room - loop_room) <= shared_memory_per_program(o.sm) ? 2 : 1;
+      const int64_t fit = std::max<int64_t>(least, loop_room / bytes);
+      if (fit < S) {
+        op.set_attr("pipeline", fit);
+        ++stats["pipeline-loops.stages-cut"];
+        stats.notes.push_back("loop at " + op.loc.str() + ": pipeline = " + std::to_string(S) + " cut to " +
+                              std::to_string(fit) + " (a stage of its ring is " + std::to_string(bytes) +
+                              " bytes of shared memory)");
+      }
     }
     // A group in flight holds its stage one iteration longer: with 2 stages no copy could be
     // ahead of the iteration that waits for it, slower than waiting for each group.

@@ -283,8 +283,13 @@ class Remove {
     // loads into shared memory (asynchronous copies, which fill what lies past the view with
     // +0: a load with another pad value stays a load into registers, stored after it), also
     // through a reshape that only adds or drops unit dims (a row-major view of the same bytes:
-    // one head of a [H, S, D] view read as [S, D])
-    if (src && y->type.space == "shared" && uses(x).size() == 1) {
+    // one head of a [H, S, D] view read as [S, D]); not into a shared tile of another order (an
+    // f8 mma operand's K-fastest tile of B [K, N]): copies do not transpose, so the load stays
+    // and the conversion stores it transposed
+    const std::vector<int64_t>& order = y->type.layout.order;
+    const bool row_major = std::is_sorted(order.rbegin(), order.rend()) &&
+                           (order.empty() || (order.front() == int64_t(order.size()) - 1 && order.back() == 0));
+    if (src && y->type.space == "shared" && uses(x).size() == 1 && row_major) {
       Op* load = src;
       if (src->kind == OpKind::Reshape && y->type.layout.order.empty() &&
           only_unit_dims_change(src->operand(0)->type, x->type) && uses(src->operand(0)).size() == 1)

@@ -139,6 +139,29 @@ TEST(LayoutEmitterGpu, SmallMmaTilesWithCopyWarpsMatchTheInterpreter) {
                                           mma_sync_options()),
                 0);
     }
+  // FlashAttention at 16 x 16 and 16 x 32 blocks: the softmax's reductions over the copy warps.
+  const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/corpus/flash_attention_bf16.tile";
+  auto fa = parse_file(path);
+  for (int bn : {16, 32}) {
+    auto k = bind_constexprs(*fa->kernels.at(0), {{"BM", 16}, {"BN", bn}});
+    SCOPED_TRACE("flash_attention_bf16 16 x " + std::to_string(bn));
+    EXPECT_NE(printed_by(*k, mma_sync_options()).find("printed from"), std::string::npos) << printed_by(*k, mma_sync_options());
+    expect_matches(*k, file_sizes(path), mma_sync_options());
+  }
+}
+
+// An f8 dot of B [K, N] as loaded, B stored K-major into shared memory by a conversion
+// (tests/cuda_codegen/data/f8_dot_kn.tile; since session 56), on the device's own target and
+// on mma.sync, at a ragged size.
+TEST(LayoutEmitterGpu, F8DotOfBAsLoadedKNMatchesTheInterpreter) {
+  REQUIRE_GPU();
+  if (cuda_target_for(layout_options()).sm < 89) GTEST_SKIP() << "fp8 mma.sync needs sm_89 or newer";
+  auto m = parse_file(std::string(TESSERA_SOURCE_DIR) + "/tests/cuda_codegen/data/f8_dot_kn.tile");
+  const Kernel& k = *m->kernels.at(0);
+  for (const CudaOptions& o : {layout_options(), mma_sync_options()}) {
+    EXPECT_NE(printed_by(k, o).find("printed from"), std::string::npos) << printed_by(k, o);
+    EXPECT_GT(expect_gpu_matches_interp(k, {{"M", 70}, {"N", 90}, {"K", 200}}, 47, tolerance_for(ScalarKind::BF16), o), 0);
+  }
 }
 
 TEST(LayoutEmitterGpu, FlashAttentionBf16HeadSize128) {
