@@ -30,7 +30,7 @@ ab() {  # FILE-or-kernel ARGS...: median ms, planning (P) then layouts (L), thre
   echo "$line"
 }
 F=tests/cuda_codegen/data/shared_folds.tile
-ab $F --kernel cummax_rows --size M=4096,N=1024
+ab $F --kernel cummax_rows --size M=4096,N=4096
 ab $F --kernel cumsum_cols --size M=64,N=65536
 ab $F --kernel halving_rows --size M=4096,N=512
 ab matmul --dtype bf16 --size M=4096,N=4096,K=4096 --config BLOCK_M=16 --config BLOCK_N=32
