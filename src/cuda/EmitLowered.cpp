@@ -2262,16 +2262,20 @@ void Emitter::lowered_fold_lines_through_shared(const Op& op) {
   else if (kind == "max" || kind == "min") step = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">(acc_, v_)";
   else if (!with) throw NotLowerable{"a scan at " + op.loc.str() + " of kind " + kind};
   if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) step = "uint8_t((" + step + ") & 1)";
-  // Parts: G lines (at most one a thread) by Lc elements along the axis, within kFoldBytes of
-  // scratch (a whole tile of up to 48 KiB in one part: parts of the 8 KiB of an exchange took
-  // a 64 x 128 f32 column scan 3x the planning emitter's time on the H100, 5 parts of 3
-  // barriers each); a line's elements W apart, W = Lc + 1 where several lines are folded (the
-  // threads' reads of step l_ then fall in different banks, not all in one as with a stride of
-  // 32 k).
-  constexpr int64_t kFoldBytes = 48 * 1024;
-  const int64_t eb = std::max(4, scalar_bytes(t)), fit = kFoldBytes / eb;
+  // Parts: G lines (at most one a thread) by Lc elements along the axis, within the exchanges'
+  // scratch (which the kernel's rings and prefetch buffers leave room for: 48 KiB parts pushed
+  // a kernel with program prefetch past sm_89's shared memory; the parts' barriers cost a
+  // 64 x 128 f32 column scan 3x the planning emitter's time on the H100, bench/RESULTS.md
+  // session 56); a line's elements W apart, W odd where several lines are folded (the threads'
+  // reads of step l_ then fall in different banks, not in one as with a stride of 32 k).
+  const int64_t eb = std::max(4, scalar_bytes(t)), fit = kExchangeBytes / eb;
   const int64_t G = std::min<int64_t>({lines, T_, fit / 2});
-  const int64_t Lc = std::min(L, G > 1 ? fit / G - 1 : fit), W = G > 1 ? Lc + 1 : Lc;
+  int64_t Lc = std::min(L, G > 1 ? fit / G - 1 : fit), W = G > 1 ? Lc + 1 : Lc;
+  if (G > 1 && W % 2 == 0) {
+    if (W + 1 <= fit / G) ++W;
+    else if (Lc > 1) W = Lc--;
+    count("folds-odd-stride");  // (not yet run on a GPU: unrun_layout_paths)
+  }
   const int64_t NG = (lines + G - 1) / G, NC = (L + Lc - 1) / Lc;
   const bool parts = NG * NC > 1;
   const std::string ptr = smem_ptr(C, 0, G * W * eb), res = declare(op, r), acc = fresh("acc");

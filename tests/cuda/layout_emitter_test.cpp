@@ -249,12 +249,16 @@ TEST(LayoutEmitter, PrintsFoldsAndLargeInsertsThroughSharedMemory) {
       EXPECT_EQ(em.stats["shared-scans"], n == "lse_line" || n == "insert_large" || n == "halve_while" || n == "store_in_while" ? 0 : 1);
       EXPECT_EQ(em.stats["tiles-through-while"], n == "halve_while" || n == "store_in_while" ? 1 : 0);
       EXPECT_EQ(em.stats["shared-reductions"], n == "lse_line" || n == "halving_rows" ? 1 : 0);
-      EXPECT_EQ(em.source.find("for (int c_ = 0; c_ < 2; ++c_)") != std::string::npos, n == "cummax_rows" || n == "lse_line");
+      EXPECT_EQ(em.source.find("for (int c_ = 0; c_ < ") != std::string::npos,
+                n == "cummax_rows" || n == "cumsum_cols" || n == "lse_line" || n == "halving_rows");
       EXPECT_EQ(em.source.find("for (int pt_ = 0; pt_ < 2; ++pt_)") != std::string::npos, n == "insert_large");
       if (nvrtc) expect_nvrtc_accepts(em, CudaTarget::parse(target));
-      // Auto prints them on the layout emitter too (they ran on the H100 in session 56).
+      // Auto prints them on the layout emitter too (they ran on the H100 in session 56), but for
+      // the folds whose line stride was made odd after that run (unrun_layout_paths).
+      const bool odd = n == "cummax_rows" || n == "cumsum_cols" || n == "halving_rows";
+      EXPECT_EQ(em.stats["folds-odd-stride"], !odd ? 0 : n == "halving_rows" ? 2 : 1);  // (its scan_with and reduce_with)
       const CudaEmission by_default = emit_cuda_with_info(*run_pipeline(*bind_constexprs(*k, {}), {}), CudaTarget::parse(target));
-      EXPECT_NE(by_default.lowered, nullptr) << by_default.notes.back();
+      EXPECT_EQ(by_default.lowered != nullptr, !odd) << by_default.notes.back();
     }
 }
 

@@ -482,9 +482,9 @@ TEST(LayoutEmitterGpu, RawCodeMatchesTheHost) {
 }
 
 // Scans the block scan does not take, scan_with and reduce_with, through shared memory
-// (lowered_fold_lines_through_shared, since session 56): a max along rows of 4 x 4096 (two parts
-// along the axis), a sum down columns of 64 x 128, a bf16 sum along rows of 8 x 64, an i32 min of
-// one line, a log-sum-exp reduce_with of a [16384] line to a scalar (two parts), a non-associative scan_with and reduce_with along rows of 8 x 512; and an insert_tile
+// (lowered_fold_lines_through_shared, since session 56): a max along rows of 4 x 4096 (nine parts
+// along the axis), a sum down columns of 64 x 128 (five), a bf16 sum along rows of 8 x 64, an i32
+// min of one line, a log-sum-exp reduce_with of a [16384] line to a scalar (eight parts), a non-associative scan_with and reduce_with along rows of 8 x 512; and an insert_tile
 // of a 64 x 64 f32 sub-tile (16 KiB: two parts); a tile carried through a while loop, a tile
 // stored in one; all at ragged sizes (tests/cuda_codegen/data/shared_folds.tile).
 TEST(LayoutEmitterGpu, SharedFoldsAndLargeInsertsMatchTheInterpreter) {
