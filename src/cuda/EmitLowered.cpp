@@ -2254,13 +2254,15 @@ void Emitter::lowered_fold_lines_through_shared(const Op& op) {
   const AxisSplit sp = split_at_axis(S, axis);
   const int64_t L = sp.len, I = sp.inner, lines = sp.outer * sp.inner;
   const ScalarKind t = x->type.elem;
-  const std::string C = ctype(t), kind = with ? "" : op.attr_string("kind"), U = scalar_bits(t) > 32 ? "uint64_t" : "uint32_t";
+  const std::string C = ctype(t), kind = with ? "" : op.attr_string("kind");
   const bool f = is_float(t);
-  std::string step;  // acc_ combined with v_ (a combiner's region is printed in the loop)
-  if (kind == "sum") step = f ? "acc_ + v_" : C + "(" + U + "(acc_) + " + U + "(v_))";
-  else if (kind == "prod") step = f ? "acc_ * v_" : C + "(" + U + "(acc_) * " + U + "(v_))";
-  else if (kind == "max" || kind == "min") step = std::string(f ? "tsr::f" : "tsr::i") + kind + (f ? "_nan<" : "<") + C + ">(acc_, v_)";
-  else if (!with) throw NotLowerable{"a scan at " + op.loc.str() + " of kind " + kind};
+  // acc_ combined with v_: the reductions' fold (a combiner's region is printed in the loop).
+  std::string step;
+  if (!with) {
+    const auto fold = reduce_fold(kind, t);
+    if (!fold) throw NotLowerable{"a scan at " + op.loc.str() + " of kind " + kind};
+    step = fold("acc_", "v_");
+  }
   if (t == ScalarKind::I1 && (kind == "sum" || kind == "prod")) step = "uint8_t((" + step + ") & 1)";
   // Parts: G lines (at most one a thread) by Lc elements along the axis, within the exchanges'
   // scratch (which the kernel's rings and prefetch buffers leave room for: 48 KiB parts pushed
@@ -2455,8 +2457,7 @@ void Emitter::lowered_reduce(const Op& op) {
   const Value *x = op.operand(0), *r = op.result();
   // (A reduction of an mma.sync accumulator whose warp grid leaves copy warps: attention at
   // 16 rows a block on 4 warps, say.)
-  if (const tessera::Layout& L = x->type.layout; L.kind == tessera::Layout::Kind::Mma && L.warps.size() == 2 && L.warps[0] * L.warps[1] < warps_)
-    count("reductions-over-copy-warps");
+  if (has_copy_warps(x->type.layout)) count("reductions-over-copy-warps");
   if (op.attr_string("kind") == "argmax" || op.attr_string("kind") == "argmin") return lowered_arg_reduce(op);
   if (op.results.size() == 1 && !r->type.is_tile() && x->type.rank() == 1)
     return lowered_reduce_to_scalar(op);
@@ -2583,8 +2584,7 @@ void Emitter::lowered_dot(const Op& op) {
                           : ab == ScalarKind::F8E4M3 ? "tsr::mma_f8_16832<1>("
                                                      : "tsr::mma_f8_16832<2>(";
   open("{");
-  // (A tile smaller than the program's warps cover: the warps past the grid hold copies.)
-  const bool copies = wm * wn < warps_;
+  const bool copies = has_copy_warps(L);
   line("const int wm_ = tsr_warp / " + num(wn) + (copies ? " % " + num(wm) : "") + ", wn_ = tsr_warp % " + num(wn) + ";");
   if (copies) count("mma-copy-warps");
   line("(void)wm_; (void)wn_;");

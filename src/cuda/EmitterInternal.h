@@ -103,6 +103,11 @@ class Emitter {
   // A scan: lowered_block_scan, a sum scan of a tile that is one line along its axis, from
   // registers (each thread's runs of consecutive elements, then the CTA's
   // tsr::block_exclusive_sum; false for other scans), else lowered_fold_lines_through_shared.
+  // An mma.sync accumulator layout whose warp grid is smaller than the program's warps (a tile
+  // smaller than they cover): the warps past the grid hold copies (DistLayout).
+  bool has_copy_warps(const tessera::Layout& L) const {
+    return L.kind == tessera::Layout::Kind::Mma && L.version == 2 && L.warps.size() == 2 && L.warps[0] * L.warps[1] < warps_;
+  }
   void lowered_scan(const Op& op);
   bool lowered_block_scan(const Op& op);
   void lowered_fold_lines_through_shared(const Op& op);  // scans, scan_with, reduce_with

@@ -22,6 +22,8 @@
 // warpgroup runs wgmma and the layout emitter adds the producer warpgroup, the planning
 // emitter's 256 threads (H100, bf16 128 x 14336 x 4096: 0.158 ms on mma.sync against the
 // planning emitter's 0.050).
+#include <bit>
+
 #include "ir/IR.h"
 #include "passes/Passes.h"
 
@@ -68,9 +70,8 @@ void assign_launch_shape(Kernel& k, const GpuLoweringOptions& o, PassStats& stat
   // Layouts place a tile's elements by the bits of the lane and warp numbers, so a program's
   // warps are a power of two: a `num_warps` of 6 (the kernel's constexpr or a written one) runs
   // 4, with a note; the results are the same.
-  if (warps > 0 && (warps & (warps - 1)) != 0) {
-    int pow2 = 1;
-    while (pow2 * 2 <= warps) pow2 *= 2;
+  if (warps > 0 && !std::has_single_bit(unsigned(warps))) {
+    const int pow2 = static_cast<int>(std::bit_floor(unsigned(warps)));
     stats.notes.push_back("assign-launch-shape: num_warps = " + std::to_string(warps) + " is not a power of two: the program runs " +
                           std::to_string(pow2) + " warps (layouts spread tiles over the bits of the warp number)");
     ++stats["assign-launch-shape.rounded-down"];
